@@ -1,0 +1,1 @@
+"""Benchmarks, each side by side with the alternative its issue names."""

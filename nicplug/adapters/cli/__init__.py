@@ -1,0 +1,12 @@
+"""The `nicplug` command line. Importing a command module registers its command."""
+
+from __future__ import annotations
+
+from nicplug.adapters.cli.app import app
+
+
+def main() -> None:
+    app()
+
+
+__all__ = ["app", "main"]

@@ -1,0 +1,210 @@
+"""The domain's view of one VM's world, dialect-neutral and typed.
+
+The adapters translate Kubernetes objects into these records (pydantic at the edge,
+frozen dataclasses here); the machines decide from a whole `World`, never from a
+single watch event. SDN annotations arrive already parsed by a dialect into
+`SDNRequest` / `SDNStatus`; a malformed annotation arrives as `observation_error`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Literal
+
+NetworkType = Literal["Main", "Network", "ClusterNetwork"]
+ApprovalMode = Literal["Manual", "Automatic"]
+RolloutStrategy = Literal["LiveUpdate", "Stage"]
+
+MAIN_IF_NAME = "default"
+
+
+def identity_of(type_: NetworkType, name: str) -> str:
+    """`Main`, `Network/<name>` or `ClusterNetwork/<name>`: the identity of an entry."""
+    return "Main" if type_ == "Main" else f"{type_}/{name}"
+
+
+def if_name_of(type_: NetworkType, name: str) -> str:
+    """The KubeVirt network/interface name: stable, at most 15 characters."""
+    if type_ == "Main":
+        return MAIN_IF_NAME
+    prefix = "veth_n" if type_ == "Network" else "veth_cn"
+    digest = hashlib.md5(f"{type_}/{name}".encode(), usedforsecurity=False).hexdigest()
+    return prefix + digest[:8]
+
+
+@dataclass(frozen=True, slots=True)
+class NetworkSpec:
+    """One entry of the VM's `spec.networks`."""
+
+    type: NetworkType
+    name: str = ""
+    id: int | None = None
+
+    @property
+    def identity(self) -> str:
+        return identity_of(self.type, self.name)
+
+    @property
+    def if_name(self) -> str:
+        return if_name_of(self.type, self.name)
+
+
+@dataclass(frozen=True, slots=True)
+class Condition:
+    type: str
+    status: str
+    reason: str = ""
+    message: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class DesiredVM:
+    """The `virtualization.deckhouse.io` VirtualMachine: what the user wants.
+
+    `networks` is None when `spec.networks` is missing (== `[Main]`).
+    `macs` maps an identity to `status.networks[].macAddress` where known.
+    """
+
+    uid: str
+    namespace: str
+    name: str
+    resource_version: str
+    networks: tuple[NetworkSpec, ...] | None
+    approval: ApprovalMode = "Manual"
+    macs: Mapping[str, str] = field(default_factory=dict)
+    conditions: tuple[Condition, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class KVVMInterface:
+    """`spec.template.spec.domain.devices.interfaces[]`: `{name, bridge: {}, state?}`."""
+
+    name: str
+    absent: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class KVVMNetwork:
+    """`spec.template.spec.networks[]`: `pod: {}` or `multus: {networkName}`."""
+
+    name: str
+    multus_network: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class KVVM:
+    """The `kubevirt.io/v1` VirtualMachine of the same name."""
+
+    resource_version: str
+    running: bool
+    interfaces: tuple[KVVMInterface, ...] = ()
+    networks: tuple[KVVMNetwork, ...] = ()
+    template_requests: tuple[SDNRequest, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class VMIInterfaceStatus:
+    """`status.interfaces[]`; attached to the guest when `domain` is in `info_source`."""
+
+    name: str
+    interface_name: str = ""
+    mac: str = ""
+    info_source: frozenset[str] = frozenset()
+
+    @property
+    def attached(self) -> bool:
+        return "domain" in self.info_source
+
+
+@dataclass(frozen=True, slots=True)
+class VMI:
+    """The `kubevirt.io/v1` VirtualMachineInstance."""
+
+    uid: str
+    resource_version: str
+    phase: str
+    interfaces: tuple[KVVMInterface, ...] = ()
+    networks: tuple[KVVMNetwork, ...] = ()
+    status_interfaces: tuple[VMIInterfaceStatus, ...] = ()
+    conditions: tuple[Condition, ...] = ()
+    active_pods: Mapping[str, str] = field(default_factory=dict)
+
+    def condition(self, type_: str) -> Condition | None:
+        return next((c for c in self.conditions if c.type == type_), None)
+
+    @property
+    def live_migratable(self) -> bool:
+        cond = self.condition("LiveMigratable")
+        return cond is not None and cond.status == "True"
+
+
+@dataclass(frozen=True, slots=True)
+class SDNRequest:
+    """One entry of the pod's SDN request annotation, dialect-neutral."""
+
+    identity: str
+    if_name: str
+    id: int | None = None
+    mac: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SDNStatus:
+    """One entry of the SDN status annotation; `error` set when the SDN failed it."""
+
+    identity: str
+    if_name: str
+    ready: bool
+    error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class LauncherPod:
+    """A virt-launcher pod of the VMI (two during a migration)."""
+
+    namespace: str
+    name: str
+    uid: str
+    resource_version: str
+    phase: str
+    node: str = ""
+    requested: tuple[SDNRequest, ...] = ()
+    reported: tuple[SDNStatus, ...] = ()
+    observation_error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Migration:
+    """A `VirtualMachineInstanceMigration` for the VMI."""
+
+    name: str
+    uid: str
+    phase: str
+
+    @property
+    def finished(self) -> bool:
+        return self.phase in ("Succeeded", "Failed")
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterConfig:
+    """From the KubeVirt CR; a missing strategy means `LiveUpdate`."""
+
+    rollout_strategy: RolloutStrategy = "LiveUpdate"
+    workload_update_methods: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class World:
+    """Everything observed about one VM at one moment."""
+
+    vm: DesiredVM | None
+    kvvm: KVVM | None = None
+    vmi: VMI | None = None
+    pods: tuple[LauncherPod, ...] = ()
+    migrations: tuple[Migration, ...] = ()
+    cluster: ClusterConfig = ClusterConfig()
+    networks_ready: Mapping[str, bool] = field(default_factory=dict)
+    observation_errors: tuple[str, ...] = ()

@@ -1,0 +1,1 @@
+"""Numbered SQL files of the journal schema, applied in order at open."""
