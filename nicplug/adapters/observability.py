@@ -1,0 +1,107 @@
+"""Prometheus metrics and the controller's small HTTP face (`/metrics`, `/healthz`,
+`/readyz`).
+
+Metrics live in a registry of their own (never the process-global one) so that two
+controllers in one test process do not collide. This module only records and serves;
+it never decides anything and never blocks the controller: a failing scrape is the
+scraper's problem.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from aiohttp import web
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+_LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
+
+
+@dataclass
+class Metrics:
+    registry: CollectorRegistry = field(default_factory=CollectorRegistry)
+
+    def __post_init__(self) -> None:
+        r = self.registry
+        self.operations = Gauge(
+            "nicplug_operations", "Interface operations by current state", ["state"], registry=r
+        )
+        self.transitions = Counter(
+            "nicplug_transitions_total", "State transitions", ["machine", "to"], registry=r
+        )
+        self.transition_latency = Histogram(
+            "nicplug_transition_latency_seconds",
+            "Time from the observation that moved an operation to the committed transition",
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.effect_latency = Histogram(
+            "nicplug_effect_latency_seconds",
+            "Effect execution time against the API server",
+            ["type", "outcome"],
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.commit_latency = Histogram(
+            "nicplug_journal_commit_latency_seconds",
+            "Journal append latency (queueing plus group commit)",
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.watch_lag = Gauge(
+            "nicplug_watch_lag_seconds",
+            "Seconds since the last event or bookmark of each watch",
+            ["kind"],
+            registry=r,
+        )
+        self.api_errors = Counter(
+            "nicplug_api_errors_total", "API errors by HTTP status", ["code"], registry=r
+        )
+        self.observation_errors = Counter(
+            "nicplug_observation_errors_total",
+            "Malformed objects or annotations that were reported and skipped",
+            ["kind"],
+            registry=r,
+        )
+        self.leader = Gauge("nicplug_leader", "1 while this replica leads", registry=r)
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)
+
+
+@dataclass
+class Health:
+    """`/healthz` answers while the process serves; `/readyz` once `ready()` holds."""
+
+    ready: Callable[[], bool] = lambda: False
+    live: Callable[[], bool] = lambda: True
+
+
+def make_http_app(metrics: Metrics, health: Health) -> web.Application:
+    async def metrics_view(_: web.Request) -> web.Response:
+        body = metrics.render()
+        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+    async def healthz(_: web.Request) -> web.Response:
+        ok = health.live()
+        return web.Response(status=200 if ok else 503, text="ok\n" if ok else "unhealthy\n")
+
+    async def readyz(_: web.Request) -> web.Response:
+        ok = health.ready()
+        return web.Response(status=200 if ok else 503, text="ready\n" if ok else "not ready\n")
+
+    app = web.Application()
+    app.router.add_get("/metrics", metrics_view)
+    app.router.add_get("/healthz", healthz)
+    app.router.add_get("/readyz", readyz)
+    return app
+
+
+def parse_addr(value: str) -> tuple[str, int]:
+    """`HOST:PORT` (IPv6 as `[::1]:8080`); a clear ValueError otherwise."""
+    host, sep, port = value.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ValueError(f"expected HOST:PORT, got {value!r}")
+    return host.strip("[]"), int(port)

@@ -1,0 +1,48 @@
+"""The controller's settings: one validated record built from flags or environment.
+
+Every option of `nicplug run` is also read from an environment variable
+`NICPLUG_<OPTION>` (the CLI does that); this module only validates the values and
+turns them into the records the engine and the machines take. A bad value is a
+`ValueError` with a message a person can act on, raised before anything starts.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from nicplug.adapters.observability import parse_addr
+
+Dialect = Literal["deckhouse", "multus"]
+Gating = Literal["rollout-strategy", "always-live"]
+Migrations = Literal["auto", "manual"]
+
+
+class Settings(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    kubeconfig: Path | None = None
+    journal: Path = Path("nicplug-journal.db")
+    dialect: Dialect = "deckhouse"
+    gating: Gating = "rollout-strategy"
+    migrations: Migrations = "auto"
+    namespace: str | None = None
+    metrics_addr: str = "127.0.0.1:8080"
+    sdn_timeout: float = Field(default=60.0, gt=0)
+    attach_timeout: float = Field(default=60.0, gt=0)
+    migration_timeout: float = Field(default=600.0, gt=0)
+    dynamic_networks_grace: float = Field(default=15.0, ge=0)
+    cluster_network_namespace: str = "default"
+    lease_name: str = "nicplug"
+    lease_namespace: str = "default"
+    identity: str | None = None
+    request_timeout: float = Field(default=30.0, gt=0)
+    concurrency: int = Field(default=64, ge=1, le=4096)
+
+    @field_validator("metrics_addr")
+    @classmethod
+    def _addr(cls, value: str) -> str:
+        parse_addr(value)
+        return value
