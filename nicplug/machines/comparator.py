@@ -141,12 +141,12 @@ def compare(networks: tuple[NetworkSpec, ...] | None, kvvm: KVVM) -> Comparison:
     carried_order = [c.identity for c in carried if c.identity in wanted]
     moved = {a for a, b in zip(desired_order, carried_order, strict=True) if a != b}
     for spec in desired:
-        entry = present.get(spec.identity)
-        if entry is None:
+        held = present.get(spec.identity)
+        if held is None:
             continue
         whys = []
-        if spec.id is not None and entry.id is not None and spec.id != entry.id:
-            whys.append(f"id {entry.id} → {spec.id}")
+        if spec.id is not None and held.id is not None and spec.id != held.id:
+            whys.append(f"id {held.id} → {spec.id}")
         if spec.identity in moved:
             whys.append("reordered")
         if whys:
