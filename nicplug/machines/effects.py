@@ -1,0 +1,280 @@
+"""What the machines ask the world to do, as data (DESIGN §4).
+
+Each effect is a frozen record that round-trips through `EffectRequest.payload` JSON
+(`to_payload` / `effect_from_payload`) and has a deterministic idempotency key derived
+from its content, so asking twice for the same thing is recognised as the same effect.
+The adapters execute them; nothing here talks to Kubernetes.
+
+Patches carry whole desired lists, not deltas: one `PatchPodNetworks` holds every SDN
+entry that should be on the pod, one `PatchVirtualMachine` every interface the KVVM
+should carry, so executing one twice, late, or after another changes nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar, Literal
+
+from nicplug.engine.model import EffectRequest, StreamId
+from nicplug.machines.world import SDNRequest
+
+CONDITION_RESTART = "AwaitingRestartToApplyConfiguration"
+REASON_RESTART = "ChangesPendingRestart"
+CONDITION_MIGRATION = "NetworkHotplugAwaitingMigration"
+CONDITION_FAILED = "NetworkHotplugFailed"
+NICPLUG_CONDITIONS = (CONDITION_RESTART, CONDITION_MIGRATION, CONDITION_FAILED)
+
+
+def _request_payload(r: SDNRequest) -> dict[str, Any]:
+    return {"identity": r.identity, "if_name": r.if_name, "id": r.id, "mac": r.mac}
+
+
+def _request_of(p: Mapping[str, Any]) -> SDNRequest:
+    return SDNRequest(str(p["identity"]), str(p["if_name"]), p.get("id"), p.get("mac"))
+
+
+class Effect(ABC):
+    """Common behaviour: a type name, a target, a payload and an idempotency key."""
+
+    __slots__ = ()
+    TYPE: ClassVar[str]
+
+    @property
+    @abstractmethod
+    def target(self) -> str:
+        """`namespace/name` of the object the effect acts on."""
+
+    @abstractmethod
+    def to_payload(self) -> dict[str, Any]:
+        """The JSON-ready payload; `from_payload` of the same class reads it back."""
+
+    def idempotency_key(self) -> str:
+        text = json.dumps(self.to_payload(), sort_keys=True, separators=(",", ":"))
+        digest = hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
+        return f"{self.TYPE}:{self.target}:{digest}"
+
+    def request(self, stream: StreamId) -> EffectRequest:
+        return EffectRequest(stream, self.TYPE, self.to_payload(), self.idempotency_key())
+
+
+@dataclass(frozen=True, slots=True)
+class PatchPodNetworks(Effect):
+    """Set the pod's SDN request annotation to exactly `entries` (Main never listed)."""
+
+    TYPE: ClassVar[str] = "PatchPodNetworks"
+    namespace: str
+    pod: str
+    pod_uid: str
+    entries: tuple[SDNRequest, ...]
+
+    @property
+    def target(self) -> str:
+        return f"{self.namespace}/{self.pod}"
+
+    def to_payload(self) -> dict[str, Any]:
+        return {
+            "namespace": self.namespace,
+            "pod": self.pod,
+            "pod_uid": self.pod_uid,
+            "entries": [_request_payload(e) for e in self.entries],
+        }
+
+    @classmethod
+    def from_payload(cls, p: Mapping[str, Any]) -> PatchPodNetworks:
+        entries = tuple(_request_of(e) for e in p["entries"])
+        return cls(p["namespace"], p["pod"], p["pod_uid"], entries)
+
+
+@dataclass(frozen=True, slots=True)
+class VMNetworkEntry:
+    """One KVVM interface+network in neutral form; the dialect renders the network."""
+
+    if_name: str
+    identity: str
+    absent: bool = False
+    multus_network: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PatchVirtualMachine(Effect):
+    """Set the KVVM template's interfaces/networks and SDN request annotation."""
+
+    TYPE: ClassVar[str] = "PatchVirtualMachine"
+    namespace: str
+    name: str
+    networks: tuple[VMNetworkEntry, ...]
+    template_requests: tuple[SDNRequest, ...]
+
+    @property
+    def target(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    def to_payload(self) -> dict[str, Any]:
+        return {
+            "namespace": self.namespace,
+            "name": self.name,
+            "networks": [
+                {
+                    "if_name": n.if_name,
+                    "identity": n.identity,
+                    "absent": n.absent,
+                    "multus_network": n.multus_network,
+                }
+                for n in self.networks
+            ],
+            "template_requests": [_request_payload(r) for r in self.template_requests],
+        }
+
+    @classmethod
+    def from_payload(cls, p: Mapping[str, Any]) -> PatchVirtualMachine:
+        networks = tuple(
+            VMNetworkEntry(n["if_name"], n["identity"], bool(n["absent"]), n.get("multus_network"))
+            for n in p["networks"]
+        )
+        requests = tuple(_request_of(r) for r in p["template_requests"])
+        return cls(p["namespace"], p["name"], networks, requests)
+
+
+@dataclass(frozen=True, slots=True)
+class SetVMCondition(Effect):
+    """Set one condition on the `virtualization.deckhouse.io` VirtualMachine status."""
+
+    TYPE: ClassVar[str] = "SetVMCondition"
+    namespace: str
+    name: str
+    type: str
+    status: Literal["True", "False"]
+    reason: str
+    message: str
+
+    @property
+    def target(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    def to_payload(self) -> dict[str, Any]:
+        return {
+            "namespace": self.namespace,
+            "name": self.name,
+            "type": self.type,
+            "status": self.status,
+            "reason": self.reason,
+            "message": self.message,
+        }
+
+    @classmethod
+    def from_payload(cls, p: Mapping[str, Any]) -> SetVMCondition:
+        status: Literal["True", "False"] = "True" if p["status"] == "True" else "False"
+        return cls(p["namespace"], p["name"], p["type"], status, p["reason"], p["message"])
+
+
+@dataclass(frozen=True, slots=True)
+class RestartVM(Effect):
+    """Restart the VM, but only while its VMI is still `vmi_uid` (a compare-and-swap)."""
+
+    TYPE: ClassVar[str] = "RestartVM"
+    namespace: str
+    name: str
+    vmi_uid: str
+
+    @property
+    def target(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    def to_payload(self) -> dict[str, Any]:
+        return {"namespace": self.namespace, "name": self.name, "vmi_uid": self.vmi_uid}
+
+    @classmethod
+    def from_payload(cls, p: Mapping[str, Any]) -> RestartVM:
+        return cls(p["namespace"], p["name"], p["vmi_uid"])
+
+
+@dataclass(frozen=True, slots=True)
+class CreateMigration(Effect):
+    """Create the VMIM `migration` for `vmi`; an existing one of that name is success."""
+
+    TYPE: ClassVar[str] = "CreateMigration"
+    namespace: str
+    vmi: str
+    migration: str
+
+    @property
+    def target(self) -> str:
+        return f"{self.namespace}/{self.migration}"
+
+    def to_payload(self) -> dict[str, Any]:
+        return {"namespace": self.namespace, "vmi": self.vmi, "migration": self.migration}
+
+    @classmethod
+    def from_payload(cls, p: Mapping[str, Any]) -> CreateMigration:
+        return cls(p["namespace"], p["vmi"], p["migration"])
+
+
+@dataclass(frozen=True, slots=True)
+class EmitEvent(Effect):
+    """A Kubernetes Event on the VM; `stream`/`step` make each transition's event unique."""
+
+    TYPE: ClassVar[str] = "EmitEvent"
+    namespace: str
+    name: str
+    reason: str
+    message: str
+    type: Literal["Normal", "Warning"]
+    stream: str
+    step: int
+
+    @property
+    def target(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    def to_payload(self) -> dict[str, Any]:
+        return {
+            "namespace": self.namespace,
+            "name": self.name,
+            "reason": self.reason,
+            "message": self.message,
+            "type": self.type,
+            "stream": self.stream,
+            "step": self.step,
+        }
+
+    @classmethod
+    def from_payload(cls, p: Mapping[str, Any]) -> EmitEvent:
+        kind: Literal["Normal", "Warning"] = "Warning" if p["type"] == "Warning" else "Normal"
+        return cls(
+            p["namespace"], p["name"], p["reason"], p["message"], kind, p["stream"], p["step"]
+        )
+
+
+AnyEffect = (
+    PatchPodNetworks
+    | PatchVirtualMachine
+    | SetVMCondition
+    | RestartVM
+    | CreateMigration
+    | EmitEvent
+)
+
+EFFECT_TYPES: Mapping[str, Any] = {
+    cls.TYPE: cls
+    for cls in (
+        PatchPodNetworks,
+        PatchVirtualMachine,
+        SetVMCondition,
+        RestartVM,
+        CreateMigration,
+        EmitEvent,
+    )
+}
+
+
+def effect_from_payload(type_: str, payload: Mapping[str, Any]) -> AnyEffect:
+    """Rebuild an effect from `EffectRequest.type` and `.payload`; unknown types raise."""
+    cls = EFFECT_TYPES.get(type_)
+    if cls is None:
+        raise ValueError(f"unknown effect type {type_!r}")
+    effect: AnyEffect = cls.from_payload(payload)
+    return effect

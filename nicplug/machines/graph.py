@@ -1,0 +1,222 @@
+"""The machine graphs, declared with `transitions` and validated when this module loads.
+
+A graph is only states, triggers, sources, destinations and guard names. No
+`transitions` model is ever created per operation: the per-operation state is a small
+immutable record (`operation.py`), and the decider looks up the allowed moves of its
+state in the index built here from the `transitions.Machine`. A trigger that ends in
+`Failed` is named after the failure reason (`SDNTimeout`, `PatchRejected`, ...).
+
+Triggers are declared in priority order (cancel, then progress, then failure): the
+decider takes the first move whose guards hold. Never import anything that does I/O.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from transitions import Machine
+
+TERMINAL = frozenset({"Attached", "Detached", "Failed", "Cancelled"})
+
+
+class InvalidMachine(ValueError):
+    """A machine graph breaks a structural rule; raised when it loads."""
+
+
+@dataclass(frozen=True, slots=True)
+class Edge:
+    trigger: str
+    sources: tuple[str, ...]
+    dest: str
+    guards: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Move:
+    trigger: str
+    dest: str
+    guards: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class MachineGraph:
+    """A declared machine: what `transitions` gets, and the index the decider uses."""
+
+    name: str
+    states: tuple[str, ...]
+    initial: str
+    edges: tuple[Edge, ...]
+
+    def machine(self, cls: type[Machine] = Machine, **kwargs: Any) -> Machine:
+        """A `transitions` machine of this graph (model-less unless asked)."""
+        kwargs.setdefault("model", None)
+        return cls(
+            states=list(self.states),
+            initial=self.initial,
+            transitions=[
+                {
+                    "trigger": e.trigger,
+                    "source": list(e.sources),
+                    "dest": e.dest,
+                    "conditions": list(e.guards),
+                }
+                for e in self.edges
+            ],
+            auto_transitions=False,
+            **kwargs,
+        )
+
+
+def _index(machine: Machine) -> dict[str, tuple[Move, ...]]:
+    """The moves out of every state, in trigger declaration order."""
+    moves: dict[str, list[Move]] = {name: [] for name in machine.states}
+    for trigger, event in machine.events.items():
+        for source, transitions in event.transitions.items():
+            for t in transitions:
+                guards = tuple(str(c.func) for c in t.conditions)
+                moves[source].append(Move(trigger, str(t.dest), guards))
+    return {state: tuple(found) for state, found in moves.items()}
+
+
+def validate(machine: Machine, terminal: frozenset[str] = TERMINAL) -> dict[str, tuple[Move, ...]]:
+    """Check the structural rules and return the move index.
+
+    One initial state; every state reachable from it; every non-terminal state has an
+    exit; terminal states have none (they absorb); every guard is named.
+    """
+    states = list(machine.states)
+    initial = machine.initial
+    if not isinstance(initial, str) or initial not in machine.states:
+        raise InvalidMachine(f"{machine.name!r}: needs exactly one initial state")
+    moves = _index(machine)
+    seen = {initial}
+    queue = deque([initial])
+    while queue:
+        for move in moves[queue.popleft()]:
+            if move.dest not in seen:
+                seen.add(move.dest)
+                queue.append(move.dest)
+    unreachable = [s for s in states if s not in seen]
+    if unreachable:
+        raise InvalidMachine(f"{machine.name!r}: unreachable states {unreachable}")
+    for state in states:
+        if state in terminal and moves[state]:
+            raise InvalidMachine(f"{machine.name!r}: terminal state {state} has exits")
+        if state not in terminal and not moves[state]:
+            raise InvalidMachine(f"{machine.name!r}: state {state} has no exit")
+        for move in moves[state]:
+            if not move.guards or not all(move.guards):
+                raise InvalidMachine(f"{machine.name!r}: {state} -{move.trigger}-> needs a guard")
+    return moves
+
+
+def _edges(*rows: tuple[str, str | Sequence[str], str, str | Sequence[str]]) -> tuple[Edge, ...]:
+    def names(value: str | Sequence[str]) -> tuple[str, ...]:
+        return (value,) if isinstance(value, str) else tuple(value)
+
+    return tuple(Edge(t, names(s), d, names(g)) for t, s, d, g in rows)
+
+
+PLUG_LIVE: tuple[str, ...] = ("Requested", "AnnotationPatched", "SDNReady", "VMIPatched")
+PLUG_LIVE += ("RestartRequired", "MigrationRequired", "Migrating")
+
+PLUG = MachineGraph(
+    name="plug",
+    states=(
+        "Requested", "AnnotationPatched", "SDNReady", "VMIPatched", "Attached",
+        "RestartRequired", "MigrationRequired", "Migrating", "Failed", "Cancelled",
+    ),
+    initial="Requested",
+    edges=_edges(
+        ("VMDeleted", PLUG_LIVE, "Cancelled", "vm_deleted"),
+        ("Reverted", PLUG_LIVE, "Cancelled", "change_reverted"),
+        ("defer", "Requested", "RestartRequired", "restart_needed"),
+        ("go_live", "RestartRequired", "Requested", "hotplug_allowed"),
+        ("annotate", "Requested", "AnnotationPatched", "pod_holds_entry"),
+        ("sdn_ready", "AnnotationPatched", "SDNReady", "sdn_reports_ready"),
+        ("grace_expired", "AnnotationPatched", "VMIPatched",
+         ("dynamic_networks_grace_expired", "vm_spec_holds_interface")),
+        ("patch_vm", "SDNReady", "VMIPatched", "vm_spec_holds_interface"),
+        ("write_stopped", ("Requested", "RestartRequired"), "VMIPatched", "written_while_stopped"),
+        ("attach", ("VMIPatched", "MigrationRequired"), "Attached", "guest_has_interface"),
+        ("need_migration", "VMIPatched", "MigrationRequired", "vmi_requires_migration"),
+        ("migrate", "MigrationRequired", "Migrating", "migration_running"),
+        ("migrated", "Migrating", "Attached", ("migration_succeeded", "guest_has_interface")),
+        ("SDNError", ("Requested", "AnnotationPatched", "SDNReady"), "Failed", "sdn_reports_error"),
+        ("SDNTimeout", ("Requested", "AnnotationPatched"), "Failed", "deadline_passed"),
+        ("AttachTimeout", ("SDNReady", "VMIPatched"), "Failed", "deadline_passed"),
+        ("MigrationFailed", "Migrating", "Failed", "migration_failed"),
+        ("MigrationFailed", "MigrationRequired", "Failed", "migration_rejected"),
+        ("MigrationTimeout", "Migrating", "Failed", "deadline_passed"),
+        ("PatchRejected", PLUG_LIVE, "Failed", "effect_rejected"),
+    ),
+)  # fmt: skip
+
+UNPLUG_LIVE: tuple[str, ...] = ("Requested", "VMIPatched", "GuestDetached", "AnnotationPatched")
+UNPLUG_LIVE += ("SDNReleased",)
+UNPLUG_LIVE += ("RestartRequired", "MigrationRequired", "Migrating")
+
+UNPLUG = MachineGraph(
+    name="unplug",
+    states=(
+        "Requested", "VMIPatched", "GuestDetached", "AnnotationPatched", "SDNReleased",
+        "Detached", "RestartRequired", "MigrationRequired", "Migrating", "Failed", "Cancelled",
+    ),
+    initial="Requested",
+    edges=_edges(
+        ("VMDeleted", UNPLUG_LIVE, "Cancelled", "vm_deleted"),
+        ("Reverted", UNPLUG_LIVE, "Cancelled", "change_reverted"),
+        ("defer", "Requested", "RestartRequired", "restart_needed"),
+        ("go_live", "RestartRequired", "Requested", "hotplug_allowed"),
+        ("mark_absent", "Requested", "VMIPatched", "interface_released_in_spec"),
+        ("write_stopped", "RestartRequired", "VMIPatched", "written_while_stopped"),
+        ("detach", ("VMIPatched", "MigrationRequired"), "GuestDetached", "guest_lost_interface"),
+        ("need_migration", "VMIPatched", "MigrationRequired", "vmi_requires_migration"),
+        ("migrate", "MigrationRequired", "Migrating", "migration_running"),
+        ("migrated", "Migrating", "GuestDetached", ("migration_succeeded", "guest_lost_interface")),
+        ("drop_entry", "GuestDetached", "AnnotationPatched", "pod_dropped_entry"),
+        ("sdn_released", "AnnotationPatched", "SDNReleased", "sdn_released"),
+        ("forget", "SDNReleased", "Detached", "nothing_carries_it"),
+        ("DetachTimeout", UNPLUG_LIVE[:5], "Failed", "deadline_passed"),
+        ("MigrationFailed", "Migrating", "Failed", "migration_failed"),
+        ("MigrationFailed", "MigrationRequired", "Failed", "migration_rejected"),
+        ("MigrationTimeout", "Migrating", "Failed", "deadline_passed"),
+        ("PatchRejected", UNPLUG_LIVE, "Failed", "effect_rejected"),
+    ),
+)  # fmt: skip
+
+UPDATE_LIVE: tuple[str, ...] = ("Requested", "RestartRequired", "VMIPatched")
+
+UPDATE = MachineGraph(
+    name="update",
+    states=("Requested", "RestartRequired", "VMIPatched", "Attached", "Failed", "Cancelled"),
+    initial="Requested",
+    edges=_edges(
+        ("InvalidSpec", "Requested", "Failed", "spec_invalid"),
+        ("VMDeleted", UPDATE_LIVE, "Cancelled", "vm_deleted"),
+        ("Reverted", UPDATE_LIVE, "Cancelled", "change_reverted"),
+        ("defer", "Requested", "RestartRequired", "restart_needed"),
+        ("write_stopped", ("Requested", "RestartRequired"), "VMIPatched", "written_while_stopped"),
+        ("attach", "VMIPatched", "Attached", "guest_has_interface"),
+        ("PatchRejected", UPDATE_LIVE, "Failed", "effect_rejected"),
+    ),
+)
+
+GRAPHS: Mapping[str, MachineGraph] = {g.name: g for g in (PLUG, UNPLUG, UPDATE)}
+"""Every registered machine, by direction."""
+
+MOVES: Mapping[str, Mapping[str, tuple[Move, ...]]] = {
+    name: validate(graph.machine()) for name, graph in GRAPHS.items()
+}
+"""direction → state → the allowed moves, validated at import."""
+
+ALLOWED: frozenset[tuple[str, str, str]] = frozenset(
+    (direction, state, move.dest)
+    for direction, by_state in MOVES.items()
+    for state, moves in by_state.items()
+    for move in moves
+)
+"""(direction, from, to) of every allowed transition."""

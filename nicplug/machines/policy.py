@@ -1,0 +1,83 @@
+"""How nicplug is told to behave: gating, migrations, dialect, timeouts (DESIGN §3–4).
+
+`MachineConfig` is the one frozen value the decider is built with; the command line
+fills it from flags. The gating table lives here as a function so the machines and the
+documentation read the same rule. Never reads the environment or the clock.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from nicplug.machines.world import RolloutStrategy
+
+Gating = Literal["rollout-strategy", "always-live"]
+"""`rollout-strategy` (default): consistent with CPU/memory; `always-live`: legacy KubeVirt."""
+
+MigrationPolicy = Literal["auto", "manual"]
+DialectKind = Literal["deckhouse", "multus"]
+
+
+def hotplug_in_place(gating: Gating, strategy: RolloutStrategy) -> bool:
+    """The gating table: may a Network/ClusterNetwork change be applied to a running VM?
+
+    | policy           | LiveUpdate       | Stage            |
+    |------------------|------------------|------------------|
+    | rollout-strategy | hotplug in place | RestartRequired  |
+    | always-live      | hotplug in place | hotplug in place |
+    """
+    return gating == "always-live" or strategy == "LiveUpdate"
+
+
+@dataclass(frozen=True, slots=True)
+class Timeouts:
+    """Durable deadlines and delays, in seconds of the injected clock.
+
+    * `sdn_ready_timeout` (120): a plug waits this long in `Requested` and again in
+      `AnnotationPatched` for the SDN to report the entry ready → `Failed(SDNTimeout)`.
+    * `attach_timeout` (120): in `SDNReady` / `VMIPatched` of a running VM, for the guest
+      to show the interface → `Failed(AttachTimeout)`.
+    * `detach_timeout` (120): each step of an unplug on a running VM → `Failed(DetachTimeout)`.
+    * `migration_timeout` (600): in `Migrating` → `Failed(MigrationTimeout)`.
+    * `dynamic_networks_grace` (15, as KubeVirt): multus only; after it the KVVM is patched
+      without `SDNReady`.
+    * `effect_reissue_after` (30): an effect issued while the world did not move is
+      issued again.
+    * `backoff_base` (5) / `backoff_max` (300): a failed operation is retried after
+      `min(base · 2^(attempt-1), max)` while the desired state still asks for it.
+    """
+
+    sdn_ready_timeout: float = 120.0
+    attach_timeout: float = 120.0
+    detach_timeout: float = 120.0
+    migration_timeout: float = 600.0
+    dynamic_networks_grace: float = 15.0
+    effect_reissue_after: float = 30.0
+    backoff_base: float = 5.0
+    backoff_max: float = 300.0
+
+    def backoff(self, attempt: int) -> float:
+        exponent = max(0, min(attempt - 1, 30))
+        return float(min(self.backoff_base * (2**exponent), self.backoff_max))
+
+
+@dataclass(frozen=True, slots=True)
+class MachineConfig:
+    """Everything that changes decisions besides the world.
+
+    `cluster_network_nad_namespace`: in the multus dialect, the namespace of the
+    NetworkAttachmentDefinition behind a ClusterNetwork (a Network's NAD lives in the
+    VM's namespace).
+    """
+
+    gating: Gating = "rollout-strategy"
+    migrations: MigrationPolicy = "auto"
+    dialect_kind: DialectKind = "deckhouse"
+    timeouts: Timeouts = field(default_factory=Timeouts)
+    cluster_network_nad_namespace: str = "default"
+
+    @property
+    def may_skip_sdn_ready(self) -> bool:
+        """Only multus goes on without `SDNReady` after the dynamic-networks grace."""
+        return self.dialect_kind == "multus"
