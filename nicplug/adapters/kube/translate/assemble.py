@@ -27,6 +27,7 @@ from nicplug.adapters.kube.translate.objects import (
     VirtualMachineObject,
     VMIMObject,
     VMIObject,
+    address_of,
     read,
 )
 from nicplug.adapters.sdn import Dialect
@@ -109,9 +110,8 @@ def assemble_world(objects: VMObjects, *, dialect: Dialect) -> Translation:
     migrations = _migrations(objects, errors)
     cluster = _cluster_config(objects.kubevirts, errors)
 
-    wanted = [n for n in (vm.networks or ()) if n.type != "Main"] if vm else []
-    ready = _ready_networks(objects, errors)
-    networks_ready = {n.identity: ready.get(n.identity, False) for n in wanted}
+    wanted = [n.identity for n in (vm.networks or ()) if n.type != "Main"] if vm else []
+    networks_ready = _ready_networks(objects, wanted, errors)
 
     world = World(
         vm=vm,
@@ -135,7 +135,7 @@ def _launcher_pods(
         labels = metadata.get("labels") if isinstance(metadata, Mapping) else None
         if not isinstance(labels, Mapping) or labels.get(VM_NAME_LABEL) != objects.name:
             continue
-        if metadata is None or metadata.get("namespace") != objects.namespace:
+        if address_of(body)[0] != objects.namespace:
             continue
         try:
             pod = read(PodObject, body, kind="Pod")
@@ -155,13 +155,12 @@ def _migrations(objects: VMObjects, errors: list[str]) -> tuple[Migration, ...]:
         spec = body.get("spec") if isinstance(body, Mapping) else None
         if not isinstance(spec, Mapping) or spec.get("vmiName") != objects.name:
             continue
+        if address_of(body)[0] != objects.namespace:
+            continue
         try:
-            parsed = read(VMIMObject, body, kind="VirtualMachineInstanceMigration")
+            found.append(read(VMIMObject, body, kind="VirtualMachineInstanceMigration"))
         except MalformedObject as e:
             errors.append(str(e))
-            continue
-        if parsed.metadata.namespace == objects.namespace:
-            found.append(parsed)
     found.sort(key=lambda m: (m.metadata.creation_timestamp, m.metadata.name))
     return tuple(records.migration(m) for m in found)
 
@@ -183,19 +182,23 @@ def _cluster_config(bodies: Iterable[Body], errors: list[str]) -> ClusterConfig:
     return records.cluster_config(candidates[0])
 
 
-def _ready_networks(objects: VMObjects, errors: list[str]) -> dict[str, bool]:
-    ready: dict[str, bool] = {}
+def _ready_networks(
+    objects: VMObjects, wanted: Iterable[str], errors: list[str]
+) -> dict[str, bool]:
+    """Readiness of each wanted identity: its Network (in the VM's namespace) or
+    ClusterNetwork has `Ready=True`; missing or unreadable counts as not ready."""
+    ready = dict.fromkeys(wanted, False)
     kinds = (("Network", objects.networks), ("ClusterNetwork", objects.cluster_networks))
     for kind, bodies in kinds:
         for body in bodies:
+            namespace, name = address_of(body)
+            identity = f"{kind}/{name}"
+            if identity not in ready or (kind == "Network" and namespace != objects.namespace):
+                continue
             try:
-                network = read(SDNNetworkObject, body, kind=kind)
+                ready[identity] = read(SDNNetworkObject, body, kind=kind).ready
             except MalformedObject as e:
                 errors.append(str(e))
-                continue
-            if kind == "Network" and network.metadata.namespace != objects.namespace:
-                continue
-            ready[f"{kind}/{network.metadata.name}"] = network.ready
     return ready
 
 

@@ -269,13 +269,13 @@ def read(model: type[M], body: object, *, kind: str) -> M:
     try:
         return model.model_validate(body)
     except ValidationError as e:
-        namespace, name = _address(body)
+        namespace, name = address_of(body)
         raise MalformedObject(kind, namespace, name, _problems(e)) from e
 
 
-def _address(body: Mapping[str, Any]) -> tuple[str, str]:
+def address_of(body: object) -> tuple[str, str]:
     """Best-effort namespace and name of a body that may be broken anywhere."""
-    metadata = body.get("metadata")
+    metadata = body.get("metadata") if isinstance(body, Mapping) else None
     if not isinstance(metadata, Mapping):
         return "", ""
     namespace, name = metadata.get("namespace"), metadata.get("name")
