@@ -31,7 +31,7 @@ def entries_of(value: str, *, key: str) -> Iterator[EntryReader]:
     """A reader for each entry of a JSON array of objects, or `MalformedAnnotation`."""
     try:
         loaded = orjson.loads(value)
-    except (orjson.JSONDecodeError, ValueError, TypeError) as e:
+    except orjson.JSONDecodeError as e:
         raise MalformedAnnotation(key, f"not JSON ({e})") from e
     if not isinstance(loaded, list):
         raise MalformedAnnotation(key, f"not a JSON array but {type(loaded).__name__}")
