@@ -1,0 +1,190 @@
+"""From the edge models to the domain's frozen records, one object at a time.
+
+Each function here turns one validated object into the `World` record the machines
+read, with the SDN annotations parsed by the configured `Dialect`. They are total:
+whatever a validated object holds maps to a record, and an annotation a dialect
+cannot read ends up as an observation error beside the record, never as an
+exception. Nothing here looks at more than one object or decides anything.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from nicplug.adapters.kube.translate.objects import (
+    ConditionModel,
+    KubeVirtObject,
+    KVVMObject,
+    PodObject,
+    VirtualMachineObject,
+    VMIMObject,
+    VMIObject,
+    VMISpec,
+)
+from nicplug.adapters.sdn import Dialect, MalformedAnnotation
+from nicplug.machines.world import (
+    KVVM,
+    VMI,
+    ClusterConfig,
+    Condition,
+    DesiredVM,
+    KVVMInterface,
+    KVVMNetwork,
+    LauncherPod,
+    Migration,
+    NetworkSpec,
+    SDNRequest,
+    SDNStatus,
+    VMIInterfaceStatus,
+    identity_of,
+)
+
+ABSENT = "absent"
+"""`state: absent` on an interface asks KubeVirt to hot-unplug it."""
+
+RUNNING_STRATEGIES = frozenset({"Always", "RerunOnFailure"})
+"""Run strategies that keep a VM running whatever happens to its VMI."""
+
+FOLLOWS_THE_VMI = frozenset({"Manual", "Once", "WaitAsReceiver"})
+"""Run strategies whose intent shows only in whether a VMI exists."""
+
+
+def conditions(models: Sequence[ConditionModel]) -> tuple[Condition, ...]:
+    return tuple(Condition(c.type, c.status, c.reason, c.message) for c in models)
+
+
+def desired_vm(vm: VirtualMachineObject) -> DesiredVM:
+    networks = vm.spec.networks
+    return DesiredVM(
+        uid=vm.metadata.uid,
+        namespace=vm.metadata.namespace,
+        name=vm.metadata.name,
+        resource_version=vm.metadata.resource_version,
+        networks=None
+        if networks is None
+        else tuple(NetworkSpec(n.type, n.name, n.id) for n in networks),
+        approval=vm.spec.disruptions.restart_approval_mode,
+        macs={
+            identity_of(n.type, n.name): n.mac_address
+            for n in vm.status.networks
+            if n.mac_address
+        },
+        conditions=conditions(vm.status.conditions),
+    )
+
+
+def kvvm(
+    obj: KVVMObject, *, dialect: Dialect, vmi_exists: bool
+) -> tuple[KVVM, MalformedAnnotation | None]:
+    """The KVVM record and, when its template's SDN annotation is unreadable, why."""
+    spec = obj.spec
+    if spec.running is not None:
+        running = spec.running
+    elif spec.run_strategy in RUNNING_STRATEGIES:
+        running = True
+    else:
+        running = spec.run_strategy in FOLLOWS_THE_VMI and vmi_exists
+    namespace = obj.metadata.namespace
+    error = None
+    requests: tuple[SDNRequest, ...] = ()
+    try:
+        requests = dialect.parse_requests(
+            value=spec.template.metadata.annotations.get(dialect.request_annotation),
+            namespace=namespace,
+        )
+    except MalformedAnnotation as e:
+        error = e
+    interfaces, networks = _devices(spec.template.spec)
+    record = KVVM(
+        resource_version=obj.metadata.resource_version,
+        running=running,
+        interfaces=interfaces,
+        networks=networks,
+        template_requests=requests,
+    )
+    return record, error
+
+
+def vmi(obj: VMIObject) -> VMI:
+    interfaces, networks = _devices(obj.spec)
+    status = obj.status
+    return VMI(
+        uid=obj.metadata.uid,
+        resource_version=obj.metadata.resource_version,
+        phase=status.phase,
+        interfaces=interfaces,
+        networks=networks,
+        status_interfaces=tuple(
+            VMIInterfaceStatus(
+                name=i.name,
+                interface_name=i.interface_name,
+                mac=i.mac,
+                info_source=info_sources(i.info_source),
+            )
+            for i in status.interfaces
+        ),
+        conditions=conditions(status.conditions),
+        active_pods=dict(status.active_pods),
+    )
+
+
+def info_sources(value: str) -> frozenset[str]:
+    """`"domain, guest-agent, multus-status"` as a set; tolerant of spacing."""
+    return frozenset(part.strip() for part in value.split(",") if part.strip())
+
+
+def launcher_pod(pod: PodObject, *, dialect: Dialect) -> LauncherPod:
+    """The pod with its SDN annotations parsed. An unreadable annotation becomes the
+    pod's observation error and reads as empty; the other one is still read."""
+    annotations = pod.metadata.annotations
+    namespace = pod.metadata.namespace
+    problems: list[str] = []
+    requested: tuple[SDNRequest, ...] = ()
+    reported: tuple[SDNStatus, ...] = ()
+    try:
+        requested = dialect.parse_requests(
+            value=annotations.get(dialect.request_annotation), namespace=namespace
+        )
+    except MalformedAnnotation as e:
+        problems.append(str(e))
+    try:
+        reported = dialect.parse_statuses(
+            value=annotations.get(dialect.status_annotation), namespace=namespace
+        )
+    except MalformedAnnotation as e:
+        problems.append(str(e))
+    return LauncherPod(
+        namespace=namespace,
+        name=pod.metadata.name,
+        uid=pod.metadata.uid,
+        resource_version=pod.metadata.resource_version,
+        phase=pod.status.phase,
+        node=pod.spec.node_name,
+        requested=requested,
+        reported=reported,
+        observation_error=f"Pod {namespace}/{pod.metadata.name}: {'; '.join(problems)}"
+        if problems
+        else None,
+    )
+
+
+def migration(obj: VMIMObject) -> Migration:
+    return Migration(name=obj.metadata.name, uid=obj.metadata.uid, phase=obj.status.phase)
+
+
+def cluster_config(obj: KubeVirtObject) -> ClusterConfig:
+    return ClusterConfig(
+        rollout_strategy=obj.spec.configuration.vm_rollout_strategy,
+        workload_update_methods=tuple(obj.spec.workload_update_strategy.workload_update_methods),
+    )
+
+
+def _devices(spec: VMISpec) -> tuple[tuple[KVVMInterface, ...], tuple[KVVMNetwork, ...]]:
+    interfaces = tuple(
+        KVVMInterface(name=i.name, absent=i.state == ABSENT) for i in spec.domain.devices.interfaces
+    )
+    networks = tuple(
+        KVVMNetwork(name=n.name, multus_network=n.multus.network_name if n.multus else None)
+        for n in spec.networks
+    )
+    return interfaces, networks

@@ -1,0 +1,80 @@
+"""The SDN port: how one SDN spells a VM's secondary networks on the launcher pod.
+
+nicplug speaks to two SDNs: Deckhouse's own and multus. Each is a
+`Dialect` in a module of its own; the two never import each other (import-linter
+checks it). A dialect is pure translation between annotation strings / KubeVirt
+network bodies and the domain's `SDNRequest` / `SDNStatus` records: it never does
+I/O, never decides anything, and never raises anything but `MalformedAnnotation`
+on input it did not write itself.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar
+
+from nicplug.machines.world import KVVMNetwork, SDNRequest, SDNStatus
+
+DEFAULT_CLUSTER_NAD_NAMESPACE = "default"
+
+
+class MalformedAnnotation(ValueError):
+    """An SDN annotation value nicplug cannot read: an observation error, never fatal.
+
+    The caller turns it into `LauncherPod.observation_error` (or a world-level
+    observation error) so that it is journaled and surfaced.
+    """
+
+    def __init__(self, key: str, problem: str) -> None:
+        super().__init__(f"annotation {key}: {problem}")
+        self.key = key
+        self.problem = problem
+
+
+class Dialect(ABC):
+    """One SDN's spelling of the networks of a VM (the port)."""
+
+    name: ClassVar[str]
+    request_annotation: ClassVar[str]
+    """The pod annotation nicplug writes: the networks the pod should have."""
+    status_annotation: ClassVar[str]
+    """The pod annotation the SDN writes: what it has configured."""
+    carries_ids: ClassVar[bool]
+    """Whether a request entry keeps the network's `id` (parsed requests have None
+    otherwise)."""
+
+    @abstractmethod
+    def parse_requests(self, *, value: str | None, namespace: str) -> tuple[SDNRequest, ...]:
+        """Read the request annotation of a pod in `namespace` (None: not set).
+
+        Raises `MalformedAnnotation` for anything that is not a JSON array of
+        entries of this dialect's shape.
+        """
+
+    @abstractmethod
+    def render_requests(
+        self, *, requests: Sequence[SDNRequest], namespace: str
+    ) -> str | None:
+        """The request annotation value for `requests` in their order; Main is never
+        listed. None when nothing but Main remains: the patch removes the key."""
+
+    @abstractmethod
+    def parse_statuses(self, *, value: str | None, namespace: str) -> tuple[SDNStatus, ...]:
+        """Read the status annotation the SDN wrote; entries not of nicplug's networks
+        (the default network, foreign attachments) are left out."""
+
+    @abstractmethod
+    def pod_interface(self, *, if_name: str) -> str:
+        """The interface name inside the pod for the KubeVirt network `if_name`."""
+
+    @abstractmethod
+    def kubevirt_network(self, *, request: SDNRequest, namespace: str) -> dict[str, Any]:
+        """The `spec.template.spec.networks[]` entry of the KVVM for `request`."""
+
+    @abstractmethod
+    def network_identity(
+        self, *, network: KVVMNetwork, namespace: str, known: Mapping[str, str]
+    ) -> str | None:
+        """Which identity a KVVM/VMI network stands for; `known` maps the ifNames seen
+        in the desired list and the annotations to identities. None: not nicplug's."""
