@@ -1,0 +1,5 @@
+"""The Kubernetes adapter: client, informers (list-then-watch), API calls, leader election.
+
+Everything here talks to the API server through kubernetes_asyncio; nothing above it
+sees HTTP statuses, aiohttp or kubernetes_asyncio types.
+"""
