@@ -1,0 +1,222 @@
+"""The API verbs the effect executor needs, as raw JSON in and out, errors translated.
+
+Every patch states its content type explicitly: kubernetes_asyncio would otherwise
+guess one from the body (a JSON patch for a list, strategic merge for a dict — which
+the API server rejects with 415 for custom resources). Every call carries the
+client's request timeout. Objects come back as plain dicts (`_preload_content=False`).
+
+These are single requests: no retry, no re-read, no decision. A 409 surfaces as
+`Conflict` so the caller can re-read the world and decide again.
+"""
+
+from __future__ import annotations
+
+import datetime
+import secrets
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final, Literal
+
+from kubernetes_asyncio.client import CoreV1Api, CustomObjectsApi
+
+from nicplug.adapters.kube.client import ApiConnection
+from nicplug.adapters.kube.resources import EVENTS, LAUNCHER_PODS, VMIMS, KindRef
+from nicplug.adapters.kube.wire import JsonObject, fetch_object
+
+MERGE_PATCH: Final = "application/merge-patch+json"
+JSON_PATCH: Final = "application/json-patch+json"
+STRATEGIC_MERGE_PATCH: Final = "application/strategic-merge-patch+json"
+PatchType = Literal[
+    "application/merge-patch+json",
+    "application/json-patch+json",
+    "application/strategic-merge-patch+json",
+]
+
+
+def pointer(*tokens: str | int) -> str:
+    """A JSON pointer (RFC 6901) from path tokens, escaping `~` and `/` in each."""
+    escaped = (str(t).replace("~", "~0").replace("/", "~1") for t in tokens)
+    return "".join("/" + t for t in escaped)
+
+
+def compare_and_swap(path: str, expected: Any, value: Any) -> list[dict[str, Any]]:
+    """A JSON patch that replaces `path` with `value` only if it still holds `expected`.
+
+    The API server applies it atomically; a failed `test` is rejected (422), which
+    tells the caller that the world moved and it must re-read and decide again.
+    """
+    return [
+        {"op": "test", "path": path, "value": expected},
+        {"op": "replace", "path": path, "value": value},
+    ]
+
+
+@dataclass(frozen=True, slots=True)
+class EventNote:
+    """A Kubernetes Event about `involved` (an object as returned by the API)."""
+
+    involved: Mapping[str, Any]
+    reason: str
+    message: str
+    type: Literal["Normal", "Warning"] = "Normal"
+    component: str = "nicplug"
+    instance: str = field(default="")
+
+
+class KubeCalls:
+    """Single API requests on behalf of the effect executor."""
+
+    def __init__(
+        self,
+        connection: ApiConnection,
+        *,
+        wall_clock: Callable[[], datetime.datetime] | None = None,
+    ) -> None:
+        self._connection = connection
+        self._core = CoreV1Api(connection.client)
+        self._custom = CustomObjectsApi(connection.client)
+        self._wall_clock = wall_clock or (lambda: datetime.datetime.now(datetime.UTC))
+
+    def _options(self, **extra: Any) -> dict[str, Any]:
+        return {
+            "_preload_content": False,
+            "_request_timeout": self._connection.request_timeout,
+            **extra,
+        }
+
+    async def get(self, kind: KindRef, namespace: str | None, name: str) -> JsonObject:
+        """One object, fresh from the server (not from an informer's cache)."""
+        if kind.core:
+            if kind.plural != LAUNCHER_PODS.plural:
+                raise ValueError(f"core kind {kind.plural} is not read by nicplug")
+            return await fetch_object(self._core.read_namespaced_pod(
+                name, _required(namespace, kind), **self._options()))
+        if kind.namespaced:
+            return await fetch_object(self._custom.get_namespaced_custom_object(
+                kind.group, kind.version, _required(namespace, kind), kind.plural, name,
+                **self._options()))
+        return await fetch_object(self._custom.get_cluster_custom_object(
+            kind.group, kind.version, kind.plural, name, **self._options()))
+
+    async def patch_pod(
+        self, namespace: str, name: str, patch: Any, *, content_type: PatchType
+    ) -> JsonObject:
+        return await fetch_object(self._core.patch_namespaced_pod(
+            name, namespace, patch, **self._options(_content_type=content_type)))
+
+    async def patch_pod_annotations(
+        self,
+        namespace: str,
+        name: str,
+        annotations: Mapping[str, str | None],
+        *,
+        content_type: Literal[
+            "application/merge-patch+json", "application/strategic-merge-patch+json"
+        ] = MERGE_PATCH,
+    ) -> JsonObject:
+        """Set (or, with None, remove) annotations of a pod; others are left alone."""
+        patch = {"metadata": {"annotations": dict(annotations)}}
+        return await self.patch_pod(namespace, name, patch, content_type=content_type)
+
+    async def patch(
+        self,
+        kind: KindRef,
+        namespace: str | None,
+        name: str,
+        patch: Mapping[str, Any] | Sequence[Mapping[str, Any]],
+        *,
+        content_type: Literal["application/merge-patch+json", "application/json-patch+json"],
+    ) -> JsonObject:
+        """Patch a custom object: a merge patch (a dict) or a JSON patch (a list)."""
+        _check_body(patch, content_type)
+        options = self._options(_content_type=content_type)
+        if kind.namespaced:
+            return await fetch_object(self._custom.patch_namespaced_custom_object(
+                kind.group, kind.version, _required(namespace, kind), kind.plural, name,
+                _plain(patch), **options))
+        return await fetch_object(self._custom.patch_cluster_custom_object(
+            kind.group, kind.version, kind.plural, name, _plain(patch), **options))
+
+    async def patch_status(
+        self, kind: KindRef, namespace: str | None, name: str, patch: Mapping[str, Any]
+    ) -> JsonObject:
+        """Merge-patch the status subresource of a custom object."""
+        options = self._options(_content_type=MERGE_PATCH)
+        if kind.namespaced:
+            return await fetch_object(self._custom.patch_namespaced_custom_object_status(
+                kind.group, kind.version, _required(namespace, kind), kind.plural, name,
+                _plain(patch), **options))
+        return await fetch_object(self._custom.patch_cluster_custom_object_status(
+            kind.group, kind.version, kind.plural, name, _plain(patch), **options))
+
+    async def create_migration(
+        self, namespace: str, name: str, vmi_name: str, *, labels: Mapping[str, str] | None = None
+    ) -> JsonObject:
+        """Create a VirtualMachineInstanceMigration of `vmi_name`.
+
+        The name is the caller's, so that creating twice yields `AlreadyExists`
+        instead of a second migration.
+        """
+        body = {
+            "apiVersion": VMIMS.api_version,
+            "kind": VMIMS.kind,
+            "metadata": {"name": name, "namespace": namespace, "labels": dict(labels or {})},
+            "spec": {"vmiName": vmi_name},
+        }
+        return await fetch_object(self._custom.create_namespaced_custom_object(
+            VMIMS.group, VMIMS.version, namespace, VMIMS.plural, body, **self._options()))
+
+    async def create_event(self, note: EventNote) -> JsonObject:
+        """Record a core/v1 Event in the namespace of the involved object."""
+        metadata = note.involved.get("metadata") or {}
+        namespace = metadata.get("namespace") or "default"
+        now = self._wall_clock().strftime("%Y-%m-%dT%H:%M:%SZ")
+        body: Any = {
+            "apiVersion": EVENTS.api_version,
+            "kind": EVENTS.kind,
+            "metadata": {
+                "name": f"{metadata.get('name', 'unknown')}.{secrets.token_hex(8)}",
+                "namespace": namespace,
+            },
+            "involvedObject": {
+                "apiVersion": note.involved.get("apiVersion"),
+                "kind": note.involved.get("kind"),
+                "name": metadata.get("name"),
+                "namespace": metadata.get("namespace"),
+                "uid": metadata.get("uid"),
+                "resourceVersion": metadata.get("resourceVersion"),
+            },
+            "reason": note.reason,
+            "message": note.message,
+            "type": note.type,
+            "source": {"component": note.component},
+            "reportingComponent": note.component,
+            "reportingInstance": note.instance or note.component,
+            "firstTimestamp": now,
+            "lastTimestamp": now,
+            "count": 1,
+        }
+        return await fetch_object(self._core.create_namespaced_event(
+            namespace, body, **self._options()))
+
+
+def _required(namespace: str | None, kind: KindRef) -> str:
+    if not namespace:
+        raise ValueError(f"{kind.name} is namespaced: a namespace is required")
+    return namespace
+
+
+def _check_body(patch: object, content_type: str) -> None:
+    if content_type == JSON_PATCH and not isinstance(patch, Sequence):
+        raise TypeError("a JSON patch is a list of operations")
+    if content_type == MERGE_PATCH and not isinstance(patch, Mapping):
+        raise TypeError("a merge patch is an object")
+
+
+def _plain(value: Any) -> Any:
+    """Mappings and sequences as dicts and lists: the client serialises only those."""
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    return value

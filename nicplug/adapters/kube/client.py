@@ -1,0 +1,99 @@
+"""One kubernetes_asyncio ApiClient for the whole controller, with explicit limits.
+
+kubernetes_asyncio sends requests without any timeout unless `_request_timeout` is
+passed on the call (its REST layer builds an empty `aiohttp.ClientTimeout()`), and
+sizes its connection pool for a handful of callers. This module builds the client
+from a kubeconfig or the in-cluster service account, sizes the pool for many VMs
+proceeding in parallel, and hands out the timeouts every call must carry. It never
+issues a request itself.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import aiohttp
+from kubernetes_asyncio.client import ApiClient, Configuration
+from kubernetes_asyncio.config import load_incluster_config, load_kube_config
+from kubernetes_asyncio.config.config_exception import ConfigException
+
+
+class ClientConfigError(Exception):
+    """Neither the given kubeconfig nor the in-cluster configuration could be loaded."""
+
+
+@dataclass(frozen=True, slots=True)
+class ClientSettings:
+    """How to reach the API server and how long to wait for it.
+
+    `read_timeout` bounds every non-watch request end to end; watches are bounded by
+    the informer's own inactivity watchdog and the server-side `timeoutSeconds`.
+    """
+
+    kubeconfig: Path | None = None  # None: in-cluster, else $KUBECONFIG / ~/.kube/config
+    context: str | None = None
+    connect_timeout: float = 5.0
+    read_timeout: float = 30.0
+    max_connections: int = 256
+
+    def __post_init__(self) -> None:
+        if self.connect_timeout <= 0 or self.read_timeout <= 0:
+            raise ValueError("timeouts must be positive")
+        if self.max_connections < 1:
+            raise ValueError("max_connections must be at least 1")
+
+
+@dataclass(frozen=True, slots=True)
+class ApiConnection:
+    """The shared client and the timeouts to pass as `_request_timeout`."""
+
+    client: ApiClient
+    settings: ClientSettings
+
+    @property
+    def request_timeout(self) -> aiohttp.ClientTimeout:
+        s = self.settings
+        return aiohttp.ClientTimeout(
+            total=s.read_timeout, connect=s.connect_timeout, sock_connect=s.connect_timeout
+        )
+
+    def watch_timeout(self, read: float | None) -> aiohttp.ClientTimeout:
+        """A watch stays open for minutes: bound the connect and, optionally, each read."""
+        s = self.settings
+        return aiohttp.ClientTimeout(
+            total=None, connect=s.connect_timeout, sock_connect=s.connect_timeout,
+            sock_read=read,
+        )
+
+    async def close(self) -> None:
+        await self.client.close()
+
+
+async def connect(settings: ClientSettings) -> ApiConnection:
+    """An `ApiConnection` from the kubeconfig in `settings`, or from inside the cluster.
+
+    With no kubeconfig given, the in-cluster service account is tried first, then
+    `$KUBECONFIG` / `~/.kube/config`, as kubectl does.
+    """
+    configuration = Configuration()
+    try:
+        if settings.kubeconfig is not None:
+            if not settings.kubeconfig.is_file():
+                raise ClientConfigError(f"kubeconfig {settings.kubeconfig} does not exist")
+            await load_kube_config(
+                config_file=str(settings.kubeconfig), context=settings.context,
+                client_configuration=configuration, persist_config=False,
+            )
+        elif os.environ.get("KUBERNETES_SERVICE_HOST"):
+            load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+        else:
+            await load_kube_config(
+                context=settings.context, client_configuration=configuration,
+                persist_config=False,
+            )
+    except (ConfigException, OSError, ValueError) as exc:
+        raise ClientConfigError(f"cannot load the Kubernetes client configuration: {exc}") from exc
+    configuration.connection_pool_maxsize = settings.max_connections
+    return ApiConnection(client=ApiClient(configuration), settings=settings)

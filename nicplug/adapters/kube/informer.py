@@ -1,0 +1,311 @@
+"""List-then-watch of one kind, kept in an in-memory cache of raw JSON objects.
+
+The informer lists the kind (paged), then watches from the list's resourceVersion with
+bookmarks, and keeps going for as long as it runs:
+
+* a watch that ends normally (the server's `timeoutSeconds`) is resumed from the last
+  resourceVersion seen, bookmarks included;
+* `410 Gone` / `Expired` — as an HTTP status or as an ERROR event inside the stream —
+  means the version left the server's history: the informer lists again and reports
+  the difference as ADDED / MODIFIED / DELETED, so its consumer converges.
+  (kubernetes_asyncio's own Watch retries a 410 once, with the same stale version; it
+  is not used for that reason, and because it builds models nicplug does not need.)
+* no event nor bookmark for `inactivity` seconds: the watch is abandoned and resumed;
+* other failures back off exponentially (the sleep is injected), honouring
+  `Retry-After`; a watch that delivered nothing before ending backs off too, so a
+  server that keeps closing streams cannot drive a hot loop.
+
+It never interprets objects beyond their metadata: a malformed object is counted,
+logged and skipped, never fatal. Consumers get `on_change(kind, event_type, obj)`
+synchronously (they must not block) and the `synced` event after the first list.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+from kubernetes_asyncio.client import CoreV1Api, CustomObjectsApi
+
+from nicplug.adapters.kube.client import ApiConnection
+from nicplug.adapters.kube.errors import Expired, KubeError, Temporary, translate
+from nicplug.adapters.kube.resources import KindRef, object_key
+from nicplug.adapters.kube.wire import JsonObject, failure, fetch_object, send
+
+log = logging.getLogger(__name__)
+
+Sleep = Callable[[float], Awaitable[None]]
+Clock = Callable[[], float]
+ChangeHandler = Callable[[KindRef, str, JsonObject], None]
+
+
+@dataclass(frozen=True, slots=True)
+class WatchSettings:
+    timeout_seconds: int = 300  # asked of the server; it then ends the stream normally
+    inactivity: float = 150.0  # watchdog: no event nor bookmark for this long → re-watch
+    page_size: int = 500
+    backoff_initial: float = 0.5
+    backoff_max: float = 30.0
+
+    def __post_init__(self) -> None:
+        if self.timeout_seconds < 1 or self.inactivity <= 0 or self.page_size < 1:
+            raise ValueError("watch settings must be positive")
+        if not 0 < self.backoff_initial <= self.backoff_max:
+            raise ValueError("backoff_initial must be positive and at most backoff_max")
+
+
+@dataclass(frozen=True, slots=True)
+class WatchProgress:
+    """One event or bookmark received: `gap` is the silence (seconds) before it."""
+
+    event_type: str
+    resource_version: str
+    gap: float
+
+
+@dataclass(slots=True)
+class InformerStats:
+    lists: int = 0
+    watches: int = 0
+    events: int = 0
+    bookmarks: int = 0
+    expired: int = 0
+    stalls: int = 0
+    errors: int = 0
+    malformed: int = 0
+
+
+class Stalled(Exception):
+    """The watch stayed silent longer than the inactivity limit."""
+
+
+class Informer:
+    """The cache of one kind in one scope, kept current by list-then-watch."""
+
+    def __init__(
+        self,
+        connection: ApiConnection,
+        kind: KindRef,
+        *,
+        namespace: str | None = None,
+        on_change: ChangeHandler | None = None,
+        on_progress: Callable[[KindRef, WatchProgress], None] | None = None,
+        settings: WatchSettings = WatchSettings(),
+        sleep: Sleep = asyncio.sleep,
+        clock: Clock = time.monotonic,
+    ) -> None:
+        self.kind = kind
+        self.namespace = namespace if kind.namespaced else None
+        self.settings = settings
+        self.stats = InformerStats()
+        self.synced = asyncio.Event()
+        self.resource_version: str | None = None
+        self._connection = connection
+        self._cache: dict[str, JsonObject] = {}
+        self._on_change = on_change
+        self._on_progress = on_progress
+        self._sleep = sleep
+        self._clock = clock
+        self._delivered = False
+        self._backoff = settings.backoff_initial
+        self._core = CoreV1Api(connection.client)
+        self._custom = CustomObjectsApi(connection.client)
+
+    # -- the cache ---------------------------------------------------------------------
+
+    def get(self, key: str) -> JsonObject | None:
+        return self._cache.get(key)
+
+    def keys(self) -> Iterator[str]:
+        return iter(self._cache)
+
+    def __len__(self) -> int:
+        return len(self._cache)
+
+    # -- the loop ----------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """List, then watch, forever (until cancelled)."""
+        while True:
+            self._delivered = False
+            try:
+                if self.resource_version is None:
+                    await self._relist()
+                await self._watch()
+            except Expired as exc:
+                self.stats.expired += 1
+                log.info("%s: resourceVersion expired (%s); listing again", self.kind.name, exc)
+                self.resource_version = None
+            except Stalled:
+                self.stats.stalls += 1
+                log.warning("%s: watch silent for %.1fs; watching again",
+                            self.kind.name, self.settings.inactivity)
+            except KubeError as exc:
+                self.stats.errors += 1
+                log.warning("%s: %s", self.kind.name, exc)
+                hint = exc.delay if isinstance(exc, Temporary) else None
+                await self._sleep(self._next_backoff() if hint is None else hint)
+                continue
+            if self._delivered:
+                self._backoff = self.settings.backoff_initial
+            else:
+                await self._sleep(self._next_backoff())
+
+    def _next_backoff(self) -> float:
+        delay = self._backoff
+        self._backoff = min(self._backoff * 2, self.settings.backoff_max)
+        return delay
+
+    # -- list --------------------------------------------------------------------------
+
+    async def _relist(self) -> None:
+        fresh: dict[str, JsonObject] = {}
+        token: str | None = None
+        while True:
+            page = await fetch_object(self._list_call(
+                limit=self.settings.page_size, _continue=token,
+                _request_timeout=self._connection.request_timeout,
+            ))
+            self.stats.lists += 1
+            for item in page.get("items") or ():
+                key = self._key_of(item)
+                if key is not None:
+                    fresh[key] = self._with_kind(item)
+            metadata = page.get("metadata") or {}
+            token = metadata.get("continue") or None
+            if token is None:
+                version = metadata.get("resourceVersion")
+                break
+        if not isinstance(version, str) or not version:
+            raise KubeError(f"{self.kind.name}: the list carries no resourceVersion")
+        previous, self._cache = self._cache, fresh
+        self.resource_version = version
+        for key, obj in previous.items():
+            if key not in fresh:
+                self._emit("DELETED", obj)
+        for key, obj in fresh.items():
+            old = previous.get(key)
+            if old is None:
+                self._emit("ADDED", obj)
+            elif _version_of(old) != _version_of(obj):
+                self._emit("MODIFIED", obj)
+        self.synced.set()
+
+    def _list_call(self, **kwargs: Any) -> Awaitable[Any]:
+        kind, ns = self.kind, self.namespace
+        kwargs.update(_preload_content=False, label_selector=kind.label_selector)
+        if kind.core:
+            if kind.plural != "pods":
+                raise ValueError(f"core kind {kind.plural} is not watched")
+            if ns is None:
+                return self._core.list_pod_for_all_namespaces(**kwargs)
+            return self._core.list_namespaced_pod(ns, **kwargs)
+        if ns is not None:
+            return self._custom.list_namespaced_custom_object(
+                kind.group, kind.version, ns, kind.plural, **kwargs)
+        return self._custom.list_cluster_custom_object(
+            kind.group, kind.version, kind.plural, **kwargs)
+
+    # -- watch -------------------------------------------------------------------------
+
+    async def _watch(self) -> None:
+        """One watch request, read to its end (or to an error)."""
+        response = await send(self._list_call(
+            watch=True, allow_watch_bookmarks=True, resource_version=self.resource_version,
+            timeout_seconds=self.settings.timeout_seconds,
+            _request_timeout=self._connection.watch_timeout(None),
+        ))
+        self.stats.watches += 1
+        last = self._clock()
+        try:
+            while True:
+                try:
+                    async with asyncio.timeout(self.settings.inactivity):
+                        line = await response.content.readline()
+                except TimeoutError as exc:
+                    raise Stalled() from exc
+                except Exception as exc:
+                    raise translate(exc) from exc
+                if not line:
+                    return
+                if not line.strip():
+                    continue
+                now = self._clock()
+                self._apply(line, gap=now - last)
+                last, self._delivered = now, True
+        finally:
+            response.close()
+
+    def _apply(self, line: bytes, *, gap: float) -> None:
+        try:
+            event = orjson.loads(line)
+            event_type, obj = event["type"], event["object"]
+        except (orjson.JSONDecodeError, KeyError, TypeError) as exc:
+            self.stats.malformed += 1
+            log.warning("%s: malformed watch line skipped: %s", self.kind.name, exc)
+            return
+        if event_type == "ERROR":
+            status = obj if isinstance(obj, dict) else {}
+            raise failure(int(status.get("code") or 0), str(status.get("reason") or ""),
+                          status, None)
+        version = _version_of(obj)
+        if version:
+            self.resource_version = version
+        if self._on_progress is not None and version:
+            self._on_progress(self.kind, WatchProgress(event_type, version, gap))
+        if event_type == "BOOKMARK":
+            self.stats.bookmarks += 1
+            return
+        key = self._key_of(obj)
+        if key is None:
+            return
+        self.stats.events += 1
+        obj = self._with_kind(obj)
+        if event_type == "DELETED":
+            self._cache.pop(key, None)
+        elif event_type in ("ADDED", "MODIFIED"):
+            self._cache[key] = obj
+        else:
+            self.stats.malformed += 1
+            log.warning("%s: unknown watch event type %r skipped", self.kind.name, event_type)
+            return
+        self._emit(event_type, obj)
+
+    # -- objects -----------------------------------------------------------------------
+
+    def _key_of(self, obj: Any) -> str | None:
+        try:
+            return object_key(obj)
+        except (ValueError, AttributeError) as exc:
+            self.stats.malformed += 1
+            log.warning("%s: malformed object skipped: %s", self.kind.name, exc)
+            return None
+
+    def _with_kind(self, obj: JsonObject) -> JsonObject:
+        """Lists omit apiVersion/kind on items; put them back so consumers can tell."""
+        obj.setdefault("apiVersion", self.kind.api_version)
+        obj.setdefault("kind", self.kind.kind)
+        return obj
+
+    def _emit(self, event_type: str, obj: JsonObject) -> None:
+        if self._on_change is None:
+            return
+        try:
+            self._on_change(self.kind, event_type, obj)
+        except Exception:
+            log.exception("%s: change handler failed on %s", self.kind.name, event_type)
+
+
+def _version_of(obj: Any) -> str | None:
+    if not isinstance(obj, dict):
+        return None
+    metadata = obj.get("metadata")
+    if not isinstance(metadata, dict):
+        return None
+    version = metadata.get("resourceVersion")
+    return version if isinstance(version, str) and version else None

@@ -1,0 +1,145 @@
+"""Leader election on a coordination.k8s.io/v1 Lease, so that only one controller acts.
+
+Built on kubernetes_asyncio's `LeaderElection` and `LeaseLock`, with three things that
+library leaves to its caller:
+
+* it runs one term and returns when the lease is lost, and lets transport errors
+  escape (its lock catches only `ApiException`): `Leadership.run` stands again as a
+  candidate after every term or failure, for as long as it runs;
+* its `Config` refuses periods under one second; `LeaseTiming` checks the same
+  ordering (lease > renew deadline > 1.2 × retry period) without that floor, so a
+  test can fail over in about a second;
+* the leader's work is a task it creates and forgets when the caller is cancelled:
+  here the work is always cancelled and `on_stopped` always awaited when the term
+  ends — the lease lost, the API unreachable, or `run` cancelled.
+
+It never releases the lease on cancellation: a dead controller cannot either, and the
+standby must take over after the lease duration in both cases. The library reads the
+wall clock and sleeps for real; it cannot take an injected clock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Coroutine
+from dataclasses import dataclass
+from typing import Any
+
+from kubernetes_asyncio.leaderelection.electionconfig import Config
+from kubernetes_asyncio.leaderelection.leaderelection import LeaderElection
+from kubernetes_asyncio.leaderelection.resourcelock.leaselock import LeaseLock
+
+from nicplug.adapters.kube.client import ApiConnection
+
+log = logging.getLogger(__name__)
+
+_JITTER = 1.2  # the library's factor between the renew deadline and the retry period
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseTiming:
+    """How long a lease lasts, how long the leader tries to renew it, how often.
+
+    `lease_duration` is whole seconds: the Lease stores `leaseDurationSeconds`.
+    """
+
+    lease_duration: int = 15
+    renew_deadline: float = 10.0
+    retry_period: float = 2.0
+
+    def __post_init__(self) -> None:
+        if self.lease_duration < 1 or self.renew_deadline <= 0 or self.retry_period <= 0:
+            raise ValueError("lease timing must be positive (lease duration ≥ 1 s)")
+        if self.lease_duration <= self.renew_deadline:
+            raise ValueError("the lease duration must exceed the renew deadline")
+        if self.renew_deadline <= _JITTER * self.retry_period:
+            raise ValueError("the renew deadline must exceed 1.2 × the retry period")
+
+
+class _ElectionConfig(Config):
+    """The library's Config with `LeaseTiming`'s checks instead of its 1 s floor."""
+
+    def __init__(
+        self, lock: LeaseLock, timing: LeaseTiming, lead: Callable[[], Coroutine[Any, Any, None]]
+    ) -> None:
+        self.jitter_factor = _JITTER
+        self.lock = lock
+        self.lease_duration = timing.lease_duration
+        self.renew_deadline = timing.renew_deadline
+        self.retry_period = timing.retry_period
+        self.onstarted_leading = lead
+        self.onstopped_leading = _term_ended  # Leadership ends every term itself
+
+
+async def _term_ended() -> None:
+    return None
+
+
+class Leadership:
+    """Stand for leadership of `namespace/name` as `identity`, for as long as `run` runs.
+
+    `on_started` is the leader's work: it runs while this candidate leads and is
+    cancelled when the term ends; `on_stopped` is awaited after that.
+    """
+
+    def __init__(
+        self,
+        connection: ApiConnection,
+        *,
+        name: str,
+        namespace: str,
+        identity: str,
+        on_started: Callable[[], Awaitable[None]],
+        on_stopped: Callable[[], Awaitable[None]] | None = None,
+        timing: LeaseTiming = LeaseTiming(),
+    ) -> None:
+        self.name = name
+        self.namespace = namespace
+        self.identity = identity
+        self.timing = timing
+        self.terms = 0
+        self._connection = connection
+        self._on_started = on_started
+        self._on_stopped = on_stopped
+        self._work: asyncio.Task[None] | None = None
+        self._standing = False
+
+    @property
+    def leading(self) -> bool:
+        return self._work is not None
+
+    async def run(self) -> None:
+        """Stand, lead, lose, stand again — until cancelled."""
+        while True:
+            self._standing = True
+            lock = LeaseLock(self.name, self.namespace, self.identity, self._connection.client)
+            election = LeaderElection(_ElectionConfig(lock, self.timing, self._lead))
+            try:
+                await election.run()
+                log.info("%s lost the lease %s/%s", self.identity, self.namespace, self.name)
+            except Exception as exc:  # the library lets transport errors through
+                log.warning("%s: leader election failed: %r", self.identity, exc)
+            finally:
+                self._standing = False
+                await self._end_term()
+            await asyncio.sleep(self.timing.retry_period)
+
+    async def _lead(self) -> None:
+        """The task the library starts when the lease is acquired."""
+        if not self._standing:  # the term ended before this task got to run
+            return
+        self._work = asyncio.current_task()
+        self.terms += 1
+        log.info("%s leads (lease %s/%s)", self.identity, self.namespace, self.name)
+        await self._on_started()
+
+    async def _end_term(self) -> None:
+        work, self._work = self._work, None
+        if work is None:
+            return
+        if not work.done():
+            work.cancel()
+            await asyncio.gather(work, return_exceptions=True)
+        if self._on_stopped is not None:
+            await self._on_stopped()

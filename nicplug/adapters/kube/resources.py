@@ -1,0 +1,85 @@
+"""The kinds nicplug reads and writes, and how each is addressed on the API server.
+
+One table, so the informers and the calls agree on group, version, plural and scope.
+It describes addresses only: it never holds objects and never calls the server.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class KindRef:
+    """An API resource: `group` is "" for the core group."""
+
+    group: str
+    version: str
+    plural: str
+    kind: str
+    namespaced: bool
+    label_selector: str | None = None  # what nicplug watches of it, when not everything
+    follows_scope: bool = True  # False: watched in every namespace even when restricted
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    @property
+    def core(self) -> bool:
+        return self.group == ""
+
+    @property
+    def name(self) -> str:
+        """`plural` for the core group, else `plural.group` (as kubectl names them)."""
+        return f"{self.plural}.{self.group}" if self.group else self.plural
+
+
+VIRTUAL_MACHINES = KindRef(
+    "virtualization.deckhouse.io", "v1alpha2", "virtualmachines", "VirtualMachine", True
+)
+KVVMS = KindRef("kubevirt.io", "v1", "virtualmachines", "VirtualMachine", True)
+VMIS = KindRef("kubevirt.io", "v1", "virtualmachineinstances", "VirtualMachineInstance", True)
+VMIMS = KindRef(
+    "kubevirt.io", "v1", "virtualmachineinstancemigrations",
+    "VirtualMachineInstanceMigration", True,
+)
+KUBEVIRTS = KindRef("kubevirt.io", "v1", "kubevirts", "KubeVirt", True, follows_scope=False)
+"""The cluster's KubeVirt configuration lives in KubeVirt's own namespace."""
+NETWORKS = KindRef("network.deckhouse.io", "v1alpha1", "networks", "Network", True)
+CLUSTER_NETWORKS = KindRef(
+    "network.deckhouse.io", "v1alpha1", "clusternetworks", "ClusterNetwork", False
+)
+LAUNCHER_PODS = KindRef("", "v1", "pods", "Pod", True, label_selector="vm.kubevirt.io/name")
+"""virt-launcher pods: KubeVirt labels each with the name of its VM."""
+
+EVENTS = KindRef("", "v1", "events", "Event", True)
+LEASES = KindRef("coordination.k8s.io", "v1", "leases", "Lease", True)
+
+WATCHED: tuple[KindRef, ...] = (
+    VIRTUAL_MACHINES, KVVMS, VMIS, VMIMS, KUBEVIRTS, NETWORKS, CLUSTER_NETWORKS, LAUNCHER_PODS,
+)
+"""Every kind the controller lists and watches to build the world of each VM."""
+
+
+@dataclass(frozen=True, slots=True)
+class Scope:
+    """Where to watch: every namespace (None) or one."""
+
+    namespace: str | None = None
+
+    def namespace_for(self, kind: KindRef) -> str | None:
+        """The namespace to address for `kind`: None for cluster-scoped kinds."""
+        return self.namespace if kind.namespaced and kind.follows_scope else None
+
+
+def object_key(obj: dict[str, object]) -> str:
+    """The cache key of an object: `namespace/name`, or `name` when cluster-scoped."""
+    metadata = obj.get("metadata")
+    if not isinstance(metadata, dict):
+        raise ValueError("object has no metadata")
+    name = metadata.get("name")
+    if not isinstance(name, str) or not name:
+        raise ValueError("object has no metadata.name")
+    namespace = metadata.get("namespace")
+    return f"{namespace}/{name}" if isinstance(namespace, str) and namespace else name

@@ -1,0 +1,64 @@
+"""The kinds the simulated API server serves, and how each is addressed.
+
+One table, so the HTTP layer, the store and the actors agree on every group, version,
+plural and scope. The simulator speaks only of these; anything else is a 404.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Resource:
+    group: str  # "" for the core group
+    version: str
+    plural: str
+    kind: str
+    namespaced: bool
+    has_status: bool  # a /status subresource; the main endpoint ignores .status
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    @property
+    def key(self) -> str:
+        """`plural` for the core group, else `plural.group` (as kubectl names them)."""
+        return f"{self.plural}.{self.group}" if self.group else self.plural
+
+
+NAMESPACES = Resource("", "v1", "namespaces", "Namespace", namespaced=False, has_status=True)
+PODS = Resource("", "v1", "pods", "Pod", namespaced=True, has_status=True)
+EVENTS = Resource("", "v1", "events", "Event", namespaced=True, has_status=False)
+LEASES = Resource(
+    "coordination.k8s.io", "v1", "leases", "Lease", namespaced=True, has_status=False
+)
+VMS = Resource(
+    "virtualization.deckhouse.io", "v1alpha2", "virtualmachines", "VirtualMachine",
+    namespaced=True, has_status=True,
+)
+KVVMS = Resource(
+    "kubevirt.io", "v1", "virtualmachines", "VirtualMachine", namespaced=True, has_status=True
+)
+VMIS = Resource(
+    "kubevirt.io", "v1", "virtualmachineinstances", "VirtualMachineInstance",
+    namespaced=True, has_status=True,
+)
+VMIMS = Resource(
+    "kubevirt.io", "v1", "virtualmachineinstancemigrations",
+    "VirtualMachineInstanceMigration", namespaced=True, has_status=True,
+)
+KUBEVIRTS = Resource("kubevirt.io", "v1", "kubevirts", "KubeVirt", namespaced=True, has_status=True)
+NETWORKS = Resource(
+    "network.deckhouse.io", "v1alpha1", "networks", "Network", namespaced=True, has_status=True
+)
+CLUSTER_NETWORKS = Resource(
+    "network.deckhouse.io", "v1alpha1", "clusternetworks", "ClusterNetwork",
+    namespaced=False, has_status=True,
+)
+
+ALL: tuple[Resource, ...] = (
+    NAMESPACES, PODS, EVENTS, LEASES, VMS, KVVMS, VMIS, VMIMS, KUBEVIRTS, NETWORKS,
+    CLUSTER_NETWORKS,
+)

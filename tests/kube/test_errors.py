@@ -1,0 +1,127 @@
+"""Every failure of a Kubernetes call maps to exactly one of the adapter's error types."""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+
+import aiohttp
+import orjson
+import pytest
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from nicplug.adapters.kube.errors import (
+    AlreadyExists,
+    Conflict,
+    Expired,
+    KubeError,
+    NotFound,
+    PatchRejected,
+    Temporary,
+    translate,
+)
+
+
+def _api(status: int, reason: str = "", *, headers: dict[str, str] | None = None,
+          body: object = None) -> ApiException:
+    exc = ApiException(status=status, reason="HTTP reason")
+    exc.body = orjson.dumps(body) if body is not None else b""
+    exc.headers = headers
+    if reason and body is None:
+        exc.body = orjson.dumps({"kind": "Status", "code": status, "reason": reason,
+                                 "message": f"it is {reason}"})
+    return exc
+
+
+@pytest.mark.parametrize(
+    ("status", "reason", "expected"),
+    [
+        (409, "Conflict", Conflict),
+        (409, "AlreadyExists", AlreadyExists),
+        (404, "NotFound", NotFound),
+        (410, "Expired", Expired),
+        (410, "Gone", Expired),
+        (429, "TooManyRequests", Temporary),
+        (500, "InternalError", Temporary),
+        (503, "ServiceUnavailable", Temporary),
+        (504, "Timeout", Temporary),
+        (401, "Unauthorized", Temporary),
+        (400, "BadRequest", PatchRejected),
+        (403, "Forbidden", PatchRejected),
+        (415, "UnsupportedMediaType", PatchRejected),
+        (422, "Invalid", PatchRejected),
+    ],
+)
+def test_status_codes_map_to_one_error_type(
+    status: int, reason: str, expected: type[KubeError]
+) -> None:
+    error = translate(_api(status, reason))
+    assert type(error) is expected
+    assert error.status == status
+    assert error.reason == reason
+    assert reason in str(error)
+
+
+def test_already_exists_is_a_conflict_for_callers_that_only_re_read() -> None:
+    assert isinstance(translate(_api(409, "AlreadyExists")), Conflict)
+    assert not isinstance(translate(_api(409, "Conflict")), AlreadyExists)
+
+
+def test_retry_after_in_seconds_becomes_the_delay() -> None:
+    error = translate(_api(429, "TooManyRequests", headers={"Retry-After": "7"}))
+    assert isinstance(error, Temporary)
+    assert error.delay == 7.0
+
+
+def test_retry_after_as_an_http_date_is_relative_to_now() -> None:
+    when = email.utils.formatdate(1_000_030.0, usegmt=True)
+    error = translate(_api(503, "ServiceUnavailable", headers={"Retry-After": when}),
+                      now=1_000_000.0)
+    assert isinstance(error, Temporary)
+    assert error.delay == pytest.approx(30.0)
+
+
+def test_unreadable_retry_after_leaves_the_delay_to_the_caller() -> None:
+    error = translate(_api(429, "TooManyRequests", headers={"Retry-After": "soon"}))
+    assert isinstance(error, Temporary)
+    assert error.delay is None
+    plain = translate(_api(500, "InternalError"))
+    assert isinstance(plain, Temporary)
+    assert plain.delay is None
+
+
+def test_a_body_that_is_not_a_status_keeps_the_http_reason() -> None:
+    exc = ApiException(status=502, reason="Bad Gateway")
+    exc.body = b"<html>proxy error</html>"
+    error = translate(exc)
+    assert isinstance(error, Temporary)
+    assert error.reason == "Bad Gateway"
+    assert "proxy error" in str(error)
+
+
+@pytest.mark.parametrize(
+    "exc",
+    [
+        asyncio.TimeoutError(),
+        TimeoutError(),
+        aiohttp.ServerTimeoutError("read"),
+        aiohttp.ClientConnectionError("refused"),
+        aiohttp.ServerDisconnectedError(),
+        ConnectionResetError(),
+    ],
+)
+def test_timeouts_and_broken_connections_are_temporary(exc: BaseException) -> None:
+    error = translate(exc)
+    assert isinstance(error, Temporary)
+    assert error.status == 0
+    assert error.delay is None
+
+
+def test_an_adapter_error_passes_through_unchanged() -> None:
+    original = NotFound("gone", status=404)
+    assert translate(original) is original
+
+
+def test_programming_errors_are_not_disguised_as_api_errors() -> None:
+    with pytest.raises(KeyError):
+        translate(KeyError("spec"))
