@@ -199,6 +199,15 @@ class KubeCalls:
         return await fetch_object(self._core.create_namespaced_event(
             namespace, body, **self._options()))
 
+    async def delete(
+        self, kind: KindRef, namespace: str, name: str, *, uid: str | None = None
+    ) -> JsonObject:
+        """Delete a namespaced custom object; with `uid`, only that incarnation of it."""
+        body: Any = {"preconditions": {"uid": uid}} if uid else {}
+        return await fetch_object(self._custom.delete_namespaced_custom_object(
+            kind.group, kind.version, namespace, kind.plural, name, body=body,
+            **self._options()))
+
 
 def _required(namespace: str | None, kind: KindRef) -> str:
     if not namespace:

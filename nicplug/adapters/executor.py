@@ -1,0 +1,253 @@
+"""The effect executor: turns the machines' effects (data) into Kubernetes requests.
+
+Every effect is idempotent: patches carry whole desired lists, a migration has a name
+of the machine's choosing (creating it twice finds it), a restart is a compare-and-swap
+on the VMI's uid. KVVM and VM-status writes read the object fresh and patch with a JSON
+patch whose `test` op pins the `resourceVersion` read, so a concurrent writer is never
+overwritten: the patch fails and the machine decides again on the next observation.
+
+HTTP errors become the engine's: a conflict is `RetryAfterObservation`, 429/5xx and
+timeouts `TemporaryError` (with `Retry-After`), rejections `PermanentError`. This module
+decides nothing about *what* to do; it only does what an effect says.
+"""
+
+from __future__ import annotations
+
+import datetime
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Final
+
+from nicplug.adapters.kube import errors as kube_errors
+from nicplug.adapters.kube import resources as kinds
+from nicplug.adapters.kube.calls import EventNote, KubeCalls
+from nicplug.adapters.sdn import Dialect
+from nicplug.engine.errors import PermanentError, RetryAfterObservation, TemporaryError
+from nicplug.engine.journal import PendingEffect
+from nicplug.machines.effects import (
+    CreateMigration,
+    EmitEvent,
+    PatchPodNetworks,
+    PatchVirtualMachine,
+    RestartVM,
+    SetVMCondition,
+    effect_from_payload,
+)
+from nicplug.machines.world import MAIN_IF_NAME, SDNRequest
+
+log = logging.getLogger(__name__)
+
+JSON_PATCH: Final = "application/json-patch+json"
+Result = Mapping[str, Any]
+
+
+def _escape(token: str) -> str:
+    return token.replace("~", "~0").replace("/", "~1")
+
+
+class KubeExecutor:
+    """Executes effects against the API server through `KubeCalls`."""
+
+    def __init__(
+        self,
+        calls: KubeCalls,
+        dialect: Dialect,
+        *,
+        observe: Callable[[str, int], None] | None = None,
+        now: Callable[[], datetime.datetime] | None = None,
+    ) -> None:
+        self._calls = calls
+        self._dialect = dialect
+        self._observe_error = observe
+        self._now = now or (lambda: datetime.datetime.now(datetime.UTC))
+
+    async def execute(self, effect: PendingEffect) -> Result:
+        try:
+            decoded = effect_from_payload(effect.type, effect.payload)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise PermanentError(f"effect {effect.id} has an unreadable payload: {exc}") from exc
+        try:
+            match decoded:
+                case PatchPodNetworks():
+                    return await self._patch_pod(decoded)
+                case PatchVirtualMachine():
+                    return await self._patch_kvvm(decoded)
+                case SetVMCondition():
+                    return await self._set_condition(decoded)
+                case RestartVM():
+                    return await self._restart(decoded)
+                case CreateMigration():
+                    return await self._migrate(decoded)
+                case EmitEvent():
+                    return await self._event(decoded)
+        except kube_errors.KubeError as exc:
+            raise self._translated(exc) from exc
+        raise PermanentError(f"effect type {effect.type!r} has no executor")
+
+    def _translated(self, exc: kube_errors.KubeError) -> Exception:
+        if self._observe_error is not None and exc.status:
+            self._observe_error(exc.reason or "error", exc.status)
+        if isinstance(exc, kube_errors.Conflict):
+            return RetryAfterObservation(str(exc))
+        if isinstance(exc, kube_errors.Temporary):
+            return TemporaryError(str(exc), delay=exc.delay)
+        if isinstance(exc, kube_errors.NotFound):
+            # The object is gone: retrying cannot help; the next observation shows why.
+            return PermanentError(str(exc))
+        return PermanentError(str(exc))
+
+    # -- the effects -------------------------------------------------------------------
+
+    async def _patch_pod(self, e: PatchPodNetworks) -> Result:
+        value = self._dialect.render_requests(requests=e.entries, namespace=e.namespace)
+        patch: list[dict[str, Any]] = [{"op": "test", "path": "/metadata/uid", "value": e.pod_uid}]
+        pod = await self._calls.get(kinds.LAUNCHER_PODS, e.namespace, e.pod)
+        annotations = (pod.get("metadata") or {}).get("annotations")
+        key = "/metadata/annotations"
+        if annotations is None:
+            if value is None:
+                return {"unchanged": True}
+            patch.append({"op": "add", "path": key, "value": {}})
+            annotations = {}
+        path = f"{key}/{_escape(self._dialect.request_annotation)}"
+        current = annotations.get(self._dialect.request_annotation)
+        if current == value:
+            return {"unchanged": True}
+        if value is None:
+            patch.append({"op": "remove", "path": path})
+        else:
+            patch.append({"op": "add", "path": path, "value": value})
+        await self._calls.patch_pod(e.namespace, e.pod, patch, content_type=JSON_PATCH)
+        return {"annotation": value}
+
+    async def _patch_kvvm(self, e: PatchVirtualMachine) -> Result:
+        kvvm = await self._calls.get(kinds.KVVMS, e.namespace, e.name)
+        template = (kvvm.get("spec") or {}).get("template") or {}
+        tspec = template.get("spec") or {}
+        old_ifaces = {
+            i.get("name"): i
+            for i in ((tspec.get("domain") or {}).get("devices") or {}).get("interfaces") or ()
+        }
+        old_nets = {n.get("name"): n for n in tspec.get("networks") or ()}
+        interfaces: list[dict[str, Any]] = []
+        networks: list[dict[str, Any]] = []
+        for entry in e.networks:
+            iface = dict(old_ifaces.get(entry.if_name) or {"name": entry.if_name, "bridge": {}})
+            if entry.absent:
+                iface["state"] = "absent"
+            else:
+                iface.pop("state", None)
+            interfaces.append(iface)
+            if entry.identity == "" and entry.if_name in old_nets:
+                networks.append(old_nets[entry.if_name])
+            elif entry.identity == "Main" or entry.if_name == MAIN_IF_NAME:
+                networks.append(old_nets.get(entry.if_name) or {"name": MAIN_IF_NAME, "pod": {}})
+            else:
+                request = SDNRequest(entry.identity, entry.if_name)
+                networks.append(
+                    self._dialect.kubevirt_network(request=request, namespace=e.namespace)
+                )
+        annotation = self._dialect.render_requests(
+            requests=e.template_requests, namespace=e.namespace
+        )
+        version = (kvvm.get("metadata") or {}).get("resourceVersion")
+        ops: list[dict[str, Any]] = [
+            {"op": "test", "path": "/metadata/resourceVersion", "value": version},
+            # `add` replaces a member that exists and creates one that does not.
+            {"op": "add", "path": "/spec/template/spec/domain/devices/interfaces",
+             "value": interfaces},
+            {"op": "add", "path": "/spec/template/spec/networks", "value": networks},
+        ]
+        ops += _annotation_ops(
+            template, "/spec/template/metadata", self._dialect.request_annotation, annotation
+        )
+        await self._cas(kinds.KVVMS, e.namespace, e.name, ops, version)
+        return {"interfaces": [i["name"] for i in interfaces]}
+
+    async def _set_condition(self, e: SetVMCondition) -> Result:
+        vm = await self._calls.get(kinds.VIRTUAL_MACHINES, e.namespace, e.name)
+        status = vm.get("status") or {}
+        conditions: list[dict[str, Any]] = [
+            c for c in status.get("conditions") or () if isinstance(c, dict)
+        ]
+        current = next((c for c in conditions if c.get("type") == e.type), None)
+        wanted = {"type": e.type, "status": e.status, "reason": e.reason, "message": e.message}
+        if current is not None and all(current.get(k) == v for k, v in wanted.items()):
+            return {"unchanged": True}
+        stamp = self._now().strftime("%Y-%m-%dT%H:%M:%SZ")
+        if current is not None and current.get("status") == e.status:
+            stamp = current.get("lastTransitionTime", stamp)
+        updated = {**wanted, "lastTransitionTime": stamp}
+        conditions = [updated if c is current else c for c in conditions]
+        if current is None:
+            conditions.append(updated)
+        version = (vm.get("metadata") or {}).get("resourceVersion")
+        patch = {"metadata": {"resourceVersion": version}, "status": {"conditions": conditions}}
+        await self._calls.patch_status(kinds.VIRTUAL_MACHINES, e.namespace, e.name, patch)
+        return {"condition": e.type, "status": e.status}
+
+    async def _restart(self, e: RestartVM) -> Result:
+        try:
+            vmi = await self._calls.get(kinds.VMIS, e.namespace, e.name)
+        except kube_errors.NotFound:
+            return {"restarted": False, "reason": "no VMI"}
+        if (vmi.get("metadata") or {}).get("uid") != e.vmi_uid:
+            return {"restarted": False, "reason": "the VMI was already replaced"}
+        await self._calls.delete(kinds.VMIS, e.namespace, e.name, uid=e.vmi_uid)
+        return {"restarted": True}
+
+    async def _migrate(self, e: CreateMigration) -> Result:
+        try:
+            await self._calls.create_migration(
+                e.namespace, e.migration, e.vmi, labels={"app.kubernetes.io/managed-by": "nicplug"}
+            )
+        except kube_errors.AlreadyExists:
+            return {"created": False}
+        return {"created": True}
+
+    async def _event(self, e: EmitEvent) -> Result:
+        involved = {
+            "apiVersion": kinds.VIRTUAL_MACHINES.api_version,
+            "kind": kinds.VIRTUAL_MACHINES.kind,
+            "metadata": {"namespace": e.namespace, "name": e.name},
+        }
+        await self._calls.create_event(
+            EventNote(involved=involved, reason=e.reason, message=e.message, type=e.type)
+        )
+        return {}
+
+    async def _cas(
+        self, kind: kinds.KindRef, namespace: str, name: str,
+        ops: Sequence[Mapping[str, Any]], version: object,
+    ) -> None:
+        """A JSON patch pinned to `version`; a failed `test` is the world moving."""
+        try:
+            await self._calls.patch(kind, namespace, name, ops, content_type=JSON_PATCH)
+        except kube_errors.PatchRejected as exc:
+            fresh = await self._calls.get(kind, namespace, name)
+            if (fresh.get("metadata") or {}).get("resourceVersion") != version:
+                raise RetryAfterObservation(f"{kind.kind} {namespace}/{name} changed") from exc
+            raise
+
+
+def _annotation_ops(
+    template: Mapping[str, Any], meta_path: str, key: str, value: str | None
+) -> list[dict[str, Any]]:
+    metadata = template.get("metadata")
+    annotations = metadata.get("annotations") if isinstance(metadata, dict) else None
+    current = annotations.get(key) if isinstance(annotations, dict) else None
+    if current == value:
+        return []
+    ops: list[dict[str, Any]] = []
+    if not isinstance(metadata, dict):
+        ops.append({"op": "add", "path": meta_path, "value": {}})
+    if not isinstance(annotations, dict):
+        if value is None:
+            return ops
+        ops.append({"op": "add", "path": f"{meta_path}/annotations", "value": {}})
+    path = f"{meta_path}/annotations/{_escape(key)}"
+    if value is None:
+        ops.append({"op": "remove", "path": path})
+    else:
+        ops.append({"op": "add", "path": path, "value": value})
+    return ops
