@@ -120,17 +120,18 @@ def interface_released_in_spec(c: Context) -> bool:
     return name not in c.facts.kvvm_present and name not in c.facts.vmi_present
 
 
-def written_while_stopped(c: Context) -> bool:
-    if c.facts.live:
-        return False
+def change_written(c: Context) -> bool:
+    """The change is in the KVVM, and in the VMI when one runs: a stopped VM was patched
+    for its next boot (or the restart already applied it)."""
+    f, name = c.facts, c.op.if_name
     if c.op.direction == "plug":
-        return c.op.if_name in c.facts.kvvm_present
+        return name in f.kvvm_present and (not f.live or name in f.vmi_present)
     if c.op.direction == "unplug":
-        return interface_released_in_spec(c)
-    comparison = c.facts.comparison
+        return interface_released_in_spec(c) and (not f.live or restart_only(c.op))
+    comparison = f.comparison
     return (
         comparison is not None
-        and c.op.if_name in c.facts.kvvm_present
+        and name in f.kvvm_present
         and not any(ch.identity == c.op.network for ch in comparison.changes)
     )
 
@@ -208,7 +209,7 @@ GUARDS: Mapping[str, Callable[[Context], bool]] = {
         dynamic_networks_grace_expired,
         vm_spec_holds_interface,
         interface_released_in_spec,
-        written_while_stopped,
+        change_written,
         guest_has_interface,
         guest_lost_interface,
         pod_dropped_entry,

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from nicplug.engine.model import (
+    Cause,
     Decision,
     EffectOutcome,
     EffectRequest,
@@ -35,7 +36,6 @@ from nicplug.machines.effects import (
     SetVMCondition,
     effect_from_payload,
 )
-from nicplug.engine.model import Cause
 from nicplug.machines.facts import facts_of
 from nicplug.machines.operation import VMState
 from nicplug.machines.world import (
@@ -91,8 +91,10 @@ class Sim:
     requested: list[SDNRequest] = field(default_factory=list)
     reported: list[SDNStatus] = field(default_factory=list)
     migrations: list[Migration] = field(default_factory=list)
-    restarting: bool = False
+    restarting: int = 0
     vm_deleted: bool = False
+    handler_stuck: bool = False
+    migration_fails: bool = False
 
     def world(self) -> World:
         vm = None
@@ -144,9 +146,13 @@ class Sim:
                 self.migrations.append(Migration(effect.migration, effect.migration, "Pending"))
         elif isinstance(effect, RestartVM):
             if effect.vmi_uid == self.vmi_uid:
-                self.stop()
-                self.restarting = True
+                self.restart()
         return None
+
+    def restart(self) -> None:
+        """Stop now; a new VMI starts two steps later (one observed while stopped)."""
+        self.stop()
+        self.restarting = 2
 
     def stop(self) -> None:
         self.vmi_uid = None
@@ -168,8 +174,9 @@ class Sim:
 
     def settle(self) -> None:
         if self.restarting:
-            self.restarting = False
-            self.start()
+            self.restarting -= 1
+            if not self.restarting:
+                self.start()
             return
         if self.vmi_uid is None:
             if self.running:
@@ -178,6 +185,9 @@ class Sim:
         for i, m in enumerate(self.migrations):
             if m.phase == "Pending":
                 self.migrations[i] = replace(m, phase="Running")
+                return
+            if m.phase == "Running" and self.migration_fails:
+                self.migrations[i] = replace(m, phase="Failed")
                 return
             if m.phase == "Running":
                 self.migrations[i] = replace(m, phase="Succeeded")
@@ -195,6 +205,8 @@ class Sim:
             self.reported.append(SDNStatus(identity, r.if_name, error is None, error))
         # KubeVirt syncs the KVVM to the VMI spec; virt-handler attaches / detaches
         self.vmi_ifaces = list(self.kvvm_ifaces)
+        if self.handler_stuck:
+            return
         ready = {s.if_name for s in self.reported if s.ready}
         for iface in self.vmi_ifaces:
             if iface.absent:
