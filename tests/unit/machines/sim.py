@@ -110,7 +110,8 @@ class Sim:
         if self.vmi_uid is not None:
             conditions = [Condition("LiveMigratable", "True" if self.live_migratable else "False")]
             if self.migration_required:
-                conditions.append(Condition("MigrationRequired", "True", "AutoMigrationDueToLiveUpdate"))
+                reason = "AutoMigrationDueToLiveUpdate"
+                conditions.append(Condition("MigrationRequired", "True", reason))
             pod_uid = f"pod-{self.pod}"
             vmi = VMI(
                 self.vmi_uid, "1", "Running", tuple(self.vmi_ifaces),
@@ -144,9 +145,8 @@ class Sim:
         elif isinstance(effect, CreateMigration):
             if all(m.name != effect.migration for m in self.migrations):
                 self.migrations.append(Migration(effect.migration, effect.migration, "Pending"))
-        elif isinstance(effect, RestartVM):
-            if effect.vmi_uid == self.vmi_uid:
-                self.restart()
+        elif isinstance(effect, RestartVM) and effect.vmi_uid == self.vmi_uid:
+            self.restart()
         return None
 
     def restart(self) -> None:
