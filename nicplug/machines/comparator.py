@@ -47,6 +47,7 @@ class Comparison:
     carried: tuple[CarriedNetwork, ...]
     changes: tuple[Change, ...] = ()
     invalid: str | None = None
+    invalid_network: str = ""
 
     @property
     def live(self) -> tuple[Change, ...]:
@@ -58,6 +59,13 @@ class Comparison:
 
     def desired_entry(self, identity: str) -> NetworkSpec | None:
         return next((n for n in self.desired if n.identity == identity), None)
+
+    def signature(self, identity: str) -> str:
+        """What an `update` of `identity` asks for: its id and place in the list."""
+        spec = self.desired_entry(identity)
+        if spec is None:
+            return ""
+        return f"id={spec.id};pos={self.position(identity)}"
 
     def position(self, identity: str) -> int | None:
         """The index of `identity` in the desired list, None when not desired."""
@@ -72,21 +80,22 @@ def desired_networks(networks: tuple[NetworkSpec, ...] | None) -> tuple[NetworkS
     return networks if networks else (MAIN,)
 
 
-def invalid_reason(desired: tuple[NetworkSpec, ...]) -> str | None:
-    """Why the desired list cannot be applied, or None when it can."""
+def invalid_reason(desired: tuple[NetworkSpec, ...]) -> tuple[str, str] | None:
+    """The offending entry's identity and why the desired list cannot be applied,
+    or None when it can."""
     seen: set[str] = set()
     ids: dict[int, str] = {}
     for index, spec in enumerate(desired):
         if spec.type == "Main" and index != 0:
-            return "Main must be the first network"
+            return spec.identity, "Main must be the first network"
         if spec.type != "Main" and not spec.name:
-            return f"a {spec.type} entry has no name"
+            return spec.identity, f"a {spec.type} entry has no name"
         if spec.identity in seen:
-            return f"duplicate network {spec.identity}"
+            return spec.identity, f"duplicate network {spec.identity}"
         seen.add(spec.identity)
         if spec.id is not None:
             if spec.id in ids:
-                return f"duplicate id {spec.id} ({ids[spec.id]}, {spec.identity})"
+                return spec.identity, f"duplicate id {spec.id} ({ids[spec.id]}, {spec.identity})"
             ids[spec.id] = spec.identity
     return None
 
@@ -121,9 +130,9 @@ def compare(networks: tuple[NetworkSpec, ...] | None, kvvm: KVVM) -> Comparison:
     """Sort the differences between the desired list and the KVVM into changes."""
     desired = desired_networks(networks)
     carried = carried_networks(kvvm, desired)
-    reason = invalid_reason(desired)
-    if reason is not None:
-        return Comparison(desired, carried, invalid=reason)
+    problem = invalid_reason(desired)
+    if problem is not None:
+        return Comparison(desired, carried, invalid=problem[1], invalid_network=problem[0])
     wanted = {d.identity: d for d in desired}
     present = {c.identity: c for c in carried}
     changes: list[Change] = []

@@ -1,0 +1,410 @@
+"""`HotplugDecider`: the engine's `Decider` for the network interfaces of one VM.
+
+Every input (an observation, a timer, an effect's outcome) is answered from the whole
+observed world of the VM: each live operation walks its graph as far as the world
+already allows (so an operation adopted at any point skips what is done), new
+operations open where the comparator finds a change nobody handles, and the effects
+needed to move the world on are computed for all operations together and issued once
+(again after `effect_reissue_after` if the world did not move). Deterministic and pure:
+the same state, input and `now` give the same decision.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from nicplug.engine.model import (
+    Decision,
+    EffectOutcome,
+    EffectRequest,
+    Input,
+    Key,
+    NewEvent,
+    RecordedEvent,
+    StreamId,
+    StreamView,
+    TimerCancel,
+    TimerFired,
+    TimerRequest,
+    Trigger,
+)
+from nicplug.machines.comparator import Comparison, Direction
+from nicplug.machines.effects import EmitEvent
+from nicplug.machines.facts import Facts, facts_of
+from nicplug.machines.graph import MOVES, Move
+from nicplug.machines.guards import GUARDS, Context, budget, restart_only
+from nicplug.machines.operation import (
+    EFFECTS_ISSUED,
+    GRACE_EXPIRED,
+    OPENED,
+    TRANSITIONED,
+    Operation,
+    VMState,
+    key_digest,
+    stream_of,
+)
+from nicplug.machines.policy import MachineConfig
+from nicplug.machines.targets import conditions, kvvm_patch, pod_patches, restarts_and_migrations
+from nicplug.machines.world import World
+
+DEADLINE, GRACE, REISSUE, RETRY = "deadline", "grace", "reissue", "retry"
+KEEP_ISSUED = 6
+
+Guard = Callable[[Context], bool]
+CompiledMoves = Mapping[str, Mapping[str, tuple[tuple[Move, tuple[Guard, ...]], ...]]]
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """A change that needs an operation: (network, direction) plus what it asks."""
+
+    network: str
+    direction: Direction
+    if_name: str
+    target: str
+    why: str
+
+
+class _Session:
+    """The decision being built: events are folded as they are appended."""
+
+    def __init__(self, state: VMState, vm: str, vm_uid: str) -> None:
+        self.state = state
+        self.vm = vm
+        self.vm_uid = vm_uid
+        self.events: list[NewEvent] = []
+        self.paths: dict[StreamId, list[str]] = {}
+
+    def append(self, stream: StreamId, type_: str, payload: Mapping[str, Any]) -> Operation:
+        self.events.append(NewEvent(stream, type_, payload))
+        self.state = self.state.fold(stream, type_, payload)
+        op = self.state.by_stream(stream)
+        assert op is not None, "an appended event always lands on a known stream"
+        if type_ == TRANSITIONED:
+            self.paths.setdefault(stream, [str(payload["from"])]).append(op.state)
+        elif type_ == OPENED:
+            self.paths.setdefault(stream, [op.state])
+        return op
+
+
+class HotplugDecider:
+    """Implements `nicplug.engine.model.Decider[VMState, World]`."""
+
+    def __init__(self, config: MachineConfig | None = None) -> None:
+        self.config = config or MachineConfig()
+        self._moves: CompiledMoves = {
+            direction: {
+                state: tuple((m, tuple(GUARDS[g] for g in m.guards)) for m in moves)
+                for state, moves in by_state.items()
+            }
+            for direction, by_state in MOVES.items()
+        }
+
+    # -- the Decider protocol -------------------------------------------------------------
+
+    def initial(self, key: Key) -> VMState:
+        return VMState(key, {})
+
+    def evolve(self, state: VMState, event: RecordedEvent) -> VMState:
+        return state.fold(event.stream, event.type, event.payload)
+
+    def views(self, state: VMState) -> Sequence[StreamView]:
+        return state.views()
+
+    def restore(self, key: Key, views: Sequence[StreamView]) -> VMState:
+        return VMState.restore(key, views)
+
+    def decide(self, state: VMState, input: Input[World], now: float) -> Decision:
+        world = input.world
+        if world is None:
+            return Decision()
+        facts = facts_of(world)
+        if world.vm is not None and facts.comparison is None:
+            return Decision()  # the KVVM is not seen yet: nothing can be compared
+        vm = world.vm
+        session = _Session(state, f"{vm.namespace}/{vm.name}" if vm else "", vm.uid if vm else "")
+        trigger = input.trigger
+        self._grace(session, facts, trigger)
+        asked: frozenset[tuple[str, str]] = frozenset()
+        comparison = facts.comparison
+        if comparison is not None and comparison.invalid is not None:
+            asked = frozenset({(comparison.invalid_network, "update")})
+            self._open_invalid(session, comparison, now)
+            for op in list(session.state.ops.values()):
+                if op.target.startswith("invalid:") and not op.terminal:
+                    self._walk(session, op, facts, now, trigger)
+        else:
+            for slot in sorted(state.ops):
+                op = session.state.ops[slot]
+                if not op.terminal:
+                    self._walk(session, op, facts, now, trigger)
+            if comparison is not None:
+                candidates = self._candidates(facts, comparison)
+                asked = frozenset((c.network, c.direction) for c in candidates)
+                for c in candidates:
+                    opened = self._open(session, c, now)
+                    if opened is not None:
+                        self._walk(session, opened, facts, now, trigger)
+        effects = self._effects(session, facts, asked, trigger, now)
+        timers, cancels = self._timers(session, facts, now, effects)
+        return Decision(tuple(session.events), tuple(effects), timers, cancels)
+
+    # -- operations -----------------------------------------------------------------------
+
+    def _grace(self, session: _Session, facts: Facts, trigger: Trigger) -> None:
+        if not (isinstance(trigger, TimerFired) and trigger.name == GRACE):
+            return
+        op = session.state.by_stream(trigger.stream)
+        if (
+            op is not None
+            and self.config.may_skip_sdn_ready
+            and op.state == "AnnotationPatched"
+            and not op.waived
+            and not facts.sdn_ready(op.network)
+        ):
+            session.append(op.stream, GRACE_EXPIRED, {"at": trigger.deadline})
+
+    def _walk(
+        self, session: _Session, op: Operation, facts: Facts, now: float, trigger: Trigger
+    ) -> None:
+        for _ in range(16):
+            ctx = Context(op, facts, self.config, now, trigger)
+            move = next(
+                (
+                    m
+                    for m, guards in self._moves[op.direction][op.state]
+                    if all(g(ctx) for g in guards)
+                ),
+                None,
+            )
+            if move is None:
+                return
+            payload: dict[str, Any] = {
+                "from": op.state,
+                "to": move.dest,
+                "trigger": move.trigger,
+                "at": now,
+                "reason": None,
+                "message": self._message(move, ctx),
+            }
+            if move.dest in ("Failed", "Cancelled"):
+                payload["reason"] = move.trigger
+            if move.dest == "Failed" and move.trigger != "InvalidSpec":
+                payload["retry_at"] = now + self.config.timeouts.backoff(op.attempt)
+            if move.dest == "Migrating":
+                running = facts.running_migration()
+                payload["migration"] = running.name if running else None
+            op = session.append(op.stream, TRANSITIONED, payload)
+        raise RuntimeError(f"{op.stream}: the walk does not settle")  # a graph with a cycle
+
+    def _message(self, move: Move, c: Context) -> str:
+        op, facts = c.op, c.facts
+        if move.dest == "RestartRequired":
+            change = next(
+                (
+                    ch
+                    for ch in (facts.comparison.changes if facts.comparison else ())
+                    if ch.identity == op.network and ch.direction == op.direction
+                ),
+                None,
+            )
+            why = change.why if change else op.direction
+            if not restart_only(op):
+                why += f", vmRolloutStrategy is {facts.world.cluster.rollout_strategy}"
+            return why
+        if move.trigger == "SDNError":
+            return facts.errors.get(op.network, "")
+        if move.trigger.endswith("Timeout"):
+            limit = budget(op, facts, self.config) or 0.0
+            return f"no progress in {op.state} within {limit:g}s"
+        if move.trigger in ("PatchRejected", "MigrationFailed") and isinstance(
+            c.trigger, EffectOutcome
+        ):
+            return c.trigger.error or f"{c.trigger.type} was rejected"
+        if move.trigger == "MigrationFailed":
+            return f"migration {op.migration} failed"
+        if move.trigger == "InvalidSpec" and facts.comparison is not None:
+            return facts.comparison.invalid or ""
+        if move.trigger == "Reverted":
+            return "the desired networks no longer ask for it"
+        return ""
+
+    def _candidates(self, facts: Facts, comparison: Comparison) -> list[Candidate]:
+        found = {
+            (c.identity, c.direction): Candidate(
+                c.identity,
+                c.direction,
+                c.if_name,
+                comparison.signature(c.identity) if c.direction == "update" else "",
+                c.why,
+            )
+            for c in comparison.changes
+        }
+        world = facts.world
+        names: dict[str, str] = {}
+        if world.kvvm is not None:
+            names.update({r.identity: r.if_name for r in world.kvvm.template_requests})
+        for pod in world.pods:
+            names.update({r.identity: r.if_name for r in pod.requested})
+            names.update({s.identity: s.if_name for s in pod.reported})
+        desired = facts.desired_identities
+        for identity, if_name in sorted(names.items()):
+            if identity in desired or identity == "Main" or (identity, "unplug") in found:
+                continue
+            if (
+                if_name in facts.kvvm_anywhere
+                or if_name in facts.vmi_anywhere
+                or if_name in facts.attached
+                or identity in facts.lingering
+            ):
+                found[(identity, "unplug")] = Candidate(identity, "unplug", if_name, "", "removed")
+        return [found[k] for k in sorted(found)]
+
+    def _open(self, session: _Session, c: Candidate, now: float) -> Operation | None:
+        latest = session.state.ops.get((c.network, c.direction))
+        if latest is not None:
+            if not latest.terminal:
+                return None
+            if latest.state == "Failed" and latest.retry_at is not None and now < latest.retry_at:
+                return None
+        return self._append_opened(
+            session, c.network, c.direction, c.if_name, c.target, latest, now
+        )
+
+    def _open_invalid(self, session: _Session, comparison: Comparison, now: float) -> None:
+        network = comparison.invalid_network
+        target = f"invalid:{comparison.invalid}"
+        latest = session.state.ops.get((network, "update"))
+        if latest is not None and (not latest.terminal or latest.target == target):
+            return
+        spec = comparison.desired_entry(network)
+        if_name = spec.if_name if spec else ""
+        self._append_opened(session, network, "update", if_name, target, latest, now)
+
+    def _append_opened(
+        self,
+        session: _Session,
+        network: str,
+        direction: Direction,
+        if_name: str,
+        target: str,
+        latest: Operation | None,
+        now: float,
+    ) -> Operation:
+        attempt = latest.attempt + 1 if latest else 1
+        stream = stream_of(session.vm_uid, network, direction, attempt)
+        payload = {
+            "vm": session.vm,
+            "vm_uid": session.vm_uid,
+            "network": network,
+            "if_name": if_name,
+            "direction": direction,
+            "attempt": attempt,
+            "target": target,
+            "at": now,
+        }
+        return session.append(stream, OPENED, payload)
+
+    # -- effects and timers ---------------------------------------------------------------
+
+    def _effects(
+        self,
+        session: _Session,
+        facts: Facts,
+        asked: frozenset[tuple[str, str]],
+        trigger: Trigger,
+        now: float,
+    ) -> list[EffectRequest]:
+        vm = facts.world.vm
+        if vm is None:
+            return []
+        ops = session.state.ops
+        comparison = facts.comparison
+        needed = []
+        if comparison is not None and comparison.invalid is None:
+            needed += pod_patches(facts, ops, vm, comparison)
+            needed += kvvm_patch(facts, ops, vm, comparison, self.config)
+            needed += restarts_and_migrations(facts, ops, vm, self.config)
+        needed += conditions(facts, ops, vm, self.config, asked)
+        reissue = (
+            trigger.stream if isinstance(trigger, TimerFired) and trigger.name == REISSUE else None
+        )
+        issued = {d for op in ops.values() if op.stream != reissue for d in op.issued}
+        requests: list[EffectRequest] = []
+        fresh: dict[StreamId, list[int]] = {}
+        owners: dict[StreamId, Operation] = {}
+        for owner, effect in needed:
+            request = effect.request(owner.stream)
+            digest = key_digest(request.idempotency_key)
+            if digest in issued:
+                continue
+            issued.add(digest)
+            requests.append(request)
+            fresh.setdefault(owner.stream, []).append(digest)
+            owners[owner.stream] = owner
+        for stream, digests in fresh.items():
+            previous = () if stream == reissue else ops[_slot(owners[stream])].issued
+            keys = [*previous, *digests][-KEEP_ISSUED:]
+            session.append(stream, EFFECTS_ISSUED, {"keys": keys, "at": now})
+        for stream, path in session.paths.items():
+            op = session.state.by_stream(stream)
+            if op is None or len(path) < 2:
+                continue
+            kind: Literal["Normal", "Warning"] = (
+                "Warning" if op.state in ("Failed", "MigrationRequired") else "Normal"
+            )
+            message = f"{op.network} {op.direction}: {' → '.join(path)}"
+            if op.reason:
+                message += f" ({op.reason}: {op.message})" if op.message else f" ({op.reason})"
+            event = EmitEvent(
+                vm.namespace,
+                vm.name,
+                f"{op.direction.capitalize()}{op.state}",
+                message,
+                kind,
+                str(stream),
+                len(op.history),
+            )
+            requests.append(event.request(stream))
+        return requests
+
+    def _timers(
+        self, session: _Session, facts: Facts, now: float, effects: list[EffectRequest]
+    ) -> tuple[tuple[TimerRequest, ...], tuple[TimerCancel, ...]]:
+        t = self.config.timeouts
+        arm: list[TimerRequest] = []
+        cancel: list[TimerCancel] = []
+        for stream in session.paths:
+            op = session.state.by_stream(stream)
+            if op is None:
+                continue
+            if op.terminal:
+                cancel += [TimerCancel(stream, n) for n in (DEADLINE, GRACE, REISSUE)]
+                if op.retry_at is not None:
+                    arm.append(TimerRequest(stream, RETRY, op.retry_at))
+                continue
+            limit = budget(op, facts, self.config)
+            if limit is None:
+                cancel.append(TimerCancel(stream, DEADLINE))
+            else:
+                arm.append(TimerRequest(stream, DEADLINE, op.entered_at + limit))
+            if self.config.may_skip_sdn_ready and op.direction == "plug":
+                if op.state == "AnnotationPatched":
+                    arm.append(TimerRequest(stream, GRACE, now + t.dynamic_networks_grace))
+                else:
+                    cancel.append(TimerCancel(stream, GRACE))
+        reissued = {e.stream for e in effects if e.type != EmitEvent.TYPE}
+        for stream in sorted(reissued):
+            op = session.state.by_stream(stream)
+            if op is not None and not op.terminal:
+                arm.append(TimerRequest(stream, REISSUE, now + t.effect_reissue_after))
+        return tuple(arm), tuple(cancel)
+
+
+def _slot(op: Operation) -> tuple[str, str]:
+    return (op.network, op.direction)
+
+
+__all__ = ["HotplugDecider"]

@@ -1,0 +1,227 @@
+"""The guards named in the machine graphs, as pure predicates over one decision.
+
+Every guard name used in `graph.py` has a function here (a test checks it); a move
+is taken when all its guards hold. Guards read the operation, the facts of the
+observed world, the configuration, the clock value and the trigger; they never
+change anything.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from nicplug.engine.model import EffectOutcome, Trigger
+from nicplug.machines.facts import Facts
+from nicplug.machines.operation import Operation
+from nicplug.machines.policy import MachineConfig, hotplug_in_place
+
+REJECTABLE = frozenset({"PatchPodNetworks", "PatchVirtualMachine", "RestartVM"})
+
+
+@dataclass(frozen=True, slots=True)
+class Context:
+    op: Operation
+    facts: Facts
+    config: MachineConfig
+    now: float
+    trigger: Trigger
+
+
+def restart_only(op: Operation) -> bool:
+    """Adding/removing Main, an id change and a reorder apply only at boot."""
+    return op.network == "Main" or op.direction == "update"
+
+
+def budget(op: Operation, facts: Facts, config: MachineConfig) -> float | None:
+    """How long the operation may stay in its state on a running VM (None: no limit)."""
+    t = config.timeouts
+    if op.state == "Migrating":
+        return t.migration_timeout
+    if not facts.live:
+        return None
+    if op.direction == "plug":
+        if op.state in ("Requested", "AnnotationPatched"):
+            return t.sdn_ready_timeout
+        if op.state in ("SDNReady", "VMIPatched"):
+            return t.attach_timeout
+    if op.direction == "unplug" and op.state in (
+        "Requested",
+        "VMIPatched",
+        "GuestDetached",
+        "AnnotationPatched",
+        "SDNReleased",
+    ):
+        return t.detach_timeout
+    return None
+
+
+def _rejected(c: Context, types: frozenset[str]) -> bool:
+    t = c.trigger
+    return (
+        isinstance(t, EffectOutcome)
+        and t.stream == c.op.stream
+        and not t.ok
+        and t.permanent
+        and t.type in types
+    )
+
+
+def vm_deleted(c: Context) -> bool:
+    return c.facts.world.vm is None
+
+
+def change_reverted(c: Context) -> bool:
+    comparison = c.facts.comparison
+    if comparison is None or comparison.invalid is not None:
+        return False
+    if c.op.direction == "plug":
+        return c.op.network not in c.facts.desired_identities
+    if c.op.direction == "unplug":
+        return c.op.network in c.facts.desired_identities
+    return comparison.signature(c.op.network) != c.op.target
+
+
+def spec_invalid(c: Context) -> bool:
+    return c.facts.comparison is not None and c.facts.comparison.invalid is not None
+
+
+def _in_place(c: Context) -> bool:
+    return hotplug_in_place(c.config.gating, c.facts.world.cluster.rollout_strategy)
+
+
+def restart_needed(c: Context) -> bool:
+    return c.facts.live and (restart_only(c.op) or not _in_place(c))
+
+
+def hotplug_allowed(c: Context) -> bool:
+    return c.facts.live and not restart_only(c.op) and _in_place(c)
+
+
+def pod_holds_entry(c: Context) -> bool:
+    return c.facts.pod_holds(c.op.network)
+
+
+def sdn_reports_ready(c: Context) -> bool:
+    return c.facts.sdn_ready(c.op.network)
+
+
+def dynamic_networks_grace_expired(c: Context) -> bool:
+    return c.config.may_skip_sdn_ready and c.op.waived
+
+
+def vm_spec_holds_interface(c: Context) -> bool:
+    name = c.op.if_name
+    return name in c.facts.kvvm_present or name in c.facts.vmi_present
+
+
+def interface_released_in_spec(c: Context) -> bool:
+    name = c.op.if_name
+    return name not in c.facts.kvvm_present and name not in c.facts.vmi_present
+
+
+def change_written(c: Context) -> bool:
+    """The change is in the KVVM, and in the VMI when one runs: a stopped VM was patched
+    for its next boot (or the restart already applied it)."""
+    f, name = c.facts, c.op.if_name
+    if c.op.direction == "plug":
+        return name in f.kvvm_present and (not f.live or name in f.vmi_present)
+    if c.op.direction == "unplug":
+        return interface_released_in_spec(c) and (not f.live or restart_only(c.op))
+    comparison = f.comparison
+    return (
+        comparison is not None
+        and name in f.kvvm_present
+        and not any(ch.identity == c.op.network for ch in comparison.changes)
+    )
+
+
+def guest_has_interface(c: Context) -> bool:
+    return c.facts.live and c.op.if_name in c.facts.attached
+
+
+def guest_lost_interface(c: Context) -> bool:
+    return c.op.if_name not in c.facts.attached
+
+
+def pod_dropped_entry(c: Context) -> bool:
+    return not c.facts.pod_requests_any(c.op.network)
+
+
+def sdn_released(c: Context) -> bool:
+    return not c.facts.sdn_reports_any(c.op.network)
+
+
+def nothing_carries_it(c: Context) -> bool:
+    f, name = c.facts, c.op.if_name
+    return (
+        name not in f.kvvm_anywhere
+        and name not in f.vmi_anywhere
+        and c.op.network not in f.lingering
+    )
+
+
+def vmi_requires_migration(c: Context) -> bool:
+    return c.facts.live and c.facts.migration_required
+
+
+def migration_running(c: Context) -> bool:
+    return c.facts.running_migration() is not None
+
+
+def migration_succeeded(c: Context) -> bool:
+    found = c.facts.migration(c.op.migration)
+    return found is not None and found.phase == "Succeeded"
+
+
+def migration_failed(c: Context) -> bool:
+    found = c.facts.migration(c.op.migration)
+    return found is not None and found.phase == "Failed"
+
+
+def migration_rejected(c: Context) -> bool:
+    return _rejected(c, frozenset({"CreateMigration"}))
+
+
+def sdn_reports_error(c: Context) -> bool:
+    return c.op.network in c.facts.errors
+
+
+def deadline_passed(c: Context) -> bool:
+    limit = budget(c.op, c.facts, c.config)
+    return limit is not None and c.now >= c.op.entered_at + limit
+
+
+def effect_rejected(c: Context) -> bool:
+    return _rejected(c, REJECTABLE)
+
+
+GUARDS: Mapping[str, Callable[[Context], bool]] = {
+    f.__name__: f
+    for f in (
+        vm_deleted,
+        change_reverted,
+        spec_invalid,
+        restart_needed,
+        hotplug_allowed,
+        pod_holds_entry,
+        sdn_reports_ready,
+        dynamic_networks_grace_expired,
+        vm_spec_holds_interface,
+        interface_released_in_spec,
+        change_written,
+        guest_has_interface,
+        guest_lost_interface,
+        pod_dropped_entry,
+        sdn_released,
+        nothing_carries_it,
+        vmi_requires_migration,
+        migration_running,
+        migration_succeeded,
+        migration_failed,
+        migration_rejected,
+        sdn_reports_error,
+        deadline_passed,
+        effect_rejected,
+    )
+}

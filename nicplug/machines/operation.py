@@ -1,0 +1,201 @@
+"""One interface operation as a small immutable record, and how events fold into it.
+
+An operation is `(VM uid, network identity, direction, attempt)`; its stream id spells
+that out. `VMState` holds the latest attempt of every (network, direction) of one VM,
+so it stays small however long the VM lives. The fold (`apply`) is the only way an
+operation changes, used by `evolve` on recorded events and by `decide` on the events
+it is about to return, so both always agree. Never decides anything.
+"""
+
+from __future__ import annotations
+
+import sys
+import zlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from nicplug.engine.model import Key, StreamId, StreamView
+from nicplug.machines.comparator import Direction
+from nicplug.machines.graph import ALLOWED, TERMINAL
+
+OPENED = "Opened"
+TRANSITIONED = "Transitioned"
+EFFECTS_ISSUED = "EffectsIssued"
+GRACE_EXPIRED = "GraceExpired"
+EVENT_TYPES = (OPENED, TRANSITIONED, EFFECTS_ISSUED, GRACE_EXPIRED)
+
+_intern = sys.intern
+
+
+def stream_of(vm_uid: str, network: str, direction: str, attempt: int) -> StreamId:
+    return StreamId(f"{vm_uid}/{network}/{direction}/{attempt}")
+
+
+def key_digest(idempotency_key: str) -> int:
+    """A compact stand-in for an issued effect's key (kept per operation)."""
+    return zlib.crc32(idempotency_key.encode())
+
+
+@dataclass(frozen=True, slots=True)
+class Operation:
+    """The state of one operation: a few hundred bytes, no `transitions` model.
+
+    `target` pins what an `update` asked for (`id=3;pos=2`); `issued` holds digests of
+    the effects issued since `issued_at`; `waived` records that the multus grace
+    period let the plug go on without `SDNReady`; `retry_at` when a failed operation
+    may be tried again (None: not retried).
+    """
+
+    stream: StreamId
+    vm: str
+    vm_uid: str
+    network: str
+    if_name: str
+    direction: Direction
+    attempt: int
+    target: str = ""
+    state: str = "Requested"
+    reason: str | None = None
+    message: str = ""
+    history: tuple[str, ...] = ("Requested",)
+    opened_at: float = 0.0
+    entered_at: float = 0.0
+    issued: tuple[int, ...] = ()
+    issued_at: float = 0.0
+    waived: bool = False
+    migration: str | None = None
+    retry_at: float | None = None
+
+    @property
+    def terminal(self) -> bool:
+        return self.state in TERMINAL
+
+    def snapshot(self) -> dict[str, Any]:
+        return {
+            "vm": self.vm,
+            "vm_uid": self.vm_uid,
+            "network": self.network,
+            "if_name": self.if_name,
+            "direction": self.direction,
+            "attempt": self.attempt,
+            "target": self.target,
+            "reason": self.reason,
+            "message": self.message,
+            "history": list(self.history),
+            "opened_at": self.opened_at,
+            "entered_at": self.entered_at,
+            "issued": list(self.issued),
+            "issued_at": self.issued_at,
+            "waived": self.waived,
+            "migration": self.migration,
+            "retry_at": self.retry_at,
+        }
+
+    @classmethod
+    def from_snapshot(cls, stream: StreamId, state: str, s: Mapping[str, Any]) -> Operation:
+        return cls(
+            stream=stream,
+            vm=_intern(str(s["vm"])),
+            vm_uid=_intern(str(s["vm_uid"])),
+            network=_intern(str(s["network"])),
+            if_name=_intern(str(s["if_name"])),
+            direction=s["direction"],
+            attempt=int(s["attempt"]),
+            target=str(s.get("target", "")),
+            state=_intern(state),
+            reason=s.get("reason"),
+            message=str(s.get("message", "")),
+            history=tuple(_intern(str(h)) for h in s.get("history", (state,))),
+            opened_at=float(s.get("opened_at", 0.0)),
+            entered_at=float(s.get("entered_at", 0.0)),
+            issued=tuple(int(k) for k in s.get("issued", ())),
+            issued_at=float(s.get("issued_at", 0.0)),
+            waived=bool(s.get("waived", False)),
+            migration=s.get("migration"),
+            retry_at=s.get("retry_at"),
+        )
+
+
+def opened(stream: StreamId, p: Mapping[str, Any]) -> Operation:
+    at = float(p["at"])
+    return Operation(
+        stream=stream,
+        vm=_intern(str(p["vm"])),
+        vm_uid=_intern(str(p["vm_uid"])),
+        network=_intern(str(p["network"])),
+        if_name=_intern(str(p["if_name"])),
+        direction=p["direction"],
+        attempt=int(p["attempt"]),
+        target=str(p.get("target", "")),
+        opened_at=at,
+        entered_at=at,
+    )
+
+
+class IllegalTransition(ValueError):
+    """An event moves an operation along an edge its machine does not have."""
+
+
+def apply(op: Operation, type_: str, p: Mapping[str, Any]) -> Operation:
+    """Fold one event of the operation's stream (not `Opened`) into it."""
+    if type_ == TRANSITIONED:
+        source, dest = str(p["from"]), _intern(str(p["to"]))
+        if (op.direction, source, dest) not in ALLOWED or source != op.state:
+            raise IllegalTransition(f"{op.stream}: {op.state} cannot go {source} → {dest}")
+        return replace(
+            op,
+            state=dest,
+            reason=p.get("reason"),
+            message=str(p.get("message", "")),
+            history=(*op.history, dest),
+            entered_at=float(p["at"]),
+            issued=(),
+            migration=p.get("migration", op.migration),
+            retry_at=p.get("retry_at"),
+        )
+    if type_ == EFFECTS_ISSUED:
+        return replace(op, issued=tuple(int(k) for k in p["keys"]), issued_at=float(p["at"]))
+    if type_ == GRACE_EXPIRED:
+        return replace(op, waived=True)
+    raise ValueError(f"unknown event type {type_!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class VMState:
+    """Every operation of one VM that still matters: the latest attempt per
+    (network identity, direction)."""
+
+    key: Key
+    ops: Mapping[tuple[str, str], Operation]
+
+    def by_stream(self, stream: StreamId) -> Operation | None:
+        return next((op for op in self.ops.values() if op.stream == stream), None)
+
+    def fold(self, stream: StreamId, type_: str, payload: Mapping[str, Any]) -> VMState:
+        if type_ == OPENED:
+            op = opened(stream, payload)
+        else:
+            current = self.by_stream(stream)
+            if current is None:
+                return self  # an event of an attempt superseded since: nothing to keep
+            op = apply(current, type_, payload)
+        ops = dict(self.ops)
+        ops[(op.network, op.direction)] = op
+        return VMState(self.key, ops)
+
+    def views(self) -> list[StreamView]:
+        return [
+            StreamView(op.stream, self.key, op.state, op.terminal, op.snapshot())
+            for op in sorted(self.ops.values(), key=lambda o: o.stream)
+        ]
+
+    @classmethod
+    def restore(cls, key: Key, views: Sequence[StreamView]) -> VMState:
+        ops: dict[tuple[str, str], Operation] = {}
+        for view in views:
+            op = Operation.from_snapshot(view.stream, view.state, view.snapshot)
+            slot = (op.network, op.direction)
+            if slot not in ops or ops[slot].attempt < op.attempt:
+                ops[slot] = op
+        return cls(key, ops)

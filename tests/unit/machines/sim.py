@@ -1,0 +1,310 @@
+"""A small pure simulation of one VM's world reacting to nicplug's effects.
+
+It plays KubeVirt (KVVM → VMI sync, `MigrationRequired` without a dynamic-networks
+controller, migrations, restarts), virt-handler (attach only what the SDN reports
+ready on the pod, detach `absent` interfaces) and the SDN (ready one step after a
+request), with a clock the test drives. The driver feeds every world to the decider,
+folds its events through `evolve`, executes its effects and fires due timers; it also
+checks the two ordering invariants on every effect.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from nicplug.engine.model import (
+    Cause,
+    Decision,
+    EffectOutcome,
+    EffectRequest,
+    Input,
+    Key,
+    Observed,
+    RecordedEvent,
+    StreamId,
+    TimerFired,
+    Trigger,
+)
+from nicplug.machines.decider import HotplugDecider
+from nicplug.machines.effects import (
+    CreateMigration,
+    PatchPodNetworks,
+    PatchVirtualMachine,
+    RestartVM,
+    SetVMCondition,
+    effect_from_payload,
+)
+from nicplug.machines.facts import facts_of
+from nicplug.machines.operation import VMState
+from nicplug.machines.world import (
+    KVVM,
+    VMI,
+    ClusterConfig,
+    Condition,
+    DesiredVM,
+    KVVMInterface,
+    KVVMNetwork,
+    LauncherPod,
+    Migration,
+    NetworkSpec,
+    SDNRequest,
+    SDNStatus,
+    VMIInterfaceStatus,
+    World,
+)
+
+KEY = Key("ns/vm")
+MAIN = NetworkSpec("Main")
+
+
+def net(name: str, id_: int, type_: str = "Network") -> NetworkSpec:
+    return NetworkSpec(type_, name, id_)  # type: ignore[arg-type]
+
+
+class InvariantBroken(AssertionError):
+    pass
+
+
+@dataclass
+class Sim:
+    """The mutable world; `world()` snapshots it as the decider sees it."""
+
+    networks: tuple[NetworkSpec, ...] | None = None
+    approval: str = "Manual"
+    strategy: str = "LiveUpdate"
+    dynamic_networks: bool = True
+    live_migratable: bool = True
+    sdn_fails: frozenset[str] = frozenset()
+    sdn_silent: frozenset[str] = frozenset()
+    running: bool = True
+    vm_conditions: dict[str, Condition] = field(default_factory=dict)
+    kvvm_ifaces: list[KVVMInterface] = field(default_factory=lambda: [KVVMInterface("default")])
+    kvvm_nets: list[KVVMNetwork] = field(default_factory=lambda: [KVVMNetwork("default")])
+    template: list[SDNRequest] = field(default_factory=list)
+    vmi_uid: str | None = "vmi-1"
+    vmi_ifaces: list[KVVMInterface] = field(default_factory=lambda: [KVVMInterface("default")])
+    attached: set[str] = field(default_factory=lambda: {"default"})
+    migration_required: bool = False
+    pod: int = 1
+    requested: list[SDNRequest] = field(default_factory=list)
+    reported: list[SDNStatus] = field(default_factory=list)
+    migrations: list[Migration] = field(default_factory=list)
+    restarting: int = 0
+    vm_deleted: bool = False
+    handler_stuck: bool = False
+    migration_fails: bool = False
+
+    def world(self) -> World:
+        vm = None
+        if not self.vm_deleted:
+            vm = DesiredVM(
+                "uid-1", "ns", "vm", "1", self.networks, self.approval,  # type: ignore[arg-type]
+                conditions=tuple(self.vm_conditions.values()),
+            )  # fmt: skip
+        kvvm = KVVM("1", self.running, tuple(self.kvvm_ifaces), tuple(self.kvvm_nets),
+                    tuple(self.template))  # fmt: skip
+        vmi = None
+        pods: tuple[LauncherPod, ...] = ()
+        if self.vmi_uid is not None:
+            conditions = [Condition("LiveMigratable", "True" if self.live_migratable else "False")]
+            if self.migration_required:
+                reason = "AutoMigrationDueToLiveUpdate"
+                conditions.append(Condition("MigrationRequired", "True", reason))
+            pod_uid = f"pod-{self.pod}"
+            vmi = VMI(
+                self.vmi_uid, "1", "Running", tuple(self.vmi_ifaces),
+                tuple(KVVMNetwork(i.name) for i in self.vmi_ifaces),
+                tuple(VMIInterfaceStatus(n, info_source=frozenset({"domain"}))
+                      for n in sorted(self.attached)),
+                tuple(conditions), {pod_uid: "node-1"},
+            )  # fmt: skip
+            pods = (
+                LauncherPod("ns", f"virt-launcher-vm-{self.pod}", pod_uid, "1", "Running",
+                            "node-1", tuple(self.requested), tuple(self.reported)),
+            )  # fmt: skip
+        cluster = ClusterConfig(self.strategy)  # type: ignore[arg-type]
+        return World(vm, kvvm, vmi, pods, tuple(self.migrations), cluster)
+
+    # -- effects --------------------------------------------------------------------------
+
+    def execute(self, request: EffectRequest) -> EffectOutcome | None:
+        effect = effect_from_payload(request.type, request.payload)
+        if isinstance(effect, PatchPodNetworks):
+            if self.vmi_uid is not None and effect.pod_uid == f"pod-{self.pod}":
+                self.requested = list(effect.entries)
+        elif isinstance(effect, PatchVirtualMachine):
+            self.kvvm_ifaces = [KVVMInterface(n.if_name, n.absent) for n in effect.networks]
+            self.kvvm_nets = [KVVMNetwork(n.if_name, n.multus_network) for n in effect.networks]
+            self.template = list(effect.template_requests)
+        elif isinstance(effect, SetVMCondition):
+            self.vm_conditions[effect.type] = Condition(
+                effect.type, effect.status, effect.reason, effect.message
+            )
+        elif isinstance(effect, CreateMigration):
+            if all(m.name != effect.migration for m in self.migrations):
+                self.migrations.append(Migration(effect.migration, effect.migration, "Pending"))
+        elif isinstance(effect, RestartVM) and effect.vmi_uid == self.vmi_uid:
+            self.restart()
+        return None
+
+    def restart(self) -> None:
+        """Stop now; a new VMI starts two steps later (one observed while stopped)."""
+        self.stop()
+        self.restarting = 2
+
+    def stop(self) -> None:
+        self.vmi_uid = None
+        self.attached = set()
+        self.requested, self.reported = [], []
+        self.migration_required = False
+
+    def start(self) -> None:
+        """A new VMI and pod from the KVVM template (a boot or a migration target)."""
+        self.vmi_uid = f"vmi-{self.pod + 1}"
+        self.pod += 1
+        self.vmi_ifaces = [i for i in self.kvvm_ifaces if not i.absent]
+        self.requested = list(self.template)
+        self.reported = [SDNStatus(r.identity, r.if_name, True) for r in self.template]
+        self.attached = {i.name for i in self.vmi_ifaces}
+        self.migration_required = False
+
+    # -- the other controllers, one step ----------------------------------------------------
+
+    def settle(self) -> None:
+        if self.restarting:
+            self.restarting -= 1
+            if not self.restarting:
+                self.start()
+            return
+        if self.vmi_uid is None:
+            if self.running:
+                self.start()
+            return
+        for i, m in enumerate(self.migrations):
+            if m.phase == "Pending":
+                self.migrations[i] = replace(m, phase="Running")
+                return
+            if m.phase == "Running" and self.migration_fails:
+                self.migrations[i] = replace(m, phase="Failed")
+                return
+            if m.phase == "Running":
+                self.migrations[i] = replace(m, phase="Succeeded")
+                uid = self.vmi_uid
+                self.start()
+                self.vmi_uid = uid
+                return
+        # the SDN answers one step after the request changes
+        wanted = {r.identity: r for r in self.requested}
+        self.reported = [s for s in self.reported if s.identity in wanted]
+        for identity, r in wanted.items():
+            if identity in self.sdn_silent or any(s.identity == identity for s in self.reported):
+                continue
+            error = "link setup failed" if identity in self.sdn_fails else None
+            self.reported.append(SDNStatus(identity, r.if_name, error is None, error))
+        # KubeVirt syncs the KVVM to the VMI spec; virt-handler attaches / detaches
+        self.vmi_ifaces = list(self.kvvm_ifaces)
+        if self.handler_stuck:
+            return
+        ready = {s.if_name for s in self.reported if s.ready}
+        for iface in self.vmi_ifaces:
+            if iface.absent:
+                self.attached.discard(iface.name)
+            elif iface.name not in self.attached and iface.name != "default":
+                if not self.dynamic_networks:
+                    self.migration_required = True
+                elif iface.name in ready:
+                    self.attached.add(iface.name)
+                else:
+                    raise InvariantBroken(f"Link not found: {iface.name} attached before its tap")
+        # KubeVirt drops interfaces that were unplugged
+        gone = {i.name for i in self.kvvm_ifaces if i.absent and i.name not in self.attached}
+        self.kvvm_ifaces = [i for i in self.kvvm_ifaces if i.name not in gone]
+        self.kvvm_nets = [n for n in self.kvvm_nets if n.name not in gone]
+        self.vmi_ifaces = [i for i in self.vmi_ifaces if i.name not in gone]
+
+
+def check_invariants(world: World, decision: Decision, multus: bool = False) -> None:
+    """The ordering rules, checked on every effect of a decision."""
+    facts = facts_of(world)
+    for request in decision.effects:
+        effect = effect_from_payload(request.type, request.payload)
+        if isinstance(effect, PatchVirtualMachine) and facts.live and facts.pods and not multus:
+            for n in effect.networks:
+                if n.absent or n.identity == "Main" or n.if_name in facts.kvvm_present:
+                    continue
+                if not facts.sdn_ready(n.identity):
+                    raise InvariantBroken(f"{n.identity} added to the KVVM before SDN ready")
+        if isinstance(effect, PatchPodNetworks):
+            kept = {e.identity for e in effect.entries}
+            for pod in world.pods:
+                for r in pod.requested:
+                    if r.identity not in kept and r.if_name in facts.attached:
+                        raise InvariantBroken(f"{r.identity} removed while the guest has it")
+
+
+@dataclass
+class Driver:
+    """Feeds worlds to the decider and effects to the simulation, on a virtual clock."""
+
+    decider: HotplugDecider
+    sim: Sim
+    state: VMState = field(default_factory=lambda: VMState(KEY, {}))
+    now: float = 0.0
+    position: int = 0
+    timers: dict[tuple[StreamId, str], float] = field(default_factory=dict)
+    log: list[tuple[Trigger, Decision]] = field(default_factory=list)
+    effects: list[EffectRequest] = field(default_factory=list)
+    answer: Callable[[EffectRequest], EffectOutcome | None] | None = None
+    multus: bool = False
+
+    def feed(self, trigger: Trigger) -> Decision:
+        world = self.sim.world()
+        decision = self.decider.decide(self.state, Input(KEY, world, trigger), self.now)
+        check_invariants(world, decision, self.multus)
+        self.log.append((trigger, decision))
+        for e in decision.events:
+            self.position += 1
+            recorded = RecordedEvent(
+                e.stream, KEY, self.position, self.position, e.type, e.schema_version,
+                e.payload, Cause("observation", "sim"), self.now, self.now,
+            )  # fmt: skip
+            self.state = self.decider.evolve(self.state, recorded)
+        for t in decision.timers:
+            self.timers[(t.stream, t.name)] = t.deadline
+        for c in decision.cancel_timers:
+            self.timers.pop((c.stream, c.name), None)
+        outcomes: list[EffectOutcome] = []
+        for request in decision.effects:
+            self.effects.append(request)
+            outcome = self.answer(request) if self.answer else None
+            if outcome is None:
+                self.sim.execute(request)
+            else:
+                outcomes.append(outcome)
+        for outcome in outcomes:
+            self.feed(outcome)
+        return decision
+
+    def observe(self) -> Decision:
+        return self.feed(Observed(Cause("observation", f"sim@{self.now}")))
+
+    def fire_due(self) -> None:
+        for (stream, name), deadline in sorted(self.timers.items(), key=lambda kv: kv[1]):
+            if deadline <= self.now and self.timers.get((stream, name)) == deadline:
+                del self.timers[(stream, name)]
+                self.feed(TimerFired(stream, name, deadline))
+
+    def run(self, steps: int = 30, dt: float = 1.0) -> None:
+        for _ in range(steps):
+            self.observe()
+            self.sim.settle()
+            self.now += dt
+            self.fire_due()
+
+    def states(self) -> dict[tuple[str, str], str]:
+        return {slot: op.state for slot, op in self.state.ops.items()}
+
+    def op(self, network: str, direction: str) -> Any:
+        return self.state.ops[(network, direction)]

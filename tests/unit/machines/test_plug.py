@@ -1,0 +1,299 @@
+"""The plug machine: one test per state and per observation that moves it, and every
+branch (restart, migration, failure, cancel), driven through the simulated world."""
+
+from __future__ import annotations
+
+from nicplug.engine.model import EffectOutcome, EffectRequest
+from nicplug.machines.decider import HotplugDecider
+from nicplug.machines.effects import CONDITION_FAILED, CONDITION_MIGRATION, CONDITION_RESTART
+from nicplug.machines.policy import MachineConfig, Timeouts
+from nicplug.machines.world import SDNRequest, SDNStatus, VMIInterfaceStatus
+from tests.unit.machines.sim import MAIN, Driver, Sim, net
+
+X = net("x", 2)
+PLUG = ("Network/x", "plug")
+HAPPY = ["Requested", "AnnotationPatched", "SDNReady", "VMIPatched", "Attached"]
+
+
+def driver(sim: Sim | None = None, **config: object) -> Driver:
+    return Driver(HotplugDecider(MachineConfig(**config)), sim or Sim(networks=(MAIN, X)))  # type: ignore[arg-type]
+
+
+def types(d: Driver) -> list[str]:
+    return [e.type for e in d.effects if e.type != "EmitEvent"]
+
+
+def test_happy_path_walks_every_state_in_order() -> None:
+    d = driver()
+    d.run(8)
+    op = d.op(*PLUG)
+    assert list(op.history) == HAPPY
+    assert types(d) == ["PatchPodNetworks", "PatchVirtualMachine"]
+    assert op.stream == "uid-1/Network/x/plug/1"
+
+
+def test_each_observation_moves_one_state() -> None:
+    d = driver()
+    d.answer = lambda r: EffectOutcome(0, r.stream, r.type, True)  # executed by hand below
+    d.observe()  # desired gains X: Requested, the pod patch is issued
+    assert d.op(*PLUG).state == "Requested"
+    patch = d.effects[-1]
+    assert patch.type == "PatchPodNetworks"
+    assert [e["identity"] for e in patch.payload["entries"]] == ["Network/x"]
+    d.observe()  # the world did not move: nothing issued twice
+    assert types(d) == ["PatchPodNetworks"]
+    d.sim.execute(patch)
+    d.observe()
+    assert d.op(*PLUG).state == "AnnotationPatched"
+    assert types(d) == ["PatchPodNetworks"]  # nothing while waiting for the SDN
+    d.sim.reported = [SDNStatus("Network/x", X.if_name, ready=False)]
+    d.observe()
+    assert d.op(*PLUG).state == "AnnotationPatched"
+    d.sim.reported = [SDNStatus("Network/x", X.if_name, ready=True)]
+    d.observe()
+    assert d.op(*PLUG).state == "SDNReady"
+    assert types(d)[-1] == "PatchVirtualMachine"
+    d.observe()  # the KVVM patch has not landed yet
+    assert d.op(*PLUG).state == "SDNReady"
+    d.sim.execute(next(e for e in d.effects if e.type == "PatchVirtualMachine"))
+    d.observe()
+    assert d.op(*PLUG).state == "VMIPatched"
+    d.sim.vmi_ifaces = list(d.sim.kvvm_ifaces)
+    d.observe()
+    assert d.op(*PLUG).state == "VMIPatched"
+    d.sim.attached.add(X.if_name)
+    d.observe()
+    assert d.op(*PLUG).state == "Attached"
+    assert d.op(*PLUG).terminal
+    assert types(d) == ["PatchPodNetworks", "PatchVirtualMachine"]
+
+
+def test_guest_agent_only_is_not_attached() -> None:
+    d = driver()
+    d.run(8)
+    world = d.sim.world()
+    assert world.vmi is not None
+    assert VMIInterfaceStatus("n", info_source=frozenset({"guest-agent"})).attached is False
+
+
+def test_sdn_never_ready_times_out_then_retries_with_backoff() -> None:
+    sim = Sim(networks=(MAIN, X), sdn_silent=frozenset({"Network/x"}))
+    d = driver(sim, timeouts=Timeouts(sdn_ready_timeout=10, backoff_base=4))
+    d.run(14)
+    op = d.op(*PLUG)
+    assert (op.state, op.reason) == ("Failed", "SDNTimeout")
+    assert "AnnotationPatched" in op.message
+    assert "PatchVirtualMachine" not in types(d)  # deckhouse never skips SDNReady
+    assert d.sim.vm_conditions[CONDITION_FAILED].status == "True"
+    sim.sdn_silent = frozenset()
+    d.run(10)
+    op = d.op(*PLUG)
+    assert (op.attempt, op.state) == (2, "Attached")
+    assert d.sim.vm_conditions[CONDITION_FAILED].status == "False"
+
+
+def test_sdn_error_fails_the_plug() -> None:
+    d = driver(Sim(networks=(MAIN, X), sdn_fails=frozenset({"Network/x"})))
+    d.run(4)
+    op = d.op(*PLUG)
+    assert (op.state, op.reason) == ("Failed", "SDNError")
+    assert "link setup failed" in op.message
+
+
+def test_attach_timeout() -> None:
+    d = driver(Sim(networks=(MAIN, X), handler_stuck=True), timeouts=Timeouts(attach_timeout=5))
+    d.run(12)
+    op = d.op(*PLUG)
+    assert (op.state, op.reason) == ("Failed", "AttachTimeout")
+    assert op.history[-2] == "VMIPatched"
+
+
+def test_patch_rejected() -> None:
+    def reject(request: EffectRequest) -> EffectOutcome | None:
+        if request.type != "PatchVirtualMachine":
+            return None
+        return EffectOutcome(1, request.stream, request.type, False, True, "admission denied")
+
+    d = driver()
+    d.answer = reject
+    d.run(5)
+    op = d.op(*PLUG)
+    assert (op.state, op.reason, op.message) == ("Failed", "PatchRejected", "admission denied")
+
+
+def test_stage_defers_to_restart_and_manual_waits_for_the_user() -> None:
+    sim = Sim(networks=(MAIN, X), strategy="Stage")
+    d = driver(sim)
+    d.run(5)
+    op = d.op(*PLUG)
+    assert op.state == "RestartRequired"
+    condition = sim.vm_conditions[CONDITION_RESTART]
+    assert (condition.status, condition.reason) == ("True", "ChangesPendingRestart")
+    assert "Network/x" in condition.message
+    assert "RestartVM" not in types(d) and "PatchPodNetworks" not in types(d)
+    sim.restart()  # the user restarts the VM
+    d.run(6)
+    op = d.op(*PLUG)
+    assert list(op.history) == ["Requested", "RestartRequired", "VMIPatched", "Attached"]
+    assert sim.vm_conditions[CONDITION_RESTART].status == "False"
+    assert [r.identity for r in sim.requested] == ["Network/x"]  # the new pod has it
+
+
+def test_automatic_approval_restarts_the_vm() -> None:
+    sim = Sim(networks=(MAIN, X), strategy="Stage", approval="Automatic")
+    d = driver(sim)
+    d.run(8)
+    assert types(d).count("RestartVM") == 1
+    assert d.op(*PLUG).state == "Attached"
+
+
+def test_always_live_ignores_stage() -> None:
+    d = driver(Sim(networks=(MAIN, X), strategy="Stage"), gating="always-live")
+    d.run(8)
+    assert list(d.op(*PLUG).history) == HAPPY
+
+
+def test_gating_flip_back_to_live_goes_on_in_place() -> None:
+    sim = Sim(networks=(MAIN, X), strategy="Stage")
+    d = driver(sim)
+    d.run(2)
+    sim.strategy = "LiveUpdate"
+    d.run(8)
+    assert list(d.op(*PLUG).history) == ["Requested", "RestartRequired", *HAPPY]
+
+
+def test_migration_required_is_driven_to_completion() -> None:
+    sim = Sim(networks=(MAIN, X), dynamic_networks=False)
+    d = driver(sim)
+    d.run(12)
+    op = d.op(*PLUG)
+    assert list(op.history) == [*HAPPY[:4], "MigrationRequired", "Migrating", "Attached"]
+    assert types(d).count("CreateMigration") == 1
+    assert op.migration and op.migration.startswith("nicplug-vm-")
+
+
+def test_running_migration_is_adopted_not_duplicated() -> None:
+    from nicplug.machines.world import Migration
+
+    sim = Sim(networks=(MAIN, X), dynamic_networks=False)
+    sim.migrations = [Migration("user-made", "u", "Pending")]
+    d = driver(sim)
+    d.observe()
+    sim.migrations = []
+    d.run(12)
+    assert d.op(*PLUG).state == "Attached"
+
+
+def test_manual_migrations_stay_and_say_so() -> None:
+    sim = Sim(networks=(MAIN, X), dynamic_networks=False)
+    d = driver(sim, migrations="manual")
+    d.run(10)
+    assert d.op(*PLUG).state == "MigrationRequired"
+    condition = sim.vm_conditions[CONDITION_MIGRATION]
+    assert condition.status == "True" and "--migrations=manual" in condition.message
+    assert "CreateMigration" not in types(d)
+
+
+def test_not_live_migratable_stays_and_says_so() -> None:
+    sim = Sim(networks=(MAIN, X), dynamic_networks=False, live_migratable=False)
+    d = driver(sim)
+    d.run(10)
+    assert d.op(*PLUG).state == "MigrationRequired"
+    assert "not LiveMigratable" in sim.vm_conditions[CONDITION_MIGRATION].message
+
+
+def test_failed_migration() -> None:
+    sim = Sim(networks=(MAIN, X), dynamic_networks=False, migration_fails=True)
+    d = driver(sim)
+    d.run(10)
+    op = d.op(*PLUG)
+    assert (op.state, op.reason) == ("Failed", "MigrationFailed")
+
+
+def test_multus_skips_sdn_ready_after_the_grace_period() -> None:
+    sim = Sim(networks=(MAIN, X), dynamic_networks=False, sdn_silent=frozenset({"Network/x"}))
+    d = driver(sim, dialect_kind="multus")
+    d.multus = True
+    d.run(30)
+    op = d.op(*PLUG)
+    assert op.waived
+    assert list(op.history)[:3] == ["Requested", "AnnotationPatched", "VMIPatched"]
+    assert op.state == "Attached"
+    patch = next(e for e in d.effects if e.type == "PatchVirtualMachine")
+    assert patch.payload["networks"][-1]["multus_network"] == "ns/x"
+
+
+def test_user_reverts_mid_flight_and_the_reverse_cleans_up() -> None:
+    sim = Sim(networks=(MAIN, X), sdn_silent=frozenset({"Network/x"}))
+    d = driver(sim)
+    d.run(3)
+    assert d.op(*PLUG).state == "AnnotationPatched"
+    sim.networks = (MAIN,)
+    d.run(6)
+    plug, unplug = d.op(*PLUG), d.op("Network/x", "unplug")
+    assert (plug.state, plug.reason) == ("Cancelled", "Reverted")
+    assert unplug.state == "Detached"
+    assert sim.requested == []
+
+
+def test_vm_deleted_cancels() -> None:
+    sim = Sim(networks=(MAIN, X), sdn_silent=frozenset({"Network/x"}))
+    d = driver(sim)
+    d.run(2)
+    sim.vm_deleted = True
+    d.run(1)
+    assert (d.op(*PLUG).state, d.op(*PLUG).reason) == ("Cancelled", "VMDeleted")
+
+
+def test_lost_effect_is_issued_again_after_the_reissue_delay() -> None:
+    d = driver(timeouts=Timeouts(effect_reissue_after=5))
+    dropped: list[EffectRequest] = []
+
+    def drop_first(request: EffectRequest) -> EffectOutcome | None:
+        if request.type == "PatchPodNetworks" and not dropped:
+            dropped.append(request)
+            return EffectOutcome(1, request.stream, request.type, True)  # "done", yet lost
+        return None
+
+    d.answer = drop_first
+    d.run(3)
+    assert d.op(*PLUG).state == "Requested"
+    assert types(d) == ["PatchPodNetworks"]
+    d.run(8)
+    assert types(d)[:2] == ["PatchPodNetworks", "PatchPodNetworks"]
+    assert d.effects[0].idempotency_key == next(
+        e.idempotency_key for e in d.effects[1:] if e.type == "PatchPodNetworks"
+    )
+    assert d.op(*PLUG).state == "Attached"
+
+
+def test_adoption_mid_way_skips_what_the_world_already_did() -> None:
+    sim = Sim(networks=(MAIN, X))
+    sim.requested = [SDNRequest("Network/x", X.if_name, 2)]
+    sim.reported = [SDNStatus("Network/x", X.if_name, True)]
+    d = driver(sim)
+    d.observe()
+    op = d.op(*PLUG)
+    assert list(op.history) == HAPPY[:3]
+    assert types(d) == ["PatchVirtualMachine"]
+
+
+def test_nothing_to_do_opens_nothing() -> None:
+    d = driver(Sim(networks=None))
+    d.run(3)
+    assert d.state.ops == {} and d.effects == []
+
+
+def test_one_pod_patch_carries_every_entry() -> None:
+    y = net("y", 3, "ClusterNetwork")
+    d = driver(Sim(networks=(MAIN, X, y)))
+    d.observe()
+    patches = [e for e in d.effects if e.type == "PatchPodNetworks"]
+    assert len(patches) == 1
+    assert [e["identity"] for e in patches[0].payload["entries"]] == [
+        "Network/x",
+        "ClusterNetwork/y",
+    ]
+    d.run(8)
+    assert d.states() == {PLUG: "Attached", ("ClusterNetwork/y", "plug"): "Attached"}
+    assert [i.name for i in d.sim.kvvm_ifaces] == ["default", X.if_name, y.if_name]
