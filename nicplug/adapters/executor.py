@@ -15,12 +15,14 @@ from __future__ import annotations
 
 import datetime
 import logging
+import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
 from nicplug.adapters.kube import errors as kube_errors
 from nicplug.adapters.kube import resources as kinds
 from nicplug.adapters.kube.calls import EventNote, KubeCalls
+from nicplug.adapters.observability import Metrics
 from nicplug.adapters.sdn import Dialect
 from nicplug.engine.errors import PermanentError, RetryAfterObservation, TemporaryError
 from nicplug.engine.journal import PendingEffect
@@ -53,15 +55,28 @@ class KubeExecutor:
         calls: KubeCalls,
         dialect: Dialect,
         *,
-        observe: Callable[[str, int], None] | None = None,
+        metrics: Metrics | None = None,
         now: Callable[[], datetime.datetime] | None = None,
     ) -> None:
         self._calls = calls
         self._dialect = dialect
-        self._observe_error = observe
+        self._metrics = metrics
         self._now = now or (lambda: datetime.datetime.now(datetime.UTC))
 
     async def execute(self, effect: PendingEffect) -> Result:
+        started = time.perf_counter()
+        outcome = "error"
+        try:
+            result = await self._execute(effect)
+            outcome = "ok"
+            return result
+        finally:
+            if self._metrics is not None:
+                self._metrics.effect_latency.labels(effect.type, outcome).observe(
+                    time.perf_counter() - started
+                )
+
+    async def _execute(self, effect: PendingEffect) -> Result:
         try:
             decoded = effect_from_payload(effect.type, effect.payload)
         except (KeyError, TypeError, ValueError) as exc:
@@ -85,8 +100,8 @@ class KubeExecutor:
         raise PermanentError(f"effect type {effect.type!r} has no executor")
 
     def _translated(self, exc: kube_errors.KubeError) -> Exception:
-        if self._observe_error is not None and exc.status:
-            self._observe_error(exc.reason or "error", exc.status)
+        if self._metrics is not None and exc.status:
+            self._metrics.api_errors.labels(str(exc.status)).inc()
         if isinstance(exc, kube_errors.Conflict):
             return RetryAfterObservation(str(exc))
         if isinstance(exc, kube_errors.Temporary):

@@ -29,7 +29,7 @@ class Metrics:
             "nicplug_operations", "Interface operations by current state", ["state"], registry=r
         )
         self.transitions = Counter(
-            "nicplug_transitions_total", "State transitions", ["machine", "to"], registry=r
+            "nicplug_transitions_total", "State transitions by target state", ["to"], registry=r
         )
         self.transition_latency = Histogram(
             "nicplug_transition_latency_seconds",

@@ -14,6 +14,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from nicplug.adapters.observability import parse_addr
+from nicplug.machines.policy import MachineConfig, Timeouts
 
 Dialect = Literal["deckhouse", "multus"]
 Gating = Literal["rollout-strategy", "always-live"]
@@ -30,15 +31,20 @@ class Settings(BaseModel):
     migrations: Migrations = "auto"
     namespace: str | None = None
     metrics_addr: str = "127.0.0.1:8080"
-    sdn_timeout: float = Field(default=60.0, gt=0)
-    attach_timeout: float = Field(default=60.0, gt=0)
+    sdn_ready_timeout: float = Field(default=120.0, gt=0)
+    attach_timeout: float = Field(default=120.0, gt=0)
+    detach_timeout: float = Field(default=120.0, gt=0)
     migration_timeout: float = Field(default=600.0, gt=0)
     dynamic_networks_grace: float = Field(default=15.0, ge=0)
+    effect_reissue_after: float = Field(default=30.0, gt=0)
+    backoff_base: float = Field(default=5.0, gt=0)
+    backoff_max: float = Field(default=300.0, gt=0)
     cluster_network_namespace: str = "default"
     lease_name: str = "nicplug"
     lease_namespace: str = "default"
     identity: str | None = None
     request_timeout: float = Field(default=30.0, gt=0)
+    synchronous: Literal["FULL", "NORMAL"] = "FULL"
     concurrency: int = Field(default=64, ge=1, le=4096)
 
     @field_validator("metrics_addr")
@@ -46,3 +52,22 @@ class Settings(BaseModel):
     def _addr(cls, value: str) -> str:
         parse_addr(value)
         return value
+
+    def machine_config(self) -> MachineConfig:
+        timeouts = Timeouts(
+            sdn_ready_timeout=self.sdn_ready_timeout,
+            attach_timeout=self.attach_timeout,
+            detach_timeout=self.detach_timeout,
+            migration_timeout=self.migration_timeout,
+            dynamic_networks_grace=self.dynamic_networks_grace,
+            effect_reissue_after=self.effect_reissue_after,
+            backoff_base=self.backoff_base,
+            backoff_max=self.backoff_max,
+        )
+        return MachineConfig(
+            gating=self.gating,
+            migrations=self.migrations,
+            dialect_kind=self.dialect,
+            timeouts=timeouts,
+            cluster_network_nad_namespace=self.cluster_network_namespace,
+        )

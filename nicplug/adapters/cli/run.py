@@ -1,0 +1,133 @@
+"""`nicplug run`: the long-running controller.
+
+Every option also comes from an environment variable `NICPLUG_<OPTION>` (upper case,
+dashes as underscores), so a Deployment can configure it from a ConfigMap. Options are
+validated before anything connects; a bad one is a one-line error and exit code 2.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from pydantic import ValidationError
+
+from nicplug.adapters.cli.app import app
+from nicplug.engine.errors import JournalError
+
+
+def _env(name: str) -> str:
+    return "NICPLUG_" + name.upper().replace("-", "_")
+
+
+def _opt(name: str, help_: str) -> Any:
+    return typer.Option(f"--{name}", envvar=_env(name), help=help_, show_default=True)
+
+
+@app.command()
+def run(
+    kubeconfig: Annotated[
+        Path | None, _opt("kubeconfig", "Kubeconfig file; default: in-cluster, then $KUBECONFIG")
+    ] = None,
+    journal: Annotated[Path, _opt("journal", "SQLite journal file")] = Path("nicplug-journal.db"),
+    dialect: Annotated[str, _opt("dialect", "SDN dialect: deckhouse | multus")] = "deckhouse",
+    gating: Annotated[
+        str, _opt("gating", "rollout-strategy (obey vmRolloutStrategy) | always-live")
+    ] = "rollout-strategy",
+    migrations: Annotated[
+        str, _opt("migrations", "auto (create migrations when needed) | manual")
+    ] = "auto",
+    namespace: Annotated[
+        str | None, _opt("namespace", "Watch only this namespace (default: all)")
+    ] = None,
+    metrics_addr: Annotated[
+        str, _opt("metrics-addr", "HOST:PORT of /metrics, /healthz, /readyz")
+    ] = "127.0.0.1:8080",
+    sdn_ready_timeout: Annotated[
+        float, _opt("sdn-ready-timeout", "Seconds to wait for the SDN per step")
+    ] = 120.0,
+    attach_timeout: Annotated[
+        float, _opt("attach-timeout", "Seconds to wait for the guest to attach")
+    ] = 120.0,
+    detach_timeout: Annotated[
+        float, _opt("detach-timeout", "Seconds to wait per unplug step")
+    ] = 120.0,
+    migration_timeout: Annotated[
+        float, _opt("migration-timeout", "Seconds a migration may take")
+    ] = 600.0,
+    dynamic_networks_grace: Annotated[
+        float, _opt("dynamic-networks-grace", "multus: seconds before patching without SDN")
+    ] = 15.0,
+    effect_reissue_after: Annotated[
+        float, _opt("effect-reissue-after", "Re-issue an effect when the world did not move")
+    ] = 30.0,
+    backoff_base: Annotated[float, _opt("backoff-base", "First retry delay of a failed op")] = 5.0,
+    backoff_max: Annotated[float, _opt("backoff-max", "Longest retry delay")] = 300.0,
+    cluster_network_namespace: Annotated[
+        str, _opt("cluster-network-namespace", "multus: namespace of ClusterNetwork NADs")
+    ] = "default",
+    lease_name: Annotated[str, _opt("lease-name", "Leader-election Lease name")] = "nicplug",
+    lease_namespace: Annotated[
+        str, _opt("lease-namespace", "Leader-election Lease namespace")
+    ] = "default",
+    identity: Annotated[
+        str | None, _opt("identity", "This replica's name in the Lease (default host-pid)")
+    ] = None,
+    request_timeout: Annotated[
+        float, _opt("request-timeout", "Client read timeout per API request, seconds")
+    ] = 30.0,
+    synchronous: Annotated[
+        str, _opt("synchronous", "SQLite durability: FULL | NORMAL")
+    ] = "FULL",
+    log_level: Annotated[str, _opt("log-level", "DEBUG | INFO | WARNING | ERROR")] = "INFO",
+) -> None:
+    """Run the controller: watch VMs and hot-plug/unplug their interfaces."""
+    from nicplug.adapters.settings import Settings
+
+    try:
+        settings = Settings(
+            kubeconfig=kubeconfig, journal=journal, dialect=dialect, gating=gating,
+            migrations=migrations, namespace=namespace, metrics_addr=metrics_addr,
+            sdn_ready_timeout=sdn_ready_timeout, attach_timeout=attach_timeout,
+            detach_timeout=detach_timeout, migration_timeout=migration_timeout,
+            dynamic_networks_grace=dynamic_networks_grace,
+            effect_reissue_after=effect_reissue_after, backoff_base=backoff_base,
+            backoff_max=backoff_max, cluster_network_namespace=cluster_network_namespace,
+            lease_name=lease_name, lease_namespace=lease_namespace, identity=identity,
+            request_timeout=request_timeout, synchronous=synchronous,
+        )
+    except ValidationError as exc:
+        raise typer.BadParameter(_explain(exc)) from None
+    level = logging.getLevelName(log_level.upper())
+    if not isinstance(level, int):
+        raise typer.BadParameter(f"--log-level: unknown level {log_level!r}")
+    configure_logging(level)
+
+    from nicplug.adapters.controller import run_controller
+
+    try:
+        with contextlib.suppress(KeyboardInterrupt):
+            asyncio.run(run_controller(settings))
+    except JournalError as exc:
+        typer.echo(f"nicplug: {exc}", err=True)
+        raise typer.Exit(1) from None
+
+
+def _explain(exc: ValidationError) -> str:
+    parts = []
+    for error in exc.errors():
+        where = "--" + "-".join(str(p) for p in error["loc"]).replace("_", "-")
+        parts.append(f"{where}: {error['msg']}")
+    return "; ".join(parts)
+
+
+def configure_logging(level: int) -> None:
+    """One line per record: time, level, logger, message (which names vm= and op=)."""
+    logging.basicConfig(
+        level=level,
+        format="%(asctime)s %(levelname)s %(name)s %(message)s",
+    )

@@ -1,0 +1,226 @@
+"""The composition root of `nicplug run`: informers → worlds → runtime → executor.
+
+While this replica holds the Lease it opens the journal, recovers, lists and watches
+every kind, and feeds the runtime one assembled `World` per VM whose objects changed
+(coalesced: a burst of events on one VM is one observation). A standby only stands
+for the Lease. Malformed objects are reported and the VM is held still until they
+are readable again; the other VMs go on. It never decides anything itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import socket
+import time
+from collections.abc import Sequence
+
+from aiohttp import web
+
+from nicplug.adapters.executor import KubeExecutor
+from nicplug.adapters.kube.calls import KubeCalls
+from nicplug.adapters.kube.client import ApiConnection, ClientSettings, connect
+from nicplug.adapters.kube.informer import Informer, WatchProgress, WatchSettings
+from nicplug.adapters.kube.lease import Leadership
+from nicplug.adapters.kube.resources import WATCHED, KindRef, Scope
+from nicplug.adapters.kube.translate.assemble import assemble_world
+from nicplug.adapters.kube.translate.objects import MalformedObject
+from nicplug.adapters.observability import Health, Metrics, make_http_app, parse_addr
+from nicplug.adapters.reporting import MetricsListener
+from nicplug.adapters.sdn import dialect_for
+from nicplug.adapters.settings import Settings
+from nicplug.adapters.worldview import WorldIndex
+from nicplug.engine.clock import RealClock
+from nicplug.engine.model import Cause, Key
+from nicplug.engine.runtime import Runtime
+from nicplug.engine.sqlite_journal import SQLiteJournal
+from nicplug.machines.decider import HotplugDecider
+from nicplug.machines.operation import VMState
+from nicplug.machines.world import World
+
+log = logging.getLogger(__name__)
+
+
+class Controller:
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.identity = settings.identity or f"{socket.gethostname()}-{os.getpid()}"
+        self.metrics = Metrics()
+        self.health = Health(ready=lambda: self._ready)
+        self.dialect = dialect_for(
+            settings.dialect, cluster_nad_namespace=settings.cluster_network_namespace
+        )
+        self._index = WorldIndex()
+        self._dirty: dict[str, str] = {}
+        self._wake = asyncio.Event()
+        self._ready = False
+        self._held: set[str] = set()
+        self._last_progress: dict[str, float] = {}
+
+    async def run(self) -> None:
+        """Serve metrics and health, stand for the Lease, lead while it is ours."""
+        runner = await self._serve_http()
+        connection = await connect(ClientSettings(
+            kubeconfig=self.settings.kubeconfig, read_timeout=self.settings.request_timeout
+        ))
+        try:
+            leadership = Leadership(
+                connection,
+                name=self.settings.lease_name,
+                namespace=self.settings.lease_namespace,
+                identity=self.identity,
+                on_started=lambda: self._lead(connection),
+            )
+            log.info("standing for the lease %s/%s as %s", self.settings.lease_namespace,
+                     self.settings.lease_name, self.identity)
+            await leadership.run()
+        finally:
+            self._ready = False
+            await connection.close()
+            await runner.cleanup()
+
+    async def _serve_http(self) -> web.AppRunner:
+        host, port = parse_addr(self.settings.metrics_addr)
+        runner = web.AppRunner(make_http_app(self.metrics, self.health), access_log=None)
+        await runner.setup()
+        await web.TCPSite(runner, host, port).start()
+        log.info("metrics and health on http://%s:%d", host, port)
+        return runner
+
+    async def _lead(self, connection: ApiConnection) -> None:
+        self.metrics.leader.set(1)
+        journal = await SQLiteJournal.open(
+            self.settings.journal,
+            synchronous=self.settings.synchronous,
+            on_group=lambda _units, seconds: self.metrics.commit_latency.observe(seconds),
+        )
+        listener = MetricsListener(self.metrics)
+        runtime: Runtime[VMState, World] = Runtime(
+            HotplugDecider(self.settings.machine_config()),
+            journal,
+            KubeExecutor(
+                KubeCalls(connection),
+                self.dialect,
+                metrics=self.metrics,
+            ),
+            RealClock(),
+            concurrency=self.settings.concurrency,
+            listeners=[listener],
+        )
+        informers = self._informers(connection)
+        tasks: list[asyncio.Task[None]] = []
+        try:
+            await runtime.start()
+            tasks = [asyncio.create_task(i.run(), name=f"watch {i.kind.name}") for i in informers]
+            await self._synced(informers, tasks)
+            listener.seed(stored.view.state for stored in await journal.views())
+            for stored in await journal.views(live=True):
+                self._mark(str(stored.view.key), "recovery")
+            for key in self._index.vm_keys():
+                self._mark(key, "initial list")
+            self._ready = True
+            log.info("ready: %d VMs listed, recovery done", len(self._dirty))
+            await self._feed(runtime, tasks)
+        finally:
+            self._ready = False
+            self.metrics.leader.set(0)
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            await runtime.stop()
+            await journal.close()
+
+    def _informers(self, connection: ApiConnection) -> list[Informer]:
+        scope = Scope(self.settings.namespace)
+        return [
+            Informer(
+                connection,
+                kind,
+                namespace=scope.namespace_for(kind),
+                on_change=self._changed,
+                on_progress=self._progress,
+                settings=WatchSettings(),
+            )
+            for kind in WATCHED
+        ]
+
+    @staticmethod
+    async def _synced(informers: Sequence[Informer], tasks: Sequence[asyncio.Task[None]]) -> None:
+        waiting = [asyncio.create_task(i.synced.wait()) for i in informers]
+        try:
+            done, _ = await asyncio.wait(
+                [*waiting, *tasks], return_when=asyncio.FIRST_EXCEPTION
+            )
+            for task in done:
+                if task in tasks:
+                    task.result()  # an informer died before its first list: raise why
+            await asyncio.gather(*waiting)
+        finally:
+            for w in waiting:
+                w.cancel()
+
+    def _changed(self, kind: KindRef, event_type: str, obj: dict[str, object]) -> None:
+        meta = obj.get("metadata")
+        ref = kind.kind
+        if isinstance(meta, dict):
+            where = f"{meta.get('namespace')}/{meta.get('name')}" if meta.get("namespace") \
+                else str(meta.get("name"))
+            ref = f"{kind.kind}/{where}@{meta.get('resourceVersion')}"
+        for vm_key in self._index.apply(kind, event_type, obj):
+            self._mark(vm_key, ref)
+
+    def _progress(self, kind: KindRef, progress: WatchProgress) -> None:
+        self.metrics.watch_lag.labels(kind.name).set(progress.gap)
+
+    def _mark(self, vm_key: str, ref: str) -> None:
+        self._dirty[vm_key] = ref
+        self._wake.set()
+
+    async def _feed(
+        self, runtime: Runtime[VMState, World], tasks: Sequence[asyncio.Task[None]]
+    ) -> None:
+        """Hand each changed VM's world to the runtime, until an informer dies."""
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            for task in tasks:
+                if task.done():
+                    task.result()
+            dirty, self._dirty = self._dirty, {}
+            for vm_key, ref in dirty.items():
+                world = self._world(vm_key)
+                if world is not None:
+                    await runtime.observe(Key(vm_key), world, Cause("observation", ref))
+            await asyncio.sleep(0)
+
+    def _world(self, vm_key: str) -> World | None:
+        try:
+            translation = assemble_world(self._index.objects_of(vm_key), dialect=self.dialect)
+        except MalformedObject as exc:
+            self._hold(vm_key, str(exc))
+            return None
+        world = translation.world
+        if world.observation_errors:
+            self._hold(vm_key, "; ".join(world.observation_errors))
+            return None
+        if vm_key in self._held:
+            self._held.discard(vm_key)
+            log.info("vm=%s readable again", vm_key)
+        return world
+
+    def _hold(self, vm_key: str, problem: str) -> None:
+        self.metrics.observation_errors.labels("object").inc()
+        if vm_key not in self._held:
+            self._held.add(vm_key)
+            log.warning("vm=%s held still: %s", vm_key, problem)
+
+
+async def run_controller(settings: Settings) -> None:
+    started = time.monotonic()
+    controller = Controller(settings)
+    try:
+        await controller.run()
+    finally:
+        log.info("controller stopped after %.1fs", time.monotonic() - started)
+

@@ -1,0 +1,58 @@
+"""What the runtime reports, turned into Prometheus metrics and structured log lines.
+
+A `RuntimeListener`: quick, never raising, never deciding. Operations by state is a
+gauge kept from the `Opened` / `Transitioned` events as they commit, seeded from the
+read model when the replica starts to lead.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+
+from nicplug.adapters.observability import Metrics
+from nicplug.engine.journal import PendingEffect
+from nicplug.engine.listening import EffectPhase, RuntimeListener
+from nicplug.engine.model import Key, RecordedEvent
+
+log = logging.getLogger("nicplug.operations")
+
+OPENED = "Opened"
+TRANSITIONED = "Transitioned"
+FIRST_STATE = "Requested"
+
+
+class MetricsListener(RuntimeListener):
+    def __init__(self, metrics: Metrics) -> None:
+        self._metrics = metrics
+
+    def seed(self, states: Iterable[str]) -> None:
+        for state in states:
+            self._metrics.operations.labels(state).inc()
+
+    def on_transition(self, event: RecordedEvent) -> None:
+        p = event.payload
+        if event.type == OPENED:
+            self._metrics.operations.labels(FIRST_STATE).inc()
+            log.info("vm=%s op=%s opened network=%s direction=%s attempt=%s",
+                     event.key, event.stream, p.get("network"), p.get("direction"),
+                     p.get("attempt"))
+        elif event.type == TRANSITIONED:
+            source, target = str(p.get("from")), str(p.get("to"))
+            self._metrics.operations.labels(source).dec()
+            self._metrics.operations.labels(target).inc()
+            self._metrics.transitions.labels(target).inc()
+            log.info("vm=%s op=%s %s -> %s reason=%s", event.key, event.stream, source, target,
+                     p.get("reason") or "-")
+
+    def on_commit(self, key: Key, seconds: float, events: int) -> None:
+        if events:
+            self._metrics.transition_latency.observe(seconds)
+
+    def on_effect(self, effect: PendingEffect, phase: EffectPhase, error: str | None) -> None:
+        if phase in ("failed", "retrying", "superseded"):
+            log.warning("vm=%s op=%s effect=%s %s: %s", effect.key, effect.stream, effect.type,
+                        phase, error or "-")
+
+    def on_error(self, key: Key, error: BaseException) -> None:
+        log.error("vm=%s decide/journal failed: %s", key, error)
