@@ -67,6 +67,8 @@ class KubeVirt(Reactor):
             self.delete(VMIS, vmi)
             vmi = self._start(kvvm, key)
         elif vmi is None:
+            for pod in self.members(PODS, key):
+                self.delete(PODS, pod)  # the launcher of a deleted VMI goes with it
             if not self.due((kvvm["metadata"]["uid"], "start"), self.knobs.delays.restart, key):
                 self._report(kvvm, None)
                 return

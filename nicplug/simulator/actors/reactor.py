@@ -76,7 +76,7 @@ class Reactor(ABC):
         pumps = [asyncio.create_task(self._pump(res)) for res in self.watches]
         try:
             for res in self.watches:
-                items, _ = self.store.list(res)
+                items, _ = self.store.list_shared(res)  # read-only: only names are kept
                 for obj in items:
                     self._note(res, WatchEvent("ADDED", obj))
             while True:
