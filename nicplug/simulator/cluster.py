@@ -43,7 +43,7 @@ class SimulatedCluster:
         serve: bool = True,
         host: str = "127.0.0.1",
         port: int = 0,
-        kubeconfig_dir: Path | None = None,
+        kubeconfig_path: Path | None = None,
     ) -> None:
         self.knobs = knobs or Knobs()
         self.clock: SimClock = clock or RealSimClock()
@@ -66,7 +66,7 @@ class SimulatedCluster:
         self._tasks: list[asyncio.Task[None]] = []
         self._runner: Any = None
         self._own_dir: Path | None = None
-        self._kubeconfig_dir = kubeconfig_dir
+        self._kubeconfig_wanted = kubeconfig_path
 
     # ------------------------------------------------------------- lifecycle
 
@@ -94,12 +94,13 @@ class SimulatedCluster:
         await site.start()
         self.port = int(self._runner.addresses[0][1])
         self.url = f"http://{self.host}:{self.port}"
-        directory = self._kubeconfig_dir
-        if directory is None:
-            directory = self._own_dir = Path(tempfile.mkdtemp(prefix="nicplug-sim-"))
-        directory.mkdir(parents=True, exist_ok=True)
-        self.kubeconfig_path = directory / "kubeconfig"
-        write_kubeconfig(self.kubeconfig_path, self.url)
+        path = self._kubeconfig_wanted
+        if path is None:
+            self._own_dir = Path(tempfile.mkdtemp(prefix="nicplug-sim-"))
+            path = self._own_dir / "kubeconfig"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_kubeconfig(path, self.url)
+        self.kubeconfig_path = path
 
     async def stop(self) -> None:
         for task in self._tasks:
