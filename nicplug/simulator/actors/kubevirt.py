@@ -7,7 +7,8 @@ What it imitates (and what a controller driving it must cope with):
   The pod carries the template's SDN request annotation.
 * Halting (`runStrategy: Halted`, `running: false`) deletes the VMI and its pods.
 * Restart: deleting the VMI of a running KVVM (what `virtctl restart` does) brings a new
-  VMI and a new pod from the current template; a `Failed` VMI is replaced the same way.
+  VMI and a new pod from the current template; a `Failed` VMI is replaced the same way
+  (except under `runStrategy: Once`).
 * Bridge interfaces added to the template, and `state: absent`, are synced into the
   running VMI's spec (after `delays.kubevirt_sync`) whatever the rollout strategy says,
   as KubeVirt does for NICs; an absent interface virt-handler has detached is removed
@@ -60,7 +61,11 @@ class KubeVirt(Reactor):
             if kvvm is not None:
                 self._report(kvvm, None)
             return
-        if vmi is not None and ob.dig(vmi, "status", "phase") in ("Failed", "Succeeded"):
+        finished = ob.dig(vmi, "status", "phase") in ("Failed", "Succeeded")
+        if vmi is not None and finished and ob.dig(kvvm, "spec", "runStrategy") == "Once":
+            self._report(kvvm, vmi)  # run once: a finished VMI stays as it ended
+            return
+        if vmi is not None and finished:
             if not self.due((vmi["metadata"]["uid"], "replace"), self.knobs.delays.restart, key):
                 self._report(kvvm, vmi)
                 return
