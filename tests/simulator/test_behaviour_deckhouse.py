@@ -149,3 +149,37 @@ async def test_a_failure_rate_fails_the_same_entries_for_the_same_seed() -> None
     first = await outcome(7)
     assert first == await outcome(7)
     assert True in first and False in first
+
+
+async def test_a_migration_waits_for_the_sdn_on_the_target_pod() -> None:
+    knobs = Knobs(dialect="deckhouse", delays=Delays(sdn_configure=0.5, migration=2.0))
+    cluster = await started(knobs, vm_networks=(("Network", "user-net"),))
+    store = cluster.store
+    source = d.active_pod(store, NS, VM)
+    d.migrate(store, NS, VM)
+    await cluster.settle()
+    assert d.migration_phase(store, NS) == "Scheduling"
+    await cluster.advance(0.5)
+    assert d.migration_phase(store, NS) == "Running"
+    await cluster.advance(2.0)
+    assert d.migration_phase(store, NS) == "Succeeded"
+    target = d.active_pod(store, NS, VM)
+    assert target["metadata"]["uid"] != source["metadata"]["uid"]
+    assert target["spec"]["nodeName"] != source["spec"]["nodeName"]
+    assert d.attached(store, NS, VM, "Network", "user-net")
+    assert len(d.pods_of(store, NS, VM)) == 1
+    await cluster.stop()
+
+
+async def test_a_migration_fails_when_the_sdn_fails_the_target() -> None:
+    knobs = Knobs(dialect="deckhouse", delays=Delays(sdn_configure=0.5),
+                  failures=Failures(sdn_networks=frozenset({"Network/user-net"})))
+    cluster = await started(knobs, vm_networks=(("Network", "user-net"),))
+    store = cluster.store
+    source = d.active_pod(store, NS, VM)
+    d.migrate(store, NS, VM)
+    await cluster.advance(1.0)
+    assert d.migration_phase(store, NS) == "Failed"
+    assert [p["metadata"]["uid"] for p in d.pods_of(store, NS, VM)] == [source["metadata"]["uid"]]
+    assert store.get(VMIS, NS, VM)["status"]["phase"] == "Running"
+    await cluster.stop()

@@ -16,7 +16,7 @@ import asyncio
 import contextlib
 import logging
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Hashable
+from collections.abc import AsyncIterator, Callable, Hashable
 from typing import Any, ClassVar
 
 from nicplug.simulator.clock import SimClock
@@ -73,7 +73,9 @@ class Reactor(ABC):
         return not self._busy and not self._dirty and self._queue.empty()
 
     async def run(self) -> None:
-        pumps = [asyncio.create_task(self._pump(res)) for res in self.watches]
+        # subscribe before listing (the store registers at call time): no write is missed
+        streams = [(res, self.store.subscribe(res)) for res in self.watches]
+        pumps = [asyncio.create_task(self._pump(res, stream)) for res, stream in streams]
         try:
             for res in self.watches:
                 items, _ = self.store.list_shared(res)  # read-only: only names are kept
@@ -87,8 +89,8 @@ class Reactor(ABC):
             for task in (*pumps, *self._wakeups.values()):
                 task.cancel()
 
-    async def _pump(self, res: Resource) -> None:
-        async for event in self.store.subscribe(res):
+    async def _pump(self, res: Resource, stream: AsyncIterator[WatchEvent]) -> None:
+        async for event in stream:
             self._queue.put_nowait((res, event))
 
     def _take(self, item: tuple[Resource, WatchEvent] | VMKey) -> None:
