@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from nicplug.adapters.cli import run as _run  # noqa: F401  (registers `run`)
+from nicplug.adapters.cli import sim as _sim  # noqa: F401  (registers `sim`)
 from nicplug.adapters.cli.app import app
 
 

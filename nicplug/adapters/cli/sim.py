@@ -1,0 +1,108 @@
+"""`nicplug sim serve`: the simulated cluster as a standalone server, for demos and
+manual runs against `kubectl`.
+
+It only translates options into the simulator's `Knobs` / `Fixtures` and runs
+`SimulatedCluster` on the real clock until interrupted. The simulator is imported
+lazily, inside the command, so the rest of the CLI never loads it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from nicplug.adapters.cli.app import app
+
+if TYPE_CHECKING:
+    from nicplug.simulator.fixtures import Fixtures
+    from nicplug.simulator.knobs import Knobs
+
+sim_app = typer.Typer(name="sim", help="Run the simulated cluster.", no_args_is_help=True)
+app.add_typer(sim_app, name="sim")
+
+_DELAY = {"min": 0.0, "show_default": True}
+
+
+@sim_app.command()
+def serve(
+    vms: Annotated[int, typer.Option(min=0, help="Running VMs to create.")] = 10,
+    dialect: Annotated[str, typer.Option(help="SDN dialect: deckhouse or multus.")] = "deckhouse",
+    dynamic_networks: Annotated[bool, typer.Option(
+        "--dynamic-networks/--no-dynamic-networks",
+        help="Deploy the multus dynamic-networks controller (multus only).")] = False,
+    rollout_strategy: Annotated[str, typer.Option(
+        help="vmRolloutStrategy of the KubeVirt CR: LiveUpdate or Stage.")] = "LiveUpdate",
+    namespaces: Annotated[int, typer.Option(min=1, help="Namespaces ns-1..ns-N for the VMs "
+                                            "(1 = 'default').")] = 1,
+    port: Annotated[int, typer.Option(min=0, max=65535, help="0 picks a free port.")] = 0,
+    kubeconfig: Annotated[Path | None, typer.Option(
+        help="Where to write the kubeconfig (default: a temporary file).")] = None,
+    seed: Annotated[int, typer.Option(help="Seed of names and simulated failures.")] = 0,
+    sdn_delay: Annotated[float, typer.Option(help="Seconds for the SDN to report.",
+                                             **_DELAY)] = 0.5,
+    sync_delay: Annotated[float, typer.Option(help="Seconds for KVVM→VMI sync.", **_DELAY)] = 0.0,
+    attach_delay: Annotated[float, typer.Option(help="Seconds to attach/detach.", **_DELAY)] = 0.1,
+    migration_duration: Annotated[float, typer.Option(help="Seconds per migration.",
+                                                      **_DELAY)] = 2.0,
+    restart_duration: Annotated[float, typer.Option(help="Seconds per restart.", **_DELAY)] = 1.0,
+    migration_grace: Annotated[float, typer.Option(
+        help="Seconds before MigrationRequired turns True.", **_DELAY)] = 15.0,
+    fail_network: Annotated[list[str] | None, typer.Option(
+        help="Network/<name> or ClusterNetwork/<name> the SDN always fails (repeatable).")
+    ] = None,
+    sdn_failure_rate: Annotated[float, typer.Option(
+        min=0.0, max=1.0, help="Probability the SDN fails any other entry.")] = 0.0,
+) -> None:
+    """Serve a simulated Kubernetes API with KubeVirt and SDN behaviour until Ctrl-C."""
+    from nicplug.simulator.fixtures import Fixtures
+    from nicplug.simulator.knobs import Delays, Failures, Knobs
+
+    try:
+        knobs = Knobs(
+            dialect=dialect,  # type: ignore[arg-type]  # checked by Knobs
+            dynamic_networks_controller=dynamic_networks,
+            delays=Delays(sdn_configure=sdn_delay, kubevirt_sync=sync_delay,
+                          attach=attach_delay, migration=migration_duration,
+                          restart=restart_duration),
+            failures=Failures(sdn_networks=frozenset(fail_network or ()),
+                              sdn_rate=sdn_failure_rate),
+            migration_required_grace=migration_grace,
+            seed=seed,
+        )
+        names = ("default",) if namespaces == 1 else tuple(
+            f"ns-{i}" for i in range(1, namespaces + 1))
+        fixtures = Fixtures(vms=vms, namespaces=names,
+                            rollout_strategy=rollout_strategy)  # type: ignore[arg-type]
+    except ValueError as e:
+        typer.echo(f"Error: {e}", err=True)
+        raise typer.Exit(2) from e
+    try:
+        asyncio.run(_serve(knobs, fixtures, port, kubeconfig.resolve() if kubeconfig else None))
+    except OSError as e:
+        typer.echo(f"Error: cannot serve on 127.0.0.1:{port}: {e.strerror or e}", err=True)
+        raise typer.Exit(1) from e
+
+
+async def _serve(knobs: Knobs, fixtures: Fixtures, port: int, kubeconfig: Path | None) -> None:
+    from nicplug.simulator.cluster import SimulatedCluster
+
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    cluster = SimulatedCluster(knobs, fixtures=fixtures, port=port,
+                               kubeconfig_path=kubeconfig)
+    async with cluster:
+        path = cluster.kubeconfig_path
+        print(f"simulated cluster ({knobs.dialect}, {fixtures.vms} VMs) at {cluster.url}")
+        print(f"kubeconfig: {path}")
+        print(f"try: kubectl --kubeconfig {path} get pods -A")
+        print("Ctrl-C to stop", flush=True)
+        sys.stdout.flush()
+        await stop.wait()
+    print("stopped", flush=True)

@@ -1,0 +1,244 @@
+"""The simulated KubeVirt: VMs become VMIs and launcher pods; NIC hotplug and migrations.
+
+What it imitates (and what a controller driving it must cope with):
+
+* A running KVVM (`runStrategy` Always / RerunOnFailure / Once, or `running: true`) gets a
+  VMI and a virt-launcher pod built from the current template, after `delays.restart`.
+  The pod carries the template's SDN request annotation.
+* Halting (`runStrategy: Halted`, `running: false`) deletes the VMI and its pods.
+* Restart: deleting the VMI of a running KVVM (what `virtctl restart` does) brings a new
+  VMI and a new pod from the current template; a `Failed` VMI is replaced the same way
+  (except under `runStrategy: Once`).
+* Bridge interfaces added to the template, and `state: absent`, are synced into the
+  running VMI's spec (after `delays.kubevirt_sync`) whatever the rollout strategy says,
+  as KubeVirt does for NICs; an absent interface virt-handler has detached is removed
+  from the VMI spec and from the KVVM template.
+* Multus without a dynamic-networks controller: a VMI interface the pod's network-status
+  does not list sets `MigrationRequired` False/`AutoMigrationPending`, then True/
+  `AutoMigrationDueToLiveUpdate` after the grace; it is cleared when the pod lists it.
+* Migrations (`migrations.py`) run from here as well.
+
+It never edits the SDN annotations of a pod it did not just create: that is the SDN's
+(and the controller's) business.
+"""
+
+from __future__ import annotations
+
+import copy
+import random
+
+from nicplug.simulator import networking as nw
+from nicplug.simulator import objects as ob
+from nicplug.simulator.actors.migrations import Migrations
+from nicplug.simulator.actors.reactor import Reactor, VMKey
+from nicplug.simulator.clock import SimClock
+from nicplug.simulator.knobs import Knobs
+from nicplug.simulator.networking import Json
+from nicplug.simulator.resources import KVVMS, PODS, VMIMS, VMIS
+from nicplug.simulator.store import Store
+
+NODES = ("node-a", "node-b", "node-c")
+
+
+class KubeVirt(Reactor):
+    watches = (KVVMS, VMIS, PODS, VMIMS)
+    indexed = (PODS, VMIMS)
+
+    def __init__(self, store: Store, knobs: Knobs, clock: SimClock) -> None:
+        super().__init__(store, knobs, clock)
+        self.rng = random.Random(knobs.seed)
+        self.migrations = Migrations(self)
+
+    def reconcile(self, key: VMKey) -> None:
+        namespace, name = key
+        kvvm = self.find(KVVMS, namespace, name)
+        vmi = self.find(VMIS, namespace, name)
+        if kvvm is None or not ob.wants_running(kvvm):
+            if vmi is not None:
+                self.delete(VMIS, vmi)
+            for pod in self.members(PODS, key):
+                self.delete(PODS, pod)
+            if kvvm is not None:
+                self._report(kvvm, None)
+            return
+        finished = ob.dig(vmi, "status", "phase") in ("Failed", "Succeeded")
+        if vmi is not None and finished and ob.dig(kvvm, "spec", "runStrategy") == "Once":
+            self._report(kvvm, vmi)  # run once: a finished VMI stays as it ended
+            return
+        if vmi is not None and finished:
+            if not self.due((vmi["metadata"]["uid"], "replace"), self.knobs.delays.restart, key):
+                self._report(kvvm, vmi)
+                return
+            self.delete(VMIS, vmi)
+            vmi = self._start(kvvm, key)
+        elif vmi is None:
+            for pod in self.members(PODS, key):
+                self.delete(PODS, pod)  # the launcher of a deleted VMI goes with it
+            if not self.due((kvvm["metadata"]["uid"], "start"), self.knobs.delays.restart, key):
+                self._report(kvvm, None)
+                return
+            vmi = self._start(kvvm, key)
+            self.forget((kvvm["metadata"]["uid"], "start"))
+        self._collect_pods(key, vmi)
+        vmi = self._sync_spec(key, kvvm, vmi)
+        self._drop_detached(kvvm, vmi)
+        self.migrations.reconcile(key, kvvm, vmi)
+        vmi = self.find(VMIS, namespace, name) or vmi
+        self._migration_required(key, vmi)
+        self._report(kvvm, vmi)
+
+    # ------------------------------------------------------------- lifecycle
+
+    def new_pod(self, vmi: Json, request: str | None, *, avoid: str = "",
+                migration_uid: str | None = None) -> Json:
+        """Create a launcher pod for `vmi` on a node other than `avoid`."""
+        node = self.rng.choice([n for n in NODES if n != avoid])
+        suffix = "".join(self.rng.choice("bcdfghjklmnpqrstvwxz2456789") for _ in range(5))
+        pod = ob.launcher_pod(
+            vmi, VMIS, name=f"virt-launcher-{vmi['metadata']['name']}-{suffix}", node=node,
+            dialect=self.knobs.dialect, request=request, migration_uid=migration_uid,
+        )
+        return self.store.create(PODS, pod)
+
+    def template_request(self, kvvm: Json) -> str | None:
+        annotations = ob.dig(kvvm, "spec", "template", "metadata", "annotations") or {}
+        value = annotations.get(ob.request_annotation(self.knobs.dialect))
+        return value if isinstance(value, str) else None
+
+    def _start(self, kvvm: Json, key: VMKey) -> Json:
+        for pod in self.members(PODS, key):
+            self.delete(PODS, pod)
+        vmi = self.store.create(VMIS, ob.vmi_for(kvvm, KVVMS))
+        pod = self.new_pod(vmi, self.template_request(kvvm))
+        node = pod["spec"]["nodeName"]
+
+        def scheduled(obj: Json) -> None:
+            status = obj.setdefault("status", {})
+            status.update({"phase": "Scheduled", "nodeName": node,
+                           "activePods": {pod["metadata"]["uid"]: node}, "interfaces": []})
+            ob.set_condition(status, "LiveMigratable", "True", "")
+            ob.set_condition(status, "Ready", "False", "Booting")
+
+        return self.edit(VMIS, vmi, scheduled, status=True)
+
+    def _collect_pods(self, key: VMKey, vmi: Json) -> None:
+        """Launcher pods of an earlier VMI of this VM go with it."""
+        uid = vmi["metadata"]["uid"]
+        for pod in self.members(PODS, key):
+            if (pod["metadata"].get("labels") or {}).get(nw.CREATED_BY_LABEL) != uid:
+                self.delete(PODS, pod)
+
+    def _report(self, kvvm: Json, vmi: Json | None) -> None:
+        phase = ob.dig(vmi, "status", "phase")
+        printable = {"Running": "Running", "Failed": "CrashLoopBackOff"}.get(phase, "Starting")
+        if vmi is None and not ob.wants_running(kvvm):
+            printable = "Stopped"
+
+        def report(obj: Json) -> None:
+            status = obj.setdefault("status", {})
+            status["printableStatus"] = printable
+            status["created"] = vmi is not None
+            status["ready"] = phase == "Running"
+
+        self.edit(KVVMS, kvvm, report, status=True)
+
+    # ------------------------------------------------------------- hotplug
+
+    def _sync_spec(self, key: VMKey, kvvm: Json, vmi: Json) -> Json:
+        template = ob.dig(kvvm, "spec", "template", "spec") or {}
+        wanted = _hotplug_diff(template, vmi.get("spec") or {})
+        token = (vmi["metadata"]["uid"], "sync")
+        if not wanted:
+            self.forget(token)
+            return vmi
+        if not self.due(token, self.knobs.delays.kubevirt_sync, key):
+            return vmi
+
+        def sync(obj: Json) -> None:
+            spec = obj.setdefault("spec", {})
+            interfaces = ob.interfaces_of(spec)
+            networks = ob.networks_of(spec)
+            by_name = {i.get("name"): i for i in interfaces}
+            t_networks = {n.get("name"): n for n in ob.networks_of(template)}
+            for iface in ob.interfaces_of(template):
+                mine = by_name.get(iface.get("name"))
+                if _pluggable(iface, t_networks) and mine is None:
+                    interfaces.append(copy.deepcopy(iface))
+                    if all(n.get("name") != iface.get("name") for n in networks):
+                        networks.append(copy.deepcopy(t_networks[iface.get("name")]))
+                elif mine is not None and iface.get("state") == "absent":
+                    mine["state"] = "absent"
+            ob.set_interfaces(spec, interfaces)
+            spec["networks"] = networks
+
+        vmi = self.edit(VMIS, vmi, sync)
+        self.forget(token)
+        return vmi
+
+    def _drop_detached(self, kvvm: Json, vmi: Json) -> None:
+        """Absent interfaces no longer in the VMI status leave the VMI and KVVM specs."""
+        reported = {i.get("name") for i in ob.dig(vmi, "status", "interfaces") or []}
+        gone = {i.get("name") for i in ob.interfaces_of(vmi.get("spec"))
+                if i.get("state") == "absent" and i.get("name") not in reported}
+        if not gone:
+            return
+
+        def drop(spec: Json, only_absent: bool) -> None:
+            removed = {i.get("name") for i in ob.interfaces_of(spec) if i.get("name") in gone
+                       and (i.get("state") == "absent" or not only_absent)}
+            ob.set_interfaces(spec, [i for i in ob.interfaces_of(spec)
+                                     if i.get("name") not in removed])
+            spec["networks"] = [n for n in ob.networks_of(spec) if n.get("name") not in removed]
+
+        self.edit(VMIS, vmi, lambda obj: drop(obj.setdefault("spec", {}), False))
+        self.edit(KVVMS, kvvm, lambda obj: drop(
+            obj.setdefault("spec", {}).setdefault("template", {}).setdefault("spec", {}), True))
+
+    def _migration_required(self, key: VMKey, vmi: Json) -> None:
+        if self.knobs.dialect != "multus" or self.knobs.dynamic_networks_controller:
+            return
+        status = vmi.get("status") or {}
+        uid = vmi["metadata"]["uid"]
+        token = (uid, "migration-required")
+        active = [p for p in self.members(PODS, key)
+                  if p["metadata"]["uid"] in (status.get("activePods") or {})]
+        spec = vmi.get("spec") or {}
+        links = ob.links_in(active[0] if active else None, spec, "multus")
+        pending = sorted(str(i.get("name")) for i in ob.interfaces_of(spec)
+                         if i.get("state") != "absent" and i.get("name") not in links)
+        current = ob.condition(vmi, "MigrationRequired")
+        if status.get("phase") != "Running" or not active or not pending:
+            if current is not None:
+                self.edit(VMIS, vmi, lambda o: ob.drop_condition(o["status"], "MigrationRequired"),
+                          status=True)
+            self.forget(token)
+            return
+        message = f"interfaces {', '.join(pending)} need a migration to be plugged"
+        if self.due(token, self.knobs.migration_required_grace, key):
+            state, reason = "True", "AutoMigrationDueToLiveUpdate"
+        else:
+            state, reason = "False", "AutoMigrationPending"
+        self.edit(VMIS, vmi, lambda o: ob.set_condition(
+            o.setdefault("status", {}), "MigrationRequired", state, reason, message), status=True)
+
+
+def _hotplug_diff(template: Json, spec: Json) -> bool:
+    """Does the template add a bridge interface (with its network) or mark one absent
+    that the VMI spec does not yet reflect?"""
+    mine = {i.get("name"): i for i in ob.interfaces_of(spec)}
+    t_networks = {n.get("name"): n for n in ob.networks_of(template)}
+    for iface in ob.interfaces_of(template):
+        current = mine.get(iface.get("name"))
+        absent = iface.get("state") == "absent"
+        if current is None and _pluggable(iface, t_networks):
+            return True
+        if current is not None and absent and current.get("state") != "absent":
+            return True
+    return False
+
+
+
+def _pluggable(iface: Json, networks: dict[object, Json]) -> bool:
+    """A bridge interface, not absent, whose network the template also declares."""
+    return (iface.get("state") != "absent" and "bridge" in iface
+            and iface.get("name") in networks)

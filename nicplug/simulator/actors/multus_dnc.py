@@ -1,0 +1,49 @@
+"""The simulated multus dynamic-networks controller, for clusters that deploy one.
+
+When `k8s.v1.cni.cncf.io/networks` of a running pod changes, it rewrites
+`k8s.v1.cni.cncf.io/network-status` (the default network first, then one entry
+`<ns>/<nad>` per requested network on its pod-side interface) after
+`delays.sdn_configure`; an unplugged network leaves the status the same way. Without it
+(the knob off, the actor not started) the status only shows the networks the pod was
+created with. A malformed request annotation is ignored. It writes only the status
+annotation.
+"""
+
+from __future__ import annotations
+
+from nicplug.simulator import networking as nw
+from nicplug.simulator import objects as ob
+from nicplug.simulator.actors.reactor import Reactor, VMKey
+from nicplug.simulator.networking import Json
+from nicplug.simulator.resources import PODS
+
+
+class DynamicNetworksController(Reactor):
+    watches = (PODS,)
+
+    def reconcile(self, key: VMKey) -> None:
+        for pod in self.members(PODS, key):
+            if ob.dig(pod, "status", "phase") == "Running":
+                self._sync(key, pod)
+
+    def _sync(self, key: VMKey, pod: Json) -> None:
+        annotations = nw.annotations_of(pod)
+        requests = nw.parse_list(annotations.get(nw.MULTUS_REQUEST))
+        if requests is None:
+            return
+        meta = pod["metadata"]
+        vm = key[1]
+        current = nw.parse_list(annotations.get(nw.MULTUS_STATUS)) or []
+        known = {str(e.get("interface")): str(e.get("mac")) for e in current if e.get("mac")}
+        macs = {str(r.get("interface")): known.get(str(r.get("interface")))
+                or nw.mac_for(meta["namespace"], vm, str(r.get("interface"))) for r in requests}
+        wanted = nw.multus_network_status(requests, macs)
+        token = (meta["uid"], "network-status")
+        if wanted == current:
+            self.forget(token)
+            return
+        if not self.due(token, self.knobs.delays.sdn_configure, key):
+            return
+        self.merge_patch(PODS, pod, {"metadata": {"annotations": {
+            nw.MULTUS_STATUS: nw.dump_list(wanted)}}})
+        self.forget(token)

@@ -1,0 +1,173 @@
+"""A populated cluster, made the way the virtualization controller and KubeVirt make it.
+
+`populate` writes straight into the store (no actor round trips, so 10k VMs take
+seconds): namespaces, the KubeVirt CR with the chosen rollout strategy, Ready `Network`
+/ `ClusterNetwork` objects, and per VM the `virtualization.deckhouse.io` VirtualMachine,
+its KVVM (template with the dialect's networks, interfaces and SDN request annotation),
+a Running VMI with every interface attached, and a running launcher pod whose SDN has
+already configured every requested network. The shapes come from `objects`, the same
+builders the KubeVirt actor uses.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import random
+from dataclasses import dataclass
+
+from nicplug.simulator import networking as nw
+from nicplug.simulator import objects as ob
+from nicplug.simulator.errors import AlreadyExists
+from nicplug.simulator.knobs import ROLLOUT_STRATEGIES, Knobs, RolloutStrategy
+from nicplug.simulator.networking import Json
+from nicplug.simulator.resources import (
+    CLUSTER_NETWORKS,
+    KUBEVIRTS,
+    KVVMS,
+    NAMESPACES,
+    NETWORKS,
+    PODS,
+    VMIS,
+    VMS,
+    Resource,
+)
+from nicplug.simulator.store import Store
+
+NetworkRef = tuple[str, str]  # (type, name): ("Network", "user-net")
+
+
+@dataclass(frozen=True, slots=True)
+class Fixtures:
+    vms: int = 0
+    namespaces: tuple[str, ...] = ("default",)  # VMs are spread over them in turn
+    networks: tuple[str, ...] = ("user-net",)  # a Ready Network of each name per namespace
+    cluster_networks: tuple[str, ...] = ("storage",)
+    vm_networks: tuple[NetworkRef, ...] = ()  # extra networks every VM starts with
+    rollout_strategy: RolloutStrategy = "LiveUpdate"
+    vm_prefix: str = "vm-"
+
+    def __post_init__(self) -> None:
+        if self.vms < 0:
+            raise ValueError(f"the number of VMs must be >= 0, not {self.vms}")
+        if not self.namespaces:
+            raise ValueError("at least one namespace is needed")
+        if self.rollout_strategy not in ROLLOUT_STRATEGIES:
+            raise ValueError(f"rollout strategy must be one of {', '.join(ROLLOUT_STRATEGIES)}"
+                             f", not {self.rollout_strategy!r}")
+        for type_, name in self.vm_networks:
+            if type_ not in ("Network", "ClusterNetwork") or not name:
+                raise ValueError(f"a VM network is (Network|ClusterNetwork, name), not "
+                                 f"{(type_, name)!r}")
+
+    def vm_names(self) -> list[tuple[str, str]]:
+        """(namespace, name) of every VM, in creation order."""
+        width = max(5, len(str(self.vms)))
+        return [(self.namespaces[i % len(self.namespaces)], f"{self.vm_prefix}{i:0{width}d}")
+                for i in range(self.vms)]
+
+
+def nad_namespace(knobs: Knobs, type_: str, vm_namespace: str) -> str:
+    return vm_namespace if type_ == "Network" else knobs.cluster_network_nad_namespace
+
+
+def request_entry(knobs: Knobs, namespace: str, vm: str, type_: str, name: str, id_: int) -> Json:
+    """The dialect's SDN request entry for one network of one VM."""
+    if knobs.dialect == "deckhouse":
+        return nw.deckhouse_request(type_, name, id_)
+    if_name = nw.if_name(type_, name)
+    return nw.multus_request(nad_namespace(knobs, type_, namespace), name, if_name,
+                             nw.mac_for(namespace, vm, if_name))
+
+
+def kvvm_for(knobs: Knobs, namespace: str, vm: str, extra: tuple[NetworkRef, ...]) -> Json:
+    """A running KVVM with Main and `extra` networks (ids 2, 3, ...)."""
+    refs: list[tuple[str, str, int]] = [("Main", "", 1)] + [
+        (t, n, i) for i, (t, n) in enumerate(extra, start=2)]
+    networks = [nw.kubevirt_network(knobs.dialect, t, n, nad_namespace(knobs, t, namespace))
+                for t, n, _ in refs]
+    interfaces = [nw.kubevirt_interface(t, n) for t, n, _ in refs]
+    annotations: dict[str, str] = {}
+    if extra:
+        entries = [request_entry(knobs, namespace, vm, t, n, i) for t, n, i in refs[1:]]
+        annotations[ob.request_annotation(knobs.dialect)] = nw.dump_list(entries)
+    return {
+        "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine",
+        "metadata": {"name": vm, "namespace": namespace},
+        "spec": {"runStrategy": "Always", "template": {
+            "metadata": {"labels": {nw.VM_NAME_LABEL: vm}, "annotations": annotations},
+            "spec": {"domain": {"devices": {"interfaces": interfaces}, "cpu": {"cores": 1},
+                                "memory": {"guest": "1Gi"}},
+                     "networks": networks}}},
+        "status": {"created": True, "ready": True, "printableStatus": "Running"},
+    }
+
+
+def populate(store: Store, knobs: Knobs, fixtures: Fixtures) -> list[tuple[str, str]]:
+    """Create the fixtures; returns the (namespace, name) of every VM."""
+    rng = random.Random(knobs.seed)
+    for namespace in dict.fromkeys(("kubevirt", knobs.cluster_network_nad_namespace,
+                                    *fixtures.namespaces)):
+        _ensure(store, NAMESPACES, {"metadata": {"name": namespace},
+                                    "status": {"phase": "Active"}})
+    _ensure(store, KUBEVIRTS, {
+        "metadata": {"name": "kubevirt", "namespace": "kubevirt"},
+        "spec": {"configuration": {"vmRolloutStrategy": fixtures.rollout_strategy},
+                 "workloadUpdateStrategy": {"workloadUpdateMethods": ["LiveMigrate"]}},
+        "status": {"phase": "Deployed"},
+    })
+    ready = {"conditions": [{"type": "Ready", "status": "True", "reason": "Ready"}]}
+    for namespace in fixtures.namespaces:
+        for name in fixtures.networks:
+            _ensure(store, NETWORKS, {"metadata": {"name": name, "namespace": namespace},
+                                      "spec": {"type": "Access"}, "status": ready})
+    for name in fixtures.cluster_networks:
+        _ensure(store, CLUSTER_NETWORKS, {"metadata": {"name": name},
+                                          "spec": {"type": "Access"}, "status": ready})
+    names = fixtures.vm_names()
+    for namespace, vm in names:
+        _create_vm(store, knobs, rng, namespace, vm, fixtures.vm_networks)
+    return names
+
+
+def _ensure(store: Store, res: Resource, obj: Json) -> None:
+    with contextlib.suppress(AlreadyExists):
+        store.create(res, {"apiVersion": res.api_version, "kind": res.kind} | obj)
+
+
+def _create_vm(store: Store, knobs: Knobs, rng: random.Random, namespace: str, vm: str,
+               extra: tuple[NetworkRef, ...]) -> None:
+    macs = {(t, n): nw.mac_for(namespace, vm, nw.if_name(t, n)) for t, n in extra}
+    store.create(VMS, {
+        "apiVersion": "virtualization.deckhouse.io/v1alpha2", "kind": "VirtualMachine",
+        "metadata": {"name": vm, "namespace": namespace},
+        "spec": {"runPolicy": "AlwaysOn", "disruptions": {"restartApprovalMode": "Manual"},
+                 "networks": [{"type": "Main", "id": 1}] + [
+                     {"type": t, "name": n, "id": i} for i, (t, n) in enumerate(extra, start=2)]},
+        "status": {"phase": "Running", "networks": [{"type": "Main", "id": 1}] + [
+            {"type": t, "name": n, "id": i, "macAddress": macs[(t, n)]}
+            for i, (t, n) in enumerate(extra, start=2)]},
+    })
+    kvvm = store.create(KVVMS, kvvm_for(knobs, namespace, vm, extra))
+    vmi = store.create(VMIS, ob.vmi_for(kvvm, KVVMS))
+    request = (ob.dig(kvvm, "spec", "template", "metadata", "annotations") or {}).get(
+        ob.request_annotation(knobs.dialect))
+    suffix = "".join(rng.choice("bcdfghjklmnpqrstvwxz2456789") for _ in range(5))
+    node = rng.choice(("node-a", "node-b", "node-c"))
+    pod = ob.launcher_pod(vmi, VMIS, name=f"virt-launcher-{vm}-{suffix}", node=node,
+                          dialect=knobs.dialect, request=request)
+    if knobs.dialect == "deckhouse" and request:
+        pod["metadata"]["annotations"][nw.DECKHOUSE_STATUS] = nw.dump_list(
+            [nw.deckhouse_status(r) for r in nw.parse_list(request) or []])
+    pod = store.create(PODS, pod)
+    spec = vmi.get("spec") or {}
+    links = ob.links_in(pod, spec, knobs.dialect)
+    multus = knobs.dialect == "multus"
+    status: Json = {
+        "phase": "Running", "nodeName": node, "activePods": {pod["metadata"]["uid"]: node},
+        "interfaces": [ob.attached_interface(str(i["name"]), index, links[str(i["name"])],
+                                             multus=multus and i["name"] != nw.MAIN_IF_NAME)
+                       for index, i in enumerate(ob.interfaces_of(spec)) if i["name"] in links],
+    }
+    ob.set_condition(status, "LiveMigratable", "True", "")
+    ob.set_condition(status, "Ready", "True", "")
+    store.update(VMIS, vmi | {"status": status}, subresource="status")

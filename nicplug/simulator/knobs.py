@@ -1,0 +1,84 @@
+"""The settings of one simulated cluster: which world it imitates and how it misbehaves.
+
+One frozen value, given to every actor at construction, so a test states in one place
+which dialect runs, whether a dynamic-networks controller is deployed, how slow the
+SDN and KubeVirt are and what fails. Invalid values are refused when the value is built,
+never later inside an actor.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Literal
+
+Dialect = Literal["deckhouse", "multus"]
+RolloutStrategy = Literal["LiveUpdate", "Stage"]
+
+DIALECTS: tuple[Dialect, ...] = ("deckhouse", "multus")
+ROLLOUT_STRATEGIES: tuple[RolloutStrategy, ...] = ("LiveUpdate", "Stage")
+
+
+@dataclass(frozen=True, slots=True)
+class Delays:
+    """Simulated durations in seconds; 0 means "at once"."""
+
+    sdn_configure: float = 0.5  # SDN agent / dynamic-networks controller writing its status
+    kubevirt_sync: float = 0.0  # KVVM template change → VMI spec
+    attach: float = 0.1  # VMI spec change → virt-handler attaches / detaches
+    migration: float = 2.0  # target pod configured → VMI switched over
+    restart: float = 1.0  # VMI gone or failed → the new VMI and pod appear
+
+    def __post_init__(self) -> None:
+        for name in ("sdn_configure", "kubevirt_sync", "attach", "migration", "restart"):
+            value = getattr(self, name)
+            if not math.isfinite(value) or value < 0:
+                raise ValueError(f"delay {name} must be a finite number >= 0, not {value!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class Failures:
+    """What goes wrong on purpose.
+
+    `sdn_networks`: identities (`Network/<name>`, `ClusterNetwork/<name>`) the SDN agent
+    always fails to configure. `sdn_rate`: the probability that configuring any other
+    entry fails, drawn per (pod, entry) from the cluster's seed, so a run is repeatable.
+    `migrations`: every migration ends `Failed`.
+    """
+
+    sdn_networks: frozenset[str] = frozenset()
+    sdn_rate: float = 0.0
+    migrations: bool = False
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.sdn_rate <= 1.0:
+            raise ValueError(f"sdn failure rate must be within [0, 1], not {self.sdn_rate!r}")
+        for identity in self.sdn_networks:
+            kind, _, name = identity.partition("/")
+            if kind not in ("Network", "ClusterNetwork") or not name:
+                raise ValueError(
+                    f"a failing network is 'Network/<name>' or 'ClusterNetwork/<name>', "
+                    f"not {identity!r}"
+                )
+
+
+@dataclass(frozen=True, slots=True)
+class Knobs:
+    dialect: Dialect = "deckhouse"
+    dynamic_networks_controller: bool = False  # multus only: is one deployed?
+    delays: Delays = field(default_factory=Delays)
+    failures: Failures = field(default_factory=Failures)
+    migration_required_grace: float = 15.0  # KubeVirt's wait before AutoMigrationDueToLiveUpdate
+    cluster_network_nad_namespace: str = "default"  # multus: where ClusterNetworks' NADs live
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.dialect not in DIALECTS:
+            raise ValueError(f"dialect must be one of {', '.join(DIALECTS)}, not {self.dialect!r}")
+        if self.dynamic_networks_controller and self.dialect != "multus":
+            raise ValueError("a dynamic-networks controller exists only in the multus dialect")
+        grace = self.migration_required_grace
+        if not math.isfinite(grace) or grace < 0:
+            raise ValueError(f"migration_required_grace must be >= 0, not {grace!r}")
+        if not self.cluster_network_nad_namespace:
+            raise ValueError("cluster_network_nad_namespace must not be empty")

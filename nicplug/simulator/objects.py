@@ -1,0 +1,186 @@
+"""The Kubernetes objects the simulated KubeVirt makes, and how it reads its own kinds.
+
+Shared by the KubeVirt actor (a VMI starting, a migration target) and the fixtures (10k
+VMs created straight into the store), so both produce identical shapes. Pure functions
+over JSON values; nothing here writes to the store.
+"""
+
+from __future__ import annotations
+
+import copy
+from datetime import UTC, datetime
+from typing import Any
+
+from nicplug.simulator import networking as nw
+from nicplug.simulator.networking import Json
+from nicplug.simulator.resources import Resource
+
+
+def wall_time() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def owner(res: Resource, obj: Json) -> Json:
+    meta = obj["metadata"]
+    return {"apiVersion": res.api_version, "kind": res.kind, "name": meta["name"],
+            "uid": meta["uid"], "controller": True, "blockOwnerDeletion": True}
+
+
+def dig(obj: Json | None, *path: str) -> Any:
+    """`obj[path...]`, or None where any step is missing or not an object."""
+    value: Any = obj
+    for step in path:
+        if not isinstance(value, dict):
+            return None
+        value = value.get(step)
+    return value
+
+
+def interfaces_of(spec: Json | None) -> list[Json]:
+    """`domain.devices.interfaces` of a VMI spec or KVVM template spec."""
+    found = dig(spec, "domain", "devices", "interfaces")
+    return [i for i in found if isinstance(i, dict)] if isinstance(found, list) else []
+
+
+def networks_of(spec: Json | None) -> list[Json]:
+    found = dig(spec, "networks")
+    return [n for n in found if isinstance(n, dict)] if isinstance(found, list) else []
+
+
+def set_interfaces(spec: Json, interfaces: list[Json]) -> None:
+    spec.setdefault("domain", {}).setdefault("devices", {})["interfaces"] = interfaces
+
+
+def wants_running(kvvm: Json) -> bool:
+    """`spec.runStrategy` (Always / RerunOnFailure / Once run; Halted / Manual do not),
+    else `spec.running`."""
+    strategy = dig(kvvm, "spec", "runStrategy")
+    if isinstance(strategy, str):
+        return strategy in ("Always", "RerunOnFailure", "Once")
+    return dig(kvvm, "spec", "running") is True
+
+
+def condition(obj: Json | None, type_: str) -> Json | None:
+    conditions = dig(obj, "status", "conditions") or []
+    return next((c for c in conditions if isinstance(c, dict) and c.get("type") == type_), None)
+
+
+def set_condition(status: Json, type_: str, state: str, reason: str, message: str = "") -> None:
+    conditions = [c for c in status.get("conditions") or [] if c.get("type") != type_]
+    old = next((c for c in status.get("conditions") or [] if c.get("type") == type_), None)
+    since = old.get("lastTransitionTime") if old and old.get("status") == state else None
+    conditions.append({"type": type_, "status": state, "reason": reason, "message": message,
+                       "lastProbeTime": None, "lastTransitionTime": since or wall_time()})
+    status["conditions"] = conditions
+
+
+def drop_condition(status: Json, type_: str) -> None:
+    status["conditions"] = [c for c in status.get("conditions") or [] if c.get("type") != type_]
+
+
+def request_annotation(dialect: str) -> str:
+    return nw.DECKHOUSE_REQUEST if dialect == "deckhouse" else nw.MULTUS_REQUEST
+
+
+def vmi_for(kvvm: Json, kvvm_res: Resource) -> Json:
+    """A new VMI from the KVVM's current template (status is set separately)."""
+    meta = kvvm["metadata"]
+    template = copy.deepcopy(dig(kvvm, "spec", "template") or {})
+    tmeta = template.get("metadata") or {}
+    labels = dict(tmeta.get("labels") or {}) | {nw.VM_NAME_LABEL: meta["name"]}
+    return {
+        "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance",
+        "metadata": {"name": meta["name"], "namespace": meta["namespace"], "labels": labels,
+                     "annotations": dict(tmeta.get("annotations") or {}),
+                     "ownerReferences": [owner(kvvm_res, kvvm)]},
+        "spec": template.get("spec") or {},
+    }
+
+
+def launcher_pod(
+    vmi: Json, vmi_res: Resource, *, name: str, node: str, dialect: str,
+    request: str | None, migration_uid: str | None = None,
+) -> Json:
+    """A running virt-launcher pod for `vmi`, carrying the SDN `request` annotation.
+
+    In the multus dialect the CNI reports every requested network when the pod starts,
+    so the pod is born with its `network-status`.
+    """
+    meta = vmi["metadata"]
+    vm = meta["name"]
+    labels = {"kubevirt.io": "virt-launcher", nw.VM_NAME_LABEL: vm,
+              nw.CREATED_BY_LABEL: meta["uid"]}
+    if migration_uid:
+        labels[nw.MIGRATION_LABEL] = migration_uid
+    annotations = {"kubevirt.io/domain": vm}
+    if request is not None:
+        annotations[request_annotation(dialect)] = request
+    if dialect == "multus":
+        requests = nw.parse_list(request) or []
+        macs = {str(r.get("interface")): nw.mac_for(meta["namespace"], vm, str(r.get("interface")))
+                for r in requests}
+        annotations[nw.MULTUS_STATUS] = nw.dump_list(nw.multus_network_status(requests, macs))
+    return {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": meta["namespace"], "labels": labels,
+                     "annotations": annotations, "ownerReferences": [owner(vmi_res, vmi)]},
+        "spec": {"nodeName": node, "containers": [{"name": "compute", "image": "virt-launcher"}]},
+        "status": {"phase": "Running", "hostIP": "192.0.2.1", "podIP": "10.0.0.1",
+                   "conditions": [{"type": "Ready", "status": "True"}]},
+    }
+
+
+def attached_interface(name: str, index: int, mac: str, *, multus: bool) -> Json:
+    """A VMI `status.interfaces[]` entry of an interface libvirt has attached."""
+    sources = "domain, guest-agent, multus-status" if multus else "domain, guest-agent"
+    return {"name": name, "interfaceName": f"eth{index}", "mac": mac, "infoSource": sources,
+            "queueCount": 1}
+
+
+def event(involved: Json, res: Resource, *, reason: str, message: str, component: str,
+          seq: int, type_: str = "Warning") -> Json:
+    meta = involved["metadata"]
+    now = wall_time()
+    return {
+        "apiVersion": "v1", "kind": "Event",
+        "metadata": {"name": f"{meta['name']}.{seq:016x}", "namespace": meta["namespace"]},
+        "involvedObject": {"apiVersion": res.api_version, "kind": res.kind,
+                           "name": meta["name"], "namespace": meta["namespace"],
+                           "uid": meta.get("uid")},
+        "reason": reason, "message": message, "type": type_,
+        "source": {"component": component}, "reportingComponent": component,
+        "firstTimestamp": now, "lastTimestamp": now, "count": 1,
+    }
+
+
+def links_in(pod: Json | None, spec: Json, dialect: str) -> dict[str, str]:
+    """Interface name → MAC of each VMI interface whose link (the tap) exists in `pod`.
+
+    The pod network always exists. Deckhouse: the SDN agent reported the ifName ready.
+    Multus: the pod's network-status lists `<ns>/<nad>` on KubeVirt's pod-side name.
+    """
+    if pod is None:
+        return {}
+    meta = pod["metadata"]
+    vm = (meta.get("labels") or {}).get(nw.VM_NAME_LABEL, meta["name"])
+    annotations = nw.annotations_of(pod)
+    found: dict[str, str] = {}
+    if dialect == "deckhouse":
+        ready = nw.deckhouse_taps(pod)
+        requests = nw.parse_list(annotations.get(nw.DECKHOUSE_REQUEST)) or []
+        macs = {str(r.get("ifName")): str(r["mac"]) for r in requests if r.get("mac")}
+    else:
+        statuses = nw.parse_list(annotations.get(nw.MULTUS_STATUS)) or []
+        listed = {(str(s.get("name")), str(s.get("interface"))): str(s.get("mac") or "")
+                  for s in statuses}
+    for net in networks_of(spec):
+        name = str(net.get("name"))
+        if "pod" in net and (dialect == "multus" or name == nw.MAIN_IF_NAME):
+            found[name] = nw.mac_for(meta["namespace"], vm, name)
+        elif dialect == "deckhouse" and name in ready:
+            found[name] = macs.get(name) or nw.mac_for(meta["namespace"], vm, name)
+        elif dialect == "multus" and "multus" in net:
+            pair = (str(dig(net, "multus", "networkName")), nw.multus_pod_interface(name))
+            if pair in listed:
+                found[name] = listed[pair] or nw.mac_for(meta["namespace"], vm, name)
+    return found

@@ -1,0 +1,108 @@
+"""What a controller does to the simulated cluster, written against the store directly.
+
+Deliberately small and independent of nicplug's own adapters: the behaviour tests check
+the simulator, not the controller.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from nicplug.simulator import networking as nw
+from nicplug.simulator import objects as ob
+from nicplug.simulator.fixtures import request_entry
+from nicplug.simulator.knobs import Knobs
+from nicplug.simulator.resources import KVVMS, PODS, VMIMS, VMIS
+from nicplug.simulator.store import Store
+
+MERGE = "application/merge-patch+json"
+Json = dict[str, Any]
+
+
+def pods_of(store: Store, ns: str, vm: str) -> list[Json]:
+    items, _ = store.list(PODS, ns, label_selector=f"{nw.VM_NAME_LABEL}={vm}")
+    return items
+
+
+def active_pod(store: Store, ns: str, vm: str) -> Json:
+    active = ob.dig(store.get(VMIS, ns, vm), "status", "activePods") or {}
+    (pod,) = [p for p in pods_of(store, ns, vm) if p["metadata"]["uid"] in active]
+    return pod
+
+
+def request_of(knobs: Knobs, pod: Json) -> list[Json]:
+    raw = nw.annotations_of(pod).get(ob.request_annotation(knobs.dialect))
+    return nw.parse_list(raw) or []
+
+
+def set_pod_request(store: Store, knobs: Knobs, pod: Json, entries: list[Json]) -> None:
+    value = nw.dump_list(entries) if entries else None
+    store.patch(PODS, pod["metadata"]["namespace"], pod["metadata"]["name"],
+                {"metadata": {"annotations": {ob.request_annotation(knobs.dialect): value}}},
+                content_type=MERGE)
+
+
+def plug_pod(store: Store, knobs: Knobs, ns: str, vm: str, type_: str, name: str,
+             id_: int = 2) -> None:
+    """Step one of the right order: add the entry to the running pod's SDN request."""
+    pod = active_pod(store, ns, vm)
+    entries = [*request_of(knobs, pod), request_entry(knobs, ns, vm, type_, name, id_)]
+    set_pod_request(store, knobs, pod, entries)
+
+
+def unplug_pod(store: Store, knobs: Knobs, ns: str, vm: str, type_: str, name: str) -> None:
+    pod = active_pod(store, ns, vm)
+    if_name = nw.if_name(type_, name)
+    key = "ifName" if knobs.dialect == "deckhouse" else "interface"
+    gone = if_name if knobs.dialect == "deckhouse" else nw.multus_pod_interface(if_name)
+    set_pod_request(store, knobs, pod, [e for e in request_of(knobs, pod) if e.get(key) != gone])
+
+
+def plug_kvvm(store: Store, knobs: Knobs, ns: str, vm: str, type_: str, name: str,
+              id_: int = 2) -> None:
+    """Add the interface and network to the KVVM template (and its request annotation)."""
+    kvvm = store.get(KVVMS, ns, vm)
+    template = kvvm["spec"]["template"]
+    nad_ns = ns if type_ == "Network" else knobs.cluster_network_nad_namespace
+    template["spec"]["networks"].append(nw.kubevirt_network(knobs.dialect, type_, name, nad_ns))
+    template["spec"]["domain"]["devices"]["interfaces"].append(nw.kubevirt_interface(type_, name))
+    annotations = template.setdefault("metadata", {}).setdefault("annotations", {})
+    key = ob.request_annotation(knobs.dialect)
+    entries = nw.parse_list(annotations.get(key)) or []
+    annotations[key] = nw.dump_list([*entries, request_entry(knobs, ns, vm, type_, name, id_)])
+    store.update(KVVMS, kvvm)
+
+
+def mark_absent(store: Store, ns: str, vm: str, type_: str, name: str) -> None:
+    kvvm = store.get(KVVMS, ns, vm)
+    for iface in kvvm["spec"]["template"]["spec"]["domain"]["devices"]["interfaces"]:
+        if iface["name"] == nw.if_name(type_, name):
+            iface["state"] = "absent"
+    store.update(KVVMS, kvvm)
+
+
+def vmi_interface(store: Store, ns: str, vm: str, type_: str, name: str) -> Json | None:
+    entries = ob.dig(store.get(VMIS, ns, vm), "status", "interfaces") or []
+    return next((e for e in entries if e["name"] == nw.if_name(type_, name)), None)
+
+
+def attached(store: Store, ns: str, vm: str, type_: str, name: str) -> bool:
+    entry = vmi_interface(store, ns, vm, type_, name)
+    return entry is not None and "domain" in entry["infoSource"]
+
+
+def migrate(store: Store, ns: str, vm: str, name: str = "mig-1") -> None:
+    store.create(VMIMS, {"apiVersion": "kubevirt.io/v1",
+                         "kind": "VirtualMachineInstanceMigration",
+                         "metadata": {"name": name, "namespace": ns},
+                         "spec": {"vmiName": vm}})
+
+
+def migration_phase(store: Store, ns: str, name: str = "mig-1") -> str | None:
+    phase = ob.dig(store.get(VMIMS, ns, name), "status", "phase")
+    return phase if isinstance(phase, str) else None
+
+
+def condition(store: Store, ns: str, vm: str, type_: str) -> tuple[str, str] | None:
+    found = ob.condition(store.get(VMIS, ns, vm), type_)
+    return None if found is None else (found["status"], found["reason"])

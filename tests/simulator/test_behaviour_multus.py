@@ -1,0 +1,113 @@
+"""The multus dialect: with no dynamic-networks controller a hot-plug needs a migration."""
+
+from __future__ import annotations
+
+import pytest
+
+from nicplug.simulator import networking as nw
+from nicplug.simulator import objects as ob
+from nicplug.simulator.clock import VirtualSimClock
+from nicplug.simulator.cluster import SimulatedCluster
+from nicplug.simulator.fixtures import Fixtures
+from nicplug.simulator.knobs import Delays, Failures, Knobs
+from nicplug.simulator.resources import VMIS
+from tests.simulator import driving as d
+
+NS, VM = "default", "vm-00000"
+DELAYS = Delays(sdn_configure=0.5, attach=0.1, migration=2.0, restart=1.0)
+
+
+async def started(knobs: Knobs) -> SimulatedCluster:
+    cluster = SimulatedCluster(knobs, clock=VirtualSimClock(), serve=False,
+                               fixtures=Fixtures(vms=1))
+    await cluster.start()
+    return cluster
+
+
+async def test_without_the_controller_a_plug_raises_migration_required_and_a_migration_plugs(
+) -> None:
+    knobs = Knobs(dialect="multus", delays=DELAYS)
+    cluster = await started(knobs)
+    store = cluster.store
+    source = d.active_pod(store, NS, VM)
+    d.plug_pod(store, knobs, NS, VM, "Network", "user-net")
+    await cluster.advance(1.0)
+    listed = nw.multus_listed(d.active_pod(store, NS, VM))
+    assert ("default/user-net", nw.multus_pod_interface(nw.if_name("Network", "user-net"))) \
+        not in listed  # nobody updates network-status of a running pod
+    d.plug_kvvm(store, knobs, NS, VM, "Network", "user-net")
+    await cluster.advance(0.5)
+    assert not d.attached(store, NS, VM, "Network", "user-net")  # virt-handler waits
+    assert d.condition(store, NS, VM, "MigrationRequired") == ("False", "AutoMigrationPending")
+    await cluster.advance(14.0)
+    assert d.condition(store, NS, VM, "MigrationRequired") == ("False", "AutoMigrationPending")
+    await cluster.advance(1.0)
+    assert d.condition(store, NS, VM, "MigrationRequired") == (
+        "True", "AutoMigrationDueToLiveUpdate")
+    assert cluster.link_not_found == []
+
+    d.migrate(store, NS, VM)
+    await cluster.settle()
+    assert d.migration_phase(store, NS) == "Running"
+    source_uid = source["metadata"]["uid"]
+    target = [p for p in d.pods_of(store, NS, VM) if p["metadata"]["uid"] != source_uid]
+    assert [e["name"] for e in d.request_of(knobs, target[0])] == ["user-net"]
+    await cluster.advance(2.0)
+    assert d.migration_phase(store, NS) == "Succeeded"
+    assert d.attached(store, NS, VM, "Network", "user-net")
+    assert "multus-status" in (d.vmi_interface(store, NS, VM, "Network", "user-net") or {})[
+        "infoSource"]
+    assert d.condition(store, NS, VM, "MigrationRequired") is None
+    (pod,) = d.pods_of(store, NS, VM)
+    assert pod["metadata"]["uid"] == target[0]["metadata"]["uid"]
+    vmi = store.get(VMIS, NS, VM)
+    assert vmi["status"]["activePods"] == {pod["metadata"]["uid"]: pod["spec"]["nodeName"]}
+    assert vmi["status"]["migrationState"]["completed"] is True
+    assert cluster.actor_errors == []
+    await cluster.stop()
+
+
+async def test_with_the_controller_network_status_follows_and_virt_handler_attaches() -> None:
+    knobs = Knobs(dialect="multus", dynamic_networks_controller=True, delays=DELAYS)
+    cluster = await started(knobs)
+    store = cluster.store
+    d.plug_pod(store, knobs, NS, VM, "ClusterNetwork", "storage")
+    await cluster.advance(0.5)
+    status = nw.parse_list(nw.annotations_of(d.active_pod(store, NS, VM))[nw.MULTUS_STATUS])
+    assert status is not None
+    assert status[0] == {"name": "default-cni", "interface": "eth0", "default": True, "dns": {}}
+    assert status[1]["name"] == "default/storage"
+    if_name = nw.if_name("ClusterNetwork", "storage")
+    assert status[1]["interface"] == nw.multus_pod_interface(if_name)
+    d.plug_kvvm(store, knobs, NS, VM, "ClusterNetwork", "storage")
+    await cluster.advance(0.1)
+    assert d.attached(store, NS, VM, "ClusterNetwork", "storage")
+    assert d.condition(store, NS, VM, "MigrationRequired") is None
+
+    d.mark_absent(store, NS, VM, "ClusterNetwork", "storage")
+    await cluster.advance(0.1)
+    assert d.vmi_interface(store, NS, VM, "ClusterNetwork", "storage") is None
+    d.unplug_pod(store, knobs, NS, VM, "ClusterNetwork", "storage")
+    await cluster.advance(0.5)
+    status = nw.parse_list(nw.annotations_of(d.active_pod(store, NS, VM))[nw.MULTUS_STATUS])
+    assert [e["name"] for e in status or []] == ["default-cni"]
+    assert cluster.actor_errors == []
+    await cluster.stop()
+
+
+@pytest.mark.parametrize("why", ["not migratable", "knobs"])
+async def test_a_migration_fails_when_the_vmi_cannot_move(why: str) -> None:
+    knobs = Knobs(dialect="multus", delays=DELAYS,
+                  failures=Failures(migrations=why == "knobs"))
+    cluster = await started(knobs)
+    store = cluster.store
+    if why == "not migratable":
+        vmi = store.get(VMIS, NS, VM)
+        ob.set_condition(vmi["status"], "LiveMigratable", "False", "InterfaceNotLiveMigratable")
+        store.update(VMIS, vmi, subresource="status")
+    d.migrate(store, NS, VM)
+    await cluster.advance(3.0)
+    assert d.migration_phase(store, NS) == "Failed"
+    assert len(d.pods_of(store, NS, VM)) == 1
+    assert cluster.actor_errors == []
+    await cluster.stop()
