@@ -1,0 +1,35 @@
+"""`nicplug demo`: the main job — simulated clusters, real controllers, known scenarios."""
+
+from __future__ import annotations
+
+import asyncio
+import tempfile
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from nicplug.adapters.cli.app import app
+
+
+@app.command()
+def demo(
+    directory: Annotated[
+        Path | None,
+        typer.Option("--dir", help="Keep journals and logs here (default: a temporary dir)"),
+    ] = None,
+    budget: Annotated[
+        float, typer.Option(min=10, help="Seconds the scenarios may take in all")
+    ] = 150.0,
+) -> None:
+    """Start simulated clusters and controllers, play hotplug scenarios, check outcomes."""
+    from rich.console import Console
+
+    from nicplug.adapters.demo.play import play
+
+    console = Console()
+    if directory is None:
+        directory = Path(tempfile.mkdtemp(prefix="nicplug-demo-"))
+    directory.mkdir(parents=True, exist_ok=True)
+    code = asyncio.run(play(directory.resolve(), console, budget=budget))
+    raise typer.Exit(code)

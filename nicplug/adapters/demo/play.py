@@ -1,0 +1,194 @@
+"""Plays the demo: starts the worlds, runs every scenario at once, shows the board live,
+checks each expected outcome and prints a verdict.
+
+The driver acts as a user would with kubectl: merge patches of the VM objects over
+the simulated API server's HTTP API, through the same Kubernetes client the controller
+uses. The verdict comes from the controllers' journals, never from the driver's own
+bookkeeping.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+from rich.console import Console, Group
+from rich.live import Live
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from nicplug.adapters.demo.board import Board, Row, table
+from nicplug.adapters.demo.scenarios import SCENARIOS, WORLDS, Outcome, Scenario, matches
+from nicplug.adapters.demo.worlds import RunningWorld, start_world, stop_world
+from nicplug.adapters.kube import resources as kinds
+from nicplug.adapters.kube.calls import KubeCalls
+from nicplug.adapters.kube.client import ApiConnection, ClientSettings, connect
+
+MERGE: Final = "application/merge-patch+json"
+
+
+class OutcomeTimeout(Exception):
+    pass
+
+
+@dataclass
+class WorldDriver:
+    """The user's hands in one world."""
+
+    name: str
+    calls: KubeCalls
+    board: Board
+    deadline: float
+    waits: list[str] = field(default_factory=list)
+
+    async def _networks(self, vm: str) -> list[dict[str, Any]]:
+        namespace, _, name = vm.partition("/")
+        body = await self.calls.get(kinds.VIRTUAL_MACHINES, namespace, name)
+        networks = (body.get("spec") or {}).get("networks") or [{"type": "Main", "id": 1}]
+        return [dict(n) for n in networks]
+
+    async def _set_networks(self, vm: str, networks: list[dict[str, Any]]) -> None:
+        namespace, _, name = vm.partition("/")
+        patch = {"spec": {"networks": networks}}
+        await self.calls.patch(kinds.VIRTUAL_MACHINES, namespace, name, patch, content_type=MERGE)
+
+    async def add_network(self, vm: str, type_: str, name: str) -> None:
+        networks = await self._networks(vm)
+        next_id = max((int(n.get("id") or 0) for n in networks), default=1) + 1
+        networks.append({"type": type_, "name": name, "id": next_id})
+        await self._set_networks(vm, networks)
+
+    async def remove_network(self, vm: str, identity: str) -> None:
+        networks = await self._networks(vm)
+        kept = [
+            n for n in networks
+            if ("Main" if n.get("type") == "Main" else f"{n.get('type')}/{n.get('name')}")
+            != identity
+        ]
+        await self._set_networks(vm, kept)
+
+    async def set_approval(self, vm: str, mode: str) -> None:
+        namespace, _, name = vm.partition("/")
+        patch = {"spec": {"disruptions": {"restartApprovalMode": mode}}}
+        await self.calls.patch(kinds.VIRTUAL_MACHINES, namespace, name, patch, content_type=MERGE)
+
+    async def wait_for(self, outcome: Outcome, *, states: frozenset[str]) -> None:
+        while time.monotonic() < self.deadline:
+            for row in self.board.rows:
+                if row["world"] == self.name and any(
+                    matches(Outcome(outcome.vm, outcome.network, outcome.direction, s), row)
+                    for s in states
+                ):
+                    return
+            await asyncio.sleep(0.1)
+        raise OutcomeTimeout(f"{outcome.vm} never reached {outcome.label()}")
+
+
+def _met(outcome: Outcome, world: str, rows: Sequence[Row]) -> bool:
+    return any(r["world"] == world and matches(outcome, r) for r in rows)
+
+
+async def play(directory: Path, console: Console, *, budget: float = 150.0) -> int:
+    """Run the demo in `directory`; 0 when every outcome was reached, 1 otherwise."""
+    started = time.monotonic()
+    console.print(f"[bold]nicplug demo[/] — journals and logs in {directory}")
+    worlds: list[RunningWorld] = []
+    connections: list[ApiConnection] = []
+    board = Board({w.name: directory / f"{w.name}.db" for w in WORLDS})
+    try:
+        with console.status("starting simulated clusters and controllers…"):
+            worlds = list(await asyncio.gather(*(start_world(w, directory) for w in WORLDS)))
+        for w in worlds:
+            console.print(f"  [green]✓[/] world [bold]{w.spec.name}[/]: {w.spec.title} "
+                          f"(controller metrics {w.metrics_url}/metrics)")
+        deadline = time.monotonic() + budget
+        drivers: dict[str, WorldDriver] = {}
+        for w in worlds:
+            connection = await connect(ClientSettings(kubeconfig=w.kubeconfig))
+            connections.append(connection)
+            drivers[w.spec.name] = WorldDriver(w.spec.name, KubeCalls(connection), board,
+                                               deadline)
+        code = await _run_scenarios(SCENARIOS, drivers, board, console, deadline)
+    finally:
+        await board.close()
+        for connection in connections:
+            await connection.close()
+        await asyncio.gather(*(stop_world(w) for w in worlds))
+    console.print(f"finished in {time.monotonic() - started:.0f}s")
+    _print_queries(console, directory)
+    return code
+
+
+async def _run_scenarios(
+    scenarios: Sequence[Scenario], drivers: dict[str, WorldDriver], board: Board,
+    console: Console, deadline: float,
+) -> int:
+    expected = [(s, o) for s in scenarios for o in s.outcomes]
+    progress = Progress(TextColumn("outcomes reached"), BarColumn(), MofNCompleteColumn(),
+                        TimeElapsedColumn())
+    task = progress.add_task("outcomes", total=len(expected))
+    errors: list[str] = []
+
+    async def one(s: Scenario) -> None:
+        try:
+            await s.steps(drivers[s.world])
+        except Exception as exc:  # a scenario's failure is reported, the others go on
+            errors.append(f"{s.title}: {exc}")
+
+    runs = [asyncio.create_task(one(s)) for s in scenarios]
+    with Live(console=console, refresh_per_second=4, transient=False) as live:
+        while True:
+            rows = await board.refresh()
+            reached = sum(_met(o, s.world, rows) for s, o in expected)
+            progress.update(task, completed=reached)
+            live.update(Group(table(rows), progress))
+            if (reached == len(expected) and all(r.done() for r in runs)) \
+                    or time.monotonic() > deadline:
+                break
+            await asyncio.sleep(0.25)
+    for r in runs:
+        r.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await asyncio.gather(*runs, return_exceptions=True)
+    return _verdict(expected, board.rows, errors, console)
+
+
+def _verdict(
+    expected: Sequence[tuple[Scenario, Outcome]], rows: Sequence[Row], errors: Sequence[str],
+    console: Console,
+) -> int:
+    from rich.table import Table
+
+    summary = Table(title="summary")
+    for column in ("world", "scenario", "expected", "observed"):
+        summary.add_column(column)
+    failed = 0
+    for s, o in expected:
+        seen = [r for r in rows if r["world"] == s.world and r["vm"] == o.vm
+                and r["network"] == o.network and r["direction"] == o.direction]
+        ok = _met(o, s.world, rows)
+        failed += not ok
+        observed = ", ".join(
+            f"{r['state']}" + (f" ({r['reason']})" if r["reason"] else "") for r in seen
+        ) or "no operation"
+        mark = "[green]✓[/]" if ok else "[red]✗[/]"
+        summary.add_row(s.world, s.title, o.label(), f"{mark} {observed}")
+    console.print(summary)
+    for e in errors:
+        console.print(f"[red]scenario error[/] {e}")
+    if failed or errors:
+        console.print(f"[red bold]{failed} outcome(s) not reached[/]")
+        return 1
+    console.print("[green bold]every outcome reached[/]")
+    return 0
+
+
+def _print_queries(console: Console, directory: Path) -> None:
+    console.print("\nquery the journals (read-only, safe while a controller runs):")
+    for w in WORLDS:
+        db = directory / f"{w.name}.db"
+        console.print(f"  sqlite3 {db} 'select stream, state from streams'")
