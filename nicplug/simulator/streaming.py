@@ -21,6 +21,7 @@ from nicplug.simulator.errors import Expired
 from nicplug.simulator.faults import Faults, Target
 from nicplug.simulator.routing import Call
 from nicplug.simulator.store import Store
+from nicplug.simulator.watching import Subscription
 
 _DISCONNECT_CHECK = 1.0  # seconds between checks that an idle client is still there
 DEFAULT_TIMEOUT = 1800.0
@@ -51,7 +52,10 @@ async def serve_watch(
     store: Store,
     faults: Faults,
     bookmark_interval: float,
+    open_streams: set[Subscription],
 ) -> web.StreamResponse:
+    """Serve one watch; `open_streams` holds its subscription while it runs, so that
+    the server can end every stream when it shuts down."""
     response = web.StreamResponse(status=200, headers={"Content-Type": "application/json"})
     response.enable_chunked_encoding()
     target: Target = call.target()
@@ -77,6 +81,7 @@ async def serve_watch(
     deadline = loop.time() + params.timeout
     next_bookmark = loop.time() + bookmark_interval
     stream = faults.open_stream(subscription.nudge)
+    open_streams.add(subscription)
     try:
         while loop.time() < deadline:
             if faults.drops(stream, target, sent=False):
@@ -109,6 +114,7 @@ async def serve_watch(
         pass  # the client went away mid-stream
     finally:
         subscription.close()
+        open_streams.discard(subscription)
         faults.close_stream(stream, subscription.nudge)
     return response
 
