@@ -87,8 +87,8 @@ async def serve_watch(
             if faults.drops(stream, target, sent=False):
                 break
             if faults.stalled(target):
-                await _stall(request, faults, target)
-                if _gone(request):
+                await _stall(request, faults, target, subscription)
+                if _gone(request) or subscription.closed:
                     break
                 continue
             patience = min(_DISCONNECT_CHECK, deadline - loop.time())
@@ -105,6 +105,10 @@ async def serve_watch(
                     await response.write(_line("BOOKMARK", _bookmark(call, store)))
                     next_bookmark = loop.time() + bookmark_interval
                 continue
+            if faults.stalled(target):  # armed while this stream was waiting
+                await _stall(request, faults, target, subscription)
+                if _gone(request):
+                    break
             await response.write(_line(event[0], event[1]))
             next_bookmark = loop.time() + bookmark_interval
             if faults.drops(stream, target, sent=True):
@@ -119,9 +123,11 @@ async def serve_watch(
     return response
 
 
-async def _stall(request: web.Request, faults: Faults, target: Target) -> None:
-    """Send nothing until the stall is lifted or the client leaves."""
-    while faults.stalled(target) and not _gone(request):
+async def _stall(
+    request: web.Request, faults: Faults, target: Target, subscription: Subscription
+) -> None:
+    """Send nothing until the stall is lifted, the client leaves or the server stops."""
+    while faults.stalled(target) and not _gone(request) and not subscription.closed:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(faults.changed(), _DISCONNECT_CHECK)
 
