@@ -61,6 +61,7 @@ class Subscription:
         self.limit = limit
         self.pending: deque[tuple[EventType, dict[str, Any]]] = deque()
         self.closed = False
+        self._nudged = False
         self._wake = asyncio.Event()
 
     def _matches(self, obj: dict[str, Any] | None) -> bool:
@@ -98,6 +99,11 @@ class Subscription:
         if event is not None:
             self.push(event)
 
+    def nudge(self) -> None:
+        """Make a waiting `next` return None now (something outside changed)."""
+        self._nudged = True
+        self._wake.set()
+
     def close(self) -> None:
         self.closed = True
         self._wake.set()
@@ -107,13 +113,17 @@ class Subscription:
     ) -> tuple[EventType, dict[str, Any]] | None:
         """The next event; None when `patience` seconds pass with nothing pending.
 
-        Raises `StopAsyncIteration` once the subscription is closed and drained. When
+        Also None after a `nudge`. Raises `StopAsyncIteration` once the subscription is
+        closed and drained. When
         it returns None, every write up to the store's current resourceVersion has been
         offered, so a bookmark at that version is truthful.
         """
         while not self.pending:
             if self.closed:
                 raise StopAsyncIteration
+            if self._nudged:
+                self._nudged = False
+                return None
             self._wake.clear()
             if patience is None:
                 await self._wake.wait()
