@@ -96,13 +96,16 @@ def test_sim_serve_prints_where_it_is_and_stops_on_ctrl_c(tmp_path: Path) -> Non
 @pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed")
 def test_kubectl_lists_the_launcher_pods_of_sim_serve(tmp_path: Path) -> None:
     kubeconfig = tmp_path / "kubeconfig"
-    with sim_serve(kubeconfig, "--vms", "3") as lines:
+    with sim_serve(kubeconfig, "--vms", "3", "--vm-network", "Network/user-net") as lines:
         assert lines[1].strip() == f"kubeconfig: {kubeconfig}", lines
         result = subprocess.run(
             ["kubectl", "--kubeconfig", str(kubeconfig), "get", "pods", "-A", "-o", "json"],
             capture_output=True, text=True, timeout=30, check=False,
         )
         assert result.returncode == 0, result.stderr
-        names = sorted(p["metadata"]["labels"][nw.VM_NAME_LABEL]
-                       for p in json.loads(result.stdout)["items"])
+        pods = json.loads(result.stdout)["items"]
+        names = sorted(p["metadata"]["labels"][nw.VM_NAME_LABEL] for p in pods)
         assert names == ["vm-00000", "vm-00001", "vm-00002"]
+        for pod in pods:
+            (status,) = json.loads(pod["metadata"]["annotations"][nw.DECKHOUSE_STATUS])
+            assert status["name"] == "user-net" and nw.deckhouse_ready(status)
