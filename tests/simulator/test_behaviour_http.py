@@ -61,6 +61,30 @@ async def test_a_controller_over_http_plugs_in_the_right_order() -> None:
             assert cluster.link_not_found == [] and cluster.actor_errors == []
 
 
+async def test_injected_faults_hit_clients_never_the_actors() -> None:
+    knobs = Knobs(dialect="deckhouse", delays=Delays(sdn_configure=0.5))
+    async with SimulatedCluster(knobs, clock=VirtualSimClock(),
+                                fixtures=Fixtures(vms=1)) as cluster:
+        assert cluster.kubeconfig_path is not None
+        cluster.faults.fail_requests(500, times=1, verb="patch")
+        cluster.faults.stall_watches()
+        api = await config.new_client_from_config(str(cluster.kubeconfig_path))
+        async with api:
+            core = client.CoreV1Api(api)
+            (pod,) = (await core.list_namespaced_pod(NS)).items
+            body = {"metadata": {"annotations": {nw.DECKHOUSE_REQUEST: json.dumps(
+                [request_entry(knobs, NS, VM, "Network", "user-net", 2)])}}}
+            with pytest.raises(client.ApiException) as failed:
+                await core.patch_namespaced_pod(pod.metadata.name, NS, body)
+            assert failed.value.status == 500
+            await core.patch_namespaced_pod(pod.metadata.name, NS, body)
+            await cluster.advance(0.5)
+            pod = await core.read_namespaced_pod(pod.metadata.name, NS)
+            (status,) = json.loads(pod.metadata.annotations[nw.DECKHOUSE_STATUS])
+            assert nw.deckhouse_ready(status)  # the SDN agent's watch was not stalled
+        cluster.faults.clear()
+
+
 @contextlib.contextmanager
 def sim_serve(kubeconfig: Path, *argv: str) -> Iterator[list[str]]:
     """`nicplug sim serve` as a real process; yields its first three lines of output and

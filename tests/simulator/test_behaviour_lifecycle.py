@@ -116,3 +116,19 @@ async def test_malformed_annotations_are_ignored_not_crashed_on() -> None:
         assert cluster.actor_errors == []
         assert store.get(VMIS, ns, vm)["status"]["phase"] == "Running"
         await cluster.stop()
+
+
+async def test_the_default_interface_is_never_unplugged() -> None:
+    cluster = SimulatedCluster(Knobs(), clock=VirtualSimClock(), serve=False,
+                               fixtures=Fixtures(vms=1))
+    await cluster.start()
+    store = cluster.store
+    ns, vm = cluster.vms[0]
+    kvvm = store.get(KVVMS, ns, vm)
+    kvvm["spec"]["template"]["spec"]["domain"]["devices"]["interfaces"][0]["state"] = "absent"
+    store.update(KVVMS, kvvm)
+    await cluster.advance(5.0)
+    (iface,) = ob.interfaces_of(store.get(VMIS, ns, vm)["spec"])
+    assert iface["name"] == nw.MAIN_IF_NAME and "state" not in iface
+    assert [e["name"] for e in store.get(VMIS, ns, vm)["status"]["interfaces"]] == ["default"]
+    await cluster.stop()
