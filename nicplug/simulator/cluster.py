@@ -16,7 +16,8 @@ import shutil
 import tempfile
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+
+from aiohttp import web
 
 from nicplug.simulator.actors.kubevirt import KubeVirt
 from nicplug.simulator.actors.multus_dnc import DynamicNetworksController
@@ -24,10 +25,13 @@ from nicplug.simulator.actors.reactor import Reactor
 from nicplug.simulator.actors.sdn_deckhouse import DeckhouseSDN
 from nicplug.simulator.actors.virt_handler import Crash, VirtHandler
 from nicplug.simulator.clock import RealSimClock, SimClock, VirtualSimClock
+from nicplug.simulator.faults import Faults
 from nicplug.simulator.fixtures import Fixtures, populate
 from nicplug.simulator.knobs import Knobs
+from nicplug.simulator.kubeconfig import write_kubeconfig
 from nicplug.simulator.networking import Json
 from nicplug.simulator.resources import EVENTS
+from nicplug.simulator.server import make_app
 from nicplug.simulator.store import Store
 
 _SETTLE_ROUNDS = 100_000
@@ -52,7 +56,7 @@ class SimulatedCluster:
         self.host = host
         self.port = port
         self.store = Store()
-        self.faults: Any = None
+        self.faults = Faults()
         self.url = ""
         self.kubeconfig_path: Path | None = None
         self.vms: list[tuple[str, str]] = []
@@ -64,7 +68,7 @@ class SimulatedCluster:
         elif self.knobs.dynamic_networks_controller:
             self.actors.append(DynamicNetworksController(self.store, self.knobs, self.clock))
         self._tasks: list[asyncio.Task[None]] = []
-        self._runner: Any = None
+        self._runner: web.AppRunner | None = None
         self._own_dir: Path | None = None
         self._kubeconfig_wanted = kubeconfig_path
 
@@ -76,18 +80,15 @@ class SimulatedCluster:
             self.clock.settle = self.settle
         self._tasks = [asyncio.create_task(a.run(), name=type(a).__name__)
                        for a in self.actors]
-        if self.serve:
-            await self._serve()
-        await self.settle()
+        try:
+            if self.serve:
+                await self._serve()
+            await self.settle()
+        except BaseException:
+            await self.stop()
+            raise
 
     async def _serve(self) -> None:
-        from aiohttp import web
-
-        from nicplug.simulator.faults import Faults
-        from nicplug.simulator.kubeconfig import write_kubeconfig
-        from nicplug.simulator.server import make_app
-
-        self.faults = Faults()
         self._runner = web.AppRunner(make_app(self.store, self.faults))
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, self.port)

@@ -7,13 +7,13 @@ over JSON values; nothing here writes to the store.
 
 from __future__ import annotations
 
-import copy
 from datetime import UTC, datetime
 from typing import Any
 
 from nicplug.simulator import networking as nw
 from nicplug.simulator.networking import Json
 from nicplug.simulator.resources import Resource
+from nicplug.simulator.store import deep_copy
 
 
 def wall_time() -> str:
@@ -85,7 +85,7 @@ def request_annotation(dialect: str) -> str:
 def vmi_for(kvvm: Json, kvvm_res: Resource) -> Json:
     """A new VMI from the KVVM's current template (status is set separately)."""
     meta = kvvm["metadata"]
-    template = copy.deepcopy(dig(kvvm, "spec", "template") or {})
+    template = deep_copy(dig(kvvm, "spec", "template") or {})
     tmeta = template.get("metadata") or {}
     labels = dict(tmeta.get("labels") or {}) | {nw.VM_NAME_LABEL: meta["name"]}
     return {

@@ -92,3 +92,43 @@ async def test_halting_stops_the_vm_and_always_starts_it_again() -> None:
     assert len(d.pods_of(store, ns, vm)) == 1
     assert cluster.actor_errors == []
     await cluster.stop()
+
+
+async def test_malformed_annotations_are_ignored_not_crashed_on() -> None:
+    for knobs in (Knobs(dialect="deckhouse"), Knobs(dialect="multus",
+                                                    dynamic_networks_controller=True)):
+        cluster = SimulatedCluster(knobs, clock=VirtualSimClock(), serve=False,
+                                   fixtures=Fixtures(vms=1))
+        await cluster.start()
+        store = cluster.store
+        ns, vm = cluster.vms[0]
+        pod = d.active_pod(store, ns, vm)
+        for raw in ("{not json", '{"an": "object"}', '[1, 2]', '[{"name": 7}]'):
+            store.patch(PODS, ns, pod["metadata"]["name"], {"metadata": {"annotations": {
+                ob.request_annotation(knobs.dialect): raw}}}, content_type=d.MERGE)
+            kvvm = store.get(KVVMS, ns, vm)
+            kvvm["spec"]["template"]["metadata"]["annotations"] = {
+                ob.request_annotation(knobs.dialect): raw}
+            store.update(KVVMS, kvvm)
+            await cluster.advance(5.0)
+        store.delete(VMIS, ns, vm)  # a restart with a malformed template annotation
+        await cluster.advance(5.0)
+        assert cluster.actor_errors == []
+        assert store.get(VMIS, ns, vm)["status"]["phase"] == "Running"
+        await cluster.stop()
+
+
+async def test_the_default_interface_is_never_unplugged() -> None:
+    cluster = SimulatedCluster(Knobs(), clock=VirtualSimClock(), serve=False,
+                               fixtures=Fixtures(vms=1))
+    await cluster.start()
+    store = cluster.store
+    ns, vm = cluster.vms[0]
+    kvvm = store.get(KVVMS, ns, vm)
+    kvvm["spec"]["template"]["spec"]["domain"]["devices"]["interfaces"][0]["state"] = "absent"
+    store.update(KVVMS, kvvm)
+    await cluster.advance(5.0)
+    (iface,) = ob.interfaces_of(store.get(VMIS, ns, vm)["spec"])
+    assert iface["name"] == nw.MAIN_IF_NAME and "state" not in iface
+    assert [e["name"] for e in store.get(VMIS, ns, vm)["status"]["interfaces"]] == ["default"]
+    await cluster.stop()

@@ -57,6 +57,13 @@ def serve(
     ] = None,
     sdn_failure_rate: Annotated[float, typer.Option(
         min=0.0, max=1.0, help="Probability the SDN fails any other entry.")] = 0.0,
+    fail_migrations: Annotated[bool, typer.Option(help="Every migration fails.")] = False,
+    vm_network: Annotated[list[str] | None, typer.Option(
+        help="Network/<name> or ClusterNetwork/<name> every VM starts with (repeatable).")
+    ] = None,
+    nad_namespace: Annotated[str, typer.Option(
+        help="multus: the namespace of ClusterNetworks' NetworkAttachmentDefinitions.")
+    ] = "default",
 ) -> None:
     """Serve a simulated Kubernetes API with KubeVirt and SDN behaviour until Ctrl-C."""
     from nicplug.simulator.fixtures import Fixtures
@@ -70,13 +77,15 @@ def serve(
                           attach=attach_delay, migration=migration_duration,
                           restart=restart_duration),
             failures=Failures(sdn_networks=frozenset(fail_network or ()),
-                              sdn_rate=sdn_failure_rate),
+                              sdn_rate=sdn_failure_rate, migrations=fail_migrations),
             migration_required_grace=migration_grace,
+            cluster_network_nad_namespace=nad_namespace,
             seed=seed,
         )
         names = ("default",) if namespaces == 1 else tuple(
             f"ns-{i}" for i in range(1, namespaces + 1))
-        fixtures = Fixtures(vms=vms, namespaces=names,
+        extra = tuple(_network_ref(ref) for ref in vm_network or ())
+        fixtures = Fixtures(vms=vms, namespaces=names, vm_networks=extra,
                             rollout_strategy=rollout_strategy)  # type: ignore[arg-type]
     except ValueError as e:
         typer.echo(f"Error: {e}", err=True)
@@ -86,6 +95,13 @@ def serve(
     except OSError as e:
         typer.echo(f"Error: cannot serve on 127.0.0.1:{port}: {e.strerror or e}", err=True)
         raise typer.Exit(1) from e
+
+
+def _network_ref(ref: str) -> tuple[str, str]:
+    type_, _, name = ref.partition("/")
+    if type_ not in ("Network", "ClusterNetwork") or not name:
+        raise ValueError(f"a VM network is Network/<name> or ClusterNetwork/<name>, not {ref!r}")
+    return type_, name
 
 
 async def _serve(knobs: Knobs, fixtures: Fixtures, port: int, kubeconfig: Path | None) -> None:

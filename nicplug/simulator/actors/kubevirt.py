@@ -166,7 +166,7 @@ class KubeVirt(Reactor):
                     interfaces.append(copy.deepcopy(iface))
                     if all(n.get("name") != iface.get("name") for n in networks):
                         networks.append(copy.deepcopy(t_networks[iface.get("name")]))
-                elif mine is not None and iface.get("state") == "absent":
+                elif mine is not None and _unpluggable(iface):
                     mine["state"] = "absent"
             ob.set_interfaces(spec, interfaces)
             spec["networks"] = networks
@@ -229,13 +229,16 @@ def _hotplug_diff(template: Json, spec: Json) -> bool:
     t_networks = {n.get("name"): n for n in ob.networks_of(template)}
     for iface in ob.interfaces_of(template):
         current = mine.get(iface.get("name"))
-        absent = iface.get("state") == "absent"
         if current is None and _pluggable(iface, t_networks):
             return True
-        if current is not None and absent and current.get("state") != "absent":
+        if current is not None and _unpluggable(iface) and current.get("state") != "absent":
             return True
     return False
 
+
+def _unpluggable(iface: Json) -> bool:
+    """Marked absent, and not the default interface (KubeVirt refuses to unplug it)."""
+    return iface.get("state") == "absent" and iface.get("name") != nw.MAIN_IF_NAME
 
 
 def _pluggable(iface: Json, networks: dict[object, Json]) -> bool:
