@@ -102,7 +102,6 @@ def test_a_body_that_is_not_a_status_keeps_the_http_reason() -> None:
 @pytest.mark.parametrize(
     "exc",
     [
-        asyncio.TimeoutError(),
         TimeoutError(),
         aiohttp.ServerTimeoutError("read"),
         aiohttp.ClientConnectionError("refused"),

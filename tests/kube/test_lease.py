@@ -81,7 +81,7 @@ async def test_a_standby_takes_over_when_the_leader_dies(
 def test_lease_timing_is_checked() -> None:
     with pytest.raises(ValueError, match="renew deadline"):
         LeaseTiming(lease_duration=2, renew_deadline=2, retry_period=0.2)
-    with pytest.raises(ValueError, match="1.2"):
+    with pytest.raises(ValueError, match=r"1\.2"):
         LeaseTiming(lease_duration=2, renew_deadline=1, retry_period=1)
     with pytest.raises(ValueError, match="positive"):
         LeaseTiming(lease_duration=0, renew_deadline=0.5, retry_period=0.1)
