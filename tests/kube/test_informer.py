@@ -12,9 +12,23 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
+import orjson
+import pytest
+
 from nicplug.adapters.kube.client import ApiConnection
+from nicplug.adapters.kube.errors import Expired, Temporary
 from nicplug.adapters.kube.informer import Informer, WatchProgress, WatchSettings
-from nicplug.adapters.kube.resources import KVVMS, LAUNCHER_PODS, KindRef
+from nicplug.adapters.kube.informers import Informers
+from nicplug.adapters.kube.resources import (
+    CLUSTER_NETWORKS,
+    KUBEVIRTS,
+    KVVMS,
+    LAUNCHER_PODS,
+    VIRTUAL_MACHINES,
+    WATCHED,
+    KindRef,
+    Scope,
+)
 from nicplug.simulator import resources as sim
 from nicplug.simulator.store import Store
 from tests.kube.conftest import ApiServer, ServerFactory, eventually
@@ -233,3 +247,48 @@ async def test_errors_back_off_and_honour_retry_after(
     assert informer.stats.errors == 4
     assert api_server.count("list") == 4
     assert api_server.count("watch") == 2
+
+
+async def test_all_kinds_sync_together_within_a_namespace(
+    api_server: ApiServer, connection: ApiConnection
+) -> None:
+    store = api_server.store
+    store.create(sim.KUBEVIRTS, {"metadata": {"name": "kubevirt", "namespace": "kubevirt"},
+                                 "spec": {"configuration": {"vmRolloutStrategy": "Stage"}}})
+    store.create(sim.CLUSTER_NETWORKS, {"metadata": {"name": "storage"}})
+    for ns in ("ns1", "ns2"):
+        store.create(sim.VMS, {"metadata": {"name": "vm", "namespace": ns}})
+    changes = Changes()
+    informers = Informers(connection, scope=Scope("ns1"), on_change=changes, sleep=Sleeps())
+    task = asyncio.create_task(informers.run())
+    try:
+        await asyncio.wait_for(informers.synced.wait(), 5)
+        assert all(i.synced.is_set() for i in informers.by_kind.values())
+        assert set(informers[VIRTUAL_MACHINES].keys()) == {"ns1/vm"}
+        assert set(informers[KUBEVIRTS].keys()) == {"kubevirt/kubevirt"}  # always cluster-wide
+        assert set(informers[CLUSTER_NETWORKS].keys()) == {"storage"}
+        assert sorted(k for k, _, _ in changes.seen) == [
+            "ClusterNetwork", "KubeVirt", "VirtualMachine"]
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+    assert api_server.count("list") == len(WATCHED)
+
+
+async def test_malformed_lines_and_objects_are_skipped(connection: ApiConnection) -> None:
+    changes = Changes()
+    informer = Informer(connection, KVVMS, on_change=changes, sleep=Sleeps())
+    good = {"metadata": {"name": "vm1", "namespace": "ns1", "resourceVersion": "7"}}
+    for line in [b"not json", b'{"type": "ADDED"}', b'{"type": "ADDED", "object": {}}',
+                 b'{"type": "SURPRISE", "object": {"metadata": {"name": "x"}}}',
+                 orjson.dumps({"type": "ADDED", "object": good})]:
+        informer._apply(line, gap=0.0)
+    assert informer.stats.malformed == 4
+    assert changes.seen == [("VirtualMachine", "ADDED", "ns1/vm1")]
+    assert informer.resource_version == "7"
+    error = {"kind": "Status", "code": 500, "reason": "InternalError", "message": "boom"}
+    with pytest.raises(Temporary):
+        informer._apply(orjson.dumps({"type": "ERROR", "object": error}), gap=0.0)
+    with pytest.raises(Expired):
+        informer._apply(orjson.dumps({"type": "ERROR", "object": {**error, "code": 410}}),
+                        gap=0.0)
