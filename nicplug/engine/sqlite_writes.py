@@ -156,6 +156,7 @@ def _write_checked(
     for index, unit in enumerate(units):
         if savepoints:
             conn.execute("SAVEPOINT unit")
+            saved = (dict(group.versions), set(group.dedups))
         try:
             group.check(unit)
             if savepoints:
@@ -179,8 +180,7 @@ def _write_checked(
             if savepoints:
                 conn.execute("ROLLBACK TO unit")
                 conn.execute("RELEASE unit")
-                # versions counted for the failed unit are stale: read them again
-                group.versions.clear()
+                group.versions, group.dedups = saved  # as before the failed unit
     if not savepoints:
         for index, appended in _write(conn, accepted).items():
             results[index] = appended
