@@ -28,6 +28,7 @@ from nicplug.engine.journal import (
     Appended,
     ArmedTimer,
     Commit,
+    Journal,
     PendingEffect,
     StoredView,
 )
@@ -307,3 +308,8 @@ async def _on_thread(conn: aiosqlite.Connection, job: Callable[..., T]) -> T:
     """
     run = cast(Callable[[Callable[[], T]], Awaitable[T]], conn._execute)
     return await run(lambda: job(conn._conn))
+
+
+def _is_a_journal(journal: SQLiteJournal) -> Journal:
+    """Never called: makes mypy check that `SQLiteJournal` fulfils the `Journal` port."""
+    return journal
