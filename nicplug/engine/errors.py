@@ -1,0 +1,62 @@
+"""The engine's own exceptions: what the journal refuses and how an effect failed.
+
+SQLite and HTTP errors are translated into these at the edge (`raise ... from e`), so
+the runtime decides what to do from the type alone. This module must never import a
+driver or a client library: it is pure vocabulary.
+"""
+
+from __future__ import annotations
+
+
+class JournalError(Exception):
+    """Anything the journal could not do. Nothing acknowledged is lost by it."""
+
+
+class JournalConflict(JournalError):
+    """An append expected `stream` at `expected` but the journal holds `actual`.
+
+    Optimistic concurrency: the caller reloads the stream and decides again. A
+    conflicting unit fails alone; other units committed with it are unaffected.
+    """
+
+    def __init__(self, stream: str, expected: int, actual: int) -> None:
+        super().__init__(
+            f"stream {stream!r} is at version {actual}, the append expected {expected}"
+        )
+        self.stream = stream
+        self.expected = expected
+        self.actual = actual
+
+
+class JournalRefused(JournalError):
+    """The journal cannot be used as it is: newer schema, corruption, unwritable path,
+    full disk. The message names the path and what to do; nothing is recreated."""
+
+    def __init__(self, path: str, problem: str, remedy: str) -> None:
+        super().__init__(f"journal {path}: {problem}; {remedy}")
+        self.path = path
+        self.problem = problem
+        self.remedy = remedy
+
+
+class JournalClosed(JournalError):
+    """An append or read reached a journal that was closed."""
+
+
+class TemporaryError(Exception):
+    """An effect failed but may succeed later; retry after `delay` seconds when given
+    (for example a 429's `Retry-After`), else after the runtime's backoff."""
+
+    def __init__(self, message: str, *, delay: float | None = None) -> None:
+        super().__init__(message)
+        self.delay = delay
+
+
+class RetryAfterObservation(TemporaryError):
+    """The world moved under the effect (an HTTP 409, a failed `test` op): retrying the
+    same request is pointless. The runtime gives the effect up and decides again with
+    the key's next observed world, which carries the fresh state."""
+
+
+class PermanentError(Exception):
+    """An effect failed and retrying cannot help (the request is rejected as invalid)."""

@@ -1,0 +1,140 @@
+"""Executing the outbox: each pending effect until it succeeds or fails for good.
+
+An effect runs after the commit that enqueued it (or at start, when its outcome was
+never recorded). Temporary failures are retried with backoff, each attempt journaled;
+the final outcome is handed back to the key's path, where it is recorded together with
+whatever the machine decides about it. This module never decides: it reports outcomes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from typing import Protocol
+
+from nicplug.engine.clock import Clock
+from nicplug.engine.dispatch import Activity
+from nicplug.engine.effects import EffectExecutor, RetryPolicy
+from nicplug.engine.errors import (
+    JournalError,
+    PermanentError,
+    RetryAfterObservation,
+    TemporaryError,
+)
+from nicplug.engine.journal import Commit, EffectUpdate, Journal, PendingEffect
+from nicplug.engine.listening import RuntimeListener
+from nicplug.engine.model import Cause, EffectOutcome, Key
+
+
+class Deliver(Protocol):
+    def __call__(
+        self, key: Key, outcome: EffectOutcome, update: EffectUpdate, *, hold: bool
+    ) -> None: ...
+
+
+class EffectRunner:
+    def __init__(
+        self,
+        executor: EffectExecutor,
+        journal: Journal,
+        clock: Clock,
+        *,
+        retry: RetryPolicy,
+        rng: random.Random,
+        activity: Activity,
+        listener: RuntimeListener,
+        deliver: Deliver,
+    ) -> None:
+        self._executor = executor
+        self._journal = journal
+        self._clock = clock
+        self._retry = retry
+        self._rng = rng
+        self._activity = activity
+        self._listener = listener
+        self._deliver = deliver
+        self._tasks: dict[int, asyncio.Task[None]] = {}
+
+    def run(self, effect: PendingEffect) -> None:
+        if effect.id in self._tasks:
+            return
+        task = asyncio.create_task(self._attempts(effect), name=f"effect {effect.id}")
+        self._tasks[effect.id] = task
+        task.add_done_callback(lambda _: self._tasks.pop(effect.id, None))
+
+    async def close(self) -> None:
+        tasks = list(self._tasks.values())
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def _attempts(self, effect: PendingEffect) -> None:
+        attempts = effect.attempts
+        if effect.next_attempt_at is not None:
+            await self._clock.sleep_until(effect.next_attempt_at)
+        while True:
+            self._activity.enter()
+            try:
+                retry_at = await self._attempt(effect, attempts + 1)
+            finally:
+                self._activity.leave()
+            if retry_at is None:
+                return
+            attempts += 1
+            await self._clock.sleep_until(retry_at)
+
+    async def _attempt(self, effect: PendingEffect, attempt: int) -> float | None:
+        """One try; the moment to try again, or None when the outcome is delivered."""
+        self._listener.on_effect(effect, "started", None)
+        try:
+            result = await self._executor.execute(effect)
+        except RetryAfterObservation as error:
+            self._listener.on_effect(effect, "superseded", str(error))
+            self._finish(effect, attempt, ok=False, permanent=False, error=str(error), hold=True)
+            return None
+        except PermanentError as error:
+            self._listener.on_effect(effect, "failed", str(error))
+            self._finish(effect, attempt, ok=False, permanent=True, error=str(error))
+            return None
+        except Exception as error:  # TemporaryError, or an executor's bug: retry both
+            message = str(error) if isinstance(error, TemporaryError) else repr(error)
+            if self._retry.exhausted(attempt):
+                message = f"gave up after {attempt} attempts: {message}"
+                self._listener.on_effect(effect, "failed", message)
+                self._finish(effect, attempt, ok=False, permanent=True, error=message)
+                return None
+            delay = error.delay if isinstance(error, TemporaryError) else None
+            if delay is None:
+                delay = self._retry.delay(attempt, self._rng)
+            retry_at = self._clock.now() + delay
+            self._listener.on_effect(effect, "retrying", message)
+            try:  # the attempt count is for humans: losing it loses no outcome
+                await self._journal.append(Commit(
+                    key=effect.key, cause=Cause("effect", f"effect:{effect.id}"),
+                    wall_time=self._clock.wall(), logical_time=self._clock.now(),
+                    effect_updates=(
+                        EffectUpdate(effect.id, "issued", attempt, retry_at, message),
+                    ),
+                ))
+            except JournalError as journal_error:
+                self._listener.on_error(effect.key, journal_error)
+            return retry_at
+        self._listener.on_effect(effect, "succeeded", None)
+        self._finish(effect, attempt, ok=True, result=dict(result))
+        return None
+
+    def _finish(
+        self, effect: PendingEffect, attempts: int, *, ok: bool, permanent: bool = False,
+        error: str | None = None, result: dict[str, object] | None = None, hold: bool = False,
+    ) -> None:
+        outcome = EffectOutcome(
+            effect_id=effect.id, stream=effect.stream, type=effect.type, ok=ok,
+            permanent=permanent, error=error, result=result or {},
+        )
+        update = EffectUpdate(
+            effect.id, "succeeded" if ok else "failed", attempts, None, error
+        )
+        self._deliver(effect.key, outcome, update, hold=hold)
+
+
+

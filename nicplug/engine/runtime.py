@@ -1,0 +1,285 @@
+"""The runtime: feeds a pure `Decider`, journals its decisions, then carries them out.
+
+Every input of a key (an observation, a timer that fired, an effect's outcome) goes
+through the same path, one at a time per key: decide → append the events, the views
+derived from them, the effects and the timers in one commit → only then arm the timers
+and execute the effects. On start it resumes from the journal: live keys restored from
+the read model, timers re-armed, effects without a recorded outcome re-issued.
+Decisions, timers and backoff take time only from the injected clock (the performance
+counter only measures commit latency for listeners), so a virtual clock and a
+recording executor replay deterministically. The runtime must never interpret events
+or effects itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Generic, TypeVar
+
+from nicplug.engine.clock import Clock
+from nicplug.engine.dispatch import Activity, Dispatch
+from nicplug.engine.effects import EffectExecutor, RetryPolicy
+from nicplug.engine.errors import JournalConflict
+from nicplug.engine.journal import Commit, EffectUpdate, Journal, PendingEffect, StoredView
+from nicplug.engine.listening import Listeners, RuntimeListener
+from nicplug.engine.model import (
+    Cause,
+    Decider,
+    EffectOutcome,
+    Input,
+    Key,
+    Observed,
+    RecordedEvent,
+    StreamId,
+    StreamView,
+    TimerCancel,
+    TimerFired,
+    Trigger,
+)
+from nicplug.engine.outbox import EffectRunner
+
+S = TypeVar("S")
+W = TypeVar("W")
+
+
+@dataclass
+class _Slot(Generic[S]):
+    """What the runtime holds of one key between inputs."""
+
+    state: S
+    versions: dict[StreamId, int] = field(default_factory=dict)
+    views: dict[StreamId, StreamView] = field(default_factory=dict)
+
+
+class Runtime(Generic[S, W]):
+    """Runs `decider` over keys. `start()` first; `stop()` to finish.
+
+    `concurrency` bounds how many keys are decided at once; `conflict_retries` how often
+    a key is reloaded and decided again when its append meets a concurrent writer.
+    """
+
+    def __init__(
+        self,
+        decider: Decider[S, W],
+        journal: Journal,
+        executor: EffectExecutor,
+        clock: Clock,
+        *,
+        concurrency: int = 64,
+        retry: RetryPolicy | None = None,
+        rng: random.Random | None = None,
+        listeners: Sequence[RuntimeListener] = (),
+        conflict_retries: int = 5,
+    ) -> None:
+        self._decider = decider
+        self._journal = journal
+        self._clock = clock
+        self._listen = Listeners(listeners)
+        self._conflict_retries = conflict_retries
+        self._activity = Activity()
+        self._dispatch = Dispatch(
+            self._handle, concurrency=concurrency, activity=self._activity,
+            on_error=self._listen.on_error,
+        )
+        self._effects = EffectRunner(
+            executor, journal, clock, retry=retry or RetryPolicy(),
+            rng=rng or random.Random(0), activity=self._activity, listener=self._listen,
+            deliver=self._deliver_outcome,
+        )
+        self._slots: dict[Key, _Slot[S]] = {}
+        self._worlds: dict[Key, W] = {}
+        self._held: dict[Key, list[EffectOutcome]] = {}
+        self._updates: dict[int, EffectUpdate] = {}
+        self._timers: dict[tuple[StreamId, str], tuple[float, asyncio.Task[None]]] = {}
+        self._started = False
+        self._stopping = False
+
+    # -- lifecycle ---------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Resume from the journal: live keys, armed timers, effects without outcome."""
+        if self._started:
+            raise RuntimeError("the runtime is started already")
+        self._started = True
+        by_key: dict[Key, list[StoredView]] = {}
+        for stored in await self._journal.views(live=True):
+            by_key.setdefault(stored.view.key, []).append(stored)
+        for key, stored_views in by_key.items():
+            self._slots[key] = self._restored(key, stored_views)
+        for timer in await self._journal.timers():
+            self._arm(timer.key, timer.stream, timer.name, timer.deadline)
+        for effect in await self._journal.outbox():
+            self._effects.run(effect)
+
+    async def observe(self, key: Key, world: W, cause: Cause) -> None:
+        """The world of `key` is now `world`: decide again (coalescing with any
+        observation of the key still waiting)."""
+        self._require_running()
+        self._worlds[key] = world
+        for outcome in self._held.pop(key, []):
+            self._dispatch.submit(key, outcome)
+        self._dispatch.submit(key, Observed(cause))
+
+    async def drain(self) -> None:
+        """Wait until nothing is runnable: no input waiting or being decided, no effect
+        executing. Timers and backoff waiting on the clock do not count."""
+        await self._activity.settled()
+
+    async def stop(self, *, drain: bool = True) -> None:
+        """Stop taking inputs; with `drain`, finish what is in flight first. Timers and
+        effects still waiting are dropped from memory only: the journal keeps them and
+        the next `start` resumes them. `drain=False` is as abrupt as a crash."""
+        self._stopping = True
+        if drain:
+            await self.drain()
+        for _, task in self._timers.values():
+            task.cancel()
+        await asyncio.gather(*(t for _, t in self._timers.values()), return_exceptions=True)
+        self._timers.clear()
+        await self._effects.close()
+        await self._dispatch.close()
+
+    def _require_running(self) -> None:
+        if not self._started or self._stopping:
+            raise RuntimeError("the runtime is not running (start it; it may be stopping)")
+
+    # -- one input of one key ----------------------------------------------------------
+
+    async def _handle(self, key: Key, trigger: Trigger) -> None:
+        cancels: tuple[TimerCancel, ...] = ()
+        updates: tuple[EffectUpdate, ...] = ()
+        if isinstance(trigger, TimerFired):
+            armed = self._timers.get((trigger.stream, trigger.name))
+            if armed is None or armed[0] != trigger.deadline:
+                return  # re-armed or cancelled since it fired
+            del self._timers[(trigger.stream, trigger.name)]
+            cancels = (TimerCancel(trigger.stream, trigger.name),)
+        elif isinstance(trigger, EffectOutcome):
+            update = self._updates.pop(trigger.effect_id, None)
+            updates = (update,) if update else ()
+        cause = _cause_of(trigger)
+        slot = await self._slot(key)
+        for _ in range(self._conflict_retries + 1):
+            try:
+                await self._decide(key, slot, trigger, cause, cancels, updates)
+                return
+            except JournalConflict as conflict:
+                slot = await self._reload(key)
+                slot.versions[StreamId(conflict.stream)] = max(
+                    conflict.actual, slot.versions.get(StreamId(conflict.stream), 0)
+                )
+        raise RuntimeError(f"key {key}: still conflicting after {self._conflict_retries} retries")
+
+    async def _decide(
+        self, key: Key, slot: _Slot[S], trigger: Trigger, cause: Cause,
+        cancels: tuple[TimerCancel, ...], updates: tuple[EffectUpdate, ...],
+    ) -> None:
+        now, wall = self._clock.now(), self._clock.wall()
+        decision = self._decider.decide(slot.state, Input(key, self._worlds.get(key), trigger), now)
+        state, versions = slot.state, dict(slot.versions)
+        for event in decision.events:
+            versions[event.stream] = versions.get(event.stream, 0) + 1
+            state = self._decider.evolve(state, RecordedEvent(
+                stream=event.stream, key=key, version=versions[event.stream], position=0,
+                type=event.type, schema_version=event.schema_version, payload=event.payload,
+                cause=cause, wall_time=wall, logical_time=now,
+            ))
+        views = tuple(v for v in self._decider.views(state) if slot.views.get(v.stream) != v)
+        commit = Commit(
+            key=key, cause=cause, wall_time=wall, logical_time=now, events=decision.events,
+            expected={s: slot.versions.get(s, 0) for s in dict.fromkeys(
+                e.stream for e in decision.events)},
+            views=views, effects=decision.effects, timers=decision.timers,
+            cancel_timers=cancels + decision.cancel_timers, effect_updates=updates,
+        )
+        if not (commit.events or views or commit.effects or commit.timers
+                or commit.cancel_timers or updates):
+            return
+        started = time.perf_counter()
+        appended = await self._journal.append(commit)
+        if appended.duplicate:
+            await self._reload(key)
+            return
+        self._listen.on_commit(key, time.perf_counter() - started, len(appended.events))
+        slot.state, slot.versions = state, versions
+        slot.views.update((v.stream, v) for v in views)
+        for cancel in decision.cancel_timers:
+            armed = self._timers.pop((cancel.stream, cancel.name), None)
+            if armed is not None:
+                armed[1].cancel()
+        for timer in decision.timers:
+            self._arm(key, timer.stream, timer.name, timer.deadline)
+        for recorded in appended.events:
+            self._listen.on_transition(recorded)
+        for request, enqueued in zip(decision.effects, appended.effects, strict=True):
+            if enqueued.new:
+                self._effects.run(PendingEffect(
+                    id=enqueued.id, stream=request.stream, key=key, type=request.type,
+                    payload=request.payload, idempotency_key=request.idempotency_key,
+                    status="issued", attempts=0, next_attempt_at=None, last_error=None,
+                ))
+
+    # -- state of keys -----------------------------------------------------------------
+
+    async def _slot(self, key: Key) -> _Slot[S]:
+        slot = self._slots.get(key)
+        if slot is None:
+            slot = await self._reload(key)
+        return slot
+
+    async def _reload(self, key: Key) -> _Slot[S]:
+        stored = list(await self._journal.views(key=key))
+        slot = self._restored(key, stored)
+        self._slots[key] = slot
+        return slot
+
+    def _restored(self, key: Key, stored: list[StoredView]) -> _Slot[S]:
+        if not stored:
+            return _Slot(self._decider.initial(key))
+        views = [s.view for s in stored]
+        return _Slot(
+            self._decider.restore(key, views),
+            versions={s.view.stream: s.version for s in stored},
+            views={v.stream: v for v in views},
+        )
+
+    def state_of(self, key: Key) -> S | None:
+        """The in-memory state of a key, if loaded (for inspection and tests)."""
+        slot = self._slots.get(key)
+        return slot.state if slot else None
+
+    # -- timers and effect outcomes ----------------------------------------------------
+
+    def _arm(self, key: Key, stream: StreamId, name: str, deadline: float) -> None:
+        previous = self._timers.pop((stream, name), None)
+        if previous is not None:
+            previous[1].cancel()
+        task = asyncio.create_task(self._wait(key, TimerFired(stream, name, deadline)))
+        self._timers[(stream, name)] = (deadline, task)
+
+    async def _wait(self, key: Key, fired: TimerFired) -> None:
+        await self._clock.sleep_until(fired.deadline)
+        self._dispatch.submit(key, fired)
+
+    def _deliver_outcome(
+        self, key: Key, outcome: EffectOutcome, update: EffectUpdate, *, hold: bool
+    ) -> None:
+        self._updates[outcome.effect_id] = update
+        if hold:
+            self._held.setdefault(key, []).append(outcome)
+        else:
+            self._dispatch.submit(key, outcome)
+
+
+def _cause_of(trigger: Trigger) -> Cause:
+    if isinstance(trigger, Observed):
+        return trigger.cause
+    if isinstance(trigger, TimerFired):
+        ref = f"timer:{trigger.name}@{trigger.deadline}"
+        return Cause("timer", ref, dedup_key=ref)
+    ref = f"effect:{trigger.effect_id}"
+    return Cause("effect", ref, dedup_key=ref)

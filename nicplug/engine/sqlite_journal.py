@@ -1,0 +1,315 @@
+"""The SQLite journal: `aiosqlite`, WAL, one writer task doing group commit.
+
+Appenders queue their `Commit`s; the writer takes everything queued, commits it in
+one transaction on the connection's thread (`sqlite_writes`) and acknowledges each
+caller only after COMMIT returned. Reads go through the same connection between
+groups, so they always see whole groups. Must never recreate or repair a journal.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import sqlite3
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import Any, TypeVar, cast
+from urllib.parse import quote
+
+import aiosqlite
+import orjson
+
+from nicplug.engine.errors import JournalClosed, JournalError, JournalRefused
+from nicplug.engine.journal import (
+    Appended,
+    ArmedTimer,
+    Commit,
+    Journal,
+    PendingEffect,
+    StoredView,
+)
+from nicplug.engine.model import Cause, Key, RecordedEvent, StreamId, StreamView
+from nicplug.engine.sqlite_opening import (
+    MEMORY,
+    IntegrityCheck,
+    Synchronous,
+    configure,
+    prepare_file,
+    translate,
+)
+from nicplug.engine.sqlite_writes import write_group
+from nicplug.engine.upcasting import Upcasters
+
+T = TypeVar("T")
+
+_EVENT_COLUMNS = (
+    "position, stream, key, version, type, schema_version, payload, cause_kind, cause_ref,"
+    " dedup_key, wall_time, logical_time"
+)
+_EFFECT_COLUMNS = (
+    "id, stream, key, type, payload, idempotency_key, status, attempts, next_attempt_at,"
+    " last_error"
+)
+
+
+@dataclass
+class WriterStats:
+    """What the writer did so far: `groups` transactions for `units` appends."""
+
+    groups: int = 0
+    units: int = 0
+    events: int = 0
+    last_group_seconds: float = 0.0
+
+
+_Queued = tuple[Commit, "asyncio.Future[Appended]"]
+
+
+class SQLiteJournal:
+    """Open with `await SQLiteJournal.open(path)`; close with `await journal.close()`."""
+
+    def __init__(
+        self,
+        conn: aiosqlite.Connection,
+        *,
+        path: str,
+        read_only: bool,
+        upcasters: Upcasters,
+        max_group: int,
+        on_group: Callable[[int, float], None] | None,
+    ) -> None:
+        self._conn = conn
+        self.path = path
+        self.read_only = read_only
+        self._upcasters = upcasters
+        self._max_group = max_group
+        self._on_group = on_group
+        self._queue: deque[_Queued] = deque()
+        self._wake: asyncio.Future[None] | None = None
+        self._closing = False
+        self._closed = False
+        self.stats = WriterStats()
+        self._writer = None if read_only else asyncio.create_task(self._write_loop())
+
+    @classmethod
+    async def open(
+        cls,
+        path: str | Path,
+        *,
+        read_only: bool = False,
+        synchronous: Synchronous = "FULL",
+        integrity: IntegrityCheck = "quick",
+        size_limit_bytes: int | None = None,
+        upcasters: Upcasters | None = None,
+        max_group: int = 2000,
+        on_group: Callable[[int, float], None] | None = None,
+    ) -> SQLiteJournal:
+        """Open (creating with mode 0600 when missing) or refuse with `JournalRefused`.
+
+        `":memory:"` gives a private in-memory journal. `read_only` opens an existing
+        journal for queries while a writer may have it open. `on_group(units, seconds)`
+        is called after every group commit (metrics).
+        """
+        name = str(path)
+        if read_only and name == MEMORY:
+            raise JournalRefused(name, "an in-memory journal cannot be opened read-only",
+                                 "open it for writing")
+        if name != MEMORY:
+            prepare_file(name, read_only=read_only)
+        target = f"file:{quote(name)}?mode=ro" if read_only else name
+        try:
+            conn = await aiosqlite.connect(
+                target, uri=read_only, isolation_level=None, check_same_thread=False
+            )
+        except sqlite3.Error as error:
+            raise translate(error, name) from error
+        try:
+            await _on_thread(conn, partial(
+                configure, path=name, read_only=read_only, synchronous=synchronous,
+                integrity=integrity, size_limit_bytes=size_limit_bytes,
+            ))
+        except BaseException:
+            await conn.close()
+            raise
+        return cls(conn, path=name, read_only=read_only, upcasters=upcasters or Upcasters(),
+                   max_group=max_group, on_group=on_group)
+
+    # -- writing -----------------------------------------------------------------------
+
+    async def append(self, commit: Commit) -> Appended:
+        if self._closed or self._closing:
+            raise JournalClosed(f"journal {self.path} is closed")
+        if self.read_only:
+            raise JournalRefused(self.path, "is open read-only", "open it for writing to append")
+        future: asyncio.Future[Appended] = asyncio.get_running_loop().create_future()
+        self._queue.append((commit, future))
+        wake = self._wake
+        if wake is not None and not wake.done():
+            wake.set_result(None)
+        return await future
+
+    async def _write_loop(self) -> None:
+        queue = self._queue
+        while True:
+            if not queue:
+                if self._closing:
+                    return
+                self._wake = asyncio.get_running_loop().create_future()
+                await self._wake
+                self._wake = None
+                continue
+            count = min(len(queue), self._max_group)
+            await self._commit([queue.popleft() for _ in range(count)])
+
+    async def _commit(self, batch: list[_Queued]) -> None:
+        units = [unit for unit, _ in batch]
+        started = time.perf_counter()
+        try:
+            results: list[Appended | Exception] = await _on_thread(
+                self._conn, partial(write_group, units=units)
+            )
+        except sqlite3.Error as error:
+            failure: JournalError = translate(error, self.path)
+            results = [failure] * len(batch)
+        except Exception as error:  # a bug must fail the callers, not kill the writer
+            results = [JournalError(f"journal {self.path}: group commit failed: {error!r}")] * len(
+                batch
+            )
+        elapsed = time.perf_counter() - started
+        self.stats.groups += 1
+        self.stats.units += len(batch)
+        self.stats.events += sum(len(u.events) for u in units)
+        self.stats.last_group_seconds = elapsed
+        if self._on_group is not None:
+            self._on_group(len(batch), elapsed)
+        for (_, future), result in zip(batch, results, strict=True):
+            if future.done():
+                continue
+            if isinstance(result, Exception):
+                future.set_exception(result)
+            else:
+                future.set_result(result)
+
+    # -- reading -----------------------------------------------------------------------
+
+    async def _rows(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
+        if self._closed:
+            raise JournalClosed(f"journal {self.path} is closed")
+        try:
+            return list(await self._conn.execute_fetchall(sql, params))
+        except sqlite3.Error as error:
+            raise translate(error, self.path) from error
+
+    async def views(self, *, key: Key | None = None, live: bool = False) -> Sequence[StoredView]:
+        sql = (
+            "SELECT stream, key, state, terminal, snapshot, version, updated_wall,"
+            " updated_logical FROM streams WHERE state IS NOT NULL"
+        )
+        params: list[Any] = []
+        if key is not None:
+            sql += " AND key = ?"
+            params.append(key)
+        if live:
+            sql += " AND key IN (SELECT key FROM streams WHERE terminal = 0 AND state IS NOT NULL)"
+        rows = await self._rows(sql + " ORDER BY key, stream", params)
+        return [
+            StoredView(
+                view=StreamView(
+                    stream=StreamId(r[0]), key=Key(r[1]), state=r[2], terminal=bool(r[3]),
+                    snapshot=orjson.loads(r[4]),
+                ),
+                version=r[5], updated_wall=r[6], updated_logical=r[7],
+            )
+            for r in rows
+        ]
+
+    async def history(self, *, stream: StreamId) -> Sequence[RecordedEvent]:
+        rows = await self._rows(
+            f"SELECT {_EVENT_COLUMNS} FROM events WHERE stream = ? ORDER BY version", (stream,)
+        )
+        return [self._event(r) for r in rows]
+
+    async def read_all(self, *, after: int = 0, limit: int = 1000) -> Sequence[RecordedEvent]:
+        rows = await self._rows(
+            f"SELECT {_EVENT_COLUMNS} FROM events WHERE position > ? ORDER BY position LIMIT ?",
+            (after, limit),
+        )
+        return [self._event(r) for r in rows]
+
+    async def outbox(
+        self, *, stream: StreamId | None = None, pending_only: bool = True
+    ) -> Sequence[PendingEffect]:
+        sql = f"SELECT {_EFFECT_COLUMNS} FROM effects WHERE 1 = 1"
+        params: list[Any] = []
+        if stream is not None:
+            sql += " AND stream = ?"
+            params.append(stream)
+        if pending_only:
+            sql += " AND status = 'issued'"
+        rows = await self._rows(sql + " ORDER BY id", params)
+        return [
+            PendingEffect(
+                id=r[0], stream=StreamId(r[1]), key=Key(r[2]), type=r[3],
+                payload=orjson.loads(r[4]), idempotency_key=r[5], status=r[6], attempts=r[7],
+                next_attempt_at=r[8], last_error=r[9],
+            )
+            for r in rows
+        ]
+
+    async def timers(self, *, due_by: float | None = None) -> Sequence[ArmedTimer]:
+        sql = "SELECT stream, name, key, deadline FROM timers"
+        params: list[Any] = []
+        if due_by is not None:
+            sql += " WHERE deadline <= ?"
+            params.append(due_by)
+        rows = await self._rows(sql + " ORDER BY deadline, stream, name", params)
+        return [ArmedTimer(StreamId(r[0]), r[1], Key(r[2]), r[3]) for r in rows]
+
+    async def integrity(self) -> list[str]:
+        """`PRAGMA integrity_check`'s findings; `["ok"]` for a healthy journal."""
+        return [str(r[0]) for r in await self._rows("PRAGMA integrity_check")]
+
+    def _event(self, r: sqlite3.Row) -> RecordedEvent:
+        schema_version, payload = r[5], orjson.loads(r[6])
+        if self._upcasters:
+            schema_version, payload = self._upcasters.upcast(r[4], schema_version, payload)
+        return RecordedEvent(
+            stream=StreamId(r[1]), key=Key(r[2]), version=r[3], position=r[0], type=r[4],
+            schema_version=schema_version, payload=payload,
+            cause=Cause(kind=r[7], ref=r[8], dedup_key=r[9]), wall_time=r[10],
+            logical_time=r[11],
+        )
+
+    # -- closing -----------------------------------------------------------------------
+
+    async def close(self) -> None:
+        """Commit what is queued, then close. Idempotent."""
+        if self._closed:
+            return
+        self._closing = True
+        if self._writer is not None:
+            if self._wake is not None and not self._wake.done():
+                self._wake.set_result(None)
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._writer
+        self._closed = True
+        await self._conn.close()
+
+
+async def _on_thread(conn: aiosqlite.Connection, job: Callable[..., T]) -> T:
+    """Run `job(sqlite3_connection)` on the connection's own thread in one hop.
+
+    aiosqlite queues every call onto the thread that owns the connection; handing it a
+    whole group keeps a group commit at one thread switch instead of one per statement.
+    """
+    run = cast(Callable[[Callable[[], T]], Awaitable[T]], conn._execute)
+    return await run(lambda: job(conn._conn))
+
+
+def _is_a_journal(journal: SQLiteJournal) -> Journal:
+    """Never called: makes mypy check that `SQLiteJournal` fulfils the `Journal` port."""
+    return journal

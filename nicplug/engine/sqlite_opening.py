@@ -1,0 +1,129 @@
+"""Opening an SQLite journal file safely, or refusing to.
+
+Creates a missing file with mode 0600 before SQLite sees it, checks that an existing
+one is a healthy nicplug journal (integrity check, schema not newer than this code),
+and translates SQLite's errors into `JournalRefused` with what to do about them.
+Never deletes, truncates or recreates a file: a journal that cannot be opened is left
+exactly as it was found.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import sqlite3
+from pathlib import Path
+from typing import Literal
+
+from nicplug.engine.errors import JournalError, JournalRefused
+from nicplug.engine.schema import latest_version, migrate, schema_version
+
+IntegrityCheck = Literal["full", "quick", "none"]
+Synchronous = Literal["OFF", "NORMAL", "FULL", "EXTRA"]
+
+MEMORY = ":memory:"
+
+
+def prepare_file(path: str, *, read_only: bool) -> None:
+    """Create the journal file (0600) when missing; refuse paths that cannot work."""
+    target = Path(path)
+    if read_only:
+        if not target.is_file():
+            raise JournalRefused(
+                path, "no journal file here", "give the path of an existing journal"
+            )
+        return
+    try:
+        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+    except FileExistsError:
+        if not target.is_file():
+            raise JournalRefused(
+                path, "exists but is not a regular file", "give the path of a journal file"
+            ) from None
+        try:
+            os.close(os.open(path, os.O_RDWR))
+        except OSError as error:
+            raise unwritable(path, error) from error
+        return
+    except OSError as error:
+        raise unwritable(path, error) from error
+    os.close(fd)
+
+
+def unwritable(path: str, error: OSError) -> JournalRefused:
+    reason = error.strerror or str(error)
+    if error.errno == errno.ENOSPC:
+        return JournalRefused(path, "the disk is full", "free space, then start again")
+    return JournalRefused(
+        path,
+        f"cannot be written ({reason})",
+        "choose a path in a writable directory, or fix its permissions",
+    )
+
+
+def translate(error: sqlite3.Error, path: str) -> JournalError:
+    """SQLite's error as the journal's own."""
+    code = getattr(error, "sqlite_errorcode", None)
+    primary = code & 0xFF if isinstance(code, int) else None
+    if primary == sqlite3.SQLITE_FULL:
+        return JournalRefused(
+            path,
+            "the disk (or the journal's size limit) is full; the unit was not committed",
+            "free space or raise the limit; every acknowledged event is kept",
+        )
+    if primary in (sqlite3.SQLITE_NOTADB, sqlite3.SQLITE_CORRUPT):
+        return corrupt(path, str(error))
+    if primary in (sqlite3.SQLITE_READONLY, sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_PERM,
+                   sqlite3.SQLITE_IOERR):
+        return JournalRefused(
+            path, f"cannot be written ({error})", "check the path, its permissions and the disk"
+        )
+    return JournalError(f"journal {path}: {error}")
+
+
+def corrupt(path: str, detail: str) -> JournalRefused:
+    return JournalRefused(
+        path,
+        f"is corrupt or not an SQLite journal ({detail})",
+        "restore it from a backup or move it aside; nicplug never recreates a journal",
+    )
+
+
+def configure(
+    conn: sqlite3.Connection,
+    *,
+    path: str,
+    read_only: bool,
+    synchronous: Synchronous,
+    integrity: IntegrityCheck,
+    size_limit_bytes: int | None,
+) -> int:
+    """Pragmas, health checks and migrations; returns the schema version."""
+    try:
+        conn.execute("PRAGMA schema_version").fetchone()
+        if path != MEMORY and not read_only:
+            mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+            if str(mode).lower() != "wal":
+                raise JournalRefused(path, f"cannot use WAL (got {mode})", "use a local disk")
+        conn.execute(f"PRAGMA synchronous = {synchronous}")
+        conn.execute("PRAGMA busy_timeout = 5000")
+        if integrity != "none":
+            pragma = "integrity_check" if integrity == "full" else "quick_check"
+            problems = [str(r[0]) for r in conn.execute(f"PRAGMA {pragma}").fetchall()]
+            if problems != ["ok"]:
+                raise corrupt(path, "; ".join(problems[:3]))
+        if size_limit_bytes is not None:
+            page = int(conn.execute("PRAGMA page_size").fetchone()[0])
+            conn.execute(f"PRAGMA max_page_count = {max(1, size_limit_bytes // page)}")
+        if read_only:
+            version = schema_version(conn)
+            if version != latest_version():
+                raise JournalRefused(
+                    path,
+                    f"has schema {version}, this nicplug reads schema {latest_version()}",
+                    "open it once with a writing nicplug of the same version",
+                )
+            return version
+        return migrate(conn, path=path)
+    except sqlite3.Error as error:
+        raise translate(error, path) from error

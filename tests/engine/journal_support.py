@@ -1,0 +1,50 @@
+"""Building blocks shared by the journal tests: open a journal, make commits."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+from nicplug.engine.journal import Commit
+from nicplug.engine.model import Cause, Key, NewEvent, StreamId, StreamView
+from nicplug.engine.sqlite_journal import SQLiteJournal
+
+
+@asynccontextmanager
+async def opened(path: str | Path, **options: Any) -> AsyncIterator[SQLiteJournal]:
+    journal = await SQLiteJournal.open(path, **options)
+    try:
+        yield journal
+    finally:
+        await journal.close()
+
+
+def commit(
+    stream: str,
+    expected: int,
+    *types: str,
+    key: str = "ns/vm",
+    dedup: str | None = None,
+    view: str | None = None,
+    terminal: bool = False,
+    payload: Mapping[str, Any] | None = None,
+    **extra: Any,
+) -> Commit:
+    sid = StreamId(stream)
+    views = (
+        (StreamView(sid, Key(key), view, terminal, {"last": types[-1] if types else None}),)
+        if view
+        else ()
+    )
+    return Commit(
+        key=Key(key),
+        cause=Cause("observation", f"VirtualMachine/{key}@{dedup}", dedup),
+        wall_time=1000.0,
+        logical_time=5.0,
+        events=tuple(NewEvent(sid, t, dict(payload or {"n": i})) for i, t in enumerate(types)),
+        expected={sid: expected} if types else {},
+        views=views,
+        **extra,
+    )
