@@ -25,6 +25,7 @@ from nicplug.adapters.kube.errors import (
     NotFound,
     PatchRejected,
     Temporary,
+    TestFailed,
 )
 from nicplug.adapters.kube.resources import (
     CLUSTER_NETWORKS,
@@ -98,10 +99,16 @@ async def test_json_patch_compare_and_swap(api_server: ApiServer, calls: KubeCal
                                 content_type=JSON_PATCH)
     assert patched["spec"]["template"]["spec"]["networks"] == after
     # The world moved on: the same swap no longer applies, and nothing is written.
-    with pytest.raises(PatchRejected) as failed:
+    with pytest.raises(TestFailed) as failed:
         await calls.patch(KVVMS, "ns1", "vm1", compare_and_swap(path, before, before),
                           content_type=JSON_PATCH)
     assert failed.value.status == 422
+    assert isinstance(failed.value, Conflict)  # re-read and decide again
+    # Without a `test` op, a patch the server cannot apply is rejected for good.
+    with pytest.raises(PatchRejected) as rejected:
+        await calls.patch(KVVMS, "ns1", "vm1", [{"op": "remove", "path": "/spec/nothing"}],
+                          content_type=JSON_PATCH)
+    assert not isinstance(rejected.value, Conflict)
     stored = api_server.store.get(sim.KVVMS, "ns1", "vm1")
     assert stored["spec"]["template"]["spec"]["networks"] == after
 
