@@ -34,6 +34,7 @@ from nicplug.simulator.faults import FAULT_SPECS, Faults, arm
 from nicplug.simulator.routing import Call, locate
 from nicplug.simulator.store import Store
 from nicplug.simulator.streaming import DEFAULT_TIMEOUT, WatchParams, serve_watch
+from nicplug.simulator.watching import Subscription
 
 log = logging.getLogger(__name__)
 
@@ -144,6 +145,12 @@ class _Api:
         self.faults = faults
         self.bookmark_interval = bookmark_interval
         self.requests: list[RequestRecord] = []
+        self.streams: set[Subscription] = set()
+
+    async def end_streams(self, app: web.Application) -> None:
+        """On shutdown: end every watch stream, as a stopping API server does."""
+        for subscription in list(self.streams):
+            subscription.close()
 
     async def resource(self, request: web.Request) -> web.StreamResponse:
         query = request.query
@@ -174,7 +181,8 @@ class _Api:
                 timeout=_timeout(query.get("timeoutSeconds")),
             )
             return await serve_watch(
-                request, call, params, store, self.faults, self.bookmark_interval
+                request, call, params, store, self.faults, self.bookmark_interval,
+                self.streams,
             )
         if call.verb == "list":
             items, rv = store.list_shared(
@@ -288,12 +296,14 @@ def make_app(
     app[REQUEST_LOG] = api.requests
     app[STORE] = store
     app[FAULTS] = faults
+    app.on_shutdown.append(api.end_streams)
     router = app.router
-    router.add_get("/version", _version)
-    router.add_get("/api", _core)
-    router.add_get("/apis", _groups)
-    router.add_get("/api/v1", _core_resources)
-    router.add_get("/apis/{group}/{version}", _group_resources)
+    for slash in ("", "/"):  # the real server answers both spellings
+        router.add_get("/version" + slash, _version)
+        router.add_get("/api" + slash, _core)
+        router.add_get("/apis" + slash, _groups)
+        router.add_get("/api/v1" + slash, _core_resources)
+        router.add_get("/apis/{group}/{version}" + slash, _group_resources)
     router.add_get("/openapi/v3", _openapi_index)
     router.add_get("/openapi/v3/{prefix:.+}", _openapi_document)
     for probe in ("/healthz", "/livez", "/readyz"):
@@ -308,7 +318,9 @@ async def serve(app: web.Application, port: int = 0) -> tuple[web.AppRunner, str
     """Bind `app` on 127.0.0.1 (`port` 0: an ephemeral one); returns the runner to
     clean up and the base URL. Handlers are cancelled when their client disconnects, so
     an abandoned watch does not linger."""
-    runner = web.AppRunner(app, handler_cancellation=True, access_log=None)
+    runner = web.AppRunner(
+        app, handler_cancellation=True, access_log=None, shutdown_timeout=2.0
+    )
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", port)
     await site.start()

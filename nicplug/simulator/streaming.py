@@ -21,6 +21,7 @@ from nicplug.simulator.errors import Expired
 from nicplug.simulator.faults import Faults, Target
 from nicplug.simulator.routing import Call
 from nicplug.simulator.store import Store
+from nicplug.simulator.watching import Subscription
 
 _DISCONNECT_CHECK = 1.0  # seconds between checks that an idle client is still there
 DEFAULT_TIMEOUT = 1800.0
@@ -51,7 +52,10 @@ async def serve_watch(
     store: Store,
     faults: Faults,
     bookmark_interval: float,
+    open_streams: set[Subscription],
 ) -> web.StreamResponse:
+    """Serve one watch; `open_streams` holds its subscription while it runs, so that
+    the server can end every stream when it shuts down."""
     response = web.StreamResponse(status=200, headers={"Content-Type": "application/json"})
     response.enable_chunked_encoding()
     target: Target = call.target()
@@ -77,13 +81,14 @@ async def serve_watch(
     deadline = loop.time() + params.timeout
     next_bookmark = loop.time() + bookmark_interval
     stream = faults.open_stream(subscription.nudge)
+    open_streams.add(subscription)
     try:
         while loop.time() < deadline:
             if faults.drops(stream, target, sent=False):
                 break
             if faults.stalled(target):
-                await _stall(request, faults, target)
-                if _gone(request):
+                await _stall(request, faults, target, subscription)
+                if _gone(request) or subscription.closed:
                     break
                 continue
             patience = min(_DISCONNECT_CHECK, deadline - loop.time())
@@ -100,6 +105,10 @@ async def serve_watch(
                     await response.write(_line("BOOKMARK", _bookmark(call, store)))
                     next_bookmark = loop.time() + bookmark_interval
                 continue
+            if faults.stalled(target):  # armed while this stream was waiting
+                await _stall(request, faults, target, subscription)
+                if _gone(request):
+                    break
             await response.write(_line(event[0], event[1]))
             next_bookmark = loop.time() + bookmark_interval
             if faults.drops(stream, target, sent=True):
@@ -109,13 +118,16 @@ async def serve_watch(
         pass  # the client went away mid-stream
     finally:
         subscription.close()
+        open_streams.discard(subscription)
         faults.close_stream(stream, subscription.nudge)
     return response
 
 
-async def _stall(request: web.Request, faults: Faults, target: Target) -> None:
-    """Send nothing until the stall is lifted or the client leaves."""
-    while faults.stalled(target) and not _gone(request):
+async def _stall(
+    request: web.Request, faults: Faults, target: Target, subscription: Subscription
+) -> None:
+    """Send nothing until the stall is lifted, the client leaves or the server stops."""
+    while faults.stalled(target) and not _gone(request) and not subscription.closed:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(faults.changed(), _DISCONNECT_CHECK)
 

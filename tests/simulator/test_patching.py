@@ -79,10 +79,15 @@ def test_strategic_merge_patch_merges_named_lists() -> None:
 
 
 def test_strategic_merge_patch_directives() -> None:
-    doc = {"spec": {"nodeSelector": {"a": "1", "b": "2"}, "x": 1}, "metadata": {"finalizers": ["f1", "f2"]}}
-    replaced = strategic_merge_patch(doc, {"spec": {"nodeSelector": {"c": "3", "$patch": "replace"}}})
+    doc = {
+        "spec": {"nodeSelector": {"a": "1", "b": "2"}, "x": 1},
+        "metadata": {"finalizers": ["f1", "f2"]},
+    }
+    replace = {"spec": {"nodeSelector": {"c": "3", "$patch": "replace"}}}
+    replaced = strategic_merge_patch(doc, replace)
     assert replaced["spec"]["nodeSelector"] == {"c": "3"}
-    dropped = strategic_merge_patch(doc, {"metadata": {"$deleteFromPrimitiveList/finalizers": ["f1"]}})
+    drop = {"metadata": {"$deleteFromPrimitiveList/finalizers": ["f1"]}}
+    dropped = strategic_merge_patch(doc, drop)
     assert dropped["metadata"]["finalizers"] == ["f2"]
     retained = strategic_merge_patch(doc, {"spec": {"$retainKeys": ["x"], "x": 2}})
     assert retained["spec"] == {"x": 2}
