@@ -70,9 +70,30 @@ class EnqueuedEffect:
 
 @dataclass(frozen=True, slots=True)
 class Appended:
-    events: tuple[RecordedEvent, ...] = ()
+    """What a committed unit became. `events` are built on demand from the commit and
+    the position of its first event (most appenders never look at them)."""
+
+    commit: Commit | None = None
+    first_position: int = 0
     effects: tuple[EnqueuedEffect, ...] = ()
     duplicate: bool = False
+
+    @property
+    def events(self) -> tuple[RecordedEvent, ...]:
+        unit = self.commit
+        if unit is None or self.duplicate:
+            return ()
+        versions = dict(unit.expected)
+        recorded = []
+        for offset, event in enumerate(unit.events, start=1):
+            versions[event.stream] += 1
+            recorded.append(RecordedEvent(
+                stream=event.stream, key=unit.key, version=versions[event.stream],
+                position=self.first_position + offset, type=event.type,
+                schema_version=event.schema_version, payload=event.payload, cause=unit.cause,
+                wall_time=unit.wall_time, logical_time=unit.logical_time,
+            ))
+        return tuple(recorded)
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,9 +4,11 @@ Every input of a key (an observation, a timer that fired, an effect's outcome) g
 through the same path, one at a time per key: decide → append the events, the views
 derived from them, the effects and the timers in one commit → only then arm the timers
 and execute the effects. On start it resumes from the journal: live keys restored from
-the read model, timers re-armed, effects without a recorded outcome re-issued. Time
-comes only from the injected clock, so a virtual clock and a recording executor replay
-deterministically. The runtime must never interpret events or effects itself.
+the read model, timers re-armed, effects without a recorded outcome re-issued.
+Decisions, timers and backoff take time only from the injected clock (the performance
+counter only measures commit latency for listeners), so a virtual clock and a
+recording executor replay deterministically. The runtime must never interpret events
+or effects itself.
 """
 
 from __future__ import annotations

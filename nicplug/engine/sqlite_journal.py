@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import sqlite3
 import time
+from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -27,6 +28,7 @@ from nicplug.engine.journal import (
     Appended,
     ArmedTimer,
     Commit,
+    Journal,
     PendingEffect,
     StoredView,
 )
@@ -86,7 +88,9 @@ class SQLiteJournal:
         self._upcasters = upcasters
         self._max_group = max_group
         self._on_group = on_group
-        self._queue: asyncio.Queue[_Queued | None] = asyncio.Queue()
+        self._queue: deque[_Queued] = deque()
+        self._wake: asyncio.Future[None] | None = None
+        self._closing = False
         self._closed = False
         self.stats = WriterStats()
         self._writer = None if read_only else asyncio.create_task(self._write_loop())
@@ -137,31 +141,29 @@ class SQLiteJournal:
     # -- writing -----------------------------------------------------------------------
 
     async def append(self, commit: Commit) -> Appended:
-        if self._closed:
+        if self._closed or self._closing:
             raise JournalClosed(f"journal {self.path} is closed")
         if self.read_only:
             raise JournalRefused(self.path, "is open read-only", "open it for writing to append")
         future: asyncio.Future[Appended] = asyncio.get_running_loop().create_future()
-        self._queue.put_nowait((commit, future))
+        self._queue.append((commit, future))
+        wake = self._wake
+        if wake is not None and not wake.done():
+            wake.set_result(None)
         return await future
 
     async def _write_loop(self) -> None:
-        stopping = False
-        while not stopping:
-            first = await self._queue.get()
-            if first is None:
-                break
-            batch = [first]
-            while len(batch) < self._max_group:
-                try:
-                    item = self._queue.get_nowait()
-                except asyncio.QueueEmpty:
-                    break
-                if item is None:
-                    stopping = True
-                    break
-                batch.append(item)
-            await self._commit(batch)
+        queue = self._queue
+        while True:
+            if not queue:
+                if self._closing:
+                    return
+                self._wake = asyncio.get_running_loop().create_future()
+                await self._wake
+                self._wake = None
+                continue
+            count = min(len(queue), self._max_group)
+            await self._commit([queue.popleft() for _ in range(count)])
 
     async def _commit(self, batch: list[_Queued]) -> None:
         units = [unit for unit, _ in batch]
@@ -288,8 +290,10 @@ class SQLiteJournal:
         """Commit what is queued, then close. Idempotent."""
         if self._closed:
             return
+        self._closing = True
         if self._writer is not None:
-            self._queue.put_nowait(None)
+            if self._wake is not None and not self._wake.done():
+                self._wake.set_result(None)
             with contextlib.suppress(asyncio.CancelledError):
                 await self._writer
         self._closed = True
@@ -304,3 +308,8 @@ async def _on_thread(conn: aiosqlite.Connection, job: Callable[..., T]) -> T:
     """
     run = cast(Callable[[Callable[[], T]], Awaitable[T]], conn._execute)
     return await run(lambda: job(conn._conn))
+
+
+def _is_a_journal(journal: SQLiteJournal) -> Journal:
+    """Never called: makes mypy check that `SQLiteJournal` fulfils the `Journal` port."""
+    return journal

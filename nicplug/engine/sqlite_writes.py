@@ -18,7 +18,7 @@ import orjson
 
 from nicplug.engine.errors import JournalConflict, JournalError
 from nicplug.engine.journal import Appended, Commit, EnqueuedEffect
-from nicplug.engine.model import RecordedEvent, StreamId
+from nicplug.engine.model import StreamId
 
 _INSERT_EVENT = (
     "INSERT INTO events (position, stream, key, version, type, schema_version, payload,"
@@ -63,6 +63,9 @@ def _plain(value: object) -> object:
     raise TypeError(f"not JSON serialisable: {type(value).__name__}")
 
 
+_IN_CHUNK = 500  # stays below SQLite's limit of bound parameters
+
+
 class _Duplicate(Exception):
     pass
 
@@ -74,6 +77,17 @@ class _Group:
         self.conn = conn
         self.versions: dict[StreamId, int] = {}
         self.dedups: set[tuple[StreamId, str]] = set()
+
+    def preload(self, units: Sequence[Commit]) -> None:
+        """Read the versions of every stream the units expect, a few queries in all."""
+        wanted = list({s for unit in units for s in unit.expected if s not in self.versions})
+        for first in range(0, len(wanted), _IN_CHUNK):
+            chunk = wanted[first : first + _IN_CHUNK]
+            marks = ", ".join("?" * len(chunk))
+            self.versions.update(dict.fromkeys(chunk, 0))
+            self.versions.update(self.conn.execute(
+                f"SELECT stream, version FROM streams WHERE stream IN ({marks})", chunk
+            ).fetchall())
 
     def version(self, stream: StreamId) -> int:
         if stream not in self.versions:
@@ -93,21 +107,23 @@ class _Group:
 
     def check(self, unit: Commit) -> None:
         """Raise `_Duplicate` or `JournalConflict`, or accept the unit into the group."""
-        streams = list(dict.fromkeys(e.stream for e in unit.events))
-        missing = [s for s in streams if s not in unit.expected]
-        if missing:
-            raise JournalError(f"commit of key {unit.key!r} lacks expected versions of {missing}")
+        expected = unit.expected
+        for event in unit.events:
+            if event.stream not in expected:
+                raise JournalError(
+                    f"commit of key {unit.key!r} lacks the expected version of {event.stream!r}"
+                )
         dedup = unit.cause.dedup_key
-        if dedup is not None and any(self.seen(s, dedup) for s in streams):
+        if dedup is not None and any(self.seen(s, dedup) for s in expected):
             raise _Duplicate
-        for stream, expected in unit.expected.items():
+        for stream, version in expected.items():
             actual = self.version(stream)
-            if actual != expected:
-                raise JournalConflict(stream, expected, actual)
+            if actual != version:
+                raise JournalConflict(stream, version, actual)
         for event in unit.events:
             self.versions[event.stream] += 1
         if dedup is not None:
-            self.dedups.update((s, dedup) for s in streams)
+            self.dedups.update((s, dedup) for s in expected)
 
 
 def write_group(conn: sqlite3.Connection, units: Sequence[Commit]) -> list[Appended | Exception]:
@@ -132,6 +148,7 @@ def _write_checked(
     conn: sqlite3.Connection, units: Sequence[Commit], *, savepoints: bool
 ) -> list[Appended | Exception]:
     group = _Group(conn)
+    group.preload(units)
     row = conn.execute("SELECT COALESCE(MAX(position), 0) FROM events").fetchone()
     position = int(row[0])
     results: list[Appended | Exception] = []
@@ -139,6 +156,7 @@ def _write_checked(
     for index, unit in enumerate(units):
         if savepoints:
             conn.execute("SAVEPOINT unit")
+            saved = (dict(group.versions), set(group.dedups))
         try:
             group.check(unit)
             if savepoints:
@@ -162,8 +180,7 @@ def _write_checked(
             if savepoints:
                 conn.execute("ROLLBACK TO unit")
                 conn.execute("RELEASE unit")
-                # versions counted for the failed unit are stale: read them again
-                group.versions.clear()
+                group.versions, group.dedups = saved  # as before the failed unit
     if not savepoints:
         for index, appended in _write(conn, accepted).items():
             results[index] = appended
@@ -176,47 +193,39 @@ def _write(
     event_rows: list[tuple[Any, ...]] = []
     stream_rows: list[tuple[Any, ...]] = []
     view_rows: list[tuple[Any, ...]] = []
-    recorded: dict[int, list[RecordedEvent]] = {}
-    for index, unit, first_position in accepted:
-        cause = unit.cause
+    for _, unit, first_position in accepted:
+        cause, key, wall, logical = unit.cause, unit.key, unit.wall_time, unit.logical_time
+        kind, ref, dedup_key = cause.kind, cause.ref, cause.dedup_key
         versions = dict(unit.expected)
-        stamped: list[RecordedEvent] = []
-        dedup_written: set[StreamId] = set()
-        for offset, event in enumerate(unit.events):
-            versions[event.stream] += 1
-            dedup = None
-            if cause.dedup_key is not None and event.stream not in dedup_written:
-                dedup = cause.dedup_key
-                dedup_written.add(event.stream)
-            position = first_position + offset + 1
-            version = versions[event.stream]
+        position = first_position
+        for event in unit.events:
+            stream = event.stream
+            version = versions[stream] + 1
+            versions[stream] = version
+            position += 1
+            # the dedup key goes on the cause's first event of each stream only
+            dedup = dedup_key if dedup_key is not None and version == unit.expected[
+                stream] + 1 else None
             event_rows.append((
-                position, event.stream, unit.key, version, event.type, event.schema_version,
-                to_json(event.payload), cause.kind, cause.ref, dedup,
-                unit.wall_time, unit.logical_time,
+                position, stream, key, version, event.type, event.schema_version,
+                to_json(event.payload), kind, ref, dedup, wall, logical,
             ))
-            stamped.append(RecordedEvent(
-                stream=event.stream, key=unit.key, version=version, position=position,
-                type=event.type, schema_version=event.schema_version, payload=event.payload,
-                cause=cause, wall_time=unit.wall_time, logical_time=unit.logical_time,
-            ))
-        for stream in dict.fromkeys(e.stream for e in unit.events):
-            stream_rows.append(
-                (stream, unit.key, versions[stream], unit.wall_time, unit.logical_time)
-            )
+        for stream, version in versions.items():
+            if version != unit.expected[stream]:
+                stream_rows.append((stream, key, version, wall, logical))
         for view in unit.views:
             view_rows.append((
                 view.stream, view.key, view.state, int(view.terminal), to_json(view.snapshot),
-                unit.wall_time, unit.logical_time,
+                wall, logical,
             ))
-        recorded[index] = stamped
     conn.executemany(_INSERT_EVENT, event_rows)
     conn.executemany(_TOUCH_STREAM, stream_rows)
-    conn.executemany(_PUT_VIEW, view_rows)
+    if view_rows:
+        conn.executemany(_PUT_VIEW, view_rows)
     results: dict[int, Appended] = {}
-    for index, unit, _ in accepted:
+    for index, unit, first_position in accepted:
         effects = _write_side_effects(conn, unit)
-        results[index] = Appended(events=tuple(recorded[index]), effects=effects)
+        results[index] = Appended(commit=unit, first_position=first_position, effects=effects)
     return results
 
 

@@ -49,12 +49,12 @@ def _run_and_kill(path: Path, seed: int, acks_before_kill: int) -> list[str]:
 def test_killed_writer_loses_nothing_acknowledged(tmp_path: Path) -> None:
     path = tmp_path / "journal.db"
     rng = random.Random(20240611)
-    acknowledged: dict[str, int] = {}
+    acknowledged: dict[str, tuple[str, int]] = {}  # batch -> (stream, its last version)
     for seed in range(KILLS):
         for ack in _run_and_kill(path, seed, rng.choice([0, *range(1, 400)])):
-            stream, _, version = ack.split()
-            acknowledged[stream] = max(acknowledged.get(stream, 0), int(version))
-    assert sum(acknowledged.values()) > KILLS * 20
+            stream, batch, version = ack.split()
+            acknowledged[batch] = (stream, int(version))
+    assert len(acknowledged) > KILLS * 20
 
     with sqlite3.connect(path) as conn:
         assert conn.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
@@ -65,11 +65,13 @@ def test_killed_writer_loses_nothing_acknowledged(tmp_path: Path) -> None:
         stored = dict(conn.execute("SELECT stream, version FROM streams").fetchall())
     versions: dict[str, list[int]] = {}
     sizes: dict[str, int] = {}
+    last: dict[str, tuple[str, int]] = {}
     for stream, version, batch, size in rows:
         versions.setdefault(stream, []).append(version)
         sizes[batch] = size
-    for stream, acked in acknowledged.items():
-        assert versions[stream][-1] >= acked, f"{stream}: acknowledged {acked} lost"
+        last[batch] = (stream, version)
+    lost = {batch for batch, where in acknowledged.items() if last.get(batch) != where}
+    assert not lost, f"acknowledged batches lost: {sorted(lost)[:5]}"
     for stream, found in versions.items():
         assert found == list(range(1, len(found) + 1)), f"{stream} has gaps"
         assert stored[stream] == found[-1], f"read model of {stream} disagrees with events"

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from nicplug.engine.errors import JournalConflict, JournalRefused
+from nicplug.engine.errors import JournalClosed, JournalConflict, JournalError, JournalRefused
 from nicplug.engine.journal import EffectUpdate
 from nicplug.engine.model import EffectRequest, Key, StreamId, TimerCancel, TimerRequest
 from nicplug.engine.sqlite_journal import SQLiteJournal
@@ -169,3 +169,32 @@ async def test_read_only_open_while_a_writer_appends(tmp_path: Path) -> None:
             assert len(await reader.history(stream=S1)) == 2
             with pytest.raises(JournalRefused, match="read-only"):
                 await reader.append(commit("op-2", 0, "Requested"))
+
+
+async def test_a_unit_that_breaks_a_constraint_fails_alone(journal: SQLiteJournal) -> None:
+    patch = EffectRequest(S1, "Patch", {}, "patch-1")
+    (effect,) = (await journal.append(commit("op-0", 0, "Requested", effects=(patch,)))).effects
+    bogus = EffectUpdate(effect.id, "vanished", 1)  # type: ignore[arg-type]
+    groups = journal.stats.groups
+    results = await asyncio.gather(
+        journal.append(commit("op-1", 0, "Requested", dedup="rv-1")),
+        journal.append(commit("op-2", 0, "Requested", dedup="rv-1", effect_updates=(bogus,))),
+        journal.append(commit("op-2", 0, "Requested", dedup="rv-1")),
+        return_exceptions=True,
+    )
+    assert isinstance(results[1], JournalError) and "CHECK" in str(results[1])
+    assert not isinstance(results[0], BaseException) and not isinstance(results[2], BaseException)
+    assert journal.stats.groups == groups + 1
+    assert [e.version for e in await journal.history(stream=S2)] == [1]
+    assert [e.position for e in await journal.read_all()] == [1, 2, 3]
+    assert [e.status for e in await journal.outbox()] == ["issued"]
+
+
+async def test_a_closed_journal_refuses_appends(tmp_path: Path) -> None:
+    journal = await SQLiteJournal.open(tmp_path / "journal.db")
+    pending = asyncio.ensure_future(journal.append(commit("op-1", 0, "Requested")))
+    await asyncio.sleep(0)
+    await journal.close()
+    assert (await pending).events[0].version == 1  # what was queued is committed
+    with pytest.raises(JournalClosed):
+        await journal.append(commit("op-1", 1, "Patched"))

@@ -65,6 +65,16 @@ async def types_of(journal: SQLiteJournal, key: Key) -> list[str]:
     return [e.type for e in await journal.history(stream=stream(key))]
 
 
+async def eventually(journal: SQLiteJournal, key: Key, types: list[str]) -> bool:
+    """Whether the stream reaches `types` while the loop turns (no real sleep; each look
+    is a round trip through the database thread, behind any commit already queued)."""
+    for _ in range(200):
+        if await types_of(journal, key) == types:
+            return True
+        await asyncio.sleep(0)
+    return False
+
+
 async def test_effects_run_after_their_commit_and_outcomes_feed_back(
     journal: SQLiteJournal,
 ) -> None:
@@ -209,9 +219,7 @@ async def test_timers_fire_through_the_key_and_are_durable(journal: SQLiteJourna
     await asyncio.sleep(0)
     assert await types_of(journal, A) == ["Requested"]
     clock.advance(1)
-    for _ in range(20):
-        await asyncio.sleep(0)
-    assert await types_of(journal, A) == ["Requested", "Reminded"]
+    assert await eventually(journal, A, ["Requested", "Reminded"])
     assert await journal.timers() == []
     reminded = (await journal.history(stream=stream(A)))[1]
     assert reminded.cause.kind == "timer" and reminded.logical_time == REMINDER
@@ -340,9 +348,7 @@ async def test_recovery_rearms_timers(tmp_path: Path) -> None:
         await runtime.start()
         await gate2.started.wait()  # the effect without outcome is re-issued...
         clock.advance(REMINDER)  # ...and the timer fires while it is in flight
-        for _ in range(20):
-            await asyncio.sleep(0)
-        assert await types_of(journal, A) == ["Requested", "Reminded"]
+        assert await eventually(journal, A, ["Requested", "Reminded"])
         assert len(gate2.calls) == 1
         gate2.release.set()
         await runtime.drain()

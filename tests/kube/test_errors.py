@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import email.utils
 
 import aiohttp
@@ -18,8 +17,11 @@ from nicplug.adapters.kube.errors import (
     NotFound,
     PatchRejected,
     Temporary,
+    TestFailed,
+    for_json_patch,
     translate,
 )
+from nicplug.engine.errors import PermanentError, RetryAfterObservation, TemporaryError
 
 
 def _api(status: int, reason: str = "", *, headers: dict[str, str] | None = None,
@@ -102,7 +104,6 @@ def test_a_body_that_is_not_a_status_keeps_the_http_reason() -> None:
 @pytest.mark.parametrize(
     "exc",
     [
-        asyncio.TimeoutError(),
         TimeoutError(),
         aiohttp.ServerTimeoutError("read"),
         aiohttp.ClientConnectionError("refused"),
@@ -125,3 +126,34 @@ def test_an_adapter_error_passes_through_unchanged() -> None:
 def test_programming_errors_are_not_disguised_as_api_errors() -> None:
     with pytest.raises(KeyError):
         translate(KeyError("spec"))
+
+
+@pytest.mark.parametrize(
+    ("status", "reason", "engine_type"),
+    [
+        (409, "Conflict", RetryAfterObservation),
+        (404, "NotFound", RetryAfterObservation),
+        (429, "TooManyRequests", TemporaryError),
+        (503, "ServiceUnavailable", TemporaryError),
+        (422, "Invalid", PermanentError),
+    ],
+)
+def test_the_engine_decides_from_the_type_alone(
+    status: int, reason: str, engine_type: type[Exception]
+) -> None:
+    error = translate(_api(status, reason, headers={"Retry-After": "2"}))
+    assert isinstance(error, engine_type)
+    if isinstance(error, TemporaryError) and not isinstance(error, RetryAfterObservation):
+        assert error.delay == 2.0  # Retry-After, on a 429 or a 503 alike
+
+
+def test_a_failed_test_op_is_a_conflict_only_for_a_json_patch_with_a_test() -> None:
+    invalid = translate(_api(422, "Invalid"))
+    swap = [{"op": "test", "path": "/a", "value": 1}, {"op": "replace", "path": "/a", "value": 2}]
+    refined = for_json_patch(invalid, swap)
+    assert isinstance(refined, TestFailed)
+    assert isinstance(refined, Conflict)
+    assert refined.status == 422
+    assert for_json_patch(invalid, [{"op": "remove", "path": "/a"}]) is invalid
+    bad_request = translate(_api(400, "BadRequest"))
+    assert for_json_patch(bad_request, swap) is bad_request

@@ -20,6 +20,7 @@ from typing import Any, Final, Literal
 from kubernetes_asyncio.client import CoreV1Api, CustomObjectsApi
 
 from nicplug.adapters.kube.client import ApiConnection
+from nicplug.adapters.kube.errors import KubeError, for_json_patch
 from nicplug.adapters.kube.resources import EVENTS, LAUNCHER_PODS, VMIMS, KindRef
 from nicplug.adapters.kube.wire import JsonObject, fetch_object
 
@@ -127,15 +128,24 @@ class KubeCalls:
         *,
         content_type: Literal["application/merge-patch+json", "application/json-patch+json"],
     ) -> JsonObject:
-        """Patch a custom object: a merge patch (a dict) or a JSON patch (a list)."""
+        """Patch a custom object: a merge patch (a dict) or a JSON patch (a list).
+
+        A JSON patch whose `test` op fails raises `TestFailed` (a `Conflict`)."""
         _check_body(patch, content_type)
         options = self._options(_content_type=content_type)
         if kind.namespaced:
-            return await fetch_object(self._custom.patch_namespaced_custom_object(
+            request = self._custom.patch_namespaced_custom_object(
                 kind.group, kind.version, _required(namespace, kind), kind.plural, name,
-                _plain(patch), **options))
-        return await fetch_object(self._custom.patch_cluster_custom_object(
-            kind.group, kind.version, kind.plural, name, _plain(patch), **options))
+                _plain(patch), **options)
+        else:
+            request = self._custom.patch_cluster_custom_object(
+                kind.group, kind.version, kind.plural, name, _plain(patch), **options)
+        try:
+            return await fetch_object(request)
+        except KubeError as exc:
+            if content_type == JSON_PATCH and isinstance(patch, Sequence):
+                raise for_json_patch(exc, patch) from exc
+            raise
 
     async def patch_status(
         self, kind: KindRef, namespace: str | None, name: str, patch: Mapping[str, Any]

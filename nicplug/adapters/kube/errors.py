@@ -4,8 +4,11 @@ kubernetes_asyncio raises `ApiException` for HTTP errors and lets aiohttp's and
 asyncio's errors through for transport failures. Nothing above this module should
 look at an HTTP status: `translate` turns every failure into one of the types below,
 each of which says what to do next (re-read, wait and retry, give up). The mapping
-lives only in `translate`, so pointing these types at the engine's own error types
-later is a change to this file alone.
+lives only in `translate`. Each type is also one of the engine's error types, so the
+effect runtime decides from the type alone: `Temporary` is a `TemporaryError` (retry
+after `delay` or the backoff), `Conflict` and `NotFound` are `RetryAfterObservation`
+(the world moved: decide again from the next observed world; a failed JSON patch
+`test` is a `TestFailed` conflict), `PatchRejected` is a `PermanentError`.
 
 This module never retries, sleeps or logs; it classifies.
 """
@@ -15,12 +18,14 @@ from __future__ import annotations
 import asyncio
 import email.utils
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import aiohttp
 import orjson
 from kubernetes_asyncio.client.exceptions import ApiException
+
+from nicplug.engine.errors import PermanentError, RetryAfterObservation, TemporaryError
 
 
 class KubeError(Exception):
@@ -33,7 +38,7 @@ class KubeError(Exception):
         self.reason = reason
 
 
-class Conflict(KubeError):
+class Conflict(KubeError, RetryAfterObservation):
     """409: the object changed under us. Re-read the world and decide again."""
 
 
@@ -41,15 +46,21 @@ class AlreadyExists(Conflict):
     """409 AlreadyExists on create: the object is there (perhaps our own earlier try)."""
 
 
-class NotFound(KubeError):
+class TestFailed(Conflict):
+    """A JSON patch's `test` op did not hold (422): the compare-and-swap lost the race."""
+
+    __test__ = False  # not a pytest test class, whatever its name
+
+
+class NotFound(KubeError, RetryAfterObservation):
     """404: the object (or its kind) does not exist."""
 
 
-class Expired(KubeError):
+class Expired(KubeError, TemporaryError):
     """410 Gone / Expired: a resourceVersion or continue token is too old. Re-list."""
 
 
-class Temporary(KubeError):
+class Temporary(KubeError, TemporaryError):
     """Worth retrying: 429, 5xx, timeouts, broken connections.
 
     `delay` is the server's `Retry-After` in seconds when it gave one, else None
@@ -63,7 +74,7 @@ class Temporary(KubeError):
         self.delay = delay
 
 
-class PatchRejected(KubeError):
+class PatchRejected(KubeError, PermanentError):
     """400/403/415/422 and other client errors: retrying the same request cannot help."""
 
 
@@ -85,6 +96,18 @@ def translate(exc: BaseException, *, now: float | None = None) -> KubeError:
     if isinstance(exc, aiohttp.ClientError | ConnectionError | OSError):
         return Temporary(f"connection failed: {exc!r}", reason="ConnectionError")
     raise exc
+
+
+def for_json_patch(error: KubeError, operations: Sequence[Mapping[str, Any]]) -> KubeError:
+    """Refine the error of a JSON patch: a 422 answer to a patch holding a `test` op is
+    read as the test failing (`TestFailed`, decide again), as the API server gives no
+    more specific answer. A patch that is invalid for another reason would be retried
+    after the next observation rather than given up; the patches nicplug builds are
+    computed from the observed object, so that reason would be a bug, not the norm."""
+    has_test = any(op.get("op") == "test" for op in operations)
+    if isinstance(error, PatchRejected) and error.status == 422 and has_test:
+        return TestFailed(error.message, status=error.status, reason=error.reason)
+    return error
 
 
 def _from_status(

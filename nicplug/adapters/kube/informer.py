@@ -148,8 +148,10 @@ class Informer:
             except KubeError as exc:
                 self.stats.errors += 1
                 log.warning("%s: %s", self.kind.name, exc)
+                # Retry-After is honoured, but never below the backoff: a server that
+                # keeps answering "retry after 0" must not drive a hot loop.
                 hint = exc.delay if isinstance(exc, Temporary) else None
-                await self._sleep(self._next_backoff() if hint is None else hint)
+                await self._sleep(max(self._next_backoff(), hint or 0.0))
                 continue
             if self._delivered:
                 self._backoff = self.settings.backoff_initial

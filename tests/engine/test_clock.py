@@ -1,0 +1,48 @@
+"""The virtual clock moves only when told and wakes sleepers in deadline order."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from nicplug.engine.clock import RealClock, VirtualClock
+
+
+async def test_sleepers_wake_in_deadline_order_when_the_clock_moves() -> None:
+    clock = VirtualClock(start=10.0, epoch=1_700_000_000.0)
+    woke: list[str] = []
+
+    async def sleeper(name: str, deadline: float) -> None:
+        await clock.sleep_until(deadline)
+        woke.append(f"{name}@{clock.now()}")
+
+    tasks = [asyncio.create_task(sleeper(n, d)) for n, d in
+             [("late", 30.0), ("early", 15.0), ("tie-1", 20.0), ("tie-2", 20.0), ("past", 5.0)]]
+    for _ in range(3):
+        await asyncio.sleep(0)
+    assert woke == ["past@10.0"]
+    assert clock.next_deadline() == 15.0
+    clock.advance(10.0)
+    for _ in range(3):
+        await asyncio.sleep(0)
+    assert woke == ["past@10.0", "early@20.0", "tie-1@20.0", "tie-2@20.0"]
+    assert clock.wall() == 1_700_000_020.0
+    clock.set(30.0)
+    await asyncio.gather(*tasks)
+    assert woke[-1] == "late@30.0" and clock.next_deadline() is None
+
+
+def test_a_clock_never_goes_back() -> None:
+    clock = VirtualClock(start=5.0)
+    with pytest.raises(ValueError, match="never goes back"):
+        clock.set(4.0)
+    with pytest.raises(ValueError, match="never goes back"):
+        clock.advance(-1.0)
+
+
+async def test_real_clock_does_not_sleep_for_a_past_deadline() -> None:
+    clock = RealClock()
+    before = clock.now()
+    await clock.sleep_until(before - 1.0)
+    assert clock.now() - before < 1.0 and clock.wall() > 1_600_000_000

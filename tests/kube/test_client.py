@@ -1,0 +1,72 @@
+"""Building the client: kubeconfig loading, limits, and the bad-input errors."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+from kubernetes_asyncio.client import ApiClient
+
+from nicplug.adapters.kube.calls import KubeCalls, compare_and_swap, pointer
+from nicplug.adapters.kube.client import (
+    ApiConnection,
+    ClientConfigError,
+    ClientSettings,
+    connect,
+)
+from nicplug.adapters.kube.resources import KVVMS
+from nicplug.simulator import resources as sim
+from tests.kube.conftest import ApiServer
+
+
+async def test_many_concurrent_calls_share_one_sized_pool(api_server: ApiServer) -> None:
+    api_server.store.create(sim.KVVMS, {"metadata": {"name": "vm1", "namespace": "ns1"}})
+    connection = await connect(ClientSettings(kubeconfig=api_server.kubeconfig,
+                                              max_connections=64))
+    try:
+        assert connection.client.rest_client.pool_manager.connector.limit == 64
+        calls = KubeCalls(connection)
+        got = await asyncio.gather(*(calls.get(KVVMS, "ns1", "vm1") for _ in range(200)))
+        assert {g["metadata"]["uid"] for g in got} == {
+            api_server.store.get(sim.KVVMS, "ns1", "vm1")["metadata"]["uid"]}
+    finally:
+        await connection.close()
+
+
+async def test_every_plain_call_carries_a_timeout() -> None:
+    conn = ApiConnection(client=ApiClient(), settings=ClientSettings(connect_timeout=2,
+                                                                     read_timeout=9))
+    assert conn.request_timeout.total == 9
+    assert conn.request_timeout.connect == 2
+    watch = conn.watch_timeout(None)
+    assert watch.total is None and watch.connect == 2
+    await conn.close()
+
+
+async def test_a_missing_kubeconfig_is_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(ClientConfigError, match="does not exist"):
+        await connect(ClientSettings(kubeconfig=tmp_path / "nope"))
+
+
+async def test_a_broken_kubeconfig_is_a_clear_error(tmp_path: Path) -> None:
+    bad = tmp_path / "kubeconfig"
+    bad.write_text("apiVersion: v1\nkind: Config\nclusters: []\ncontexts: []\n")
+    with pytest.raises(ClientConfigError, match="cannot load"):
+        await connect(ClientSettings(kubeconfig=bad))
+
+
+def test_settings_are_checked() -> None:
+    with pytest.raises(ValueError, match="positive"):
+        ClientSettings(read_timeout=0)
+    with pytest.raises(ValueError, match="max_connections"):
+        ClientSettings(max_connections=0)
+
+
+def test_json_pointers_escape_annotation_keys() -> None:
+    key = "network.deckhouse.io/networks-spec"
+    assert pointer("metadata", "annotations", key) == (
+        "/metadata/annotations/network.deckhouse.io~1networks-spec")
+    assert pointer("a~b", 0) == "/a~0b/0"
+    assert compare_and_swap("/x", 1, 2) == [
+        {"op": "test", "path": "/x", "value": 1}, {"op": "replace", "path": "/x", "value": 2}]

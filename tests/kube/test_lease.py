@@ -1,0 +1,103 @@
+"""Leader election against the simulated API server: one leader, failover on death.
+
+kubernetes_asyncio's LeaderElection reads the wall clock and sleeps with asyncio.sleep
+itself; it cannot take an injected clock. These tests use a 1 s lease renewed every
+0.2 s so that a failover takes about a second of real time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from nicplug.adapters.kube.client import ApiConnection
+from nicplug.adapters.kube.lease import Leadership, LeaseTiming
+from nicplug.simulator import resources as sim
+from tests.kube.conftest import ApiServer, eventually
+
+FAST = LeaseTiming(lease_duration=1, renew_deadline=0.6, retry_period=0.2)
+
+
+class Candidate:
+    def __init__(self, connection: ApiConnection, identity: str) -> None:
+        self.working = asyncio.Event()
+        self.stopped = 0
+        self.leadership = Leadership(
+            connection, name="nicplug", namespace="kube-system", identity=identity,
+            on_started=self._work, on_stopped=self._stop, timing=FAST,
+        )
+        self.task = asyncio.create_task(self.leadership.run())
+
+    async def _work(self) -> None:
+        self.working.set()
+        try:
+            await asyncio.Event().wait()
+        finally:
+            self.working.clear()
+
+    async def _stop(self) -> None:
+        self.stopped += 1
+
+    async def kill(self) -> None:
+        self.task.cancel()
+        await asyncio.gather(self.task, return_exceptions=True)
+
+
+def holder(server: ApiServer) -> str:
+    lease = server.store.get(sim.LEASES, "kube-system", "nicplug")
+    return str(lease["spec"]["holderIdentity"])
+
+
+@pytest.mark.timeout(20)
+async def test_a_standby_takes_over_when_the_leader_dies(
+    api_server: ApiServer, connection: ApiConnection
+) -> None:
+    first = Candidate(connection, "first")
+    await asyncio.wait_for(first.working.wait(), 2)
+    second = Candidate(connection, "second")
+    try:
+        await asyncio.sleep(1.5)  # longer than the lease: renewals keep the leader
+        assert first.leadership.leading
+        assert not second.leadership.leading
+        assert holder(api_server) == "first"
+
+        loop = asyncio.get_running_loop()
+        died = loop.time()
+        await first.kill()  # no release: the lease simply stops being renewed
+        assert not first.working.is_set()  # its work was cancelled with it
+        await asyncio.wait_for(second.working.wait(), 3)
+        took_over = loop.time() - died
+        assert holder(api_server) == "second"
+        assert FAST.lease_duration * 0.8 <= took_over <= FAST.lease_duration + 1.5
+        assert second.leadership.terms == 1
+    finally:
+        await first.kill()
+        await second.kill()
+    # Each renewal is a read and a replace: bounded by the retry period, not a hot loop.
+    assert api_server.count(resource="leases") < 60
+
+
+def test_lease_timing_is_checked() -> None:
+    with pytest.raises(ValueError, match="renew deadline"):
+        LeaseTiming(lease_duration=2, renew_deadline=2, retry_period=0.2)
+    with pytest.raises(ValueError, match=r"1\.2"):
+        LeaseTiming(lease_duration=2, renew_deadline=1, retry_period=1)
+    with pytest.raises(ValueError, match="positive"):
+        LeaseTiming(lease_duration=0, renew_deadline=0.5, retry_period=0.1)
+
+
+async def test_a_leader_that_cannot_renew_stops_working(
+    api_server: ApiServer, connection: ApiConnection
+) -> None:
+    only = Candidate(connection, "only")
+    try:
+        await asyncio.wait_for(only.working.wait(), 2)
+        api_server.faults.fail_requests(500, resource="leases", times=1000)
+        await eventually(lambda: not only.working.is_set(), within=3)
+        assert only.stopped == 1
+        api_server.faults.clear()
+        await asyncio.wait_for(only.working.wait(), 3)  # and stands again
+        assert only.leadership.terms == 2
+    finally:
+        await only.kill()
