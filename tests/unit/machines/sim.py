@@ -309,6 +309,15 @@ class Driver:
             self.now += dt
             self.fire_due()
 
+    def failures(self) -> list[tuple[str, str]]:
+        """(stream, reason) of every operation that failed so far, in order."""
+        return [
+            (e.stream, str(e.payload["reason"]))
+            for _, decision in self.log
+            for e in decision.events
+            if e.type == "Transitioned" and e.payload["to"] == "Failed"
+        ]
+
     def states(self) -> dict[tuple[str, str], str]:
         return {slot: op.state for slot, op in self.state.ops.items()}
 
