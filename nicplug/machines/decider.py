@@ -245,7 +245,7 @@ class HotplugDecider:
         world = facts.world
         running = world.vmi is not None and world.vmi.phase == "Running"
         for spec in comparison.desired:
-            slot = (spec.identity, "plug")
+            slot: tuple[str, Direction] = (spec.identity, "plug")
             if spec.type == "Main" or slot in found or not running:
                 continue
             if spec.if_name in facts.kvvm_present and spec.if_name not in facts.attached:
