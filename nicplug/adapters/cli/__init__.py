@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from nicplug.adapters.cli import diagram as _diagram  # noqa: F401  (registers the command)
 from nicplug.adapters.cli.app import app
 
 
