@@ -87,8 +87,10 @@ def run_ours(vms: int) -> tuple[float, int, dict[Key, VMState]]:
             decisions += 1
             for e in decision.events:
                 position += 1
-                recorded = RecordedEvent(e.stream, key, position, position, e.type,
-                                         e.schema_version, e.payload, CAUSE.cause, now, now)  # fmt: skip
+                recorded = RecordedEvent(
+                    e.stream, key, position, position, e.type, e.schema_version, e.payload,
+                    CAUSE.cause, now, now,
+                )  # fmt: skip
                 state = decider.evolve(state, recorded)
             states[key] = state
     elapsed = time.perf_counter() - start
@@ -189,7 +191,8 @@ def main(argv: list[str]) -> int:
     print(f"{'AsyncMachine, add_model per op':<34}{naive_count:>10}{naive:>14,.0f}"
           f"{naive_bytes:>10,.0f}")  # fmt: skip
     print(f"add_model: {add_cost * 1e6:.0f} µs per model at {naive_count} models; "
-          f"rounds: {rounds} (median); targets: ≥100k decisions/s, ≤1 KB per live operation")  # fmt: skip
+          f"rounds: {rounds} (median)")  # fmt: skip
+    print("targets: ≥100k decisions/s, ≤1 KB per live operation")
     result = {
         "decisions_per_s": round(ours),
         "ratio_vs_naive_transitions": round(ours / naive, 2),
