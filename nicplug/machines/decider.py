@@ -243,6 +243,14 @@ class HotplugDecider:
             for c in comparison.changes
         }
         world = facts.world
+        running = world.vmi is not None and world.vmi.phase == "Running"
+        for spec in comparison.desired:
+            slot: tuple[str, Direction] = (spec.identity, "plug")
+            if spec.type == "Main" or slot in found or not running:
+                continue
+            if spec.if_name in facts.kvvm_present and spec.if_name not in facts.attached:
+                # in the KVVM but not in the guest: a plug adopted half-way
+                found[slot] = Candidate(spec.identity, "plug", spec.if_name, "", "not attached")
         names: dict[str, str] = {}
         if world.kvvm is not None:
             names.update({r.identity: r.if_name for r in world.kvvm.template_requests})

@@ -13,11 +13,12 @@ should carry, so executing one twice, late, or after another changes nothing.
 from __future__ import annotations
 
 import hashlib
-import json
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
+
+import orjson
 
 from nicplug.engine.model import EffectRequest, StreamId
 from nicplug.machines.world import SDNRequest
@@ -53,8 +54,8 @@ class Effect(ABC):
         """The JSON-ready payload; `from_payload` of the same class reads it back."""
 
     def idempotency_key(self) -> str:
-        text = json.dumps(self.to_payload(), sort_keys=True, separators=(",", ":"))
-        digest = hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
+        text = orjson.dumps(self.to_payload(), option=orjson.OPT_SORT_KEYS)
+        digest = hashlib.blake2b(text, digest_size=8).hexdigest()
         return f"{self.TYPE}:{self.target}:{digest}"
 
     def request(self, stream: StreamId) -> EffectRequest:

@@ -53,6 +53,7 @@ class MachineGraph:
     def machine(self, cls: type[Machine] = Machine, **kwargs: Any) -> Machine:
         """A `transitions` machine of this graph (model-less unless asked)."""
         kwargs.setdefault("model", None)
+        kwargs.setdefault("name", self.name)
         return cls(
             states=list(self.states),
             initial=self.initial,
@@ -89,8 +90,9 @@ def validate(machine: Machine, terminal: frozenset[str] = TERMINAL) -> dict[str,
     """
     states = list(machine.states)
     initial = machine.initial
+    name = str(machine.name).removesuffix(": ")
     if not isinstance(initial, str) or initial not in machine.states:
-        raise InvalidMachine(f"{machine.name!r}: needs exactly one initial state")
+        raise InvalidMachine(f"{name!r}: needs exactly one initial state")
     moves = _index(machine)
     seen = {initial}
     queue = deque([initial])
@@ -101,15 +103,15 @@ def validate(machine: Machine, terminal: frozenset[str] = TERMINAL) -> dict[str,
                 queue.append(move.dest)
     unreachable = [s for s in states if s not in seen]
     if unreachable:
-        raise InvalidMachine(f"{machine.name!r}: unreachable states {unreachable}")
+        raise InvalidMachine(f"{name!r}: unreachable states {unreachable}")
     for state in states:
         if state in terminal and moves[state]:
-            raise InvalidMachine(f"{machine.name!r}: terminal state {state} has exits")
+            raise InvalidMachine(f"{name!r}: terminal state {state} has exits")
         if state not in terminal and not moves[state]:
-            raise InvalidMachine(f"{machine.name!r}: state {state} has no exit")
+            raise InvalidMachine(f"{name!r}: state {state} has no exit")
         for move in moves[state]:
             if not move.guards or not all(move.guards):
-                raise InvalidMachine(f"{machine.name!r}: {state} -{move.trigger}-> needs a guard")
+                raise InvalidMachine(f"{name!r}: {state} -{move.trigger}-> needs a guard")
     return moves
 
 

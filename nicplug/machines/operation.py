@@ -143,17 +143,12 @@ def apply(op: Operation, type_: str, p: Mapping[str, Any]) -> Operation:
         source, dest = str(p["from"]), _intern(str(p["to"]))
         if (op.direction, source, dest) not in ALLOWED or source != op.state:
             raise IllegalTransition(f"{op.stream}: {op.state} cannot go {source} → {dest}")
-        return replace(
-            op,
-            state=dest,
-            reason=p.get("reason"),
-            message=str(p.get("message", "")),
-            history=(*op.history, dest),
-            entered_at=float(p["at"]),
-            issued=(),
-            migration=p.get("migration", op.migration),
-            retry_at=p.get("retry_at"),
-        )
+        return Operation(
+            op.stream, op.vm, op.vm_uid, op.network, op.if_name, op.direction, op.attempt,
+            op.target, dest, p.get("reason"), str(p.get("message", "")), (*op.history, dest),
+            op.opened_at, float(p["at"]), (), op.issued_at, op.waived,
+            p.get("migration", op.migration), p.get("retry_at"),
+        )  # fmt: skip
     if type_ == EFFECTS_ISSUED:
         return replace(op, issued=tuple(int(k) for k in p["keys"]), issued_at=float(p["at"]))
     if type_ == GRACE_EXPIRED:

@@ -86,8 +86,9 @@ def pod_patches(facts: Facts, ops: Ops, vm: DesiredVM, comparison: Comparison) -
     return out
 
 
-def _identify(kvvm: KVVM, comparison: Comparison) -> dict[str, str]:
-    names = {r.if_name: r.identity for r in kvvm.template_requests}
+def _identify(kvvm: KVVM, comparison: Comparison, ops: Ops) -> dict[str, str]:
+    names = {op.if_name: op.network for op in ops.values() if op.if_name}
+    names.update({r.if_name: r.identity for r in kvvm.template_requests})
     names.update({d.if_name: d.identity for d in comparison.desired})
     names[MAIN_IF_NAME] = "Main"
     return names
@@ -109,7 +110,7 @@ def kvvm_patch(
     kvvm = facts.world.kvvm
     if kvvm is None:
         return []
-    names = _identify(kvvm, comparison)
+    names = _identify(kvvm, comparison, ops)
     multus = {n.name: n.multus_network for n in kvvm.networks}
     current = [
         VMNetworkEntry(i.name, names.get(i.name, ""), i.absent, multus.get(i.name))

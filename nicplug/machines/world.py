@@ -36,19 +36,21 @@ def if_name_of(type_: NetworkType, name: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class NetworkSpec:
-    """One entry of the VM's `spec.networks`."""
+    """One entry of the VM's `spec.networks`.
+
+    `identity` and `if_name` are derived once, when the entry is built (the machines ask
+    for them on every decision).
+    """
 
     type: NetworkType
     name: str = ""
     id: int | None = None
+    identity: str = field(init=False, repr=False, compare=False)
+    if_name: str = field(init=False, repr=False, compare=False)
 
-    @property
-    def identity(self) -> str:
-        return identity_of(self.type, self.name)
-
-    @property
-    def if_name(self) -> str:
-        return if_name_of(self.type, self.name)
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "identity", identity_of(self.type, self.name))
+        object.__setattr__(self, "if_name", if_name_of(self.type, self.name))
 
 
 @dataclass(frozen=True, slots=True)

@@ -258,10 +258,16 @@ class Driver:
     effects: list[EffectRequest] = field(default_factory=list)
     answer: Callable[[EffectRequest], EffectOutcome | None] | None = None
     multus: bool = False
+    check_determinism: bool = False
 
-    def feed(self, trigger: Trigger) -> Decision:
-        world = self.sim.world()
+    def feed(self, trigger: Trigger, world: World | None = None, execute: bool = True) -> Decision:
+        """Decide on `world` (default: the current one); `execute=False` models a stale
+        decision whose patches fail their resourceVersion precondition."""
+        world = world or self.sim.world()
         decision = self.decider.decide(self.state, Input(KEY, world, trigger), self.now)
+        if self.check_determinism:
+            again = self.decider.decide(self.state, Input(KEY, world, trigger), self.now)
+            assert again == decision, "decide is not deterministic"
         check_invariants(world, decision, self.multus)
         self.log.append((trigger, decision))
         for e in decision.events:
@@ -276,7 +282,7 @@ class Driver:
         for c in decision.cancel_timers:
             self.timers.pop((c.stream, c.name), None)
         outcomes: list[EffectOutcome] = []
-        for request in decision.effects:
+        for request in decision.effects if execute else ():
             self.effects.append(request)
             outcome = self.answer(request) if self.answer else None
             if outcome is None:
@@ -302,6 +308,15 @@ class Driver:
             self.sim.settle()
             self.now += dt
             self.fire_due()
+
+    def failures(self) -> list[tuple[str, str]]:
+        """(stream, reason) of every operation that failed so far, in order."""
+        return [
+            (e.stream, str(e.payload["reason"]))
+            for _, decision in self.log
+            for e in decision.events
+            if e.type == "Transitioned" and e.payload["to"] == "Failed"
+        ]
 
     def states(self) -> dict[tuple[str, str], str]:
         return {slot: op.state for slot, op in self.state.ops.items()}

@@ -1,0 +1,212 @@
+"""`python -m bench machines [--quick]`: decisions per second and bytes per live operation.
+
+Ours: `HotplugDecider.decide` + `evolve` for 10k VMs with one plug each, fed the worlds
+of a plug in order (pod annotated, SDN ready, KVVM patched) and then the same world
+again, on one core. The naive design beside it: one `transitions` `AsyncMachine` with
+one model per operation (`add_model` each), a decision being `await model.trigger()`
+of the moves out of the model's state with the same guard functions. Memory is
+measured with `tracemalloc`: our per-VM state rebuilt from its read-model rows versus
+the machine with its models. The last line is one JSON object.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import json
+import statistics
+import sys
+import time
+import tracemalloc
+from typing import Any
+
+from transitions.extensions.asyncio import AsyncMachine
+
+from nicplug.engine.model import Cause, Input, Key, Observed, RecordedEvent, StreamId
+from nicplug.machines.decider import HotplugDecider
+from nicplug.machines.facts import facts_of
+from nicplug.machines.graph import PLUG
+from nicplug.machines.guards import GUARDS, Context
+from nicplug.machines.operation import Operation, VMState
+from nicplug.machines.policy import MachineConfig
+from nicplug.machines.world import (
+    KVVM,
+    VMI,
+    DesiredVM,
+    KVVMInterface,
+    LauncherPod,
+    NetworkSpec,
+    SDNRequest,
+    SDNStatus,
+    VMIInterfaceStatus,
+    World,
+)
+
+X = NetworkSpec("Network", "user-net", 2)
+MAIN = NetworkSpec("Main")
+CAUSE = Observed(Cause("observation", "bench"))
+
+
+def worlds_of(index: int) -> list[World]:
+    """The worlds one VM goes through while X is plugged (it never attaches here)."""
+    vm = DesiredVM(f"uid-{index}", "ns", f"vm-{index}", "1", (MAIN, X))
+    request = SDNRequest(X.identity, X.if_name, 2)
+    default = KVVMInterface("default")
+    kvvm = KVVM("1", True, (default,))
+    kvvm_x = KVVM("2", True, (default, KVVMInterface(X.if_name)), (), (request,))
+    status = (VMIInterfaceStatus("default", info_source=frozenset({"domain"})),)
+    pod = LauncherPod("ns", f"virt-launcher-{index}", f"pod-{index}", "1", "Running")
+    vmi = VMI(f"vmi-{index}", "1", "Running", (default,), (), status, (), {pod.uid: "n"})
+    annotated = LauncherPod(pod.namespace, pod.name, pod.uid, "2", "Running", "n", (request,))
+    ready = LauncherPod(pod.namespace, pod.name, pod.uid, "3", "Running", "n", (request,),
+                        (SDNStatus(X.identity, X.if_name, True),))  # fmt: skip
+    vmi_x = VMI(vmi.uid, "2", "Running", kvvm_x.interfaces, (), status, (), {pod.uid: "n"})
+    return [
+        World(vm, kvvm, vmi, (pod,)),
+        World(vm, kvvm, vmi, (annotated,)),
+        World(vm, kvvm, vmi, (ready,)),
+        World(vm, kvvm_x, vmi_x, (ready,)),
+        World(vm, kvvm_x, vmi_x, (ready,)),
+    ]
+
+
+def run_ours(vms: int) -> tuple[float, int, dict[Key, VMState]]:
+    decider = HotplugDecider(MachineConfig())
+    keys = [Key(f"ns/vm-{i}") for i in range(vms)]
+    worlds = [worlds_of(i) for i in range(vms)]
+    states = {k: decider.initial(k) for k in keys}
+    position = 0
+    decisions = 0
+    gc.collect()
+    start = time.perf_counter()
+    for step in range(5):
+        now = float(step)
+        for key, seq in zip(keys, worlds, strict=True):
+            state = states[key]
+            decision = decider.decide(state, Input(key, seq[step], CAUSE), now)
+            decisions += 1
+            for e in decision.events:
+                position += 1
+                recorded = RecordedEvent(
+                    e.stream, key, position, position, e.type, e.schema_version, e.payload,
+                    CAUSE.cause, now, now,
+                )  # fmt: skip
+                state = decider.evolve(state, recorded)
+            states[key] = state
+    elapsed = time.perf_counter() - start
+    return elapsed, decisions, states
+
+
+def bytes_ours(states: dict[Key, VMState]) -> float:
+    """Memory of the per-VM states, rebuilt from their read-model rows."""
+    rows = {k: s.views() for k, s in states.items()}
+    live = sum(1 for s in states.values() for op in s.ops.values() if not op.terminal)
+    gc.collect()
+    tracemalloc.start()
+    before = tracemalloc.get_traced_memory()[0]
+    rebuilt = {k: VMState.restore(k, v) for k, v in rows.items()}
+    used = tracemalloc.get_traced_memory()[0] - before
+    tracemalloc.stop()
+    assert len(rebuilt) == len(states)
+    return used / max(live, 1)
+
+
+class NaiveOperation:
+    """One `transitions` model per operation, guards as its methods."""
+
+    def __init__(self, op: Operation, config: MachineConfig) -> None:
+        self.op = op
+        self.config = config
+        self.context: Context | None = None
+
+
+def _guard_method(name: str) -> Any:
+    guard = GUARDS[name]
+
+    def method(self: NaiveOperation) -> bool:
+        assert self.context is not None
+        return guard(self.context)
+
+    return method
+
+
+for _name in GUARDS:
+    setattr(NaiveOperation, _name, _guard_method(_name))
+
+
+async def run_naive(count: int) -> tuple[float, int, float, float]:
+    config = MachineConfig()
+    worlds = [worlds_of(i) for i in range(count)]
+    gc.collect()
+    tracemalloc.start()
+    before = tracemalloc.get_traced_memory()[0]
+    machine = PLUG.machine(AsyncMachine, model=None)
+    models = []
+    start = time.perf_counter()
+    for i in range(count):
+        op = Operation(StreamId(f"uid-{i}/Network/user-net/plug/1"), f"ns/vm-{i}", f"uid-{i}",
+                       X.identity, X.if_name, "plug", 1)  # fmt: skip
+        model = NaiveOperation(op, config)
+        machine.add_model(model, initial="Requested")
+        models.append(model)
+    add_model_s = time.perf_counter() - start
+    used = tracemalloc.get_traced_memory()[0] - before
+    tracemalloc.stop()
+    moves = {state: [t for t in machine.get_triggers(state)] for state in PLUG.states}
+    decisions = 0
+    start = time.perf_counter()
+    for step in range(5):
+        for model, seq in zip(models, worlds, strict=True):
+            facts = facts_of(seq[step])
+            model.context = Context(model.op, facts, config, float(step), CAUSE)
+            for trigger in moves[getattr(model, "state")]:  # noqa: B009  (set by transitions)
+                if await getattr(model, "trigger")(trigger):  # noqa: B009
+                    break
+            decisions += 1
+    elapsed = time.perf_counter() - start
+    return elapsed, decisions, used / count, add_model_s / count
+
+
+def main(argv: list[str]) -> int:
+    quick = "--quick" in argv
+    vms = 10_000
+    rounds = 1 if quick else 3
+    ours_rates = []
+    states: dict[Key, VMState] = {}
+    for _ in range(rounds):
+        elapsed, decisions, states = run_ours(vms)
+        ours_rates.append(decisions / elapsed)
+    live = sum(1 for s in states.values() for op in s.ops.values() if not op.terminal)
+    ours_bytes = bytes_ours(states)
+    naive_count = 2_000 if quick else vms
+    naive_rates = []
+    naive_bytes = add_cost = 0.0
+    for _ in range(rounds):
+        elapsed, decisions, naive_bytes, add_cost = asyncio.run(run_naive(naive_count))
+        naive_rates.append(decisions / elapsed)
+    ours = statistics.median(ours_rates)
+    naive = statistics.median(naive_rates)
+    print(f"{'design':<34}{'live ops':>10}{'decisions/s':>14}{'bytes/op':>10}")
+    print(f"{'HotplugDecider (records)':<34}{live:>10}{ours:>14,.0f}{ours_bytes:>10,.0f}")
+    print(f"{'AsyncMachine, add_model per op':<34}{naive_count:>10}{naive:>14,.0f}"
+          f"{naive_bytes:>10,.0f}")  # fmt: skip
+    print(f"add_model: {add_cost * 1e6:.0f} µs per model at {naive_count} models; "
+          f"rounds: {rounds} (median)")  # fmt: skip
+    print("targets: ≥100k decisions/s, ≤1 KB per live operation")
+    result = {
+        "decisions_per_s": round(ours),
+        "ratio_vs_naive_transitions": round(ours / naive, 2),
+        "bytes_per_operation": round(ours_bytes),
+        "naive_bytes_per_operation": round(naive_bytes),
+        "live_operations": live,
+        "naive_operations": naive_count,
+        "naive_decisions_per_s": round(naive),
+        "naive_add_model_us": round(add_cost * 1e6, 1),
+        "quick": quick,
+    }
+    print(json.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

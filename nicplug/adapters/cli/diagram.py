@@ -1,0 +1,97 @@
+"""`nicplug diagram`: draw a machine graph with `transitions`' diagram support.
+
+Mermaid text needs nothing beyond `transitions`; SVG and PNG go through the `graphviz`
+package and the system's `dot`. The graph drawn is the one the decider runs on
+(`nicplug.machines.graph`), so the picture cannot drift from the code. Never draws
+anything but the registered graphs.
+"""
+
+from __future__ import annotations
+
+import enum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from transitions.extensions import GraphMachine
+
+from nicplug.adapters.cli.app import app
+from nicplug.machines.graph import GRAPHS
+
+
+class Format(enum.StrEnum):
+    mermaid = "mermaid"
+    svg = "svg"
+    png = "png"
+
+
+class MachineName(enum.StrEnum):
+    plug = "plug"
+    unplug = "unplug"
+    update = "update"
+
+
+class _Canvas:
+    """The model `transitions` hangs `get_graph` on; only ever used for drawing."""
+
+
+def render(machine: str, fmt: str) -> bytes:
+    """The diagram of the registered machine `machine` in `fmt`."""
+    graph = GRAPHS[machine]
+    canvas = _Canvas()
+    engine = "mermaid" if fmt == "mermaid" else "graphviz"
+    graph.machine(
+        GraphMachine,
+        model=canvas,
+        graph_engine=engine,
+        show_conditions=True,
+        title=f"nicplug {machine}",
+    )
+    drawn = canvas.get_graph()  # type: ignore[attr-defined]
+    if fmt == "mermaid":
+        lines = str(drawn.source).splitlines()
+        # mermaid's front matter is YAML and its class statement lower case;
+        # transitions 0.9 writes a bare title and `Class`
+        if len(lines) > 2 and lines[0] == lines[2] == "---":
+            lines[1] = f"title: {lines[1]}"
+        fixed = [
+            line.replace("Class ", "class ", 1) if line.lstrip().startswith("Class ") else line
+            for line in lines
+        ]
+        return ("\n".join(fixed) + "\n").encode()
+    data: bytes = drawn.pipe(format=fmt)
+    return data
+
+
+@app.command()
+def diagram(
+    format: Annotated[Format, typer.Option("--format", help="mermaid text, or a picture")] = (
+        Format.mermaid
+    ),
+    machine: Annotated[MachineName, typer.Option("--machine", help="which graph")] = (
+        MachineName.plug
+    ),
+    output: Annotated[
+        Path | None, typer.Option("-o", "--output", help="write here instead of stdout")
+    ] = None,
+) -> None:
+    """Draw the plug, unplug or update machine (states, triggers, guards)."""
+    try:
+        data = render(machine.value, format.value)
+    except Exception as error:  # graphviz missing its `dot` binary, mostly
+        if type(error).__name__ == "ExecutableNotFound":
+            typer.echo(
+                "drawing svg/png needs graphviz's `dot` (e.g. apt-get install graphviz); "
+                "--format mermaid needs nothing",
+                err=True,
+            )
+            raise typer.Exit(2) from error
+        raise
+    if output is not None:
+        output.write_bytes(data)
+        typer.echo(f"wrote {output}", err=True)
+    elif format is Format.mermaid:
+        typer.echo(data.decode(), nl=False)
+    else:
+        typer.echo("refusing to write a binary picture to the terminal: use -o FILE", err=True)
+        raise typer.Exit(2)

@@ -1,0 +1,52 @@
+"""`nicplug diagram` draws the registered graphs."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from nicplug.adapters.cli import app
+from nicplug.adapters.cli.diagram import render
+from nicplug.machines.graph import GRAPHS
+
+
+@pytest.mark.parametrize("name", sorted(GRAPHS))
+def test_mermaid_shows_every_state_and_move(name: str) -> None:
+    text = render(name, "mermaid").decode()
+    assert "stateDiagram-v2" in text and "[*] --> Requested" in text
+    for state in GRAPHS[name].states:
+        assert f'state "{state}" as {state}' in text
+    assert "\nClass " not in text and "class Requested" in text
+
+
+def test_cli_prints_mermaid_and_writes_files(tmp_path: Path) -> None:
+    runner = CliRunner()
+    result = runner.invoke(app, ["diagram", "--machine", "unplug"])
+    assert result.exit_code == 0, result.output
+    assert "GuestDetached --> AnnotationPatched: drop_entry [pod_dropped_entry]" in result.output
+    target = tmp_path / "plug.mmd"
+    result = runner.invoke(app, ["diagram", "-o", str(target)])
+    assert result.exit_code == 0 and "SDNReady" in target.read_text()
+
+
+def test_cli_refuses_a_picture_on_the_terminal() -> None:
+    result = CliRunner().invoke(app, ["diagram", "--format", "png"])
+    assert result.exit_code == 2
+
+
+@pytest.mark.skipif(shutil.which("dot") is None, reason="graphviz's `dot` is not installed")
+@pytest.mark.parametrize(("fmt", "magic"), [("svg", b"<?xml"), ("png", b"\x89PNG")])
+def test_pictures(tmp_path: Path, fmt: str, magic: bytes) -> None:
+    target = tmp_path / f"plug.{fmt}"
+    result = CliRunner().invoke(app, ["diagram", "--format", fmt, "-o", str(target)])
+    assert result.exit_code == 0, result.output
+    assert target.read_bytes().startswith(magic)
+
+
+@pytest.mark.parametrize("name", ["plug", "unplug"])
+def test_the_readme_shows_the_current_graphs(name: str) -> None:
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    assert f"```mermaid\n{render(name, 'mermaid').decode()}```" in readme
