@@ -147,18 +147,16 @@ class Controller:
 
     @staticmethod
     async def _synced(informers: Sequence[Informer], tasks: Sequence[asyncio.Task[None]]) -> None:
-        waiting = [asyncio.create_task(i.synced.wait()) for i in informers]
+        """Return once every informer has listed; raise if one dies before that."""
+        synced = asyncio.ensure_future(asyncio.gather(*(i.synced.wait() for i in informers)))
         try:
-            done, _ = await asyncio.wait(
-                [*waiting, *tasks], return_when=asyncio.FIRST_EXCEPTION
-            )
-            for task in done:
-                if task in tasks:
+            await asyncio.wait([synced, *tasks], return_when=asyncio.FIRST_COMPLETED)
+            for task in tasks:
+                if task.done():
                     task.result()  # an informer died before its first list: raise why
-            await asyncio.gather(*waiting)
+            await synced
         finally:
-            for w in waiting:
-                w.cancel()
+            synced.cancel()
 
     def _changed(self, kind: KindRef, event_type: str, obj: dict[str, object]) -> None:
         meta = obj.get("metadata")

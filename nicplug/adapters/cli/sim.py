@@ -61,6 +61,10 @@ def serve(
     vm_network: Annotated[list[str] | None, typer.Option(
         help="Network/<name> or ClusterNetwork/<name> every VM starts with (repeatable).")
     ] = None,
+    network: Annotated[list[str] | None, typer.Option(
+        help="A Ready Network of this name in every namespace (repeatable; "
+             "default: user-net).")
+    ] = None,
     nad_namespace: Annotated[str, typer.Option(
         help="multus: the namespace of ClusterNetworks' NetworkAttachmentDefinitions.")
     ] = "default",
@@ -86,6 +90,7 @@ def serve(
             f"ns-{i}" for i in range(1, namespaces + 1))
         extra = tuple(_network_ref(ref) for ref in vm_network or ())
         fixtures = Fixtures(vms=vms, namespaces=names, vm_networks=extra,
+                            networks=tuple(network or ("user-net",)),
                             rollout_strategy=rollout_strategy)  # type: ignore[arg-type]
     except ValueError as e:
         typer.echo(f"Error: {e}", err=True)
