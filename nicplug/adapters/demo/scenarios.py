@@ -66,6 +66,11 @@ async def _plug_then_unplug(d: Driver) -> None:
 
 
 async def _remove_main(d: Driver) -> None:
+    # `[Main]` alone minus Main is `[]`, which means `[Main]`: give the VM a second
+    # network first, so that removing Main really leaves it without one.
+    await d.add_network(_vm(3), "Network", "user-net")
+    await d.wait_for(Outcome(_vm(3), "Network/user-net", "plug", "Attached"),
+                     states=frozenset({"Attached"}))
     await d.remove_network(_vm(3), "Main")
 
 
@@ -121,7 +126,8 @@ SCENARIOS: tuple[Scenario, ...] = (
              (Outcome(_vm(2), "Network/user-net", "plug", "Attached"),
               Outcome(_vm(2), "Network/user-net", "unplug", "Detached"))),
     Scenario("live", "remove Main: restart required", _remove_main,
-             (Outcome(_vm(3), "Main", "unplug", "RestartRequired"),)),
+             (Outcome(_vm(3), "Network/user-net", "plug", "Attached"),
+              Outcome(_vm(3), "Main", "unplug", "RestartRequired"))),
     Scenario("live", "SDN fails the network", _sdn_failure,
              (Outcome(_vm(4), "Network/broken-net", "plug", "Failed", "SDNError"),)),
     Scenario("live", "revert mid-flight", _revert,
