@@ -16,6 +16,7 @@ It never does I/O and never knows about faults: those belong to the HTTP layer.
 
 from __future__ import annotations
 
+import gc
 import re
 import time
 import uuid
@@ -60,11 +61,18 @@ _T = TypeVar("_T")
 
 
 def deep_copy(obj: _T) -> _T:
-    """A deep copy of a JSON document (faster than `copy.deepcopy` for plain JSON)."""
+    """A deep copy of a JSON document: an orjson round trip (several times faster than
+    `copy.deepcopy`), with the cyclic garbage collector paused, since a JSON tree holds
+    no cycles and a full collection triggered mid-copy would walk every stored object."""
+    collecting = gc.isenabled()
+    gc.disable()
     try:
         return cast(_T, orjson.loads(orjson.dumps(obj)))
     except TypeError as e:
         raise BadRequest(f"the object is not plain JSON: {e}") from e
+    finally:
+        if collecting:
+            gc.enable()
 
 
 def _timestamp(seconds: float) -> str:
