@@ -37,7 +37,7 @@ from nicplug.simulator.errors import (
     NotFound,
     UnsupportedMediaType,
 )
-from nicplug.simulator.resources import Resource
+from nicplug.simulator.resources import NAMESPACES, Resource
 from nicplug.simulator.selectors import combine, field_predicate, label_predicate
 from nicplug.simulator.watching import (
     Change,
@@ -218,6 +218,8 @@ class Store:
             )
         if drop_status and res.has_status:
             body.pop("status", None)
+        if res == NAMESPACES:
+            body.setdefault("status", {"phase": "Active"})
         for field in ("resourceVersion", "deletionTimestamp", "managedFields"):
             meta.pop(field, None)
         meta["uid"] = str(uuid.uuid4())
