@@ -123,7 +123,9 @@ class Store:
         field_selector: str | None = None,
     ) -> tuple[list[Obj], str]:
         """Like `list`, but the stored dicts themselves (read-only), for serialising."""
-        predicate = combine(label_predicate(label_selector), field_predicate(field_selector))
+        predicate = combine(
+            label_predicate(label_selector), field_predicate(field_selector, res.kind)
+        )
         table = self._table(res)
         items = []
         for key in sorted(table):
@@ -363,7 +365,9 @@ class Store:
         field_selector: str | None,
         limit: int | None,
     ) -> Subscription:
-        predicate = combine(label_predicate(label_selector), field_predicate(field_selector))
+        predicate = combine(
+            label_predicate(label_selector), field_predicate(field_selector, res.kind)
+        )
         subscription = Subscription(namespace if res.namespaced else None, predicate, limit)
         self._watchers.setdefault(res, weakref.WeakSet()).add(subscription)
         return subscription

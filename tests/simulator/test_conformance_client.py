@@ -269,7 +269,7 @@ async def test_every_resource_request_is_logged(client: ApiClient, sim: Sim) -> 
     await core.patch_namespaced_pod_status("p1", "ns1", {"status": {"phase": "Running"}},
                                            _content_type=MERGE)
     await core.list_pod_for_all_namespaces()
-    assert sim.app[REQUEST_LOG] == [
+    assert list(sim.app[REQUEST_LOG]) == [
         RequestRecord("create", "", "pods", None, "ns1", None),
         RequestRecord("patch", "", "pods", "status", "ns1", "p1"),
         RequestRecord("list", "", "pods", None, None, None),
