@@ -273,3 +273,19 @@ async def test_every_resource_request_is_logged(client: ApiClient, sim: Sim) -> 
         RequestRecord("patch", "", "pods", "status", "ns1", "p1"),
         RequestRecord("list", "", "pods", None, None, None),
     ]
+
+
+async def test_a_closed_watch_releases_its_subscription(client: ApiClient, sim: Sim) -> None:
+    core = k8s.CoreV1Api(client)
+
+    def watching() -> int:
+        return dict(sim.store.subscriptions()).get(PODS, 0)
+
+    async with watch.Watch() as w:
+        stream = w.stream(core.list_namespaced_pod, "ns1", timeout_seconds=30)
+        sim.store.create(PODS, {"metadata": {"name": "p1", "namespace": "ns1"}})
+        await first(stream, 1)
+        assert watching() == 1
+    async with asyncio.timeout(5):  # the server notices the client hang up
+        while watching():
+            await asyncio.sleep(0.01)
