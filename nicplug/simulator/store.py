@@ -250,8 +250,14 @@ class Store:
             "namespace"
         ]:
             raise BadRequest("metadata.namespace does not match the object being written")
+        wanted_uid = meta.get("uid")
+        if wanted_uid and wanted_uid != old_meta["uid"]:
+            raise Conflict(
+                f'Precondition failed for {res.key} "{old_meta["name"]}": UID in '
+                f"precondition: {wanted_uid}, UID in object meta: {old_meta['uid']}"
+            )
         wanted_rv = meta.get("resourceVersion")
-        if wanted_rv and wanted_rv != old_meta["resourceVersion"]:
+        if wanted_rv and str(wanted_rv) != old_meta["resourceVersion"]:
             raise Conflict(
                 f'Operation cannot be fulfilled on {res.key} "{old_meta["name"]}": the object '
                 "has been modified; please apply your changes to the latest version and try "

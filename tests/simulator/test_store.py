@@ -79,6 +79,10 @@ def test_update_checks_resource_version_and_keeps_status() -> None:
     assert status["metadata"]["generation"] == 2  # status writes never bump it
     unconditional = {**status, "metadata": {**status["metadata"], "resourceVersion": ""}}
     assert store.update(KVVMS, unconditional) == status  # a no-op writes nothing
+    store.delete(KVVMS, "ns1", "vm")
+    store.create(KVVMS, {**pod("vm"), "spec": {"running": True}})
+    with pytest.raises(errors.Conflict):  # same name, another object
+        store.update(KVVMS, unconditional)
 
 
 def test_status_subresource_only_where_the_kind_has_one() -> None:
