@@ -220,12 +220,15 @@ def make_app(
     return app
 
 
-async def serve(app: web.Application, port: int = 0) -> tuple[web.AppRunner, str]:
+async def serve(
+    app: web.Application, port: int = 0, *, shutdown_timeout: float = 2.0
+) -> tuple[web.AppRunner, str]:
     """Bind `app` on 127.0.0.1 (`port` 0: an ephemeral one); returns the runner to
     clean up and the base URL. Handlers are cancelled when their client disconnects, so
-    an abandoned watch does not linger."""
+    an abandoned watch does not linger; on cleanup, open watches end at once and other
+    requests get `shutdown_timeout` seconds to finish."""
     runner = web.AppRunner(
-        app, handler_cancellation=True, access_log=None, shutdown_timeout=2.0
+        app, handler_cancellation=True, access_log=None, shutdown_timeout=shutdown_timeout
     )
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", port)
