@@ -3,9 +3,8 @@ objects), several HTTP watchers, a full pod list over HTTP, and the memory it ta
 
 `python -m bench simulator [--quick]` (quick: 1k VMs). Prints a table, then one JSON
 line. Figures are medians of several runs; nothing here asserts a time. In-process
-lists copy every object (an orjson round trip) and so pay for the garbage collector
-walking the whole heap; the HTTP list serialises the stored objects without copying.
-`gc.freeze()` after loading, as a long-running simulator would, removes most of that.
+lists copy every object (an orjson round trip); the HTTP list serialises the stored
+objects without copying.
 """
 
 from __future__ import annotations
@@ -114,13 +113,6 @@ async def _run(vms: int) -> dict[str, Any]:
         store.list(PODS)
         in_process.append(time.perf_counter() - t)
 
-    gc.freeze()  # what a long-running simulator does after loading its fixtures
-    frozen = []
-    for _ in range(RUNS):
-        t = time.perf_counter()
-        store.list(PODS)
-        frozen.append(time.perf_counter() - t)
-
     sample = store.get(PODS, "ns0", "virt-launcher-vm-00000-abcde")
     t = time.perf_counter()
     for _ in range(2000):
@@ -158,7 +150,6 @@ async def _run(vms: int) -> dict[str, Any]:
             fan_out = max(finished) - t
     finally:
         await runner.cleanup()
-        gc.unfreeze()
     return {
         "vms": vms,
         "objects": len(store),
@@ -168,7 +159,6 @@ async def _run(vms: int) -> dict[str, Any]:
         "rss_full_mib": round(rss_full, 1),
         "kib_per_object": round((rss_full - rss_empty) * 1024 / len(store), 2),
         "pod_list_in_process_s": round(statistics.median(in_process), 4),
-        "pod_list_in_process_frozen_s": round(statistics.median(frozen), 4),
         "pod_list_http_s": round(statistics.median(over_http), 4),
         "pod_list_mib": round(size / (1 << 20), 1),
         "copy_deepcopy_us": round(deepcopy_us, 1),
