@@ -15,6 +15,7 @@ import os
 import socket
 import time
 from collections.abc import Sequence
+from typing import Any
 
 from aiohttp import web
 
@@ -148,9 +149,12 @@ class Controller:
     @staticmethod
     async def _synced(informers: Sequence[Informer], tasks: Sequence[asyncio.Task[None]]) -> None:
         """Return once every informer has listed; raise if one dies before that."""
-        synced = asyncio.ensure_future(asyncio.gather(*(i.synced.wait() for i in informers)))
+        synced: asyncio.Future[Any] = asyncio.ensure_future(
+            asyncio.gather(*(i.synced.wait() for i in informers))
+        )
+        watched: list[asyncio.Future[Any]] = [synced, *tasks]
         try:
-            await asyncio.wait([synced, *tasks], return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait(watched, return_when=asyncio.FIRST_COMPLETED)
             for task in tasks:
                 if task.done():
                     task.result()  # an informer died before its first list: raise why

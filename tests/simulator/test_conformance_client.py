@@ -13,7 +13,7 @@ from kubernetes_asyncio.client import ApiClient, ApiException
 
 from nicplug.simulator.resources import PODS
 from nicplug.simulator.server import REQUEST_LOG, RequestRecord
-from tests.simulator.conftest import BOOKMARK_INTERVAL, Sim
+from tests.simulator.conftest import Sim
 
 KV = ("kubevirt.io", "v1")
 MERGE = "application/merge-patch+json"
@@ -192,7 +192,6 @@ async def test_watch_bookmarks_carry_the_current_version(client: ApiClient, sim:
     assert added["type"] == "ADDED"
     assert bookmark["type"] == "BOOKMARK"
     assert bookmark["object"]["metadata"]["resourceVersion"] == str(sim.store.resource_version)
-    assert BOOKMARK_INTERVAL < 1
 
 
 async def test_watch_selectors(client: ApiClient, sim: Sim) -> None:
@@ -269,8 +268,26 @@ async def test_every_resource_request_is_logged(client: ApiClient, sim: Sim) -> 
     await core.patch_namespaced_pod_status("p1", "ns1", {"status": {"phase": "Running"}},
                                            _content_type=MERGE)
     await core.list_pod_for_all_namespaces()
-    assert sim.app[REQUEST_LOG] == [
+    assert list(sim.app[REQUEST_LOG]) == [
         RequestRecord("create", "", "pods", None, "ns1", None),
         RequestRecord("patch", "", "pods", "status", "ns1", "p1"),
         RequestRecord("list", "", "pods", None, None, None),
     ]
+
+
+async def test_a_closed_watch_releases_its_subscription(client: ApiClient, sim: Sim) -> None:
+    core = k8s.CoreV1Api(client)
+
+    def watching() -> int:
+        return dict(sim.store.subscriptions()).get(PODS, 0)
+
+    async with watch.Watch() as w:
+        stream = w.stream(core.list_namespaced_pod, "ns1", timeout_seconds=30)
+        sim.store.create(PODS, {"metadata": {"name": "p1", "namespace": "ns1"}})
+        await first(stream, 1)
+        assert watching() == 1
+    for _ in range(500):  # the server notices the client hang up (network I/O, not a timer)
+        if not watching():
+            break
+        await asyncio.sleep(0.01)
+    assert watching() == 0

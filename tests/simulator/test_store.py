@@ -79,6 +79,10 @@ def test_update_checks_resource_version_and_keeps_status() -> None:
     assert status["metadata"]["generation"] == 2  # status writes never bump it
     unconditional = {**status, "metadata": {**status["metadata"], "resourceVersion": ""}}
     assert store.update(KVVMS, unconditional) == status  # a no-op writes nothing
+    store.delete(KVVMS, "ns1", "vm")
+    store.create(KVVMS, {**pod("vm"), "spec": {"running": True}})
+    with pytest.raises(errors.Conflict):  # same name, another object
+        store.update(KVVMS, unconditional)
 
 
 def test_status_subresource_only_where_the_kind_has_one() -> None:
@@ -148,8 +152,11 @@ def test_list_filters_by_namespace_and_selectors() -> None:
     assert names(field_selector="metadata.name=b") == ["b"]
     assert names(field_selector="metadata.namespace!=ns1") == ["c"]
     assert store.list(PODS)[1] == str(store.resource_version)
+    store.patch(PODS, "ns1", "b", {"spec": {"nodeName": "n1"}}, content_type=MERGE)
+    assert names(field_selector="spec.nodeName=n1,status.phase=Running") == ["b"]
+    assert names(field_selector="spec.nodeName!=n1") == ["a", "c"]
     with pytest.raises(errors.BadRequest):
-        names(field_selector="spec.nodeName=x")
+        store.list(KVVMS, field_selector="spec.running=true")
     with pytest.raises(errors.BadRequest):
         names(label_selector="app in x")
 

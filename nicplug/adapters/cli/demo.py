@@ -28,6 +28,8 @@ def demo(
     from nicplug.adapters.demo.play import play
 
     console = Console()
+    if not console.is_terminal:
+        console = Console(width=max(console.width, 150))
     if directory is None:
         directory = Path(tempfile.mkdtemp(prefix="nicplug-demo-"))
     directory.mkdir(parents=True, exist_ok=True)
