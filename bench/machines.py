@@ -134,25 +134,33 @@ for _name in GUARDS:
     setattr(NaiveOperation, _name, _guard_method(_name))
 
 
-async def run_naive(count: int) -> tuple[float, int, float, float]:
-    config = MachineConfig()
-    worlds = [worlds_of(i) for i in range(count)]
-    gc.collect()
-    tracemalloc.start()
-    before = tracemalloc.get_traced_memory()[0]
+def naive_models(count: int, config: MachineConfig) -> tuple[Any, list[NaiveOperation]]:
     machine = PLUG.machine(AsyncMachine, model=None)
     models = []
-    start = time.perf_counter()
     for i in range(count):
         op = Operation(StreamId(f"uid-{i}/Network/user-net/plug/1"), f"ns/vm-{i}", f"uid-{i}",
                        X.identity, X.if_name, "plug", 1)  # fmt: skip
         model = NaiveOperation(op, config)
         machine.add_model(model, initial="Requested")
         models.append(model)
-    add_model_s = time.perf_counter() - start
+    return machine, models
+
+
+async def run_naive(count: int) -> tuple[float, int, float, float]:
+    config = MachineConfig()
+    worlds = [worlds_of(i) for i in range(count)]
+    gc.collect()
+    tracemalloc.start()
+    before = tracemalloc.get_traced_memory()[0]
+    kept = naive_models(count, config)
     used = tracemalloc.get_traced_memory()[0] - before
     tracemalloc.stop()
-    moves = {state: [t for t in machine.get_triggers(state)] for state in PLUG.states}
+    del kept
+    gc.collect()
+    start = time.perf_counter()
+    machine, models = naive_models(count, config)
+    add_model_s = time.perf_counter() - start
+    moves = {state: list(machine.get_triggers(state)) for state in PLUG.states}
     decisions = 0
     start = time.perf_counter()
     for step in range(5):

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from nicplug.engine.model import (
+    Decider,
     Decision,
     EffectOutcome,
     EffectRequest,
@@ -413,6 +414,11 @@ class HotplugDecider:
 
 def _slot(op: Operation) -> tuple[str, str]:
     return (op.network, op.direction)
+
+
+def _conforms(decider: HotplugDecider) -> Decider[VMState, World]:
+    """Never called: mypy checks here that the decider keeps the engine's contract."""
+    return decider
 
 
 __all__ = ["HotplugDecider"]

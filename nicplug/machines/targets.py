@@ -24,6 +24,7 @@ from nicplug.machines.effects import (
     CONDITION_FAILED,
     CONDITION_MIGRATION,
     CONDITION_RESTART,
+    NICPLUG_CONDITIONS,
     REASON_RESTART,
     AnyEffect,
     CreateMigration,
@@ -43,6 +44,7 @@ Owned = list[tuple[Operation, AnyEffect]]
 
 RESTART_PREFIX = "Restart the VM to apply network changes: "
 DROPPING = frozenset({"GuestDetached", "AnnotationPatched", "SDNReleased"})
+CONDITIONED = frozenset({"RestartRequired", "MigrationRequired", "Failed"})
 
 
 def _live(ops: Ops, network: str, direction: str) -> Operation | None:
@@ -190,9 +192,12 @@ def _condition(
 def conditions(
     facts: Facts, ops: Ops, vm: DesiredVM, config: MachineConfig, asked: frozenset[tuple[str, str]]
 ) -> Owned:
+    if not ops or not (
+        any(o.state in CONDITIONED for o in ops.values())
+        or any(c.type in NICPLUG_CONDITIONS and c.status == "True" for c in vm.conditions)
+    ):
+        return []  # nothing to say and nothing to clear
     ordered = sorted(ops.values(), key=lambda o: o.stream)
-    if not ordered:
-        return []
     out: Owned = []
     restart = [o for o in ordered if o.state == "RestartRequired"]
     wanted_restart = None
@@ -234,6 +239,8 @@ def migration_blocked(facts: Facts, config: MachineConfig) -> bool:
 
 def restarts_and_migrations(facts: Facts, ops: Ops, vm: DesiredVM, config: MachineConfig) -> Owned:
     out: Owned = []
+    if not any(o.state in ("RestartRequired", "MigrationRequired") for o in ops.values()):
+        return out
     vmi = facts.world.vmi
     ordered = sorted(ops.values(), key=lambda o: o.stream)
     restart = [o for o in ordered if o.state == "RestartRequired"]

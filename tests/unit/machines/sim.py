@@ -95,6 +95,7 @@ class Sim:
     vm_deleted: bool = False
     handler_stuck: bool = False
     migration_fails: bool = False
+    migration_stuck: bool = False
 
     def world(self) -> World:
         vm = None
@@ -186,6 +187,8 @@ class Sim:
             if m.phase == "Pending":
                 self.migrations[i] = replace(m, phase="Running")
                 return
+            if m.phase == "Running" and self.migration_stuck:
+                continue
             if m.phase == "Running" and self.migration_fails:
                 self.migrations[i] = replace(m, phase="Failed")
                 return
@@ -209,7 +212,9 @@ class Sim:
             return
         ready = {s.if_name for s in self.reported if s.ready}
         for iface in self.vmi_ifaces:
-            if iface.absent:
+            if iface.absent and not self.dynamic_networks and iface.name in self.attached:
+                self.migration_required = True
+            elif iface.absent:
                 self.attached.discard(iface.name)
             elif iface.name not in self.attached and iface.name != "default":
                 if not self.dynamic_networks:

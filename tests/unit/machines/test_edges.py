@@ -1,0 +1,293 @@
+"""Every declared move of every machine is taken by at least one scenario.
+
+Each scenario drives the simulated world into one situation; the test collects the
+(direction, trigger, destination) of every journaled transition and compares them with
+the graphs, so a move no observation can trigger fails here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from nicplug.engine.model import EffectOutcome, EffectRequest
+from nicplug.machines.decider import HotplugDecider
+from nicplug.machines.graph import GRAPHS
+from nicplug.machines.policy import MachineConfig, Timeouts
+from nicplug.machines.world import SDNRequest, SDNStatus
+from tests.unit.machines.sim import MAIN, Driver, Sim, net
+
+X = net("x", 2)
+FAST = Timeouts(sdn_ready_timeout=5, attach_timeout=5, detach_timeout=5, migration_timeout=5,
+                dynamic_networks_grace=3, backoff_base=100)  # fmt: skip
+
+
+def make(sim: Sim, **config: object) -> Driver:
+    config.setdefault("timeouts", FAST)
+    return Driver(HotplugDecider(MachineConfig(**config)), sim)  # type: ignore[arg-type]
+
+
+def plugged(**sim: object) -> Driver:
+    d = make(Sim(networks=(MAIN, X), **sim))  # type: ignore[arg-type]
+    d.run(8)
+    return d
+
+
+def reject(kind: str) -> Callable[[EffectRequest], EffectOutcome | None]:
+    def answer(request: EffectRequest) -> EffectOutcome | None:
+        if request.type != kind:
+            return None
+        return EffectOutcome(1, request.stream, request.type, False, True, "denied")
+
+    return answer
+
+
+def happy_plug() -> Driver:
+    d = make(Sim(networks=(MAIN, X)))
+    d.run(8)
+    return d
+
+
+def plug_migrations(**sim: object) -> Driver:
+    d = make(Sim(networks=(MAIN, X), dynamic_networks=False, **sim))  # type: ignore[arg-type]
+    d.run(10)
+    return d
+
+
+def plug_migration_rejected() -> Driver:
+    d = make(Sim(networks=(MAIN, X), dynamic_networks=False))
+    d.answer = reject("CreateMigration")
+    d.run(8)
+    return d
+
+
+def plug_attached_without_migration() -> Driver:
+    d = make(Sim(networks=(MAIN, X), dynamic_networks=False), migrations="manual")
+    d.run(6)
+    d.sim.migration_required = False
+    d.sim.attached.add(X.if_name)
+    d.run(2)
+    return d
+
+
+def plug_grace() -> Driver:
+    sim = Sim(networks=(MAIN, X), dynamic_networks=False, sdn_silent=frozenset({"Network/x"}))
+    d = make(sim, dialect_kind="multus")
+    d.multus = True
+    d.run(20)
+    return d
+
+
+def plug_failures() -> Driver:
+    d = make(Sim(networks=(MAIN, X), sdn_silent=frozenset({"Network/x"})))
+    d.run(10)  # SDNTimeout
+    d.sim.sdn_silent, d.sim.sdn_fails = frozenset(), frozenset({"Network/x"})
+    d.now += 200
+    d.run(4)  # SDNError
+    return d
+
+
+def plug_attach_timeout() -> Driver:
+    d = make(Sim(networks=(MAIN, X), handler_stuck=True))
+    d.run(12)
+    return d
+
+
+def plug_rejected() -> Driver:
+    d = make(Sim(networks=(MAIN, X)))
+    d.answer = reject("PatchVirtualMachine")
+    d.run(4)
+    return d
+
+
+def plug_restarts() -> Driver:
+    d = make(Sim(networks=(MAIN, X), strategy="Stage"))
+    d.run(2)
+    d.sim.strategy = "LiveUpdate"
+    d.run(2)  # go_live
+    d.sim.networks = (MAIN, X, net("y", 3))
+    d.sim.strategy = "Stage"
+    d.run(2)
+    d.sim.restart()
+    d.run(6)  # write_for_boot
+    return d
+
+
+def plug_on_a_stopped_vm_and_cancels() -> Driver:
+    d = make(Sim(networks=(MAIN,), running=False, vmi_uid=None))
+    d.sim.networks = (MAIN, X)
+    d.run(2)
+    d.sim.vm_deleted = True
+    d.run(1)
+    return d
+
+
+def plug_reverted() -> Driver:
+    d = make(Sim(networks=(MAIN, X), sdn_silent=frozenset({"Network/x"})))
+    d.run(2)
+    d.sim.networks = (MAIN,)
+    d.run(6)
+    return d
+
+
+def unplug_paths() -> Driver:
+    d = plugged()
+    d.sim.networks = (MAIN,)
+    d.run(8)  # the happy path
+    d.sim.networks = (MAIN, X)
+    d.run(8)
+    d.sim.strategy = "Stage"
+    d.sim.networks = (MAIN,)
+    d.run(2)  # defer
+    d.sim.strategy = "LiveUpdate"
+    d.run(1)  # go_live
+    d.sim.networks = (MAIN, X)
+    d.run(8)  # Reverted
+    return d
+
+
+def unplug_stopped_restart() -> Driver:
+    d = plugged()
+    d.sim.strategy = "Stage"
+    d.sim.networks = (MAIN,)
+    d.run(2)
+    d.sim.restart()
+    d.run(6)
+    return d
+
+
+def unplug_migrations(**sim: object) -> Driver:
+    d = plugged(**sim)
+    d.sim.dynamic_networks = False
+    d.sim.networks = (MAIN,)
+    d.run(12)
+    return d
+
+
+def unplug_migration_rejected() -> Driver:
+    d = plugged()
+    d.sim.dynamic_networks = False
+    d.answer = reject("CreateMigration")
+    d.sim.networks = (MAIN,)
+    d.run(6)
+    return d
+
+
+def unplug_failures() -> Driver:
+    d = plugged()
+    d.sim.handler_stuck = True
+    d.sim.networks = (MAIN,)
+    d.run(10)  # DetachTimeout
+    return d
+
+
+def unplug_rejected() -> Driver:
+    d = plugged()
+    d.answer = reject("PatchVirtualMachine")
+    d.sim.networks = (MAIN,)
+    d.run(3)
+    d.answer = None
+    d.sim.vm_deleted = True
+    d.run(1)
+    return d
+
+
+def unplug_vm_deleted() -> Driver:
+    d = plugged(handler_stuck=True)
+    d.sim.networks = (MAIN,)
+    d.run(2)
+    d.sim.vm_deleted = True
+    d.run(1)
+    return d
+
+
+def updates() -> Driver:
+    d = plugged()
+    d.sim.networks = (MAIN, net("x", 7))
+    d.run(2)
+    d.sim.networks = (MAIN, X)
+    d.run(1)  # Reverted
+    d.sim.networks = (MAIN, X, net("z", 2))
+    d.run(1)  # InvalidSpec
+    d.sim.networks = (MAIN, net("x", 8))
+    d.run(2)
+    d.sim.restart()
+    d.run(6)  # write_for_boot, attach
+    d.sim.networks = (MAIN, net("x", 9))
+    d.answer = reject("PatchVirtualMachine")
+    d.sim.restart()
+    d.run(3)  # PatchRejected
+    d.answer = None
+    d.now += 500  # past the backoff
+    d.sim.networks = (MAIN, net("x", 10))
+    d.run(2)
+    d.sim.vm_deleted = True
+    d.run(1)  # VMDeleted
+    return d
+
+
+def adopted_lingering_entry() -> Driver:
+    d = plugged()
+    d.sim.requested = [SDNRequest("Network/old", "veth_nold", 9)]
+    d.sim.reported = [SDNStatus("Network/old", "veth_nold", True)]
+    d.run(4)
+    return d
+
+
+SCENARIOS: dict[str, Callable[[], Driver]] = {
+    "happy plug": happy_plug,
+    "plug migrations": plug_migrations,
+    "plug migration fails": lambda: plug_migrations(migration_fails=True),
+    "plug migration stuck": lambda: plug_migrations(migration_stuck=True),
+    "plug migration rejected": plug_migration_rejected,
+    "plug attached without migration": plug_attached_without_migration,
+    "plug grace": plug_grace,
+    "plug failures": plug_failures,
+    "plug attach timeout": plug_attach_timeout,
+    "plug rejected": plug_rejected,
+    "plug restarts": plug_restarts,
+    "plug stopped, VM deleted": plug_on_a_stopped_vm_and_cancels,
+    "plug reverted": plug_reverted,
+    "unplug paths": unplug_paths,
+    "unplug at restart": unplug_stopped_restart,
+    "unplug migrations": unplug_migrations,
+    "unplug migration fails": lambda: unplug_migrations(migration_fails=True),
+    "unplug migration stuck": lambda: unplug_migrations(migration_stuck=True),
+    "unplug migration rejected": unplug_migration_rejected,
+    "unplug failures": unplug_failures,
+    "unplug rejected": unplug_rejected,
+    "unplug VM deleted": unplug_vm_deleted,
+    "updates": updates,
+    "lingering entry": adopted_lingering_entry,
+}
+
+
+def taken(d: Driver) -> set[tuple[str, str, str]]:
+    moves = set()
+    for _, decision in d.log:
+        for event in decision.events:
+            if event.type == "Transitioned":
+                direction = event.stream.split("/")[-2]
+                moves.add((direction, str(event.payload["trigger"]), str(event.payload["to"])))
+    return moves
+
+
+@pytest.fixture(scope="module")
+def exercised() -> dict[tuple[str, str, str], list[str]]:
+    found: dict[tuple[str, str, str], list[str]] = {}
+    for name, scenario in SCENARIOS.items():
+        for move in taken(scenario()):
+            found.setdefault(move, []).append(name)
+    return found
+
+
+@pytest.mark.parametrize(
+    "move",
+    sorted({(g.name, e.trigger, e.dest) for g in GRAPHS.values() for e in g.edges}),
+    ids=lambda m: "-".join(m),
+)
+def test_move_is_exercised(
+    move: tuple[str, str, str], exercised: dict[tuple[str, str, str], list[str]]
+) -> None:
+    assert move in exercised, f"no scenario takes {move}"
