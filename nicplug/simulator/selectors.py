@@ -1,8 +1,11 @@
 """Label and field selectors, parsed once into predicates over stored objects.
 
 Labels: `k=v`, `k==v`, `k!=v`, `k in (a,b)`, `k notin (a,b)`, `k`, `!k`, comma-joined.
-Fields: `metadata.name` and `metadata.namespace` with `=`, `==`, `!=`. A selector that
-cannot be parsed is a `BadRequest`, never a silent match-all. Predicates only read.
+Fields: `metadata.name` and `metadata.namespace` for every kind, plus the fields the
+real server indexes for pods (`spec.nodeName`, `status.phase`, ...) and events
+(`involvedObject.*`, `reason`, `type`, ...), with `=`, `==`, `!=`. A selector that cannot
+be parsed, or names a field the kind does not support, is a `BadRequest`, never a
+silent match-all. Predicates only read.
 """
 
 from __future__ import annotations
@@ -17,7 +20,20 @@ Predicate = Callable[[dict[str, Any]], bool]
 
 _SET_RE = re.compile(r"^\s*(!?)\s*([A-Za-z0-9./_-]+)\s*(?:(notin|in)\s*\(([^)]*)\))?\s*$")
 _EQ_RE = re.compile(r"^\s*([A-Za-z0-9./_-]+)\s*(==|!=|=)\s*([A-Za-z0-9._-]*)\s*$")
-_FIELDS = ("metadata.name", "metadata.namespace")
+_COMMON_FIELDS = frozenset({"metadata.name", "metadata.namespace"})
+FIELDS_BY_KIND: dict[str, frozenset[str]] = {
+    "Pod": frozenset({
+        "spec.nodeName", "spec.restartPolicy", "spec.schedulerName",
+        "spec.serviceAccountName", "spec.hostNetwork", "status.phase", "status.podIP",
+        "status.nominatedNodeName",
+    }),
+    "Event": frozenset({
+        "involvedObject.kind", "involvedObject.namespace", "involvedObject.name",
+        "involvedObject.uid", "involvedObject.apiVersion", "involvedObject.resourceVersion",
+        "involvedObject.fieldPath", "reason", "reportingComponent", "source", "type",
+    }),
+    "Namespace": frozenset({"status.phase"}),
+}
 
 
 def _split_terms(selector: str) -> list[str]:
@@ -72,25 +88,36 @@ def label_predicate(selector: str | None) -> Predicate | None:
     return matches
 
 
-def _field_term(term: str) -> Predicate:
+def _field_value(obj: dict[str, Any], path: str) -> str:
+    node: Any = obj
+    for part in path.split("."):
+        node = node.get(part) if isinstance(node, dict) else None
+    if node is None:
+        return ""
+    if isinstance(node, bool):
+        return "true" if node else "false"
+    return str(node)
+
+
+def _field_term(term: str, allowed: frozenset[str]) -> Predicate:
     eq = _EQ_RE.match(term)
-    if eq is None or eq.group(1) not in _FIELDS:
+    if eq is None or eq.group(1) not in allowed:
         raise BadRequest(
-            f"field selector {term.strip()!r} is not supported: use "
-            "metadata.name or metadata.namespace with =, == or !="
+            f"field selector {term.strip()!r} is not supported: use one of "
+            f"{', '.join(sorted(allowed))} with =, == or !="
         )
     path, op, value = eq.groups()
-    field = path.split(".", 1)[1]
     if op == "!=":
-        return lambda obj: obj.get("metadata", {}).get(field, "") != value
-    return lambda obj: obj.get("metadata", {}).get(field, "") == value
+        return lambda obj: _field_value(obj, path) != value
+    return lambda obj: _field_value(obj, path) == value
 
 
-def field_predicate(selector: str | None) -> Predicate | None:
-    """A predicate for a field selector, or None when it selects everything."""
+def field_predicate(selector: str | None, kind: str = "") -> Predicate | None:
+    """A predicate for a field selector on objects of `kind`, or None for everything."""
     if not selector or not selector.strip():
         return None
-    terms = [_field_term(t) for t in _split_terms(selector)]
+    allowed = _COMMON_FIELDS | FIELDS_BY_KIND.get(kind, frozenset())
+    terms = [_field_term(t, allowed) for t in _split_terms(selector)]
     return lambda obj: all(term(obj) for term in terms)
 
 

@@ -12,11 +12,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
 
-import orjson
 import pydantic
 from aiohttp import web
 
@@ -27,18 +26,22 @@ from nicplug.simulator.errors import (
     InternalError,
     MethodNotAllowed,
     NotFound,
-    RequestEntityTooLarge,
-    UnsupportedMediaType,
 )
 from nicplug.simulator.faults import FAULT_SPECS, Faults, arm
-from nicplug.simulator.routing import Call, locate
+from nicplug.simulator.routing import locate
 from nicplug.simulator.store import Store
 from nicplug.simulator.streaming import DEFAULT_TIMEOUT, WatchParams, serve_watch
+from nicplug.simulator.verbs import VERBS
 from nicplug.simulator.watching import Subscription
+from nicplug.simulator.wire import (
+    BODY_LIMIT,
+    error_response,
+    flag,
+    json_response,
+    read_json,
+)
 
 log = logging.getLogger(__name__)
-
-BODY_LIMIT = 3 * 1024 * 1024  # the real server's default request size limit
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,21 +56,13 @@ class RequestRecord:
     name: str | None
 
 
-REQUEST_LOG = web.AppKey("request_log", list[RequestRecord])
+REQUEST_LOG = web.AppKey("request_log", deque[RequestRecord])
+"""The last `REQUEST_LOG_SIZE` resource requests, oldest first."""
+REQUEST_LOG_SIZE = 100_000
 STORE = web.AppKey("store", Store)
 FAULTS = web.AppKey("faults", Faults)
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-
-
-def _json(body: Any, status: int = 200) -> web.Response:
-    return web.Response(body=orjson.dumps(body), status=status, content_type="application/json")
-
-
-def _error(error: ApiError, headers: dict[str, str] | None = None) -> web.Response:
-    response = _json(error.status(), error.code)
-    response.headers.update(headers or {})
-    return response
 
 
 @web.middleware
@@ -76,65 +71,17 @@ async def _statuses(request: web.Request, handler: Handler) -> web.StreamRespons
     try:
         return await handler(request)
     except ApiError as e:
-        return _error(e)
+        return error_response(e)
     except web.HTTPException as e:
         if e.status == 404:
             missing = f"the server could not find the requested resource ({request.path})"
-            return _error(NotFound(missing))
+            return error_response(NotFound(missing))
         if e.status == 405:
-            return _error(MethodNotAllowed(f"method {request.method} is not allowed"))
+            return error_response(MethodNotAllowed(f"method {request.method} is not allowed"))
         raise
     except Exception as e:
         log.exception("simulated API server failed on %s %s", request.method, request.path)
-        return _error(InternalError(f"internal error: {e}"))
-
-
-async def _body(request: web.Request) -> Any:
-    """The request's JSON body: 413 over `BODY_LIMIT`, 400 when malformed."""
-    if request.content_length is not None and request.content_length > BODY_LIMIT:
-        raise RequestEntityTooLarge(f"the request body exceeds {BODY_LIMIT} bytes")
-    data = bytearray()
-    async for chunk in request.content.iter_chunked(1 << 16):
-        data += chunk
-        if len(data) > BODY_LIMIT:
-            raise RequestEntityTooLarge(f"the request body exceeds {BODY_LIMIT} bytes")
-    if not data:
-        raise BadRequest("the request has no body")
-    try:
-        return orjson.loads(data)
-    except orjson.JSONDecodeError as e:
-        raise BadRequest(f"the request body is not valid JSON: {e}") from e
-
-
-def _check_json(request: web.Request) -> None:
-    media = request.headers.get("Content-Type", "application/json").split(";")[0].strip()
-    if media not in ("application/json", "*/*", ""):
-        raise UnsupportedMediaType(f"the body's media type {media!r} is not accepted")
-
-
-def _place(call: Call, body: Any) -> dict[str, Any]:
-    """Put the path's namespace (and name) into the body, refusing contradictions."""
-    if not isinstance(body, dict):
-        raise BadRequest(f"the body must be a {call.resource.kind} object")
-    meta = body.setdefault("metadata", {})
-    if not isinstance(meta, dict):
-        raise BadRequest("metadata must be a JSON object")
-    if call.namespace is not None:
-        if meta.get("namespace", call.namespace) != call.namespace:
-            raise BadRequest(
-                "the namespace of the provided object does not match the namespace sent "
-                "on the request"
-            )
-        meta["namespace"] = call.namespace
-    if call.name is not None and meta.get("name", call.name) != call.name:
-        raise BadRequest("the name of the object does not match the name on the URL")
-    if call.name is not None:
-        meta["name"] = call.name
-    return body
-
-
-def _flag(value: str | None) -> bool:
-    return value is not None and value.lower() in ("1", "true")
+        return error_response(InternalError(f"internal error: {e}"))
 
 
 class _Api:
@@ -144,7 +91,7 @@ class _Api:
         self.store = store
         self.faults = faults
         self.bookmark_interval = bookmark_interval
-        self.requests: list[RequestRecord] = []
+        self.requests: deque[RequestRecord] = deque(maxlen=REQUEST_LOG_SIZE)
         self.streams: set[Subscription] = set()
 
     async def end_streams(self, app: web.Application) -> None:
@@ -153,14 +100,13 @@ class _Api:
             subscription.close()
 
     async def resource(self, request: web.Request) -> web.StreamResponse:
-        query = request.query
-        call = locate(request.method, request.path, watching=_flag(query.get("watch")))
+        call = locate(request.method, request.path, watching=flag(request.query.get("watch")))
         res = call.resource
         self.requests.append(
             RequestRecord(call.verb, res.group, res.plural, call.subresource, call.namespace,
                           call.name)
         )
-        if query.get("dryRun"):
+        if request.query.get("dryRun"):
             raise BadRequest("dryRun is not supported by the simulated API server")
         target = call.target()
         delay = self.faults.latency(target)
@@ -170,72 +116,32 @@ class _Api:
         if failure is not None:
             error, retry_after = failure
             headers = {"Retry-After": str(retry_after)} if error.code == 429 else None
-            return _error(error, headers)
-        store, ns, name = self.store, call.namespace, call.name
+            return error_response(error, headers)
         if call.verb == "watch":
+            query = request.query
             params = WatchParams(
                 resource_version=query.get("resourceVersion"),
                 label_selector=query.get("labelSelector"),
                 field_selector=query.get("fieldSelector"),
-                bookmarks=_flag(query.get("allowWatchBookmarks")),
+                bookmarks=flag(query.get("allowWatchBookmarks")),
                 timeout=_timeout(query.get("timeoutSeconds")),
             )
             return await serve_watch(
-                request, call, params, store, self.faults, self.bookmark_interval,
+                request, call, params, self.store, self.faults, self.bookmark_interval,
                 self.streams,
             )
-        if call.verb == "list":
-            items, rv = store.list_shared(
-                res, ns, label_selector=query.get("labelSelector"),
-                field_selector=query.get("fieldSelector"),
-            )
-            return _json({
-                "kind": f"{res.kind}List",
-                "apiVersion": res.api_version,
-                "metadata": {"resourceVersion": rv},
-                "items": items,
-            })
-        assert name is not None or call.verb in ("create", "deletecollection")
-        if call.verb == "get":
-            return _json(store.get(res, ns, name or ""))
-        if call.verb == "create":
-            _check_json(request)
-            return _json(store.create(res, _place(call, await _body(request)), drop_status=True),
-                         201)
-        if call.verb == "update":
-            _check_json(request)
-            body = _place(call, await _body(request))
-            return _json(store.update(res, body, subresource=call.subresource))
-        if call.verb == "patch":
-            patch = await _body(request)
-            content_type = request.headers.get("Content-Type", "")
-            return _json(store.patch(res, ns, name or "", patch, content_type=content_type,
-                                     subresource=call.subresource))
-        if call.verb == "delete":
-            options = await _body(request) if request.can_read_body else {}
-            pre = options.get("preconditions") or {} if isinstance(options, dict) else {}
-            return _json(store.delete(res, ns, name or "", uid=pre.get("uid"),
-                                      resource_version=pre.get("resourceVersion")))
-        items, rv = store.list_shared(
-            res, ns, label_selector=query.get("labelSelector"),
-            field_selector=query.get("fieldSelector"),
-        )
-        doomed = [(i["metadata"].get("namespace"), i["metadata"]["name"]) for i in items]
-        deleted = [store.delete(res, n, m) for n, m in doomed]
-        return _json({"kind": f"{res.kind}List", "apiVersion": res.api_version,
-                      "metadata": {"resourceVersion": str(store.resource_version)},
-                      "items": deleted})
+        return await VERBS[call.verb](request, call, self.store)
 
     async def faults_admin(self, request: web.Request) -> web.Response:
         if request.method == "POST":
-            body = await _body(request)
+            body = await read_json(request)
             try:
                 specs = FAULT_SPECS.validate_python(body if isinstance(body, list) else [body])
                 for spec in specs:
                     arm(self.faults, spec)
             except (pydantic.ValidationError, ValueError) as e:
                 raise BadRequest(f"invalid fault: {e}") from e
-        return _json(self.faults.describe())
+        return json_response(self.faults.describe())
 
 
 def _timeout(value: str | None) -> float:
@@ -249,37 +155,37 @@ def _timeout(value: str | None) -> float:
 
 
 async def _version(request: web.Request) -> web.Response:
-    return _json(discovery.version())
+    return json_response(discovery.version())
 
 
 async def _core(request: web.Request) -> web.Response:
-    return _json(discovery.core_versions(request.host))
+    return json_response(discovery.core_versions(request.host))
 
 
 async def _groups(request: web.Request) -> web.Response:
-    return _json(discovery.groups())
+    return json_response(discovery.groups())
 
 
 async def _core_resources(request: web.Request) -> web.Response:
-    return _json(discovery.resource_list("", "v1"))
+    return json_response(discovery.resource_list("", "v1"))
 
 
 async def _group_resources(request: web.Request) -> web.Response:
     found = discovery.resource_list(request.match_info["group"], request.match_info["version"])
     if found is None:
         raise NotFound(f"the server could not find the requested resource ({request.path})")
-    return _json(found)
+    return json_response(found)
 
 
 async def _openapi_index(request: web.Request) -> web.Response:
-    return _json(openapi.index())
+    return json_response(openapi.index())
 
 
 async def _openapi_document(request: web.Request) -> web.Response:
     found = openapi.document(request.match_info["prefix"])
     if found is None:
         raise NotFound(f"no OpenAPI document for {request.match_info['prefix']}")
-    return _json(found)
+    return json_response(found)
 
 
 async def _healthy(request: web.Request) -> web.Response:

@@ -148,8 +148,11 @@ def test_list_filters_by_namespace_and_selectors() -> None:
     assert names(field_selector="metadata.name=b") == ["b"]
     assert names(field_selector="metadata.namespace!=ns1") == ["c"]
     assert store.list(PODS)[1] == str(store.resource_version)
+    store.patch(PODS, "ns1", "b", {"spec": {"nodeName": "n1"}}, content_type=MERGE)
+    assert names(field_selector="spec.nodeName=n1,status.phase=Running") == ["b"]
+    assert names(field_selector="spec.nodeName!=n1") == ["a", "c"]
     with pytest.raises(errors.BadRequest):
-        names(field_selector="spec.nodeName=x")
+        store.list(KVVMS, field_selector="spec.running=true")
     with pytest.raises(errors.BadRequest):
         names(label_selector="app in x")
 

@@ -1,0 +1,110 @@
+"""One handler per Kubernetes verb on a resource endpoint (watch lives in `streaming`).
+
+Each takes the request, the parsed `Call` and the store, and answers with the store's
+result encoded as the real server would (201 on create, `<Kind>List` lists carrying the
+list's resourceVersion, the deleted object on delete). Faults and logging happen
+before a handler runs; handlers never see them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from aiohttp import web
+
+from nicplug.simulator.routing import Call
+from nicplug.simulator.store import Store
+from nicplug.simulator.wire import json_response, place, read_json, require_json
+
+Verb = Callable[[web.Request, Call, Store], Awaitable[web.Response]]
+
+
+def _list_body(call: Call, items: list[dict[str, Any]], rv: str) -> dict[str, Any]:
+    res = call.resource
+    return {
+        "kind": f"{res.kind}List",
+        "apiVersion": res.api_version,
+        "metadata": {"resourceVersion": rv},
+        "items": items,
+    }
+
+
+def _selected(request: web.Request, call: Call, store: Store) -> tuple[list[dict[str, Any]], str]:
+    return store.list_shared(
+        call.resource,
+        call.namespace,
+        label_selector=request.query.get("labelSelector"),
+        field_selector=request.query.get("fieldSelector"),
+    )
+
+
+def _name(call: Call) -> str:
+    assert call.name is not None  # routing gives every per-object verb a name
+    return call.name
+
+
+async def list_objects(request: web.Request, call: Call, store: Store) -> web.Response:
+    items, rv = _selected(request, call, store)  # the stored dicts: serialised, not copied
+    return json_response(_list_body(call, items, rv))
+
+
+async def get(request: web.Request, call: Call, store: Store) -> web.Response:
+    return json_response(store.get(call.resource, call.namespace, _name(call)))
+
+
+async def create(request: web.Request, call: Call, store: Store) -> web.Response:
+    require_json(request)
+    body = place(call, await read_json(request))
+    return json_response(store.create(call.resource, body, drop_status=True), 201)
+
+
+async def update(request: web.Request, call: Call, store: Store) -> web.Response:
+    require_json(request)
+    body = place(call, await read_json(request))
+    return json_response(store.update(call.resource, body, subresource=call.subresource))
+
+
+async def patch(request: web.Request, call: Call, store: Store) -> web.Response:
+    document = await read_json(request)
+    patched = store.patch(
+        call.resource,
+        call.namespace,
+        _name(call),
+        document,
+        content_type=request.headers.get("Content-Type", ""),
+        subresource=call.subresource,
+    )
+    return json_response(patched)
+
+
+async def delete(request: web.Request, call: Call, store: Store) -> web.Response:
+    options = await read_json(request) if request.can_read_body else {}
+    found = options.get("preconditions") if isinstance(options, dict) else None
+    preconditions = found if isinstance(found, dict) else {}
+    deleted = store.delete(
+        call.resource,
+        call.namespace,
+        _name(call),
+        uid=preconditions.get("uid"),
+        resource_version=preconditions.get("resourceVersion"),
+    )
+    return json_response(deleted)
+
+
+async def delete_collection(request: web.Request, call: Call, store: Store) -> web.Response:
+    items, _ = _selected(request, call, store)
+    doomed = [(i["metadata"].get("namespace"), i["metadata"]["name"]) for i in items]
+    deleted = [store.delete(call.resource, ns, name) for ns, name in doomed]
+    return json_response(_list_body(call, deleted, str(store.resource_version)))
+
+
+VERBS: dict[str, Verb] = {
+    "list": list_objects,
+    "get": get,
+    "create": create,
+    "update": update,
+    "patch": patch,
+    "delete": delete,
+    "deletecollection": delete_collection,
+}
