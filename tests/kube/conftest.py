@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,7 +27,7 @@ class ApiServer:
     app: web.Application
 
     @property
-    def requests(self) -> list[RequestRecord]:
+    def requests(self) -> Sequence[RequestRecord]:
         return self.app[REQUEST_LOG]
 
     def count(self, verb: str | None = None, resource: str | None = None) -> int:

@@ -292,3 +292,19 @@ async def test_malformed_lines_and_objects_are_skipped(connection: ApiConnection
     with pytest.raises(Expired):
         informer._apply(orjson.dumps({"type": "ERROR", "object": {**error, "code": 410}}),
                         gap=0.0)
+
+
+async def test_a_watch_that_never_answers_trips_the_watchdog(
+    api_server: ApiServer, connection: ApiConnection
+) -> None:
+    sleeps = Sleeps()
+    informer = Informer(connection, LAUNCHER_PODS, settings=WatchSettings(inactivity=0.2),
+                        sleep=sleeps)
+    api_server.faults.add_latency(30.0, verb="watch")
+    async with running(informer):  # every pod in every namespace
+        await eventually(lambda: informer.stats.stalls >= 1)
+        api_server.faults.clear()
+        api_server.store.create(sim.PODS, {"metadata": {
+            "name": "virt-launcher-a", "namespace": "ns9", "labels": {"vm.kubevirt.io/name": "a"}}})
+        await eventually(lambda: informer.get("ns9/virt-launcher-a") is not None)
+    assert api_server.count("watch") <= informer.stats.stalls + 1

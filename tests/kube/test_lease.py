@@ -20,12 +20,14 @@ FAST = LeaseTiming(lease_duration=1, renew_deadline=0.6, retry_period=0.2)
 
 
 class Candidate:
-    def __init__(self, connection: ApiConnection, identity: str) -> None:
+    def __init__(
+        self, connection: ApiConnection, identity: str, timing: LeaseTiming = FAST
+    ) -> None:
         self.working = asyncio.Event()
         self.stopped = 0
         self.leadership = Leadership(
             connection, name="nicplug", namespace="kube-system", identity=identity,
-            on_started=self._work, on_stopped=self._stop, timing=FAST,
+            on_started=self._work, on_stopped=self._stop, timing=timing,
         )
         self.task = asyncio.create_task(self.leadership.run())
 
@@ -53,6 +55,7 @@ def holder(server: ApiServer) -> str:
 async def test_a_standby_takes_over_when_the_leader_dies(
     api_server: ApiServer, connection: ApiConnection
 ) -> None:
+    started = asyncio.get_running_loop().time()
     first = Candidate(connection, "first")
     await asyncio.wait_for(first.working.wait(), 2)
     second = Candidate(connection, "second")
@@ -74,8 +77,9 @@ async def test_a_standby_takes_over_when_the_leader_dies(
     finally:
         await first.kill()
         await second.kill()
-    # Each renewal is a read and a replace: bounded by the retry period, not a hot loop.
-    assert api_server.count(resource="leases") < 60
+    # At most a read and a replace per retry period and candidate: no hot loop.
+    elapsed = asyncio.get_running_loop().time() - started
+    assert api_server.count(resource="leases") <= 2 * 2 * (elapsed / FAST.retry_period + 1)
 
 
 def test_lease_timing_is_checked() -> None:
@@ -101,3 +105,29 @@ async def test_a_leader_that_cannot_renew_stops_working(
         assert only.leadership.terms == 2
     finally:
         await only.kill()
+
+
+@pytest.mark.timeout(20)
+async def test_a_released_lease_is_taken_over_without_waiting_it_out(
+    api_server: ApiServer, connection: ApiConnection
+) -> None:
+    slow = LeaseTiming(lease_duration=5, renew_deadline=0.6, retry_period=0.2)
+    first = Candidate(connection, "first", timing=slow)
+    await asyncio.wait_for(first.working.wait(), 2)
+    second = Candidate(connection, "second", timing=slow)
+    try:
+        await asyncio.sleep(0.3)
+        assert not second.leadership.leading
+        await first.kill()
+        assert await first.leadership.release()
+        assert not await first.leadership.release()  # nothing of ours left to release
+        loop = asyncio.get_running_loop()
+        released = loop.time()
+        await asyncio.wait_for(second.working.wait(), 2)
+        assert loop.time() - released < slow.lease_duration / 2
+        assert holder(api_server) == "second"
+        assert not await first.leadership.release()  # never clears another's lease
+        assert holder(api_server) == "second"
+    finally:
+        await first.kill()
+        await second.kill()

@@ -217,11 +217,18 @@ class Informer:
 
     async def _watch(self) -> None:
         """One watch request, read to its end (or to an error)."""
-        response = await send(self._list_call(
-            watch=True, allow_watch_bookmarks=True, resource_version=self.resource_version,
-            timeout_seconds=self.settings.timeout_seconds,
-            _request_timeout=self._connection.watch_timeout(None),
-        ))
+        try:
+            # A server that accepts the watch but never answers is as stuck as a silent
+            # stream: the same watchdog bounds the wait for the response headers.
+            async with asyncio.timeout(self.settings.inactivity):
+                response = await send(self._list_call(
+                    watch=True, allow_watch_bookmarks=True,
+                    resource_version=self.resource_version,
+                    timeout_seconds=self.settings.timeout_seconds,
+                    _request_timeout=self._connection.watch_timeout(None),
+                ))
+        except TimeoutError as exc:
+            raise Stalled() from exc
         self.stats.watches += 1
         last = self._clock()
         try:

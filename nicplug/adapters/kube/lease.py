@@ -14,8 +14,11 @@ library leaves to its caller:
   ends — the lease lost, the API unreachable, or `run` cancelled.
 
 It never releases the lease on cancellation: a dead controller cannot either, and the
-standby must take over after the lease duration in both cases. The library reads the
-wall clock and sleeps for real; it cannot take an injected clock.
+standby must take over after the lease duration in both cases. A controller that
+shuts down cleanly calls `release` after cancelling `run`: it clears the holder (a
+compare-and-swap, so it never clears another's), and a standby takes over at its next
+retry instead of waiting out the lease. The library reads the wall clock and sleeps
+for real; it cannot take an injected clock.
 """
 
 from __future__ import annotations
@@ -26,11 +29,15 @@ from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any
 
+from kubernetes_asyncio.client import CoordinationV1Api
 from kubernetes_asyncio.leaderelection.electionconfig import Config
 from kubernetes_asyncio.leaderelection.leaderelection import LeaderElection
 from kubernetes_asyncio.leaderelection.resourcelock.leaselock import LeaseLock
 
+from nicplug.adapters.kube.calls import JSON_PATCH, compare_and_swap
 from nicplug.adapters.kube.client import ApiConnection
+from nicplug.adapters.kube.errors import Conflict, KubeError, NotFound
+from nicplug.adapters.kube.wire import fetch_object
 
 log = logging.getLogger(__name__)
 
@@ -143,3 +150,33 @@ class Leadership:
             await asyncio.gather(work, return_exceptions=True)
         if self._on_stopped is not None:
             await self._on_stopped()
+
+    async def release(self) -> bool:
+        """Hand the lease over now, if this candidate holds it; call after `run` ended.
+
+        True when it was released. Losing the race to another holder, or finding no
+        lease, is not an error: there is nothing of ours to release.
+        """
+        if self._work is not None:
+            raise RuntimeError("cancel run() before releasing the lease")
+        api = CoordinationV1Api(self._connection.client)
+        options: dict[str, Any] = {
+            "_preload_content": False, "_request_timeout": self._connection.request_timeout,
+        }
+        try:
+            lease = await fetch_object(
+                api.read_namespaced_lease(self.name, self.namespace, **options))
+            if (lease.get("spec") or {}).get("holderIdentity") != self.identity:
+                return False
+            await fetch_object(api.patch_namespaced_lease(
+                self.name, self.namespace,
+                compare_and_swap("/spec/holderIdentity", self.identity, ""),
+                **{**options, "_content_type": JSON_PATCH}))
+        except (Conflict, NotFound):
+            return False
+        except KubeError as exc:
+            if exc.status == 422:  # the test op failed: someone else holds it now
+                return False
+            raise
+        log.info("%s released the lease %s/%s", self.identity, self.namespace, self.name)
+        return True
