@@ -1,7 +1,9 @@
 """Time as a parameter: the runtime never reads the system clock directly.
 
-`now()` is logical seconds (monotonic, what deadlines and backoff use); `wall()` is
-epoch seconds, only ever recorded for humans. `VirtualClock` moves only when told, so
+`now()` is logical seconds (what deadlines and backoff use); `wall()` is epoch
+seconds, only ever recorded for humans. The real clock's logical time is epoch time
+too: deadlines are journaled, and a monotonic clock restarts from an arbitrary origin
+on another node or after a reboot, which would make every durable deadline wrong. `VirtualClock` moves only when told, so
 tests and replays run without sleeping and give the same results every time. Nothing
 here may schedule work of its own beyond waking sleepers.
 """
@@ -24,16 +26,16 @@ class Clock(Protocol):
 
 
 class RealClock:
-    """Monotonic logical time; `wall()` is the system's epoch time."""
+    """Epoch seconds for both: durable deadlines keep their meaning across processes."""
 
     def now(self) -> float:
-        return time.monotonic()
+        return time.time()
 
     def wall(self) -> float:
         return time.time()
 
     async def sleep_until(self, deadline: float) -> None:
-        delay = deadline - time.monotonic()
+        delay = deadline - time.time()
         if delay > 0:
             await asyncio.sleep(delay)
 
