@@ -25,15 +25,13 @@ from nicplug.adapters.kube.client import ApiConnection, ClientSettings, connect
 from nicplug.adapters.kube.informer import Informer, WatchProgress, WatchSettings
 from nicplug.adapters.kube.lease import Leadership
 from nicplug.adapters.kube.resources import WATCHED, KindRef, Scope
-from nicplug.adapters.kube.translate.assemble import assemble_world
-from nicplug.adapters.kube.translate.objects import MalformedObject
 from nicplug.adapters.observability import Health, Metrics, make_http_app, parse_addr
+from nicplug.adapters.observing import Observing
 from nicplug.adapters.reporting import MetricsListener
 from nicplug.adapters.sdn import dialect_for
 from nicplug.adapters.settings import Settings
-from nicplug.adapters.worldview import WorldIndex
+from nicplug.adapters.tapes.writer import EffectTaping, TapeWriter
 from nicplug.engine.clock import RealClock
-from nicplug.engine.model import Cause, Key
 from nicplug.engine.runtime import Runtime
 from nicplug.engine.sqlite_journal import SQLiteJournal
 from nicplug.machines.decider import HotplugDecider
@@ -52,11 +50,12 @@ class Controller:
         self.dialect = dialect_for(
             settings.dialect, cluster_nad_namespace=settings.cluster_network_namespace
         )
-        self._index = WorldIndex()
-        self._dirty: dict[str, str] = {}
-        self._wake = asyncio.Event()
+        self._observing = Observing(
+            self.dialect,
+            on_hold=lambda _vm, _problem: self.metrics.observation_errors.labels("object").inc(),
+        )
+        self._tape: TapeWriter | None = None
         self._ready = False
-        self._held: set[str] = set()
         self._last_progress: dict[str, float] = {}
 
     async def run(self) -> None:
@@ -65,6 +64,8 @@ class Controller:
         connection = await connect(ClientSettings(
             kubeconfig=self.settings.kubeconfig, read_timeout=self.settings.request_timeout
         ))
+        if self.settings.record_tape is not None:
+            self._tape = TapeWriter(self.settings.record_tape, now=time.time)
         try:
             leadership = Leadership(
                 connection,
@@ -80,6 +81,8 @@ class Controller:
             self._ready = False
             await connection.close()
             await runner.cleanup()
+            if self._tape is not None:
+                self._tape.close()
 
     async def _serve_http(self) -> web.AppRunner:
         host, port = parse_addr(self.settings.metrics_addr)
@@ -107,7 +110,7 @@ class Controller:
             ),
             RealClock(),
             concurrency=self.settings.concurrency,
-            listeners=[listener],
+            listeners=[listener, *([EffectTaping(self._tape)] if self._tape else [])],
         )
         informers = self._informers(connection)
         tasks: list[asyncio.Task[None]] = []
@@ -118,10 +121,10 @@ class Controller:
             listener.seed(stored.view.state for stored in await journal.views())
             for stored in await journal.views(live=True):
                 self._mark(str(stored.view.key), "recovery")
-            for key in self._index.vm_keys():
+            for key in self._observing.index.vm_keys():
                 self._mark(key, "initial list")
             self._ready = True
-            log.info("ready: %d VMs listed, recovery done", len(self._dirty))
+            log.info("ready: %d VMs listed, recovery done", self._observing.pending)
             await self._feed(runtime, tasks)
         finally:
             self._ready = False
@@ -163,59 +166,27 @@ class Controller:
             synced.cancel()
 
     def _changed(self, kind: KindRef, event_type: str, obj: dict[str, object]) -> None:
-        meta = obj.get("metadata")
-        ref = kind.kind
-        if isinstance(meta, dict):
-            where = f"{meta.get('namespace')}/{meta.get('name')}" if meta.get("namespace") \
-                else str(meta.get("name"))
-            ref = f"{kind.kind}/{where}@{meta.get('resourceVersion')}"
-        for vm_key in self._index.apply(kind, event_type, obj):
-            self._mark(vm_key, ref)
+        if self._tape is not None:
+            self._tape.watch_event(kind, event_type, obj)
+        self._observing.changed(kind, event_type, obj)
 
     def _progress(self, kind: KindRef, progress: WatchProgress) -> None:
         self.metrics.watch_lag.labels(kind.name).set(progress.gap)
 
     def _mark(self, vm_key: str, ref: str) -> None:
-        self._dirty[vm_key] = ref
-        self._wake.set()
+        self._observing.mark(vm_key, ref)
 
     async def _feed(
         self, runtime: Runtime[VMState, World], tasks: Sequence[asyncio.Task[None]]
     ) -> None:
         """Hand each changed VM's world to the runtime, until an informer dies."""
         while True:
-            await self._wake.wait()
-            self._wake.clear()
+            await self._observing.wake.wait()
             for task in tasks:
                 if task.done():
                     task.result()
-            dirty, self._dirty = self._dirty, {}
-            for vm_key, ref in dirty.items():
-                world = self._world(vm_key)
-                if world is not None:
-                    await runtime.observe(Key(vm_key), world, Cause("observation", ref))
+            await self._observing.feed(runtime)
             await asyncio.sleep(0)
-
-    def _world(self, vm_key: str) -> World | None:
-        try:
-            translation = assemble_world(self._index.objects_of(vm_key), dialect=self.dialect)
-        except MalformedObject as exc:
-            self._hold(vm_key, str(exc))
-            return None
-        world = translation.world
-        if world.observation_errors:
-            self._hold(vm_key, "; ".join(world.observation_errors))
-            return None
-        if vm_key in self._held:
-            self._held.discard(vm_key)
-            log.info("vm=%s readable again", vm_key)
-        return world
-
-    def _hold(self, vm_key: str, problem: str) -> None:
-        self.metrics.observation_errors.labels("object").inc()
-        if vm_key not in self._held:
-            self._held.add(vm_key)
-            log.warning("vm=%s held still: %s", vm_key, problem)
 
 
 async def run_controller(settings: Settings) -> None:

@@ -46,6 +46,7 @@ class Settings(BaseModel):
     request_timeout: float = Field(default=30.0, gt=0)
     synchronous: Literal["FULL", "NORMAL"] = "FULL"
     concurrency: int = Field(default=64, ge=1, le=4096)
+    record_tape: Path | None = None
 
     @field_validator("metrics_addr")
     @classmethod

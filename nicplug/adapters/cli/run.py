@@ -83,6 +83,9 @@ def run(
     synchronous: Annotated[
         str, _opt("synchronous", "SQLite durability: FULL | NORMAL")
     ] = "FULL",
+    record_tape: Annotated[
+        Path | None, _opt("record-tape", "Record every watch event and effect to this tape")
+    ] = None,
     log_level: Annotated[str, _opt("log-level", "DEBUG | INFO | WARNING | ERROR")] = "INFO",
 ) -> None:
     """Run the controller: watch VMs and hot-plug/unplug their interfaces."""
@@ -99,6 +102,7 @@ def run(
             backoff_max=backoff_max, cluster_network_namespace=cluster_network_namespace,
             lease_name=lease_name, lease_namespace=lease_namespace, identity=identity,
             request_timeout=request_timeout, synchronous=synchronous,
+            record_tape=record_tape,
         )
     except ValidationError as exc:
         raise typer.BadParameter(_explain(exc)) from None

@@ -1,0 +1,98 @@
+"""`nicplug replay TAPE`: feed a recorded tape to the controller's decision code.
+
+Takes the options of `nicplug run` that change decisions (dialect, gating, migrations,
+timeouts), runs on a virtual clock, executes no effect against any server, and prints
+a report, or `--json` (DESIGN §7). Exit codes: 0 done; 1 `--compare-effects` found a
+difference, or a `--strict` replay met a malformed line; 2 bad options or no tape.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from pydantic import ValidationError
+
+from nicplug.adapters.cli.app import app
+from nicplug.adapters.cli.run import _explain
+
+
+@app.command()
+def replay(
+    tape: Annotated[Path, typer.Argument(help="The tape file ('-': standard input)")],
+    json_output: Annotated[bool, typer.Option("--json", help="Print DESIGN §7's JSON")] = False,
+    journal: Annotated[
+        Path | None, typer.Option(help="Keep the replay's journal in this SQLite file")
+    ] = None,
+    compare_effects: Annotated[bool, typer.Option(
+        "--compare-effects", help="Exit 1 when the effects differ from the tape's EFFECT lines"
+    )] = False,
+    strict: Annotated[bool, typer.Option(help="Stop at the first malformed line")] = False,
+    dialect: Annotated[str, typer.Option(help="SDN dialect: deckhouse | multus")] = "deckhouse",
+    gating: Annotated[
+        str, typer.Option(help="rollout-strategy | always-live")
+    ] = "rollout-strategy",
+    migrations: Annotated[str, typer.Option(help="auto | manual")] = "auto",
+    sdn_ready_timeout: Annotated[float, typer.Option()] = 120.0,
+    attach_timeout: Annotated[float, typer.Option()] = 120.0,
+    detach_timeout: Annotated[float, typer.Option()] = 120.0,
+    migration_timeout: Annotated[float, typer.Option()] = 600.0,
+    dynamic_networks_grace: Annotated[float, typer.Option()] = 15.0,
+    effect_reissue_after: Annotated[float, typer.Option()] = 30.0,
+    backoff_base: Annotated[float, typer.Option()] = 5.0,
+    backoff_max: Annotated[float, typer.Option()] = 300.0,
+    cluster_network_namespace: Annotated[str, typer.Option()] = "default",
+) -> None:
+    """Replay a tape on a virtual clock; no effect reaches any server."""
+    from rich.console import Console
+
+    from nicplug.adapters.settings import Settings
+    from nicplug.adapters.tapes.replaying import Replay, TapeMalformed
+    from nicplug.adapters.tapes.report import compare_effects as compare
+    from nicplug.adapters.tapes.report import print_report, replay_json
+    from nicplug.engine.errors import JournalError
+
+    try:
+        settings = Settings(
+            dialect=dialect, gating=gating, migrations=migrations,
+            sdn_ready_timeout=sdn_ready_timeout, attach_timeout=attach_timeout,
+            detach_timeout=detach_timeout, migration_timeout=migration_timeout,
+            dynamic_networks_grace=dynamic_networks_grace,
+            effect_reissue_after=effect_reissue_after, backoff_base=backoff_base,
+            backoff_max=backoff_max, cluster_network_namespace=cluster_network_namespace,
+        )
+    except ValidationError as exc:
+        raise typer.BadParameter(_explain(exc)) from None
+    if journal is not None and journal.exists():
+        typer.echo(f"nicplug: {journal} exists; a replay writes a new journal", err=True)
+        raise typer.Exit(2)
+    try:
+        source = sys.stdin.buffer if str(tape) == "-" else tape.open("rb")
+    except OSError as exc:
+        typer.echo(f"nicplug: cannot read the tape {tape}: {exc.strerror or exc}", err=True)
+        raise typer.Exit(2) from None
+    try:
+        with source:
+            result = asyncio.run(Replay(settings, journal=journal, strict=strict).run(source))
+    except TapeMalformed as exc:
+        typer.echo(f"nicplug: {tape}: {exc}", err=True)
+        raise typer.Exit(1) from None
+    except JournalError as exc:
+        typer.echo(f"nicplug: {exc}", err=True)
+        raise typer.Exit(1) from None
+    if json_output:
+        sys.stdout.buffer.write(replay_json(result))
+        sys.stdout.buffer.flush()
+        for m in result.malformed:
+            typer.echo(f"nicplug: {tape}: line {m.line}: {m.problem}", err=True)
+    else:
+        print_report(result, Console())
+    if compare_effects:
+        differences = compare(result)
+        for d in differences:
+            typer.echo(f"effects differ: {d.describe()}", err=True)
+        if differences:
+            raise typer.Exit(1)

@@ -1,0 +1,92 @@
+"""One tape line at the edge: pydantic models of the envelope, and what a line means.
+
+A line is a watch event exactly as the API server sends it (`type`, `object`), with an
+optional `at` (RFC 3339), or an `EFFECT` line (`object: {type, target}`) that says what
+the recording controller did. Only the envelope is validated here; the objects are
+read later by the same translation the live controller uses. It never feeds anything.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from nicplug.adapters.kube.resources import LAUNCHER_PODS, WATCHED, KindRef
+
+EFFECT = "EFFECT"
+WATCH_TYPES = ("ADDED", "MODIFIED", "DELETED")
+
+
+class TapeLine(BaseModel):
+    """The envelope of one line; unknown top-level fields are ignored."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    type: Literal["ADDED", "MODIFIED", "DELETED", "BOOKMARK", "ERROR", "EFFECT"]
+    object: dict[str, Any]
+    at: datetime.datetime | None = None
+
+
+class EffectObject(BaseModel):
+    """The object of an `EFFECT` line."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    type: str = Field(min_length=1)
+    target: str
+
+
+@dataclass(frozen=True, slots=True)
+class WatchEvent:
+    """An ADDED / MODIFIED / DELETED of a watched kind, to be fed."""
+
+    line: int
+    type: str
+    kind: KindRef
+    object: dict[str, Any]
+    at: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class TapedEffect:
+    """What the recording controller did: compared on replay, never fed."""
+
+    line: int
+    type: str
+    target: str
+    at: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class Malformed:
+    line: int
+    problem: str
+
+
+_BY_GROUP_KIND: Mapping[tuple[str, str], KindRef] = {(k.group, k.kind): k for k in WATCHED}
+
+
+def kind_of(obj: Mapping[str, Any]) -> KindRef | str:
+    """The watched kind of an object (any version of its group), or its `apiVersion/kind`
+    text when nicplug does not watch it."""
+    api_version = obj.get("apiVersion")
+    kind = obj.get("kind")
+    if not isinstance(api_version, str) or not isinstance(kind, str):
+        return f"{api_version}/{kind}"
+    group = api_version.rpartition("/")[0]
+    found = _BY_GROUP_KIND.get((group, kind))
+    return found if found is not None else f"{api_version}/{kind}"
+
+
+def selected(kind: KindRef, obj: Mapping[str, Any]) -> bool:
+    """Would the live controller's watch of `kind` deliver `obj`? (Pods: only those
+    labelled with their VM, as the informer's label selector asks.)"""
+    if kind is not LAUNCHER_PODS:
+        return True
+    meta = obj.get("metadata")
+    labels = meta.get("labels") if isinstance(meta, Mapping) else None
+    return isinstance(labels, Mapping) and bool(labels.get(LAUNCHER_PODS.label_selector or ""))

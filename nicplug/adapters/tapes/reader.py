@@ -1,0 +1,180 @@
+"""Reading a tape as a stream: one item at a time, whatever its layout.
+
+A tape may hold one JSON object per line (what `nicplug record` writes), objects
+concatenated on a line, or pretty-printed objects spanning lines (what `kubectl get
+--watch --output-watch-events -o json` prints). The reader holds at most one object's
+text at a time, so memory does not grow with the tape's length. Every line that cannot
+be read becomes a `Malformed` item naming its line number, and reading goes on; unknown
+kinds, bookmarks and ERROR events are counted and skipped. It never feeds anything.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+
+from pydantic import ValidationError
+
+from nicplug.adapters.tapes.lines import (
+    EFFECT,
+    WATCH_TYPES,
+    EffectObject,
+    Malformed,
+    TapedEffect,
+    TapeLine,
+    WatchEvent,
+    kind_of,
+    selected,
+)
+from nicplug.adapters.tapes.times import epoch_of
+
+Item = WatchEvent | TapedEffect | Malformed
+
+MAX_VALUE_BYTES = 16 * 1024 * 1024
+"""A value spanning lines longer than this is taken as unterminated (the API server
+refuses objects over 3 MiB)."""
+
+_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"')
+_DECODER = json.JSONDecoder()
+
+
+@dataclass
+class TapeStats:
+    """What a tape held besides the events fed."""
+
+    events: int = 0
+    effects: int = 0
+    bookmarks: int = 0
+    errors: int = 0
+    unselected: int = 0
+    malformed: int = 0
+    unknown_kinds: Counter[str] = field(default_factory=Counter)
+
+
+def _depth(line: bytes) -> int:
+    """How many more brackets `line` opens than it closes (strings ignored)."""
+    if b'"' in line:
+        line = _STRING.sub(b"", line)
+    return line.count(b"{") + line.count(b"[") - line.count(b"}") - line.count(b"]")
+
+
+def _texts(lines: Iterable[bytes]) -> Iterator[tuple[int, bytes | None, str]]:
+    """(line number, the text of one top-level value or None, problem if None)."""
+    buffer: list[bytes] = []
+    start = depth = size = 0
+    for number, raw in enumerate(lines, 1):
+        if buffer:
+            if raw[:1] == b"{":  # a new top-level value: the one before never closed
+                yield start, None, "a JSON object that never closes"
+                buffer = []
+            else:
+                buffer.append(raw)
+                depth += _depth(raw)
+                size += len(raw)
+                if depth <= 0:
+                    yield start, b"".join(buffer), ""
+                    buffer = []
+                elif size > MAX_VALUE_BYTES:
+                    yield start, None, f"a JSON value longer than {MAX_VALUE_BYTES} bytes"
+                    buffer = []
+                continue
+        text = raw.strip()
+        if not text:
+            continue
+        if text[:1] == b"{" and text[-1:] == b"}":
+            yield number, text, ""
+            continue
+        opened = _depth(text)
+        if text[:1] == b"{" and opened > 0:
+            buffer, start, depth, size = [raw], number, opened, len(raw)
+            continue
+        yield number, None, "not a JSON object"
+    if buffer:
+        yield start, None, "a JSON object that never closes (end of tape)"
+
+
+def _split(text: bytes) -> list[object] | None:
+    """Values concatenated in one text, or None when it is not JSON at all."""
+    try:
+        decoded = text.decode()
+    except UnicodeDecodeError:
+        return None
+    values: list[object] = []
+    index, end = 0, len(decoded)
+    try:
+        while index < end:
+            value, index = _DECODER.raw_decode(decoded, index)
+            values.append(value)
+            while index < end and decoded[index].isspace():
+                index += 1
+    except json.JSONDecodeError:
+        return None
+    return values
+
+
+class TapeReader:
+    """Iterates the items of a tape; `stats` counts what was skipped."""
+
+    def __init__(self, lines: Iterable[bytes]) -> None:
+        self._lines = lines
+        self.stats = TapeStats()
+
+    def __iter__(self) -> Iterator[Item]:
+        for number, text, problem in _texts(self._lines):
+            if text is None:
+                yield self._malformed(number, problem)
+                continue
+            try:
+                yield from self._items(number, TapeLine.model_validate_json(text))
+            except ValidationError as exc:
+                if any(e["type"] != "json_invalid" for e in exc.errors()):
+                    yield self._malformed(number, _explain(exc))
+                    continue
+                values = _split(text)
+                if values is None:
+                    yield self._malformed(number, "not valid JSON")
+                    continue
+                for value in values:
+                    try:
+                        yield from self._items(number, TapeLine.model_validate(value))
+                    except ValidationError as inner:
+                        yield self._malformed(number, _explain(inner))
+
+    def _malformed(self, number: int, problem: str) -> Malformed:
+        self.stats.malformed += 1
+        return Malformed(number, problem)
+
+    def _items(self, number: int, line: TapeLine) -> Iterator[Item]:
+        at = epoch_of(line.at) if line.at is not None else None
+        if line.type in WATCH_TYPES:
+            kind = kind_of(line.object)
+            if isinstance(kind, str):
+                self.stats.unknown_kinds[kind] += 1
+            elif not selected(kind, line.object):
+                self.stats.unselected += 1
+            else:
+                self.stats.events += 1
+                yield WatchEvent(number, line.type, kind, line.object, at)
+        elif line.type == EFFECT:
+            try:
+                effect = EffectObject.model_validate(line.object)
+            except ValidationError as exc:
+                yield self._malformed(number, "EFFECT " + _explain(exc))
+                return
+            self.stats.effects += 1
+            yield TapedEffect(number, effect.type, effect.target, at)
+        elif line.type == "BOOKMARK":
+            self.stats.bookmarks += 1
+        else:
+            self.stats.errors += 1
+
+
+def _explain(exc: ValidationError) -> str:
+    parts = []
+    for error in exc.errors()[:3]:
+        where = ".".join(str(p) for p in error["loc"]) or "line"
+        parts.append(f"{where}: {error['msg']}")
+    return "; ".join(parts)

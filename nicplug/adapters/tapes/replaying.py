@@ -1,0 +1,205 @@
+"""Replaying a tape: the controller's own decision code, a virtual clock, no server.
+
+Watch events go through `Observing` (index → dirty VMs → assembled worlds →
+`runtime.observe`), exactly as in `nicplug run`, into a `Runtime` over the
+`HotplugDecider`, with a `VirtualClock` and an executor that only writes effects down.
+Time is each event's `at`, or one second after the previous event where it is missing
+(never backwards). Events sharing one `at` are applied together and observed once per
+VM, as the live controller coalesces a burst; timers due at or before an event's time
+fire before it is fed; after each moment the runtime is drained, so the order of
+everything is fixed and the same tape gives the same journal and the same report. The
+replay ends at the last event's time. There is no world reaction to effects: the tape
+holds the world's reactions as they were recorded.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from nicplug.adapters.observing import Observing
+from nicplug.adapters.sdn import dialect_for
+from nicplug.adapters.settings import Settings
+from nicplug.adapters.tapes.lines import Malformed, TapedEffect
+from nicplug.adapters.tapes.reader import TapeReader, TapeStats
+from nicplug.adapters.tapes.writer import effect_target
+from nicplug.engine.clock import VirtualClock
+from nicplug.engine.journal import PendingEffect, StoredView
+from nicplug.engine.listening import RuntimeListener
+from nicplug.engine.model import Key
+from nicplug.engine.runtime import Runtime
+from nicplug.engine.sqlite_journal import SQLiteJournal
+from nicplug.engine.sqlite_opening import MEMORY
+from nicplug.machines.decider import HotplugDecider
+from nicplug.machines.operation import VMState
+from nicplug.machines.world import World
+
+KEEP_MALFORMED = 100
+"""Malformed lines kept for the report (all are counted)."""
+
+
+class TapeMalformed(Exception):
+    """A malformed line in a `--strict` replay."""
+
+    def __init__(self, malformed: Malformed) -> None:
+        super().__init__(f"line {malformed.line}: {malformed.problem}")
+        self.malformed = malformed
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayedEffect:
+    type: str
+    target: str
+    at: float
+
+
+@dataclass(frozen=True, slots=True)
+class OperationRow:
+    vm: str
+    network: str
+    direction: str
+    attempt: int
+    state: str
+    reason: str | None
+    history: tuple[str, ...]
+
+
+@dataclass
+class ReplayResult:
+    operations: list[OperationRow] = field(default_factory=list)
+    effects: list[ReplayedEffect] = field(default_factory=list)
+    taped: list[TapedEffect] = field(default_factory=list)
+    malformed: list[Malformed] = field(default_factory=list)
+    stats: TapeStats = field(default_factory=TapeStats)
+    observations: int = 0
+    held: frozenset[str] = frozenset()
+    errors: list[str] = field(default_factory=list)
+    started: float | None = None
+    ended: float | None = None
+
+    def effects_by_type(self) -> list[tuple[str, int]]:
+        counts: dict[str, int] = {}
+        for effect in self.effects:
+            counts[effect.type] = counts.get(effect.type, 0) + 1
+        return sorted(counts.items())
+
+
+class EffectLog:
+    """The replay's executor: executes nothing, writes down type, target and time."""
+
+    def __init__(self, clock: VirtualClock) -> None:
+        self._clock = clock
+        self.effects: list[ReplayedEffect] = []
+
+    async def execute(self, effect: PendingEffect) -> Mapping[str, Any]:
+        self.effects.append(ReplayedEffect(effect.type, effect_target(effect), self._clock.now()))
+        return {}
+
+
+class _Errors(RuntimeListener):
+    def __init__(self) -> None:
+        self.errors: list[str] = []
+
+    def on_error(self, key: Key, error: BaseException) -> None:
+        self.errors.append(f"{key}: {error}")
+
+
+class Replay:
+    """One replay of one tape; `run(lines)` returns the result."""
+
+    def __init__(
+        self, settings: Settings, *, journal: Path | None = None, strict: bool = False
+    ) -> None:
+        self.settings = settings
+        self.journal_path = journal
+        self.strict = strict
+        self.clock = VirtualClock()
+        self._observing = Observing(dialect_for(
+            settings.dialect, cluster_nad_namespace=settings.cluster_network_namespace
+        ))
+
+    async def run(self, lines: Iterable[bytes]) -> ReplayResult:
+        journal = await SQLiteJournal.open(
+            str(self.journal_path) if self.journal_path else MEMORY, synchronous="NORMAL"
+        )
+        executor = EffectLog(self.clock)
+        errors = _Errors()
+        # One key decided at a time: the journal's order then never depends on timing.
+        runtime: Runtime[VMState, World] = Runtime(
+            HotplugDecider(self.settings.machine_config()), journal, executor, self.clock,
+            concurrency=1, listeners=[errors],
+        )
+        result = ReplayResult()
+        reader = TapeReader(lines)
+        try:
+            await runtime.start()
+            try:
+                await self._feed(reader, runtime, result)
+            finally:
+                await runtime.stop()
+            result.operations = _rows(await journal.views())
+        finally:
+            await journal.close()
+        result.stats = reader.stats
+        result.effects = executor.effects
+        result.held = self._observing.held
+        result.errors = errors.errors
+        return result
+
+    async def _feed(
+        self, reader: TapeReader, runtime: Runtime[VMState, World], result: ReplayResult
+    ) -> None:
+        moment: float | None = None
+        for item in reader:
+            if isinstance(item, Malformed):
+                if self.strict:
+                    raise TapeMalformed(item)
+                if len(result.malformed) < KEEP_MALFORMED:
+                    result.malformed.append(item)
+                continue
+            if isinstance(item, TapedEffect):
+                result.taped.append(item)
+                continue
+            at = item.at if item.at is not None else (moment or 0.0) + 1.0
+            at = max(at, self.clock.now())
+            if at != moment:
+                result.observations += await self._settle(runtime)
+                await self._until(at, runtime)
+                moment = at
+                if result.started is None:
+                    result.started = at
+            self._observing.changed(item.kind, item.type, item.object)
+        result.observations += await self._settle(runtime)
+        result.ended = moment
+
+    async def _settle(self, runtime: Runtime[VMState, World]) -> int:
+        """Observe the VMs the current moment changed, and wait until all is decided."""
+        fed = await self._observing.feed(runtime)
+        await runtime.drain()
+        return fed
+
+    async def _until(self, moment: float, runtime: Runtime[VMState, World]) -> None:
+        """Fire every timer due at or before `moment`, in deadline order."""
+        while True:
+            deadline = self.clock.next_deadline()
+            if deadline is None or deadline > moment:
+                break
+            self.clock.set(max(deadline, self.clock.now()))
+            await runtime.drain()
+        self.clock.set(moment)
+
+
+def _rows(stored: Iterable[StoredView]) -> list[OperationRow]:
+    rows = []
+    for s in stored:
+        snap = s.view.snapshot
+        rows.append(OperationRow(
+            vm=str(snap.get("vm", "")), network=str(snap.get("network", "")),
+            direction=str(snap.get("direction", "")), attempt=int(snap.get("attempt", 0)),
+            state=s.view.state, reason=snap.get("reason"),
+            history=tuple(str(h) for h in snap.get("history", ())),
+        ))
+    rows.sort(key=lambda r: (r.vm, r.network, r.direction, r.attempt))
+    return rows
