@@ -89,7 +89,10 @@ def replay(
         for m in result.malformed:
             typer.echo(f"nicplug: {tape}: line {m.line}: {m.problem}", err=True)
     else:
-        print_report(result, Console())
+        console = Console()
+        if not console.is_terminal:
+            console = Console(width=max(console.width, 150))
+        print_report(result, console)
     if compare_effects:
         differences = compare(result)
         for d in differences:
