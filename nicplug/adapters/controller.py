@@ -118,6 +118,8 @@ class Controller:
             await runtime.start()
             tasks = [asyncio.create_task(i.run(), name=f"watch {i.kind.name}") for i in informers]
             await self._synced(informers, tasks)
+            if self._tape is not None:
+                self._tape.initial_events_end()
             listener.seed(stored.view.state for stored in await journal.views())
             for stored in await journal.views(live=True):
                 self._mark(str(stored.view.key), "recovery")

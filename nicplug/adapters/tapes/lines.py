@@ -19,6 +19,9 @@ from nicplug.adapters.kube.resources import LAUNCHER_PODS, WATCHED, KindRef
 
 EFFECT = "EFFECT"
 WATCH_TYPES = ("ADDED", "MODIFIED", "DELETED")
+INITIAL_EVENTS_END = "k8s.io/initial-events-end"
+"""The annotation of the BOOKMARK that ends a watch's initial events (as the API server
+marks it for `sendInitialEvents`); a recording writes one once every kind is listed."""
 
 
 class TapeLine(BaseModel):
@@ -59,6 +62,20 @@ class TapedEffect:
     type: str
     target: str
     at: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class InitialEventsEnd:
+    """Every kind has been listed: what came before is the initial state."""
+
+    line: int
+    at: float | None
+
+
+def initial_events_end(obj: Mapping[str, Any]) -> bool:
+    meta = obj.get("metadata")
+    annotations = meta.get("annotations") if isinstance(meta, Mapping) else None
+    return isinstance(annotations, Mapping) and annotations.get(INITIAL_EVENTS_END) == "true"
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,16 +22,18 @@ from nicplug.adapters.tapes.lines import (
     EFFECT,
     WATCH_TYPES,
     EffectObject,
+    InitialEventsEnd,
     Malformed,
     TapedEffect,
     TapeLine,
     WatchEvent,
+    initial_events_end,
     kind_of,
     selected,
 )
 from nicplug.adapters.tapes.times import epoch_of
 
-Item = WatchEvent | TapedEffect | Malformed
+Item = WatchEvent | TapedEffect | InitialEventsEnd | Malformed
 
 MAX_VALUE_BYTES = 16 * 1024 * 1024
 """A value spanning lines longer than this is taken as unterminated (the API server
@@ -168,6 +170,8 @@ class TapeReader:
             yield TapedEffect(number, effect.type, effect.target, at)
         elif line.type == "BOOKMARK":
             self.stats.bookmarks += 1
+            if initial_events_end(line.object):
+                yield InitialEventsEnd(number, at)
         else:
             self.stats.errors += 1
 

@@ -4,12 +4,13 @@ Watch events go through `Observing` (index → dirty VMs → assembled worlds �
 `runtime.observe`), exactly as in `nicplug run`, into a `Runtime` over the
 `HotplugDecider`, with a `VirtualClock` and an executor that only writes effects down.
 Time is each event's `at`, or one second after the previous event where it is missing
-(never backwards). Events sharing one `at` are applied together and observed once per
-VM, as the live controller coalesces a burst; timers due at or before an event's time
-fire before it is fed; after each moment the runtime is drained, so the order of
-everything is fixed and the same tape gives the same journal and the same report. The
-replay ends at the last event's time. There is no world reaction to effects: the tape
-holds the world's reactions as they were recorded.
+(never backwards). Like the live controller, nothing is observed until the initial
+events (the lists) are all in (`_Listing`). Events sharing one `at` are applied
+together and observed once per VM, as the live controller coalesces a burst; timers
+due at or before an event's time fire before it is fed; after each moment the runtime
+is drained, so the order of everything is fixed and the same tape gives the same
+journal and the same report. The replay ends at the last event's time. There is no
+world reaction to effects: the tape holds the world's reactions as they were recorded.
 """
 
 from __future__ import annotations
@@ -19,10 +20,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from nicplug.adapters.kube.resources import object_key
 from nicplug.adapters.observing import Observing
 from nicplug.adapters.sdn import dialect_for
 from nicplug.adapters.settings import Settings
-from nicplug.adapters.tapes.lines import Malformed, TapedEffect
+from nicplug.adapters.tapes.lines import InitialEventsEnd, Malformed, TapedEffect, WatchEvent
 from nicplug.adapters.tapes.reader import TapeReader, TapeStats
 from nicplug.adapters.tapes.writer import effect_target
 from nicplug.engine.clock import VirtualClock
@@ -152,6 +154,7 @@ class Replay:
         self, reader: TapeReader, runtime: Runtime[VMState, World], result: ReplayResult
     ) -> None:
         moment: float | None = None
+        listing = _Listing()
         for item in reader:
             if isinstance(item, Malformed):
                 if self.strict:
@@ -162,10 +165,16 @@ class Replay:
             if isinstance(item, TapedEffect):
                 result.taped.append(item)
                 continue
+            if isinstance(item, InitialEventsEnd) or not listing.goes_on(item):
+                if listing.ends():
+                    result.observations += await self._settle(runtime)
+                if isinstance(item, InitialEventsEnd):
+                    continue
             at = item.at if item.at is not None else (moment or 0.0) + 1.0
             at = max(at, self.clock.now())
             if at != moment:
-                result.observations += await self._settle(runtime)
+                if not listing.active:
+                    result.observations += await self._settle(runtime)
                 await self._until(at, runtime)
                 moment = at
                 if result.started is None:
@@ -189,6 +198,40 @@ class Replay:
             self.clock.set(max(deadline, self.clock.now()))
             await runtime.drain()
         self.clock.set(moment)
+
+
+class _Listing:
+    """The initial events: what a tape holds before its first change.
+
+    The live controller decides nothing until every kind is listed; a replay does the
+    same. The initial events end at the `k8s.io/initial-events-end` bookmark a
+    recording writes, or else (a tape made with kubectl) at the first event that is
+    not ADDED, or that adds an object already added (a second listing).
+    """
+
+    def __init__(self) -> None:
+        self.active = True
+        self._seen: set[tuple[str, str]] = set()
+
+    def goes_on(self, event: WatchEvent) -> bool:
+        if not self.active:
+            return False
+        if event.type != "ADDED":
+            return False
+        try:
+            key = (event.kind.name, object_key(event.object))
+        except ValueError:
+            return True
+        if key in self._seen:
+            return False
+        self._seen.add(key)
+        return True
+
+    def ends(self) -> bool:
+        """End the listing; True when it was still going on."""
+        was, self.active = self.active, False
+        self._seen = set()
+        return was
 
 
 def _rows(stored: Iterable[StoredView]) -> list[OperationRow]:

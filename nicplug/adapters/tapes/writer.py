@@ -17,7 +17,7 @@ from typing import IO, Any
 import orjson
 
 from nicplug.adapters.kube.resources import KindRef
-from nicplug.adapters.tapes.lines import EFFECT
+from nicplug.adapters.tapes.lines import EFFECT, INITIAL_EVENTS_END
 from nicplug.adapters.tapes.times import format_at
 from nicplug.engine.journal import PendingEffect
 from nicplug.engine.listening import EffectPhase, RuntimeListener
@@ -36,6 +36,12 @@ class TapeWriter:
     def watch_event(self, kind: KindRef, event_type: str, obj: dict[str, Any]) -> None:
         body = {**obj, "apiVersion": kind.api_version, "kind": kind.kind}
         self._write({"type": event_type, "at": format_at(self._now()), "object": body})
+
+    def initial_events_end(self) -> None:
+        """Every kind is listed: the lines so far are the initial state."""
+        meta = {"annotations": {INITIAL_EVENTS_END: "true"}}
+        line = {"type": "BOOKMARK", "at": format_at(self._now()), "object": {"metadata": meta}}
+        self._write(line)
 
     def effect(self, type_: str, target: str, *, at: float | None = None) -> None:
         when = format_at(self._now() if at is None else at)
