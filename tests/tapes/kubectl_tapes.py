@@ -88,7 +88,8 @@ async def _stop(process: asyncio.subprocess.Process) -> None:
         await process.wait()
 
 
-async def make_tape(directory: Path, tape: Path = TAPE) -> None:
+async def make_tape(directory: Path) -> bytes:
+    """The tape's bytes: a capture before the controller runs, and one after."""
     kubeconfig = directory / "kubeconfig"
     sim = await _nicplug("sim", "serve", "--vms", "1", "--sdn-delay", "0.2",
                          "--kubeconfig", str(kubeconfig), log=directory / "sim.log")
@@ -113,9 +114,9 @@ async def make_tape(directory: Path, tape: Path = TAPE) -> None:
     finally:
         for process in reversed(processes):
             await _stop(process)
-    tape.write_bytes(before + after)
+    return before + after
 
 
 if __name__ == "__main__":
     with tempfile.TemporaryDirectory(prefix="nicplug-kubectl-") as tmp:
-        asyncio.run(make_tape(Path(tmp)))
+        TAPE.write_bytes(asyncio.run(make_tape(Path(tmp))))
