@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from nicplug.adapters.kube.resources import KindRef
-from nicplug.adapters.kube.translate.assemble import assemble_world
+from nicplug.adapters.kube.translate.assemble import ReadMemo, assemble_world
 from nicplug.adapters.kube.translate.objects import MalformedObject
 from nicplug.adapters.sdn import Dialect
 from nicplug.adapters.worldview import WorldIndex
@@ -50,6 +50,7 @@ class Observing:
     ) -> None:
         self.dialect = dialect
         self.index = WorldIndex()
+        self._memo = ReadMemo()  # the index stores a new dict on every change
         self.wake = asyncio.Event()
         self._dirty: dict[str, str] = {}
         self._held: set[str] = set()
@@ -58,6 +59,8 @@ class Observing:
     def changed(self, kind: KindRef, event_type: str, obj: dict[str, Any]) -> None:
         """One object changed (ADDED / MODIFIED / DELETED): mark the VMs it touches."""
         ref = object_ref(kind, obj)
+        if event_type == "DELETED":
+            self._memo.forget(obj)
         for vm_key in self.index.apply(kind, event_type, obj):
             self.mark(vm_key, ref)
 
@@ -84,7 +87,9 @@ class Observing:
     def world(self, vm_key: str) -> World | None:
         """The VM's assembled world, or None while it must be held still."""
         try:
-            translation = assemble_world(self.index.objects_of(vm_key), dialect=self.dialect)
+            translation = assemble_world(
+                self.index.objects_of(vm_key), dialect=self.dialect, memo=self._memo
+            )
         except MalformedObject as exc:
             self._hold(vm_key, str(exc))
             return None

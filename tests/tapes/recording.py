@@ -95,12 +95,14 @@ async def _refresh(board: Board) -> None:
 
 
 def cut_to_vm(raw: Path, vm: str) -> Iterator[bytes]:
-    """The lines of `raw` that concern `vm` (namespace/name) or every VM."""
+    """The lines of `raw` that concern `vm` (namespace/name) or every VM, and the
+    effects and bookmarks."""
     namespace, _, name = vm.partition("/")
     with raw.open("rb") as lines:
         for line in lines:
             entry: dict[str, Any] = orjson.loads(line)
-            if entry["type"] == "EFFECT" or _concerns(entry["object"], namespace, name):
+            if entry["type"] in ("EFFECT", "BOOKMARK") \
+                    or _concerns(entry["object"], namespace, name):
                 yield line
 
 

@@ -19,6 +19,7 @@ from nicplug.adapters.kube.resources import LAUNCHER_PODS, WATCHED, KindRef
 
 EFFECT = "EFFECT"
 WATCH_TYPES = ("ADDED", "MODIFIED", "DELETED")
+LINE_TYPES = frozenset({*WATCH_TYPES, "BOOKMARK", "ERROR", EFFECT})
 INITIAL_EVENTS_END = "k8s.io/initial-events-end"
 """The annotation of the BOOKMARK that ends a watch's initial events (as the API server
 marks it for `sendInitialEvents`); a recording writes one once every kind is listed."""

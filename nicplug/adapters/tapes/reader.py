@@ -10,16 +10,20 @@ kinds, bookmarks and ERROR events are counted and skipped. It never feeds anythi
 
 from __future__ import annotations
 
+import datetime
 import json
 import re
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
+import orjson
 from pydantic import ValidationError
 
 from nicplug.adapters.tapes.lines import (
     EFFECT,
+    LINE_TYPES,
     WATCH_TYPES,
     EffectObject,
     InitialEventsEnd,
@@ -123,14 +127,19 @@ class TapeReader:
     def __init__(self, lines: Iterable[bytes]) -> None:
         self._lines = lines
         self.stats = TapeStats()
+        self._last_at: tuple[str, float | None] = ("", None)
 
     def __iter__(self) -> Iterator[Item]:
         for number, text, problem in _texts(self._lines):
             if text is None:
                 yield self._malformed(number, problem)
                 continue
+            canonical = self._canonical(text)
+            if canonical is not None:
+                yield from self._items(number, *canonical)
+                continue
             try:
-                yield from self._items(number, TapeLine.model_validate_json(text))
+                yield from self._validated(number, TapeLine.model_validate_json(text))
             except ValidationError as exc:
                 if any(e["type"] != "json_invalid" for e in exc.errors()):
                     yield self._malformed(number, _explain(exc))
@@ -141,36 +150,75 @@ class TapeReader:
                     continue
                 for value in values:
                     try:
-                        yield from self._items(number, TapeLine.model_validate(value))
+                        yield from self._validated(number, TapeLine.model_validate(value))
                     except ValidationError as inner:
                         yield self._malformed(number, _explain(inner))
+
+    def _canonical(self, text: bytes) -> tuple[str, dict[str, Any], float | None] | None:
+        """The hot path for lines in the shape `nicplug record` writes: a plain check of
+        the envelope instead of pydantic's; anything else (None) goes to pydantic,
+        which decides and explains."""
+        try:
+            decoded = orjson.loads(text)
+        except orjson.JSONDecodeError:
+            return None
+        if not isinstance(decoded, dict) or len(decoded) > 3:
+            return None
+        type_, obj, at = decoded.get("type"), decoded.get("object"), decoded.get("at")
+        if type_ not in LINE_TYPES or not isinstance(obj, dict):
+            return None
+        if len(decoded) != 2 + ("at" in decoded):
+            return None
+        if at is None:
+            return type_, obj, None
+        when = self._time(at) if isinstance(at, str) else None
+        return None if when is None else (type_, obj, when)
+
+    def _time(self, text: str) -> float | None:
+        """An RFC 3339 `at` with its zone, in epoch seconds (the last one is remembered:
+        a burst shares it)."""
+        if text == self._last_at[0]:
+            return self._last_at[1]
+        try:
+            moment = datetime.datetime.fromisoformat(text)
+        except ValueError:
+            return None
+        if moment.tzinfo is None or "T" not in text:
+            return None
+        self._last_at = (text, epoch_of(moment))
+        return self._last_at[1]
 
     def _malformed(self, number: int, problem: str) -> Malformed:
         self.stats.malformed += 1
         return Malformed(number, problem)
 
-    def _items(self, number: int, line: TapeLine) -> Iterator[Item]:
+    def _validated(self, number: int, line: TapeLine) -> Iterator[Item]:
         at = epoch_of(line.at) if line.at is not None else None
-        if line.type in WATCH_TYPES:
-            kind = kind_of(line.object)
+        return self._items(number, line.type, line.object, at)
+
+    def _items(
+        self, number: int, type_: str, obj: dict[str, Any], at: float | None
+    ) -> Iterator[Item]:
+        if type_ in WATCH_TYPES:
+            kind = kind_of(obj)
             if isinstance(kind, str):
                 self.stats.unknown_kinds[kind] += 1
-            elif not selected(kind, line.object):
+            elif not selected(kind, obj):
                 self.stats.unselected += 1
             else:
                 self.stats.events += 1
-                yield WatchEvent(number, line.type, kind, line.object, at)
-        elif line.type == EFFECT:
+                yield WatchEvent(number, type_, kind, obj, at)
+        elif type_ == EFFECT:
             try:
-                effect = EffectObject.model_validate(line.object)
+                effect = EffectObject.model_validate(obj)
             except ValidationError as exc:
                 yield self._malformed(number, "EFFECT " + _explain(exc))
                 return
             self.stats.effects += 1
             yield TapedEffect(number, effect.type, effect.target, at)
-        elif line.type == "BOOKMARK":
+        elif type_ == "BOOKMARK":
             self.stats.bookmarks += 1
-            if initial_events_end(line.object):
+            if initial_events_end(obj):
                 yield InitialEventsEnd(number, at)
         else:
             self.stats.errors += 1

@@ -13,9 +13,10 @@ machines can tell "absent" from "unreadable" and hold still.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from functools import partial
+from typing import Any, TypeVar, cast
 
 from nicplug.adapters.kube.translate import records
 from nicplug.adapters.kube.translate.objects import (
@@ -66,6 +67,40 @@ class VMObjects:
     cluster_networks: Iterable[Body] = ()
 
 
+T = TypeVar("T")
+
+
+class ReadMemo:
+    """What bodies translated to, remembered per object and checked by identity.
+
+    Reading an object (pydantic, SDN annotations) is most of the cost of assembling a
+    world, and a VM observed again usually changed in one object only. A memo serves
+    callers whose bodies are never changed in place (the informers' caches and a
+    replayed tape store a new dict on every change): a body that `is` the one read
+    before gives the same record. One memo per dialect; at most one entry per object
+    and translation, dropped by `forget` when the object is deleted.
+    """
+
+    def __init__(self) -> None:
+        self._entries: dict[tuple[str, str], dict[str, tuple[object, object]]] = {}
+
+    def get(self, what: str, body: Body, make: Callable[[], T]) -> T:
+        entries = self._entries.setdefault(address_of(body), {})
+        hit = entries.get(what)
+        if hit is not None and hit[0] is body:
+            return cast(T, hit[1])
+        value = make()
+        entries[what] = (body, value)
+        return value
+
+    def forget(self, body: Body) -> None:
+        self._entries.pop(address_of(body), None)
+
+
+def _memoized(memo: ReadMemo | None, what: str, body: Body, make: Callable[[], T]) -> T:
+    return make() if memo is None else memo.get(what, body, make)
+
+
 @dataclass(frozen=True, slots=True)
 class Translation:
     """The World, plus what the World has no field for yet.
@@ -78,40 +113,47 @@ class Translation:
     network_identities: Mapping[str, str] = field(default_factory=dict)
 
 
-def assemble_world(objects: VMObjects, *, dialect: Dialect) -> Translation:
-    """The World of the VM `objects.namespace/objects.name`."""
+def assemble_world(
+    objects: VMObjects, *, dialect: Dialect, memo: ReadMemo | None = None
+) -> Translation:
+    """The World of the VM `objects.namespace/objects.name`; `memo` (optional) saves
+    reading again the objects that did not change."""
     errors: list[str] = []
     namespace, name = objects.namespace, objects.name
 
     vm = None
-    if objects.vm is not None:
-        vm = records.desired_vm(read(VirtualMachineObject, objects.vm, kind="VirtualMachine"))
+    if (vm_body := objects.vm) is not None:
+        vm = _memoized(memo, "vm", vm_body, lambda: records.desired_vm(
+            read(VirtualMachineObject, vm_body, kind="VirtualMachine")))
 
     vmi: VMI | None = None
-    if objects.vmi is not None:
+    if (vmi_body := objects.vmi) is not None:
         try:
-            vmi = records.vmi(read(VMIObject, objects.vmi, kind="VirtualMachineInstance"))
+            vmi = _memoized(memo, "vmi", vmi_body, lambda: records.vmi(
+                read(VMIObject, vmi_body, kind="VirtualMachineInstance")))
         except MalformedObject as e:
             errors.append(str(e))
 
     kvvm: KVVM | None = None
-    if objects.kvvm is not None:
+    if (kvvm_body := objects.kvvm) is not None:
+        vmi_exists = objects.vmi is not None
         try:
-            parsed = read(KVVMObject, objects.kvvm, kind="KubeVirt VirtualMachine")
-            kvvm, template_error = records.kvvm(
-                parsed, dialect=dialect, vmi_exists=objects.vmi is not None
-            )
+            kvvm, template_error = _memoized(
+                memo, f"kvvm:{vmi_exists}", kvvm_body, lambda: records.kvvm(
+                    read(KVVMObject, kvvm_body, kind="KubeVirt VirtualMachine"),
+                    dialect=dialect, vmi_exists=vmi_exists,
+                ))
             if template_error is not None:
                 errors.append(f"KubeVirt VirtualMachine {namespace}/{name}: {template_error}")
         except MalformedObject as e:
             errors.append(str(e))
 
-    pods = _launcher_pods(objects, dialect, errors)
-    migrations = _migrations(objects, errors)
-    cluster = _cluster_config(objects.kubevirts, errors)
+    pods = _launcher_pods(objects, dialect, errors, memo)
+    migrations = _migrations(objects, errors, memo)
+    cluster = _cluster_config(objects.kubevirts, errors, memo)
 
     wanted = [n.identity for n in (vm.networks or ()) if n.type != "Main"] if vm else []
-    networks_ready = _ready_networks(objects, wanted, errors)
+    networks_ready = _ready_networks(objects, wanted, errors, memo)
 
     world = World(
         vm=vm,
@@ -127,7 +169,7 @@ def assemble_world(objects: VMObjects, *, dialect: Dialect) -> Translation:
 
 
 def _launcher_pods(
-    objects: VMObjects, dialect: Dialect, errors: list[str]
+    objects: VMObjects, dialect: Dialect, errors: list[str], memo: ReadMemo | None
 ) -> tuple[LauncherPod, ...]:
     pods = []
     for body in objects.pods:
@@ -138,18 +180,21 @@ def _launcher_pods(
         if address_of(body)[0] != objects.namespace:
             continue
         try:
-            pod = read(PodObject, body, kind="Pod")
+            pod = _memoized(memo, "pod", body, partial(read, PodObject, body, kind="Pod"))
         except MalformedObject as e:
             errors.append(str(e))
             continue
         if pod.metadata.deletion_timestamp or pod.status.phase in FINISHED_POD_PHASES:
             continue  # gone or going: no SDN request of it matters any more
-        record = records.launcher_pod(pod, dialect=dialect)
+        record = _memoized(
+            memo, "launcher", body, partial(records.launcher_pod, pod, dialect=dialect))
         pods.append(record)
     return tuple(sorted(pods, key=lambda p: p.name))
 
 
-def _migrations(objects: VMObjects, errors: list[str]) -> tuple[Migration, ...]:
+def _migrations(
+    objects: VMObjects, errors: list[str], memo: ReadMemo | None
+) -> tuple[Migration, ...]:
     found = []
     for body in objects.migrations:
         spec = body.get("spec") if isinstance(body, Mapping) else None
@@ -158,20 +203,24 @@ def _migrations(objects: VMObjects, errors: list[str]) -> tuple[Migration, ...]:
         if address_of(body)[0] != objects.namespace:
             continue
         try:
-            found.append(read(VMIMObject, body, kind="VirtualMachineInstanceMigration"))
+            found.append(_memoized(memo, "vmim", body, partial(
+                read, VMIMObject, body, kind="VirtualMachineInstanceMigration")))
         except MalformedObject as e:
             errors.append(str(e))
     found.sort(key=lambda m: (m.metadata.creation_timestamp, m.metadata.name))
     return tuple(records.migration(m) for m in found)
 
 
-def _cluster_config(bodies: Iterable[Body], errors: list[str]) -> ClusterConfig:
+def _cluster_config(
+    bodies: Iterable[Body], errors: list[str], memo: ReadMemo | None
+) -> ClusterConfig:
     """The deployed KubeVirt CR's configuration (the first by namespace/name when
     several claim it); KubeVirt's defaults when there is none."""
     candidates = []
     for body in bodies:
         try:
-            candidates.append(read(KubeVirtObject, body, kind="KubeVirt"))
+            candidates.append(_memoized(
+                memo, "kubevirt", body, partial(read, KubeVirtObject, body, kind="KubeVirt")))
         except MalformedObject as e:
             errors.append(str(e))
     if not candidates:
@@ -183,7 +232,7 @@ def _cluster_config(bodies: Iterable[Body], errors: list[str]) -> ClusterConfig:
 
 
 def _ready_networks(
-    objects: VMObjects, wanted: Iterable[str], errors: list[str]
+    objects: VMObjects, wanted: Iterable[str], errors: list[str], memo: ReadMemo | None
 ) -> dict[str, bool]:
     """Readiness of each wanted identity: its Network (in the VM's namespace) or
     ClusterNetwork has `Ready=True`; missing or unreadable counts as not ready."""
@@ -196,7 +245,8 @@ def _ready_networks(
             if identity not in ready or (kind == "Network" and namespace != objects.namespace):
                 continue
             try:
-                ready[identity] = read(SDNNetworkObject, body, kind=kind).ready
+                ready[identity] = _memoized(
+                    memo, kind, body, partial(read, SDNNetworkObject, body, kind=kind)).ready
             except MalformedObject as e:
                 errors.append(str(e))
     return ready
