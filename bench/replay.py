@@ -6,7 +6,7 @@
 VM in ten at once — followed by status churn: each VM's VMI and launcher pod updated
 `BURST` times per moment, a moment per chunk of `CHUNK` VMs, until the tape holds the
 wanted number of events. Each tape is replayed in a child process (`nicplug replay`'s
-code, in-memory journal) that reports its own time and peak RSS; a short and a 10×
+code, in-memory journal) that reports its own time and peak RSS; a short and a 5×
 longer tape with the same VMs show whether memory grows with the tape's length.
 Generation is not timed. Prints a table, then one JSON line.
 """
