@@ -1,14 +1,15 @@
 """Replaying a long tape: events per second, and memory that does not grow with it.
 
 `python -m bench replay [--quick]` generates tapes (streamed to temporary files) of
-10k VMs (quick: 1k): the recorded hotplug of one VM (the sample tape
-`live-hotplug-a-network`) cloned for every VM — the lists, then each plug step for one
-VM in ten at once — followed by status churn: each VM's VMI and launcher pod updated
-`BURST` times per moment, a moment per chunk of `CHUNK` VMs, until the tape holds the
-wanted number of events. Each tape is replayed in a child process (`nicplug replay`'s
-code, in-memory journal) that reports its own time and peak RSS; a short and a 5×
-longer tape with the same VMs show whether memory grows with the tape's length.
-Generation is not timed. Prints a table, then one JSON line.
+200k and 1M events for 10k VMs (quick: 10k and 50k events, 1k VMs): the recorded
+hotplug of one VM (the sample tape `live-hotplug-a-network`) cloned for every VM — the
+lists, then each plug step for one VM in ten at once — followed by status churn: each
+VM's VMI and launcher pod updated `BURST` times per moment, a moment per chunk of
+`CHUNK` VMs, until the tape holds the wanted number of events. Each tape is replayed
+in a child process (`nicplug replay`'s code, in-memory journal) that reports its own
+time, CPU time and peak RSS; a short and a 5× longer tape with the same VMs show
+whether memory grows with the tape's length. Generation is not timed. Prints a table,
+then one JSON line.
 """
 
 from __future__ import annotations
@@ -162,7 +163,7 @@ def _child(tape: Path) -> dict[str, Any]:
 def main(argv: list[str]) -> int:
     quick = "--quick" in argv
     vms = 1_000 if quick else 10_000
-    long_events = 100_000 if quick else 1_000_000
+    long_events = 50_000 if quick else 1_000_000
     runs: dict[int, dict[str, Any]] = {}
     with tempfile.TemporaryDirectory(prefix="nicplug-bench-replay-") as tmp:
         for events in (long_events // 10 * 2, long_events):
