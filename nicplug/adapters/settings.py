@@ -54,6 +54,15 @@ class Settings(BaseModel):
         parse_addr(value)
         return value
 
+    @field_validator("record_tape")
+    @classmethod
+    def _tape(cls, value: Path | None) -> Path | None:
+        if value is not None and not value.parent.is_dir():
+            raise ValueError(f"no directory {value.parent} to write the tape in")
+        if value is not None and value.is_dir():
+            raise ValueError(f"{value} is a directory")
+        return value
+
     def machine_config(self) -> MachineConfig:
         timeouts = Timeouts(
             sdn_ready_timeout=self.sdn_ready_timeout,

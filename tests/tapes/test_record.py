@@ -69,3 +69,14 @@ def test_record_without_a_kubeconfig_is_a_clear_error(tmp_path: Path) -> None:
     )
     assert result.returncode == 1
     assert "does not exist" in result.stderr
+
+
+def test_run_refuses_a_tape_it_cannot_write(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from nicplug.adapters.cli import app
+
+    result = CliRunner().invoke(
+        app, ["run", "--record-tape", str(tmp_path / "missing" / "t.jsonl")])
+    assert result.exit_code == 2
+    assert "no directory" in result.output
