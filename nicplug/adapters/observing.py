@@ -61,7 +61,10 @@ class Observing:
         ref = object_ref(kind, obj)
         if event_type == "DELETED":
             self._memo.forget(obj)
-        for vm_key in self.index.apply(kind, event_type, obj):
+        touched = self.index.apply(kind, event_type, obj)
+        # Sorted: a set's order changes with the process's string hashing, and the order
+        # VMs are observed in must not (a replay's journal and report are compared).
+        for vm_key in sorted(touched) if len(touched) > 1 else touched:
             self.mark(vm_key, ref)
 
     def mark(self, vm_key: str, ref: str) -> None:
