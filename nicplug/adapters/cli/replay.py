@@ -99,3 +99,4 @@ def replay(
             typer.echo(f"effects differ: {d.describe()}", err=True)
         if differences:
             raise typer.Exit(1)
+        typer.echo(f"effects agree with the tape's {len(result.taped)} EFFECT lines", err=True)
