@@ -93,7 +93,8 @@ class SimulatedCluster:
 
     async def _serve(self) -> None:
         app = make_app(self.store, self.faults)
-        self._requests = app[REQUEST_LOG]
+        log = app[REQUEST_LOG]
+        self._requests = log
         self._runner = web.AppRunner(app)
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, self.port)
