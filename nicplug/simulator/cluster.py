@@ -4,9 +4,8 @@
 start. It owns the order of things — fixtures before actors, actors before the server
 answers — and the ways a test looks inside: `settle()` (run until nothing moves),
 `advance(seconds)` (with a virtual clock), `link_not_found` (virt-handler's crashes),
-`actor_errors` (bugs an actor hit; a healthy run has none), `requests` (every request
-its HTTP API served, as RBAC names them). It never decides behaviour itself: that is
-the actors'.
+`actor_errors` (bugs an actor hit; a healthy run has none). It never decides behaviour
+itself: that is the actors'.
 """
 
 from __future__ import annotations
@@ -15,7 +14,6 @@ import asyncio
 import contextlib
 import shutil
 import tempfile
-from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
 
@@ -33,7 +31,7 @@ from nicplug.simulator.knobs import Knobs
 from nicplug.simulator.kubeconfig import write_kubeconfig
 from nicplug.simulator.networking import Json
 from nicplug.simulator.resources import EVENTS
-from nicplug.simulator.server import REQUEST_LOG, RequestRecord, make_app
+from nicplug.simulator.server import make_app
 from nicplug.simulator.store import Store
 
 _SETTLE_ROUNDS = 100_000
@@ -71,7 +69,6 @@ class SimulatedCluster:
             self.actors.append(DynamicNetworksController(self.store, self.knobs, self.clock))
         self._tasks: list[asyncio.Task[None]] = []
         self._runner: web.AppRunner | None = None
-        self._requests: Sequence[RequestRecord] = ()
         self._own_dir: Path | None = None
         self._kubeconfig_wanted = kubeconfig_path
 
@@ -92,10 +89,7 @@ class SimulatedCluster:
             raise
 
     async def _serve(self) -> None:
-        app = make_app(self.store, self.faults)
-        log = app[REQUEST_LOG]
-        self._requests = log
-        self._runner = web.AppRunner(app)
+        self._runner = web.AppRunner(make_app(self.store, self.faults))
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, self.port)
         await site.start()
@@ -165,12 +159,6 @@ class SimulatedCluster:
     def link_not_found(self) -> list[Crash]:
         """The VMIs virt-handler crashed by attaching before the link existed."""
         return list(self.virt_handler.crashes)
-
-    @property
-    def requests(self) -> Sequence[RequestRecord]:
-        """Every resource request the HTTP API served, oldest first (the store's own
-        callers — the actors, a test writing directly — are not in it)."""
-        return self._requests
 
     @property
     def actor_errors(self) -> list[str]:

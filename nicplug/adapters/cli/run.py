@@ -3,8 +3,6 @@
 Every option also comes from an environment variable `NICPLUG_<OPTION>` (upper case,
 dashes as underscores), so a Deployment can configure it from a ConfigMap. Options are
 validated before anything connects; a bad one is a one-line error and exit code 2.
-SIGTERM (what Kubernetes sends to stop a pod) stops the controller as Ctrl-C does: the
-work in flight is cancelled, the runtime drained and the journal closed, exit code 0.
 """
 
 from __future__ import annotations
@@ -12,8 +10,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import signal
-from collections.abc import Awaitable
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -115,32 +111,10 @@ def run(
 
     try:
         with contextlib.suppress(KeyboardInterrupt):
-            asyncio.run(until_terminated(run_controller(settings)))
+            asyncio.run(run_controller(settings))
     except JournalError as exc:
         typer.echo(f"nicplug: {exc}", err=True)
         raise typer.Exit(1) from None
-
-
-async def until_terminated(work: Awaitable[None]) -> None:
-    """Await `work`; SIGTERM cancels it and returns normally."""
-    task = asyncio.ensure_future(work)
-    loop = asyncio.get_running_loop()
-    terminated = False
-
-    def terminate() -> None:
-        nonlocal terminated
-        terminated = True
-        task.cancel()
-
-    loop.add_signal_handler(signal.SIGTERM, terminate)
-    try:
-        await task
-    except asyncio.CancelledError:
-        if not terminated:
-            raise
-        logging.getLogger(__name__).info("SIGTERM: stopped")
-    finally:
-        loop.remove_signal_handler(signal.SIGTERM)
 
 
 def _explain(exc: ValidationError) -> str:
