@@ -47,6 +47,13 @@ def test_the_scenarios_reach_their_outcomes(runs: list[WorldRun]) -> None:
         assert not run.actor_errors, f"world {run.name}: {run.actor_errors}"
 
 
+def test_every_logged_request_is_the_controllers(runs: list[WorldRun]) -> None:
+    """The user's edits bypass HTTP, so the log holds only what RBAC must allow."""
+    for run in runs:
+        agents = {r.user_agent for r in run.requests}
+        assert agents and all(f"(rbac-{run.name})" in a for a in agents), agents
+
+
 def test_every_request_of_the_controller_is_granted(runs: list[WorldRun]) -> None:
     grants = manifests.controller_grants()
     denied = sorted({
@@ -85,6 +92,7 @@ def test_the_scenarios_exercise_every_kind_of_write(runs: list[WorldRun]) -> Non
         P("", "events", "create"),  # EmitEvent
         P("coordination.k8s.io", "leases", "create"),  # the first leader
         P("coordination.k8s.io", "leases", "update"),  # taking over a released Lease
+        P("coordination.k8s.io", "leases", "patch"),  # releasing it on a clean stop
     ):
         assert needed in seen, f"no scenario made a request to {needed}"
 

@@ -80,4 +80,4 @@ def test_sigterm_drains_closes_the_journal_and_exits_0(cluster: Path, tmp_path: 
             controller.wait()
     assert code == 0, log.read_text()
     assert not Path(f"{journal}-wal").exists(), "the journal was not closed"
-    assert "SIGTERM: stopped" in log.read_text()
+    assert "stopped by SIGTERM" in log.read_text()
