@@ -11,6 +11,8 @@ from __future__ import annotations
 import posixpath
 import shutil
 import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -201,6 +203,29 @@ def test_the_image_runs_nicplug_as_the_deployments_user_with_the_journal_on_the_
     assert [a for op, a in final if op == "VOLUME"] == [f'["{posixpath.dirname(journal)}"]']
     installs = " ".join(a for op, a in steps if op == "RUN" and "pip install" in a)
     assert "pip install ." in installs and "[dev]" not in installs
+
+
+@pytest.mark.slow
+def test_hadolint_finds_nothing_in_the_containerfile() -> None:
+    """No container engine runs here to build the image; hadolint (the `dev` extra
+    ships it) checks the Containerfile the way a reviewer would."""
+    found = shutil.which("hadolint", path=str(Path(sys.executable).parent)) \
+        or shutil.which("hadolint")
+    if found is None:
+        pytest.skip("hadolint is not installed (pip install -e '.[dev]' installs it)")
+    linted = subprocess.run([found, "--no-color", str(manifests.DEPLOY / "Containerfile")],
+                            capture_output=True, text=True, timeout=60, check=False)
+    assert linted.returncode == 0, linted.stdout + linted.stderr
+
+
+def test_the_build_context_holds_only_what_the_image_needs() -> None:
+    ignored = (manifests.ROOT / ".dockerignore").read_text().splitlines()
+    assert ignored[1] == "*"
+    sources = [w for op, a in containerfile() if op == "COPY" and "--from" not in a
+               for w in a.split()[:-1]]
+    assert sources
+    for source in sources:
+        assert f"!{source.rstrip('/')}" in {line.rstrip("/") for line in ignored}, source
 
 
 def test_the_image_installs_every_runtime_dependency_and_no_dev_one() -> None:
