@@ -152,8 +152,11 @@ async def _play(
     return missed + errors
 
 
-async def _ready(controller: Controller, deadline: float) -> None:
+async def _ready(controller: Controller, running: asyncio.Task[None], deadline: float) -> None:
     while not controller.health.ready():
+        if running.done():
+            running.result()  # raises why it stopped
+            raise AssertionError("the controller stopped before it was ready")
         if time.monotonic() > deadline:
             raise AssertionError("the controller did not become ready")
         await asyncio.sleep(POLL)
@@ -189,7 +192,7 @@ async def play_world(name: str, directory: Path, lease: tuple[str, str], *,
         board = Board({name: journal})
         deadline = time.monotonic() + budget
         try:
-            await _ready(controller, deadline)
+            await _ready(controller, running, deadline)
             driver = PromptDriver(name, StoreCalls(cluster), board, deadline)  # type: ignore[arg-type]
             scenarios = [s for s in SCENARIOS if s.world == name]
             missed = await _play(cluster, board, driver, scenarios, deadline)
