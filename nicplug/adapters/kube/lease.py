@@ -123,8 +123,8 @@ class Leadership:
     async def run(self) -> None:
         """Stand, lead, lose, stand again — until cancelled, or until the leader's work
         fails: then the term ends and `run` raises the work's exception. A controller
-        that cannot do its work (its journal refused, a kind it may not list) must stop
-        and say why, not hold the lease while doing nothing."""
+        that cannot do its work (its journal refused) must stop and say why, not hold
+        the lease while doing nothing."""
         loop = asyncio.get_running_loop()
         while True:
             self._standing = True
