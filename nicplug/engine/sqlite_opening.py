@@ -117,6 +117,18 @@ def configure(
             conn.execute(f"PRAGMA max_page_count = {max(1, size_limit_bytes // page)}")
         if read_only:
             version = schema_version(conn)
+            if version == 0:
+                raise JournalRefused(
+                    path, "is empty or not a nicplug journal (it has no schema)",
+                    "give the path of a journal that nicplug wrote",
+                )
+            if version > latest_version():
+                raise JournalRefused(
+                    path,
+                    f"written by a newer nicplug (schema {version}, this one reads up to"
+                    f" {latest_version()})",
+                    "query it with the newer nicplug; it is left untouched",
+                )
             if version != latest_version():
                 raise JournalRefused(
                     path,
