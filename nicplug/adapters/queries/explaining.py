@@ -16,6 +16,7 @@ from nicplug.adapters.queries.records import (
     Answer,
     EffectEntry,
     OperationSummary,
+    Timeline,
     rfc3339,
 )
 from nicplug.engine.inspection import StreamRecord
@@ -89,6 +90,13 @@ class Explanation(Answer):
     timers: list[Timer]
     next_timer: Timer | None
     last_observation: Observation | None
+
+
+class Dossier(Answer):
+    """An operation's timeline and its explanation, read from one snapshot."""
+
+    timeline: Timeline
+    explain: Explanation
 
 
 def _move(trigger: str, to: str, guards: tuple[str, ...]) -> Move:

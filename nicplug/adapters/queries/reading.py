@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from nicplug.adapters.queries.explaining import Explanation, explain
+from nicplug.adapters.queries.explaining import Dossier, Explanation, explain
 from nicplug.adapters.queries.records import OperationSummary, Timeline
 from nicplug.adapters.queries.selection import Selection, direction_ref, network_ref, vm_ref
-from nicplug.engine.inspection import JournalInspection
+from nicplug.engine.inspection import JournalInspection, StreamRecord
 from nicplug.engine.model import StreamId
 from nicplug.engine.sqlite_journal import SQLiteJournal
 from nicplug.engine.sqlite_opening import IntegrityCheck
@@ -60,7 +60,25 @@ async def explanation(
     journal: JournalInspection, operation: str, *, now: float
 ) -> Explanation | None:
     record = await journal.stream_record(StreamId(operation))
-    if record is None or record.view is None:
+    return await _explained(journal, record, now) if record is not None else None
+
+
+async def dossier(journal: JournalInspection, operation: str, *, now: float) -> Dossier | None:
+    """Timeline and explanation of one operation, from one read of its record."""
+    record = await journal.stream_record(StreamId(operation))
+    if record is None:
+        return None
+    line = Timeline.of(record)
+    explained = await _explained(journal, record, now)
+    if line is None or explained is None:
+        return None
+    return Dossier(timeline=line, explain=explained)
+
+
+async def _explained(
+    journal: JournalInspection, record: StreamRecord, now: float
+) -> Explanation | None:
+    if record.view is None:
         return None
     op = OperationSummary.of(record.view)
     later = await journal.find_views(
