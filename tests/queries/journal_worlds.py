@@ -9,6 +9,7 @@ timers.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -117,6 +118,7 @@ def standard_sims() -> dict[str, Sim]:
         "ns/staged": Sim(networks=(MAIN, X), strategy="Stage"),
         "ns/silent": Sim(networks=(MAIN, Y), sdn_silent=frozenset({"ClusterNetwork/y"})),
         "ns/rejected": Sim(networks=(MAIN, X)),
+        "ns/flaky": Sim(networks=(MAIN, X)),
     }
 
 
@@ -126,14 +128,29 @@ def standard_failures() -> dict[tuple[str, str], list[Exception]]:
             TemporaryError("503 Service Unavailable"), TemporaryError("503 Service Unavailable"),
         ],
         ("ns/rejected", "PatchPodNetworks"): [PermanentError("admission webhook denied it")],
+        ("ns/flaky", "PatchVirtualMachine"): [TemporaryError("429 Too Many Requests")] * 50,
     }
 
 
 async def fill(path: Path) -> Cluster:
     """The standard journal: 20 s of plugging, then `ns/unplugged` loses Network/x and
-    10 s more pass. The cluster is still running (stop it)."""
+    10 s more pass (the clock reads `NOW`). The cluster is still running (stop it)."""
     cluster = await start(path, standard_sims(), standard_failures())
     await cluster.run(20)
     cluster.sims["ns/unplugged"].networks = (MAIN,)
     await cluster.run(10)
+    assert cluster.clock.now() == NOW
     return cluster
+
+
+NOW = 30.0
+
+
+async def _filled(path: Path) -> None:
+    await stop(await fill(path))
+
+
+def filled_journal(path: Path) -> Path:
+    """Write the standard journal at `path` (from synchronous code) and return it."""
+    asyncio.run(_filled(path))
+    return path
