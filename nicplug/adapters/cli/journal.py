@@ -30,7 +30,7 @@ from nicplug.adapters.cli.querying import (
     plain,
     print_json,
 )
-from nicplug.engine.errors import JournalError
+from nicplug.engine.errors import JournalRefused
 from nicplug.engine.inspection import JournalInspection
 from nicplug.engine.model import RecordedEvent
 from nicplug.engine.schema import latest_version
@@ -44,13 +44,17 @@ _PAGE = 1000
 
 
 async def _verify(journal: JournalInspection) -> dict[str, Any]:
-    problems = await journal.integrity()
+    try:
+        problems = await journal.integrity()
+    except JournalRefused as error:  # so damaged that the check itself gives up
+        return {"ok": False, "integrity": [error.problem]}
     report: dict[str, Any] = {"ok": problems == ["ok"], "integrity": problems}
     try:
         census = await journal.census()
-    except JournalError as error:  # damaged pages may fail the counts too
+    except JournalRefused as error:  # damaged pages may fail the counts too
         report["ok"] = False
-        report["integrity"] = [*problems, str(error)] if problems != ["ok"] else [str(error)]
+        report["integrity"] = [*problems, error.problem] if problems != ["ok"] else [
+            error.problem]
         return report
     report.update(
         schema_version=census.schema_version, schema_supported=latest_version(),
