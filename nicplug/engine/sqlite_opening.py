@@ -82,6 +82,9 @@ def translate(error: sqlite3.Error, path: str) -> JournalError:
 
 
 def corrupt(path: str, detail: str) -> JournalRefused:
+    detail = " ".join(detail.split())  # SQLite's findings span lines; a refusal is one
+    if len(detail) > 300:
+        detail = detail[:297] + "..."
     return JournalRefused(
         path,
         f"is corrupt or not an SQLite journal ({detail})",

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -228,9 +229,10 @@ def _damaged(standard_journal: Path, tmp_path: Path, *, every: int = 1, span: in
         source.backup(copy)
         copy.execute("PRAGMA journal_mode = DELETE")
     data = bytearray(path.read_bytes())
+    noise = random.Random(7)  # the same damage every run
     page = 4096
     for at in range(2 * page, len(data), every * page):  # scribble over b-tree pages
-        data[at + 8 : at + 8 + span] = os.urandom(span)
+        data[at + 8 : at + 8 + span] = noise.randbytes(span)
     path.write_bytes(bytes(data))
     return path
 
@@ -241,7 +243,7 @@ def test_damaged_pages(standard_journal: Path, tmp_path: Path) -> None:
     verify = nicplug("journal", "verify", "--journal", str(path), "--json")
     assert verify.exit_code == 1 and "Traceback" not in verify.output
     report = json.loads(verify.stdout)
-    assert report["ok"] is False and "malformed" in report["integrity"][0]
+    assert report["ok"] is False and report["integrity"] != ["ok"]
     text = nicplug("journal", "verify", "--journal", str(path))
     assert text.exit_code == 1 and "DAMAGED" in text.stdout
 
