@@ -273,3 +273,23 @@ def test_an_empty_file(tmp_path: Path) -> None:
     path.touch()
     one_line_error(nicplug("status", "--journal", str(path)), 1, "not a nicplug journal")
     assert path.read_bytes() == b""
+
+
+def test_the_commands_the_demo_prints_are_valid(standard_journal: Path, tmp_path: Path) -> None:
+    from rich.console import Console
+
+    from nicplug.adapters.demo.play import _print_queries
+
+    console = Console(record=True, width=300)
+    _print_queries(console, tmp_path)
+    commands = [line.split() for line in console.export_text().splitlines()
+                if line.strip().startswith("nicplug ")]
+    assert {c[1] for c in commands} == {"status", "history", "explain", "stuck"}
+    for command in commands:
+        at = command.index("--journal")
+        assert Path(command[at + 1]).parent == tmp_path
+        command[at + 1] = str(standard_journal)
+        result = nicplug(*command[1:])
+        # the demo's VMs are not in this journal: "no operation" is fine, a usage error is not
+        assert result.exit_code in (0, 1), (command, result.output)
+        assert "Traceback" not in result.output
