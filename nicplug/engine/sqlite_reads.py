@@ -106,15 +106,11 @@ def stream_record(
 ) -> StreamRecord | None:
     def read() -> StreamRecord | None:
         row = conn.execute(
-            "SELECT key FROM streams WHERE stream = ?", (stream,)
+            f"SELECT {_VIEW_COLUMNS} FROM streams WHERE stream = ?", (stream,)
         ).fetchone()
         if row is None:
             return None
-        key = row[0]
-        views = conn.execute(
-            f"SELECT {_VIEW_COLUMNS} FROM streams WHERE stream = ? AND state IS NOT NULL",
-            (stream,),
-        ).fetchall()
+        key = row[1]
         events = conn.execute(
             f"SELECT {EVENT_COLUMNS} FROM events WHERE stream = ? ORDER BY version", (stream,)
         ).fetchall()
@@ -133,7 +129,7 @@ def stream_record(
             (key,),
         ).fetchone()
         return StreamRecord(
-            view=_view_of(views[0]) if views else None,
+            view=_view_of(row) if row[2] is not None else None,
             events=tuple(event_of(r, upcasters) for r in events),
             effects=tuple(_effect_of(r) for r in effects),
             timers=tuple(ArmedTimer(StreamId(r[0]), r[1], Key(r[2]), r[3]) for r in timers),

@@ -293,3 +293,8 @@ def test_the_commands_the_demo_prints_are_valid(standard_journal: Path, tmp_path
         # the demo's VMs are not in this journal: "no operation" is fine, a usage error is not
         assert result.exit_code in (0, 1), (command, result.output)
         assert "Traceback" not in result.output
+
+
+def test_explain_a_vm_without_a_network_says_how_to_name_one(standard_journal: Path) -> None:
+    one_line_error(nicplug("explain", "ns/plugged", "--journal", str(standard_journal)), 1,
+                   "give NS/NAME NETWORK")

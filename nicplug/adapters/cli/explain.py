@@ -56,6 +56,9 @@ def explain(
     now = time.time()
     found = ask(journal, lambda j: _explain(j, operation, network, direction, now))
     if found is None:
+        if network is None and operation.count("/") == 1:
+            fail(f"no operation with the id {operation} in journal {journal}; to name one by"
+                 " its VM, give NS/NAME NETWORK", 1)
         named = f"{operation} {network}" if network else operation
         fail(f"no operation {named} in journal {journal}", 1)
     if json_:
