@@ -17,6 +17,7 @@ from nicplug.adapters.cli.querying import (
     DEFAULT_JOURNAL,
     JournalPath,
     JsonFlag,
+    age,
     ask,
     checked,
     console,
@@ -38,6 +39,13 @@ async def _timelines(journal: JournalInspection, selection: Selection) -> list[T
     return found
 
 
+def _offset(seconds: float) -> str:
+    """Time since the operation opened: `+0.021s`, `+4s`, `+5m03s`."""
+    if seconds < 60:
+        return "+" + f"{seconds:.3f}".rstrip("0").rstrip(".") + "s"
+    return "+" + age(seconds)
+
+
 def _rows(line: Timeline) -> list[tuple[float, int, int, tuple[str, str, str, str]]]:
     start = line.operation.opened_at
     rows = []
@@ -50,14 +58,14 @@ def _rows(line: Timeline) -> list[tuple[float, int, int, tuple[str, str, str, st
                 what += plain(f": {s.message}")
         else:
             what = "opened" if s.type == "Opened" else plain(s.type)
-        cells = (f"+{s.at - start:g}s", s.wall, what, plain(s.cause.ref))
+        cells = (_offset(s.at - start), s.wall, what, plain(s.cause.ref))
         rows.append((s.at, 0, s.position, cells))
     for e in line.effects:
         what = f"effect {e.type} {e.target}: {e.outcome}"
         if e.attempts > 1:
             what += f" after {e.attempts} attempts"
         detail = f"last error: {e.last_error}" if e.last_error else f"effect:{e.id}"
-        cells = (f"+{e.issued_at - start:g}s", e.issued_wall, plain(what), plain(detail))
+        cells = (_offset(e.issued_at - start), e.issued_wall, plain(what), plain(detail))
         rows.append((e.issued_at, 1, e.id, cells))
     return sorted(rows)
 
