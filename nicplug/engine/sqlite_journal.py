@@ -51,7 +51,6 @@ from nicplug.engine.upcasting import Upcasters
 
 T = TypeVar("T")
 
-_EVENT_COLUMNS = EVENT_COLUMNS
 _EFFECT_COLUMNS = (
     "id, stream, key, type, payload, idempotency_key, status, attempts, next_attempt_at,"
     " last_error"
@@ -231,13 +230,13 @@ class SQLiteJournal:
 
     async def history(self, *, stream: StreamId) -> Sequence[RecordedEvent]:
         rows = await self._rows(
-            f"SELECT {_EVENT_COLUMNS} FROM events WHERE stream = ? ORDER BY version", (stream,)
+            f"SELECT {EVENT_COLUMNS} FROM events WHERE stream = ? ORDER BY version", (stream,)
         )
         return [self._event(r) for r in rows]
 
     async def read_all(self, *, after: int = 0, limit: int = 1000) -> Sequence[RecordedEvent]:
         rows = await self._rows(
-            f"SELECT {_EVENT_COLUMNS} FROM events WHERE position > ? ORDER BY position LIMIT ?",
+            f"SELECT {EVENT_COLUMNS} FROM events WHERE position > ? ORDER BY position LIMIT ?",
             (after, limit),
         )
         return [self._event(r) for r in rows]
