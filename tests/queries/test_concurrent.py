@@ -63,12 +63,13 @@ async def test_another_process_reads_while_the_controller_writes(tmp_path: Path)
             sys.executable, "-m", "nicplug", "status", "--journal", str(path), "--json",
             cwd=ROOT, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
         )
+        reading = asyncio.ensure_future(process.communicate())
         ticks = 0
-        while process.returncode is None and ticks < 200:  # keep writing meanwhile
+        while not reading.done() and ticks < 500:  # keep writing meanwhile
             await cluster.tick()
             ticks += 1
-            await asyncio.sleep(0.01)
-        out, err = await process.communicate()
+            await asyncio.sleep(0)
+        out, err = await reading
         assert process.returncode == 0, err.decode()
         seen = json.loads(out)["operations"]
         assert {op["vm"] for op in seen} >= {"ns/plugged", "ns/staged", "ns/silent"}
