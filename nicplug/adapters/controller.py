@@ -100,7 +100,8 @@ class Controller:
 
     async def _serve_http(self) -> web.AppRunner:
         host, port = parse_addr(self.settings.metrics_addr)
-        runner = web.AppRunner(make_http_app(self.metrics, self.health), access_log=None)
+        app = make_http_app(self.metrics, self.health, journal=self.settings.journal)
+        runner = web.AppRunner(app, access_log=None)
         await runner.setup()
         await web.TCPSite(runner, host, port).start()
         log.info("metrics and health on http://%s:%d", host, port)
