@@ -58,6 +58,7 @@ class Controller:
         self._ready = False
         self._held: set[str] = set()
         self._last_progress: dict[str, float] = {}
+        self.metrics_port: int | None = None  # the bound port (`metrics_addr` may say 0)
 
     async def run(self) -> None:
         """Serve metrics and health, stand for the Lease, lead while it is ours."""
@@ -86,7 +87,8 @@ class Controller:
         runner = web.AppRunner(make_http_app(self.metrics, self.health), access_log=None)
         await runner.setup()
         await web.TCPSite(runner, host, port).start()
-        log.info("metrics and health on http://%s:%d", host, port)
+        self.metrics_port = int(runner.addresses[0][1])
+        log.info("metrics and health on http://%s:%d", host, self.metrics_port)
         return runner
 
     async def _lead(self, connection: ApiConnection) -> None:
