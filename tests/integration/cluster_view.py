@@ -60,6 +60,14 @@ def vm_condition(store: Store, vm: str, type_: str) -> Json | None:
     return ob.condition(store.get(VMS, *split(vm)), type_)
 
 
+def restart_pending(cluster: SimulatedCluster, vm: str) -> bool:
+    """The VM says a restart is needed, as the virtualization controller would."""
+    condition = vm_condition(cluster.store, vm, "AwaitingRestartToApplyConfiguration")
+    return condition is not None and (condition["status"], condition["reason"]) == (
+        "True", "ChangesPendingRestart"
+    )
+
+
 def attached(vmi: Json | None, name: str) -> bool:
     """VMI status lists the interface with `domain` in its infoSource."""
     for entry in ob.dig(vmi, "status", "interfaces") or []:
@@ -69,12 +77,18 @@ def attached(vmi: Json | None, name: str) -> bool:
     return False
 
 
-def assert_requests(cluster: SimulatedCluster, vm: str, networks: Sequence[NetworkRef]) -> None:
-    """Every active launcher pod, and the KVVM template, request exactly `networks`,
-    each once."""
+def assert_requests(
+    cluster: SimulatedCluster,
+    vm: str,
+    networks: Sequence[NetworkRef],
+    *,
+    template: Sequence[NetworkRef] | None = None,
+) -> None:
+    """Every active launcher pod requests exactly `networks`, each once; so does the
+    KVVM template (`template`, when what the KVVM carries differs from the pods)."""
     knobs, store = cluster.knobs, cluster.store
-    wanted = sorted(request_key(knobs, ref) for ref in networks)
     annotation = ob.request_annotation(knobs.dialect)
+    wanted = sorted(request_key(knobs, ref) for ref in networks)
     pods = active_pods(store, vm)
     assert pods, f"{vm} has no active launcher pod"
     for pod in pods:
@@ -82,8 +96,10 @@ def assert_requests(cluster: SimulatedCluster, vm: str, networks: Sequence[Netwo
         assert len(keys) == len(set(keys)), f"duplicate entries on {pod['metadata']['name']}"
         assert sorted(keys) == wanted, f"pod {pod['metadata']['name']} requests {keys}"
     kvvm = store.get(KVVMS, *split(vm))
-    template = (ob.dig(kvvm, "spec", "template", "metadata", "annotations") or {})
-    keys = request_keys(knobs, template.get(annotation))
+    annotations = ob.dig(kvvm, "spec", "template", "metadata", "annotations") or {}
+    keys = request_keys(knobs, annotations.get(annotation))
+    wanted = sorted(request_key(knobs, ref) for ref in (networks if template is None
+                                                           else template))
     assert len(keys) == len(set(keys)), "duplicate entries in the KVVM template"
     assert sorted(keys) == wanted, f"the KVVM template requests {keys}"
 
@@ -109,6 +125,11 @@ def assert_interface(cluster: SimulatedCluster, vm: str, ref: NetworkRef, *, pre
     assert attached(vmi, name) is present, (
         f"VMI status of {vm}: {ref} attached={not present}: {ob.dig(vmi, 'status', 'interfaces')}"
     )
+
+
+def writes(cluster: SimulatedCluster, what: tuple[str, str, str]) -> int:
+    """How many (verb, API group, plural) requests the API server answered."""
+    return sum(1 for r in cluster.requests if (r.verb, r.group, r.resource) == what)
 
 
 def assert_healthy(cluster: SimulatedCluster) -> None:
