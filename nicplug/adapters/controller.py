@@ -57,6 +57,7 @@ class Controller:
         self._wake = asyncio.Event()
         self._ready = False
         self._held: set[str] = set()
+        self._unreadable_pods: dict[str, str] = {}
         self._last_progress: dict[str, float] = {}
         self.metrics_port: int | None = None  # the bound port (`metrics_addr` may say 0)
 
@@ -211,6 +212,7 @@ class Controller:
         if vm_key in self._held:
             self._held.discard(vm_key)
             log.info("vm=%s readable again", vm_key)
+        self._report_pods(vm_key, [p.observation_error for p in world.pods if p.observation_error])
         return world
 
     def _hold(self, vm_key: str, problem: str) -> None:
@@ -218,6 +220,19 @@ class Controller:
         if vm_key not in self._held:
             self._held.add(vm_key)
             log.warning("vm=%s held still: %s", vm_key, problem)
+
+    def _report_pods(self, vm_key: str, problems: list[str]) -> None:
+        """The machines never overwrite a pod annotation they cannot read, so an
+        operation waits on it: say so (once per distinct problem), or it waits unseen."""
+        if not problems:
+            if self._unreadable_pods.pop(vm_key, None) is not None:
+                log.info("vm=%s pod annotations readable again", vm_key)
+            return
+        self.metrics.observation_errors.labels("annotation").inc()
+        problem = "; ".join(problems)
+        if self._unreadable_pods.get(vm_key) != problem:
+            self._unreadable_pods[vm_key] = problem
+            log.warning("vm=%s waits on an unreadable pod annotation: %s", vm_key, problem)
 
 
 async def run_controller(settings: Settings) -> None:
