@@ -344,3 +344,21 @@ async def test_manual_migrations_wait_and_say_so(start_cluster, start_controller
     (still,) = await ctl.journal.of(VM, "Network/user-net")
     assert still.state == "MigrationRequired"
     assert_healthy(cluster)
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "multus without a dynamic-networks controller: nobody updates the pod's network-status, "
+    "so the unplug waits in AnnotationPatched for an SDN release that only a migration brings; "
+    "KubeVirt raises MigrationRequired for it (absent interface, status multus-status without "
+    "domain), but neither the unplug graph (no MigrationRequired after GuestDetached) nor "
+    "the simulated KubeVirt (drops the status entry, no MigrationRequired) model that yet"))
+async def test_multus_without_dynamic_networks_unplugs(start_cluster, start_controller, user_of):
+    cluster = await start_cluster(NO_DNC, Fixtures(vms=1, vm_networks=(USER_NET,)))
+    ctl = await start_controller(cluster, dynamic_networks_grace=0.3, detach_timeout=1.5)
+
+    await user_of(cluster).remove_network(VM, "Network/user-net")
+    op = await ctl.journal.wait_for(VM, "Network/user-net", "unplug", {"Detached", "Failed"})
+
+    assert (op.state, op.reason) == ("Detached", None)
+    assert_requests(cluster, VM, [])
+    assert_interface(cluster, VM, USER_NET, present=False)
