@@ -61,7 +61,10 @@ async def test_plug_again_after_unplug_is_a_second_attempt(
                      ("unplug", 1, "Detached", UNPLUG_PATH)]
     assert_requests(cluster, VM, [USER_NET])
     assert_interface(cluster, VM, USER_NET, present=True)
-    assert (writes(cluster, POD_PATCH), writes(cluster, KVVM_PATCH)) == (3, 3)
+    assert writes(cluster, POD_PATCH) == 3
+    # multus: nicplug's clean-up of the unplugged interface may race KubeVirt's
+    assert writes(cluster, KVVM_PATCH) == 3 if knobs.dialect == "deckhouse" else \
+        3 <= writes(cluster, KVVM_PATCH) <= 4
     assert_healthy(cluster)
 
 

@@ -89,9 +89,12 @@ async def test_hot_unplug(knobs, start_cluster, start_controller, follow, user_o
     # the guest let go of the link before the entry left the pod annotation
     assert attachment_spans(trail, VM, USER_NET) == [False, True, False]
     assert link_order_violations(trail, knobs, VM, USER_NET) == []
-    # plug: entry, then interface; unplug: interface absent, then entry gone — each once
-    # (KubeVirt itself drops the detached interface from the KVVM)
-    assert (writes(cluster, POD_PATCH), writes(cluster, KVVM_PATCH)) == (2, 2)
+    # plug: entry, then interface; unplug: interface absent, then entry gone — each once.
+    # KubeVirt drops the detached interface from the KVVM itself; in multus it does so
+    # once the link is gone, when nicplug's own clean-up of the KVVM may race it
+    assert writes(cluster, POD_PATCH) == 2
+    assert writes(cluster, KVVM_PATCH) == 2 if knobs.dialect == "deckhouse" else \
+        2 <= writes(cluster, KVVM_PATCH) <= 3
     assert_healthy(cluster)
 
 
@@ -346,19 +349,25 @@ async def test_manual_migrations_wait_and_say_so(start_cluster, start_controller
     assert_healthy(cluster)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "multus without a dynamic-networks controller: nobody updates the pod's network-status, "
-    "so the unplug waits in AnnotationPatched for an SDN release that only a migration brings; "
-    "KubeVirt raises MigrationRequired for it (absent interface, status multus-status without "
-    "domain), but neither the unplug graph (no MigrationRequired after GuestDetached) nor "
-    "the simulated KubeVirt (drops the status entry, no MigrationRequired) model that yet"))
-async def test_multus_without_dynamic_networks_unplugs(start_cluster, start_controller, user_of):
+async def test_multus_without_dynamic_networks_unplugs_by_migration(
+    start_cluster, start_controller, follow, user_of
+):
+    """KubeVirt detaches the guest at once, but only a new pod drops the link: it raises
+    MigrationRequired (an absent interface reported by `multus-status` alone)."""
     cluster = await start_cluster(NO_DNC, Fixtures(vms=1, vm_networks=(USER_NET,)))
-    ctl = await start_controller(cluster, dynamic_networks_grace=0.3, detach_timeout=1.5)
+    trail = follow(cluster, VMIS, PODS)
+    ctl = await start_controller(cluster, dynamic_networks_grace=0.3)
 
     await user_of(cluster).remove_network(VM, "Network/user-net")
     op = await ctl.journal.wait_for(VM, "Network/user-net", "unplug", {"Detached", "Failed"})
 
     assert (op.state, op.reason) == ("Detached", None)
+    assert await ctl.journal.path_of(op.stream) == [
+        "Requested", "VMIPatched", "GuestDetached", "AnnotationPatched", "MigrationRequired",
+        "Migrating", "GuestDetached", "AnnotationPatched", "SDNReleased", "Detached",
+    ]
+    assert _migrations_created(cluster) == 1
     assert_requests(cluster, VM, [])
     assert_interface(cluster, VM, USER_NET, present=False)
+    assert link_order_violations(trail, NO_DNC, VM, USER_NET) == []
+    assert_healthy(cluster)
