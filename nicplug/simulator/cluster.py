@@ -165,7 +165,8 @@ class SimulatedCluster:
         """The resource requests the HTTP server has answered, oldest first (bounded)."""
         if self._runner is None:
             return []
-        return list(self._runner.app[REQUEST_LOG])
+        answered = self._runner.app[REQUEST_LOG]
+        return list(answered)
 
     @property
     def actor_errors(self) -> list[str]:
