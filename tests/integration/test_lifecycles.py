@@ -5,6 +5,7 @@ each still ends with exactly the desired entries, every write made once."""
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 
 import pytest
 
@@ -144,4 +145,26 @@ async def test_many_vms_at_once(knobs, start_cluster, start_controller, user_of)
     # than one per network
     assert len(vms) <= writes(cluster, POD_PATCH) <= 2 * len(vms)
     assert len(vms) <= writes(cluster, KVVM_PATCH) <= 2 * len(vms)
+    assert_healthy(cluster)
+
+
+async def test_a_new_controller_on_the_same_journal_finishes_the_work(
+    knobs, start_cluster, start_controller, user_of, tmp_path
+):
+    """Stopped while the plug waits for the SDN, a successor on the same journal picks
+    the operation up where the journal left it and makes no write twice."""
+    cluster = await start_cluster(replace(knobs, delays=replace(QUICK, sdn_configure=0.5)))
+    journal = tmp_path / "shared.db"
+    first = await start_controller(cluster, journal=journal)
+
+    await user_of(cluster).add_network(VM, *USER_NET)
+    await first.journal.wait_for(VM, "Network/user-net", "plug", {"AnnotationPatched"})
+    await first.stop()
+    second = await start_controller(cluster, journal=journal)
+    op = await second.journal.wait_for(VM, "Network/user-net", "plug", {"Attached", "Failed"})
+
+    assert op.history == PLUG_PATH and op.attempt == 1
+    assert (writes(cluster, POD_PATCH), writes(cluster, KVVM_PATCH)) == (1, 1)
+    assert_requests(cluster, VM, [USER_NET])
+    assert_interface(cluster, VM, USER_NET, present=True)
     assert_healthy(cluster)
