@@ -135,11 +135,11 @@ def writes(cluster: SimulatedCluster, what: tuple[str, str, str]) -> int:
 def assert_healthy(cluster: SimulatedCluster) -> None:
     assert cluster.link_not_found == [], f"virt-handler crashed: {cluster.link_not_found}"
     assert cluster.actor_errors == [], f"simulated actors hit errors: {cluster.actor_errors}"
-    crashes = [e for e in cluster.events() if nw_link_not_found(e)]
+    crashes = [e for e in cluster.events() if _says_link_not_found(e)]
     assert crashes == [], f"'Link not found' events: {crashes}"
 
 
-def nw_link_not_found(event: Json) -> bool:
+def _says_link_not_found(event: Json) -> bool:
     return "Link not found" in str(event.get("message") or "")
 
 
