@@ -70,7 +70,9 @@ class Controller:
         self._wake = asyncio.Event()
         self._ready = False
         self._held: set[str] = set()
+        self._unreadable_pods: dict[str, str] = {}
         self._last_progress: dict[str, float] = {}
+        self.metrics_port: int | None = None  # the bound port (`metrics_addr` may say 0)
 
     async def run(self) -> None:
         """Serve metrics and health, stand for the Lease, lead while it is ours; when
@@ -104,7 +106,8 @@ class Controller:
         runner = web.AppRunner(app, access_log=None)
         await runner.setup()
         await web.TCPSite(runner, host, port).start()
-        log.info("metrics and health on http://%s:%d", host, port)
+        self.metrics_port = int(runner.addresses[0][1])
+        log.info("metrics and health on http://%s:%d", host, self.metrics_port)
         return runner
 
     async def _lead(self, connection: ApiConnection) -> None:
@@ -227,6 +230,7 @@ class Controller:
         if vm_key in self._held:
             self._held.discard(vm_key)
             log.info("vm=%s readable again", vm_key)
+        self._report_pods(vm_key, [p.observation_error for p in world.pods if p.observation_error])
         return world
 
     def _hold(self, vm_key: str, problem: str) -> None:
@@ -234,6 +238,19 @@ class Controller:
         if vm_key not in self._held:
             self._held.add(vm_key)
             log.warning("vm=%s held still: %s", vm_key, problem)
+
+    def _report_pods(self, vm_key: str, problems: list[str]) -> None:
+        """The machines never overwrite a pod annotation they cannot read, so an
+        operation waits on it: say so (once per distinct problem), or it waits unseen."""
+        if not problems:
+            if self._unreadable_pods.pop(vm_key, None) is not None:
+                log.info("vm=%s pod annotations readable again", vm_key)
+            return
+        self.metrics.observation_errors.labels("annotation").inc()
+        problem = "; ".join(problems)
+        if self._unreadable_pods.get(vm_key) != problem:
+            self._unreadable_pods[vm_key] = problem
+            log.warning("vm=%s waits on an unreadable pod annotation: %s", vm_key, problem)
 
 
 async def run_controller(settings: Settings) -> None:

@@ -165,6 +165,10 @@ def vmi_requires_migration(c: Context) -> bool:
     return c.facts.live and c.facts.migration_required
 
 
+def vmi_requires_no_migration(c: Context) -> bool:
+    return not vmi_requires_migration(c)
+
+
 def migration_running(c: Context) -> bool:
     return c.facts.running_migration() is not None
 
@@ -216,6 +220,7 @@ GUARDS: Mapping[str, Callable[[Context], bool]] = {
         sdn_released,
         nothing_carries_it,
         vmi_requires_migration,
+        vmi_requires_no_migration,
         migration_running,
         migration_succeeded,
         migration_failed,
