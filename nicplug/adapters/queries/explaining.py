@@ -40,6 +40,7 @@ GUARD_PHRASES: Mapping[str, str] = {
     "sdn_released": "the SDN status no longer lists the entry",
     "nothing_carries_it": "neither the KVVM, the VMI nor a pod carries the interface",
     "vmi_requires_migration": "the VMI carries MigrationRequired",
+    "vmi_requires_no_migration": "the VMI no longer carries MigrationRequired",
     "migration_running": "a migration of the VMI is running",
     "migration_succeeded": "the migration succeeded",
     "migration_failed": "the migration failed",
