@@ -19,6 +19,7 @@ from typing import Any
 
 from aiohttp import web
 
+from nicplug import __version__
 from nicplug.adapters.executor import KubeExecutor
 from nicplug.adapters.kube.calls import KubeCalls
 from nicplug.adapters.kube.client import ApiConnection, ClientSettings, connect
@@ -42,6 +43,18 @@ from nicplug.machines.world import World
 
 log = logging.getLogger(__name__)
 
+_RELEASE_BUDGET = 5.0  # seconds a clean stop spends handing the lease over
+
+
+async def _hand_over(leadership: Leadership) -> None:
+    """On a clean stop, release the lease so a standby need not wait it out; a lease
+    that cannot be released still expires, so a failure here is only logged."""
+    try:
+        async with asyncio.timeout(_RELEASE_BUDGET):
+            await leadership.release()
+    except Exception as exc:
+        log.warning("could not release the lease (a standby waits for it to expire): %r", exc)
+
 
 class Controller:
     def __init__(self, settings: Settings) -> None:
@@ -60,24 +73,28 @@ class Controller:
         self._last_progress: dict[str, float] = {}
 
     async def run(self) -> None:
-        """Serve metrics and health, stand for the Lease, lead while it is ours."""
+        """Serve metrics and health, stand for the Lease, lead while it is ours; when
+        cancelled (a clean stop), end the term and release the Lease."""
         runner = await self._serve_http()
         connection = await connect(ClientSettings(
-            kubeconfig=self.settings.kubeconfig, read_timeout=self.settings.request_timeout
+            kubeconfig=self.settings.kubeconfig, read_timeout=self.settings.request_timeout,
+            user_agent=f"nicplug/{__version__} ({self.identity})",
         ))
+        leadership = Leadership(
+            connection,
+            name=self.settings.lease_name,
+            namespace=self.settings.lease_namespace,
+            identity=self.identity,
+            on_started=lambda: self._lead(connection),
+            timing=self.settings.lease_timing(),
+        )
         try:
-            leadership = Leadership(
-                connection,
-                name=self.settings.lease_name,
-                namespace=self.settings.lease_namespace,
-                identity=self.identity,
-                on_started=lambda: self._lead(connection),
-            )
             log.info("standing for the lease %s/%s as %s", self.settings.lease_namespace,
                      self.settings.lease_name, self.identity)
             await leadership.run()
         finally:
             self._ready = False
+            await _hand_over(leadership)
             await connection.close()
             await runner.cleanup()
 
