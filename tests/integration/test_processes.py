@@ -29,6 +29,7 @@ from tests.integration.processes_support import (
     check_world,
     eventually,
     first_in,
+    is_lease,
     kvvm_patches,
     lease_holder,
     operations,
@@ -88,6 +89,12 @@ async def _leader(
     leader: ControllerProcess = await eventually(
         ready_holder, within=START, what="a leader ready", watch=candidates)
     return leader
+
+
+async def _standing(cluster: SimulatedCluster, controller: ControllerProcess) -> None:
+    """Wait until the controller has asked for the Lease (a candidate's first request)."""
+    await eventually(lambda: any(is_lease(r) for r in requests_by(cluster, controller)),
+                     within=START, what=f"{controller.identity} standing", watch=[controller])
 
 
 async def _ready(controller: ControllerProcess) -> None:
@@ -181,3 +188,59 @@ async def test_killed_mid_operation_a_restarted_controller_finishes_every_change
         name = vm.partition("/")[2]
         assert kvvm_patches(writes)[name] <= ops[vm] + again[(vm, "PatchVirtualMachine")]
         assert pod_patches(writes)[name] <= ops[vm] + again[(vm, "PatchPodNetworks")]
+
+
+async def test_a_standby_with_its_own_journal_takes_over_and_adopts_from_the_world(
+    slow_sdn: SimulatedCluster, launcher: Launcher
+) -> None:
+    """Two replicas stand for one Lease. In a Deployment each journal lives on the
+    replica's own ReadWriteOnce volume, so the standby's is empty: while the leader
+    lives the standby only asks for the Lease; when the leader is killed mid-operation
+    the standby takes over once the Lease expires and adopts the operations in flight
+    from what it observes, doing none of the steps already done again."""
+    cluster = slow_sdn
+    vm0, vm1, vm2, vm3 = (vm_key(cluster, i) for i in range(4))
+    leader = await launcher.start("ctl-a")
+    await _ready(leader)
+    standby = await launcher.start("ctl-b")
+    await _standing(cluster, standby)
+
+    desired = {vm0: ["Network/net-a", "Network/net-b"], vm1: [],
+               vm2: ["Network/net-a", "ClusterNetwork/storage"], vm3: ["Network/net-b"]}
+    for vm, networks in desired.items():
+        set_networks(cluster, vm, networks)
+
+    def mid_flight() -> bool:
+        states = {(op.vm, op.direction): op.state for op in operations(leader.journal)}
+        return (states.get((vm0, "plug")) in ("AnnotationPatched", "SDNReady", "VMIPatched")
+                and states.get((vm1, "unplug")) in ("VMIPatched", "GuestDetached"))
+
+    await eventually(mid_flight, within=SETTLE, what="a plug and an unplug mid-flight",
+                     watch=[leader, standby])
+    assert all(is_lease(r) for r in requests_by(cluster, standby)), "the standby acted"
+    assert not standby.journal.exists()
+    assert not await standby.ready()
+    await leader.kill()
+
+    await _ready(standby)
+    assert lease_holder(cluster) == standby.identity
+    await eventually(lambda: all(world_has(cluster, vm, n) for vm, n in desired.items())
+                     and all(op.terminal for op in operations(standby.journal)),
+                     within=SETTLE, what="every change done", watch=[standby])
+    assert await standby.terminate() == 0
+
+    check_world(cluster, desired)
+    for journal in (leader.journal, standby.journal):
+        check_journal(journal)
+    expected: set[Slot] = {
+        (vm0, "Network/net-b", "plug"), (vm1, "Network/net-a", "unplug"),
+        (vm2, "ClusterNetwork/storage", "plug"),
+        (vm3, "Network/net-b", "plug"), (vm3, "Network/net-a", "unplug"),
+    }
+    check_exactly_once([leader.journal, standby.journal], expected,
+                       finished=[standby.journal])
+    # The leader had patched vm0's pod and asked vm1's KVVM for the unplug: the
+    # standby found both done in the world and did neither again.
+    took_over = requests_by(cluster, standby)
+    assert pod_patches(took_over)[vm0.partition("/")[2]] == 0
+    assert kvvm_patches(took_over)[vm1.partition("/")[2]] == 0
