@@ -133,18 +133,17 @@ async def start_controller(
 
 
 class Launcher:
-    """Starts controllers against one cluster and kills whatever is left at the end,
-    so a failing test leaves no process behind."""
+    """Starts controllers and kills whatever is left at the end, so a failing test
+    leaves no process behind."""
 
-    def __init__(self, cluster: SimulatedCluster, directory: Path) -> None:
-        self.cluster = cluster
+    def __init__(self, directory: Path) -> None:
         self.directory = directory
         self.started: list[ControllerProcess] = []
 
     async def start(
-        self, identity: str, *extra: str, journal: Path | None = None
+        self, cluster: SimulatedCluster, identity: str, *extra: str, journal: Path | None = None
     ) -> ControllerProcess:
-        controller = await start_controller(self.cluster, self.directory, identity, *extra,
+        controller = await start_controller(cluster, self.directory, identity, *extra,
                                             journal=journal)
         self.started.append(controller)
         return controller
@@ -364,6 +363,18 @@ def _world_problems(cluster: SimulatedCluster, vm: str, networks: Sequence[str])
         exactly("the pod's request annotation", [str(e[key]) for e in entries],
                 wanted - {nw.MAIN_IF_NAME})
     return problems
+
+
+def sdn_reported(cluster: SimulatedCluster, vm: str, network: str) -> bool:
+    """Whether the (deckhouse) SDN reports `network` ready on every launcher pod of `vm`."""
+    namespace, _, name = vm.partition("/")
+    wanted = nw.if_name(*network.split("/", 1))
+    pods, _ = cluster.store.list(PODS, namespace, label_selector=f"{nw.VM_NAME_LABEL}={name}")
+    return bool(pods) and all(
+        any(e.get("ifName") == wanted and nw.deckhouse_ready(e) for e in
+            nw.parse_list(nw.annotations_of(pod).get(nw.DECKHOUSE_STATUS)) or [])
+        for pod in pods
+    )
 
 
 def requests_by(cluster: SimulatedCluster, controller: ControllerProcess) -> list[RequestRecord]:

@@ -11,6 +11,7 @@ record, and the API requests stay proportionate to the work.
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -35,6 +36,7 @@ from tests.integration.processes_support import (
     operations,
     pod_patches,
     requests_by,
+    sdn_reported,
     set_networks,
     unanswered,
     vm_key,
@@ -67,12 +69,22 @@ async def slow_sdn(tmp_path: Path) -> AsyncIterator[SimulatedCluster]:
 
 
 @pytest.fixture
-async def launcher(slow_sdn: SimulatedCluster, tmp_path: Path) -> AsyncIterator[Launcher]:
-    launcher = Launcher(slow_sdn, tmp_path)
+async def launcher(tmp_path: Path) -> AsyncIterator[Launcher]:
+    launcher = Launcher(tmp_path)
     try:
         yield launcher
     finally:
         await launcher.close()
+
+
+@pytest.fixture
+async def quick(tmp_path: Path) -> AsyncIterator[SimulatedCluster]:
+    """Four VMs with Network/net-a and a quick SDN (0.2 s) and virt-handler (0.1 s)."""
+    cluster = await _cluster(tmp_path, Knobs(delays=Delays(sdn_configure=0.2, attach=0.1)), 4)
+    try:
+        yield cluster
+    finally:
+        await cluster.stop()
 
 
 async def _leader(
@@ -117,7 +129,7 @@ async def test_killed_mid_operation_a_restarted_controller_finishes_every_change
     cluster = slow_sdn
     journal = tmp_path / "journal.db"
     vm0, vm1, vm2, vm3 = (vm_key(cluster, i) for i in range(4))
-    candidates = [await launcher.start(f"ctl-{i}", journal=journal) for i in range(1, 5)]
+    candidates = [await launcher.start(cluster, f"ctl-{i}", journal=journal) for i in range(1, 5)]
     unanswered_at_kills: list[tuple[str, str]] = []
 
     async def next_leader() -> ControllerProcess:
@@ -200,9 +212,9 @@ async def test_a_standby_with_its_own_journal_takes_over_and_adopts_from_the_wor
     from what it observes, doing none of the steps already done again."""
     cluster = slow_sdn
     vm0, vm1, vm2, vm3 = (vm_key(cluster, i) for i in range(4))
-    leader = await launcher.start("ctl-a")
+    leader = await launcher.start(cluster, "ctl-a")
     await _ready(leader)
-    standby = await launcher.start("ctl-b")
+    standby = await launcher.start(cluster, "ctl-b")
     await _standing(cluster, standby)
 
     desired = {vm0: ["Network/net-a", "Network/net-b"], vm1: [],
@@ -244,3 +256,108 @@ async def test_a_standby_with_its_own_journal_takes_over_and_adopts_from_the_wor
     took_over = requests_by(cluster, standby)
     assert pod_patches(took_over)[vm0.partition("/")[2]] == 0
     assert kvvm_patches(took_over)[vm1.partition("/")[2]] == 0
+
+
+DESIRED_CHANGES = {0: ["Network/net-a", "Network/net-b"], 1: [],
+                   2: ["Network/net-a", "ClusterNetwork/storage"], 3: ["Network/net-b"]}
+OPERATIONS = 5  # the plugs and unplugs DESIRED_CHANGES asks for
+# Request budgets, from measurement. Without faults the five operations take about
+# 40 requests besides the Lease (per operation a get and a patch of the pod and of
+# the KVVM, and an Event per step). Allowed: 12 per operation, and 4 per injected
+# failure (the retry, a re-read, an Event); a hot loop makes hundreds a second.
+PER_OPERATION = 12
+PER_FAULT = 4
+# The leader renews every 0.25 s with a get and an update: 8 requests a second.
+LEASE_PER_SECOND = 10
+
+
+async def _controller_and_changes(
+    cluster: SimulatedCluster, launcher: Launcher, *extra: str
+) -> tuple[ControllerProcess, dict[str, list[str]], float]:
+    """A ready controller, then the changes: the desired networks and when."""
+    controller = await launcher.start(cluster, "ctl", *extra)
+    await _ready(controller)
+    desired = {vm_key(cluster, i): nets for i, nets in DESIRED_CHANGES.items()}
+    for vm, networks in desired.items():
+        set_networks(cluster, vm, networks)
+    return controller, desired, time.monotonic()
+
+
+async def _finish(
+    cluster: SimulatedCluster, controller: ControllerProcess, desired: dict[str, list[str]],
+    *, faults: int, since: float,
+) -> None:
+    """Every change done exactly once, within the request budgets."""
+    await eventually(lambda: all(world_has(cluster, vm, n) for vm, n in desired.items())
+                     and all(op.terminal for op in operations(controller.journal)),
+                     within=SETTLE, what="every change done", watch=[controller])
+    elapsed = time.monotonic() - since
+    assert await controller.terminate() == 0
+    check_world(cluster, desired)
+    check_journal(controller.journal)
+    vm0, vm1, vm2, vm3 = desired
+    check_exactly_once([controller.journal], {
+        (vm0, "Network/net-b", "plug"), (vm1, "Network/net-a", "unplug"),
+        (vm2, "ClusterNetwork/storage", "plug"),
+        (vm3, "Network/net-b", "plug"), (vm3, "Network/net-a", "unplug"),
+    }, finished=[controller.journal])
+    sent = requests_by(cluster, controller)
+    work = [r for r in sent if not is_lease(r)]
+    assert len(work) <= OPERATIONS * PER_OPERATION + faults * PER_FAULT, \
+        Counter((r.verb, r.resource) for r in work)
+    lease = [r for r in sent if is_lease(r)]
+    assert len(lease) <= LEASE_PER_SECOND * (elapsed + START)
+
+
+async def test_errors_on_requests_are_retried_without_a_hot_loop(
+    quick: SimulatedCluster, launcher: Launcher
+) -> None:
+    """409 on pod patches, 429 with Retry-After on KVVM patches, 500 on any patch,
+    503 on reads: every change still completes exactly once, in few requests.
+
+    An injected 409 changes nothing, so no observation follows it: the machine's
+    re-issue timer (2 s here) is what sends the patch again."""
+    cluster = quick
+    faults = cluster.faults
+    faults.fail_requests(409, times=2, verb="patch", resource="pods")
+    faults.fail_requests(429, times=2, verb="patch", resource="virtualmachines.kubevirt.io",
+                         retry_after=1)
+    faults.fail_requests(500, times=3, verb="patch")
+    faults.fail_requests(503, times=2, verb="get")
+    controller, desired, since = await _controller_and_changes(
+        cluster, launcher, "--effect-reissue-after", "2")
+    await _finish(cluster, controller, desired, faults=9, since=since)
+    assert faults.describe()["failures"] == [], "an injected failure was never met"
+
+
+async def test_dropped_stalled_and_expired_watches_are_recovered_without_a_hot_loop(
+    quick: SimulatedCluster, launcher: Launcher
+) -> None:
+    """Watches dropped after an event, resumptions answered 410 Gone (so the informer
+    lists again; the first list fails with 500), and the pod watch stalled while the
+    SDN reports: every change still completes exactly once, in few requests."""
+    cluster = quick
+    faults = cluster.faults
+    controller = await launcher.start(cluster, "ctl")
+    await _ready(controller)
+    faults.drop_watches(after_events=1, times=4)
+    faults.expire_resumptions(times=3)
+    faults.fail_requests(500, times=1, verb="list")
+    faults.stall_watches(resource="pods")
+    stalled = len(requests_by(cluster, controller))
+    desired = {vm_key(cluster, i): nets for i, nets in DESIRED_CHANGES.items()}
+    since = time.monotonic()
+    for vm, networks in desired.items():
+        set_networks(cluster, vm, networks)
+    vm0 = vm_key(cluster, 0)
+    await eventually(lambda: sdn_reported(cluster, vm0, "Network/net-b"), within=SETTLE,
+                     what="the SDN reporting behind the stalled pod watch", watch=[controller])
+    # The controller patched the pod but cannot see it: the plug waits, quietly.
+    (plug,) = [op for op in operations(controller.journal) if op.vm == vm0]
+    assert plug.state == "Requested"
+    during = requests_by(cluster, controller)[stalled:]
+    assert len([r for r in during if not is_lease(r)]) <= OPERATIONS * PER_OPERATION // 2
+    faults.resume_watches()
+    await _finish(cluster, controller, desired, faults=8, since=since)
+    armed = faults.describe()
+    assert armed["drops"] == [] and armed["expiries"] == [] and armed["failures"] == [], armed
