@@ -24,7 +24,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import aiohttp
 
@@ -41,9 +41,7 @@ MERGE = "application/merge-patch+json"
 # library wants: duration > renew deadline > 1.2 x retry period).
 FAST_LEASE = ("--lease-duration", "2", "--renew-deadline", "1.5", "--retry-period", "0.25")
 SUCCESS = {"plug": "Attached", "unplug": "Detached"}
-WRITES = frozenset({"create", "update", "patch", "delete"})
 
-T = TypeVar("T")
 Slot = tuple[str, str, str]  # (vm "ns/name", network identity, direction)
 
 
