@@ -112,7 +112,7 @@ def dynamic_networks_grace_expired(c: Context) -> bool:
 
 def vm_spec_holds_interface(c: Context) -> bool:
     name = c.op.if_name
-    return name in c.facts.kvvm_present or name in c.facts.vmi_present
+    return name in c.facts.kvvm_present
 
 
 def interface_released_in_spec(c: Context) -> bool:

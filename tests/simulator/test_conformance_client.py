@@ -264,6 +264,7 @@ async def test_kubernetes_shaped_errors(sim: Sim) -> None:
 
 
 async def test_every_resource_request_is_logged(client: ApiClient, sim: Sim) -> None:
+    client.user_agent = "conformance/1 (tester)"
     core = k8s.CoreV1Api(client)
     await core.create_namespaced_pod("ns1", pod_body("p1"))
     await core.patch_namespaced_pod_status("p1", "ns1", {"status": {"phase": "Running"}},
