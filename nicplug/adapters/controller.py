@@ -19,6 +19,7 @@ from typing import Any
 
 from aiohttp import web
 
+from nicplug import __version__
 from nicplug.adapters.executor import KubeExecutor
 from nicplug.adapters.kube.calls import KubeCalls
 from nicplug.adapters.kube.client import ApiConnection, ClientSettings, connect
@@ -40,6 +41,18 @@ from nicplug.machines.world import World
 
 log = logging.getLogger(__name__)
 
+_RELEASE_BUDGET = 5.0  # seconds a clean stop spends handing the lease over
+
+
+async def _hand_over(leadership: Leadership) -> None:
+    """On a clean stop, release the lease so a standby need not wait it out; a lease
+    that cannot be released still expires, so a failure here is only logged."""
+    try:
+        async with asyncio.timeout(_RELEASE_BUDGET):
+            await leadership.release()
+    except Exception as exc:
+        log.warning("could not release the lease (a standby waits for it to expire): %r", exc)
+
 
 class Controller:
     def __init__(self, settings: Settings) -> None:
@@ -53,32 +66,39 @@ class Controller:
         self._observing = Observing(
             self.dialect,
             on_hold=lambda _vm, _problem: self.metrics.observation_errors.labels("object").inc(),
+            on_unreadable_pods=lambda _vm, _problem: self.metrics.observation_errors.labels(
+                "annotation").inc(),
         )
         self._tape: TapeWriter | None = None
         self._ready = False
         self._last_progress: dict[str, float] = {}
+        self.metrics_port: int | None = None  # the bound port (`metrics_addr` may say 0)
 
     async def run(self) -> None:
-        """Serve metrics and health, stand for the Lease, lead while it is ours."""
+        """Serve metrics and health, stand for the Lease, lead while it is ours; when
+        cancelled (a clean stop), end the term and release the Lease."""
         runner = await self._serve_http()
         connection = await connect(ClientSettings(
-            kubeconfig=self.settings.kubeconfig, read_timeout=self.settings.request_timeout
+            kubeconfig=self.settings.kubeconfig, read_timeout=self.settings.request_timeout,
+            user_agent=f"nicplug/{__version__} ({self.identity})",
         ))
         if self.settings.record_tape is not None:
             self._tape = TapeWriter(self.settings.record_tape, now=time.time)
+        leadership = Leadership(
+            connection,
+            name=self.settings.lease_name,
+            namespace=self.settings.lease_namespace,
+            identity=self.identity,
+            on_started=lambda: self._lead(connection),
+            timing=self.settings.lease_timing(),
+        )
         try:
-            leadership = Leadership(
-                connection,
-                name=self.settings.lease_name,
-                namespace=self.settings.lease_namespace,
-                identity=self.identity,
-                on_started=lambda: self._lead(connection),
-            )
             log.info("standing for the lease %s/%s as %s", self.settings.lease_namespace,
                      self.settings.lease_name, self.identity)
             await leadership.run()
         finally:
             self._ready = False
+            await _hand_over(leadership)
             await connection.close()
             await runner.cleanup()
             if self._tape is not None:
@@ -86,10 +106,12 @@ class Controller:
 
     async def _serve_http(self) -> web.AppRunner:
         host, port = parse_addr(self.settings.metrics_addr)
-        runner = web.AppRunner(make_http_app(self.metrics, self.health), access_log=None)
+        app = make_http_app(self.metrics, self.health, journal=self.settings.journal)
+        runner = web.AppRunner(app, access_log=None)
         await runner.setup()
         await web.TCPSite(runner, host, port).start()
-        log.info("metrics and health on http://%s:%d", host, port)
+        self.metrics_port = int(runner.addresses[0][1])
+        log.info("metrics and health on http://%s:%d", host, self.metrics_port)
         return runner
 
     async def _lead(self, connection: ApiConnection) -> None:

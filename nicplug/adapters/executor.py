@@ -62,6 +62,8 @@ class KubeExecutor:
         self._dialect = dialect
         self._metrics = metrics
         self._now = now or (lambda: datetime.datetime.now(datetime.UTC))
+        # (effect type, target) -> the newest effect started on it: see `_superseded`.
+        self._newest: dict[tuple[str, str], int] = {}
 
     async def execute(self, effect: PendingEffect) -> Result:
         started = time.perf_counter()
@@ -81,12 +83,17 @@ class KubeExecutor:
             decoded = effect_from_payload(effect.type, effect.payload)
         except (KeyError, TypeError, ValueError) as exc:
             raise PermanentError(f"effect {effect.id} has an unreadable payload: {exc}") from exc
+        if isinstance(decoded, PatchPodNetworks | PatchVirtualMachine):
+            slot = (effect.type, decoded.target)
+            if self._superseded(effect, slot):
+                return {"superseded": True}
+            self._newest[slot] = effect.id
         try:
             match decoded:
                 case PatchPodNetworks():
-                    return await self._patch_pod(decoded)
+                    return await self._patch_pod(decoded, effect)
                 case PatchVirtualMachine():
-                    return await self._patch_kvvm(decoded)
+                    return await self._patch_kvvm(decoded, effect)
                 case SetVMCondition():
                     return await self._set_condition(decoded)
                 case RestartVM():
@@ -98,6 +105,17 @@ class KubeExecutor:
         except kube_errors.KubeError as exc:
             raise self._translated(exc) from exc
         raise PermanentError(f"effect type {effect.type!r} has no executor")
+
+    def _superseded(self, effect: PendingEffect, slot: tuple[str, str]) -> bool:
+        """Whether a newer effect of the same type has started on the same object.
+
+        Pod and KVVM patches write whole lists computed from the world their decision
+        saw, and a later decision on the VM (a higher effect id: decisions of one VM
+        are serial) saw a newer one. An older patch retried after a backoff, or racing
+        a newer one after a restart, would write its stale list over the newer: it
+        must not be sent. Checked when it starts and again just before it writes.
+        """
+        return effect.id < self._newest.get(slot, 0)
 
     def _translated(self, exc: kube_errors.KubeError) -> Exception:
         if self._metrics is not None and exc.status:
@@ -113,7 +131,7 @@ class KubeExecutor:
 
     # -- the effects -------------------------------------------------------------------
 
-    async def _patch_pod(self, e: PatchPodNetworks) -> Result:
+    async def _patch_pod(self, e: PatchPodNetworks, effect: PendingEffect) -> Result:
         value = self._dialect.render_requests(requests=e.entries, namespace=e.namespace)
         patch: list[dict[str, Any]] = [{"op": "test", "path": "/metadata/uid", "value": e.pod_uid}]
         pod = await self._calls.get(kinds.LAUNCHER_PODS, e.namespace, e.pod)
@@ -132,10 +150,12 @@ class KubeExecutor:
             patch.append({"op": "remove", "path": path})
         else:
             patch.append({"op": "add", "path": path, "value": value})
+        if self._superseded(effect, (effect.type, e.target)):
+            return {"superseded": True}
         await self._calls.patch_pod(e.namespace, e.pod, patch, content_type=JSON_PATCH)
         return {"annotation": value}
 
-    async def _patch_kvvm(self, e: PatchVirtualMachine) -> Result:
+    async def _patch_kvvm(self, e: PatchVirtualMachine, effect: PendingEffect) -> Result:
         kvvm = await self._calls.get(kinds.KVVMS, e.namespace, e.name)
         template = (kvvm.get("spec") or {}).get("template") or {}
         tspec = template.get("spec") or {}
@@ -176,6 +196,8 @@ class KubeExecutor:
         ops += _annotation_ops(
             template, "/spec/template/metadata", self._dialect.request_annotation, annotation
         )
+        if self._superseded(effect, (effect.type, e.target)):
+            return {"superseded": True}
         await self._cas(kinds.KVVMS, e.namespace, e.name, ops, version)
         return {"interfaces": [i["name"] for i in interfaces]}
 

@@ -1,5 +1,5 @@
 """Prometheus metrics and the controller's small HTTP face (`/metrics`, `/healthz`,
-`/readyz`).
+`/readyz`, and the read-only journal views `/operations` when given the journal).
 
 Metrics live in a registry of their own (never the process-global one) so that two
 controllers in one test process do not collide. This module only records and serves;
@@ -11,10 +11,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+from nicplug.adapters.queries.http import add_operation_routes
 
 _LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
 
@@ -79,7 +82,9 @@ class Health:
     live: Callable[[], bool] = lambda: True
 
 
-def make_http_app(metrics: Metrics, health: Health) -> web.Application:
+def make_http_app(
+    metrics: Metrics, health: Health, *, journal: Path | str | None = None
+) -> web.Application:
     async def metrics_view(_: web.Request) -> web.Response:
         body = metrics.render()
         return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
@@ -96,6 +101,8 @@ def make_http_app(metrics: Metrics, health: Health) -> web.Application:
     app.router.add_get("/metrics", metrics_view)
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", readyz)
+    if journal is not None:
+        add_operation_routes(app, journal)
     return app
 
 

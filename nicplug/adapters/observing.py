@@ -42,11 +42,17 @@ def object_ref(kind: KindRef, obj: Mapping[str, Any]) -> str:
 class Observing:
     """The dirty set of VMs between object changes and the runtime.
 
-    `on_hold(vm_key, problem)` is called each time a VM is held still (for metrics).
+    `on_hold(vm_key, problem)` is called each time a VM is held still,
+    `on_unreadable_pods(vm_key, problem)` each time its world has pods whose SDN
+    annotations cannot be read (for metrics).
     """
 
     def __init__(
-        self, dialect: Dialect, *, on_hold: Callable[[str, str], None] | None = None
+        self,
+        dialect: Dialect,
+        *,
+        on_hold: Callable[[str, str], None] | None = None,
+        on_unreadable_pods: Callable[[str, str], None] | None = None,
     ) -> None:
         self.dialect = dialect
         self.index = WorldIndex()
@@ -55,6 +61,8 @@ class Observing:
         self._dirty: dict[str, str] = {}
         self._held: set[str] = set()
         self._on_hold = on_hold
+        self._on_unreadable_pods = on_unreadable_pods
+        self._unreadable_pods: dict[str, str] = {}
 
     def changed(self, kind: KindRef, event_type: str, obj: dict[str, Any]) -> None:
         """One object changed (ADDED / MODIFIED / DELETED): mark the VMs it touches."""
@@ -103,11 +111,26 @@ class Observing:
         if vm_key in self._held:
             self._held.discard(vm_key)
             log.info("vm=%s readable again", vm_key)
+        self._report_pods(vm_key, [p.observation_error for p in world.pods if p.observation_error])
         return world
 
     @property
     def held(self) -> frozenset[str]:
         return frozenset(self._held)
+
+    def _report_pods(self, vm_key: str, problems: list[str]) -> None:
+        """The machines never overwrite a pod annotation they cannot read, so an
+        operation waits on it: say so (once per distinct problem), or it waits unseen."""
+        if not problems:
+            if self._unreadable_pods.pop(vm_key, None) is not None:
+                log.info("vm=%s pod annotations readable again", vm_key)
+            return
+        problem = "; ".join(problems)
+        if self._on_unreadable_pods is not None:
+            self._on_unreadable_pods(vm_key, problem)
+        if self._unreadable_pods.get(vm_key) != problem:
+            self._unreadable_pods[vm_key] = problem
+            log.warning("vm=%s waits on an unreadable pod annotation: %s", vm_key, problem)
 
     def _hold(self, vm_key: str, problem: str) -> None:
         if self._on_hold is not None:

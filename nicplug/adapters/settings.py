@@ -11,8 +11,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from nicplug.adapters.kube.lease import LeaseTiming
 from nicplug.adapters.observability import parse_addr
 from nicplug.machines.policy import MachineConfig, Timeouts
 
@@ -43,6 +44,9 @@ class Settings(BaseModel):
     lease_name: str = "nicplug"
     lease_namespace: str = "default"
     identity: str | None = None
+    lease_duration: int = Field(default=15, ge=1)
+    renew_deadline: float = Field(default=10.0, gt=0)
+    retry_period: float = Field(default=2.0, gt=0)
     request_timeout: float = Field(default=30.0, gt=0)
     synchronous: Literal["FULL", "NORMAL"] = "FULL"
     concurrency: int = Field(default=64, ge=1, le=4096)
@@ -62,6 +66,24 @@ class Settings(BaseModel):
         if value is not None and value.is_dir():
             raise ValueError(f"{value} is a directory")
         return value
+
+    @model_validator(mode="after")
+    def _lease_timing(self) -> Settings:
+        try:
+            self.lease_timing()
+        except ValueError as exc:
+            raise ValueError(
+                f"--lease-duration {self.lease_duration}, --renew-deadline "
+                f"{self.renew_deadline}, --retry-period {self.retry_period}: {exc}"
+            ) from None
+        return self
+
+    def lease_timing(self) -> LeaseTiming:
+        return LeaseTiming(
+            lease_duration=self.lease_duration,
+            renew_deadline=self.renew_deadline,
+            retry_period=self.retry_period,
+        )
 
     def machine_config(self) -> MachineConfig:
         timeouts = Timeouts(

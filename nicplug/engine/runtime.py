@@ -263,6 +263,12 @@ class Runtime(Generic[S, W]):
 
     async def _wait(self, key: Key, fired: TimerFired) -> None:
         await self._clock.sleep_until(fired.deadline)
+        # A held outcome waits for the world to move; a timer is the machine's own
+        # word that it has waited long enough (e.g. to re-issue what the world never
+        # answered). Deliver the outcome first, or the re-issued effect finds the held
+        # one still pending under its key, is not enqueued, and nothing is ever sent.
+        for outcome in self._held.pop(key, []):
+            self._dispatch.submit(key, outcome)
         self._dispatch.submit(key, fired)
 
     def _deliver_outcome(

@@ -24,6 +24,7 @@ import aiosqlite
 import orjson
 
 from nicplug.engine.errors import JournalClosed, JournalError, JournalRefused
+from nicplug.engine.inspection import Census, JournalInspection, StreamRecord, ViewQuery
 from nicplug.engine.journal import (
     Appended,
     ArmedTimer,
@@ -32,7 +33,7 @@ from nicplug.engine.journal import (
     PendingEffect,
     StoredView,
 )
-from nicplug.engine.model import Cause, Key, RecordedEvent, StreamId, StreamView
+from nicplug.engine.model import Key, RecordedEvent, StreamId, StreamView
 from nicplug.engine.sqlite_opening import (
     MEMORY,
     IntegrityCheck,
@@ -41,15 +42,15 @@ from nicplug.engine.sqlite_opening import (
     prepare_file,
     translate,
 )
+from nicplug.engine.sqlite_reads import EVENT_COLUMNS, event_of
+from nicplug.engine.sqlite_reads import census as read_census
+from nicplug.engine.sqlite_reads import find_views as read_views
+from nicplug.engine.sqlite_reads import stream_record as read_stream
 from nicplug.engine.sqlite_writes import write_group
 from nicplug.engine.upcasting import Upcasters
 
 T = TypeVar("T")
 
-_EVENT_COLUMNS = (
-    "position, stream, key, version, type, schema_version, payload, cause_kind, cause_ref,"
-    " dedup_key, wall_time, logical_time"
-)
 _EFFECT_COLUMNS = (
     "id, stream, key, type, payload, idempotency_key, status, attempts, next_attempt_at,"
     " last_error"
@@ -229,13 +230,13 @@ class SQLiteJournal:
 
     async def history(self, *, stream: StreamId) -> Sequence[RecordedEvent]:
         rows = await self._rows(
-            f"SELECT {_EVENT_COLUMNS} FROM events WHERE stream = ? ORDER BY version", (stream,)
+            f"SELECT {EVENT_COLUMNS} FROM events WHERE stream = ? ORDER BY version", (stream,)
         )
         return [self._event(r) for r in rows]
 
     async def read_all(self, *, after: int = 0, limit: int = 1000) -> Sequence[RecordedEvent]:
         rows = await self._rows(
-            f"SELECT {_EVENT_COLUMNS} FROM events WHERE position > ? ORDER BY position LIMIT ?",
+            f"SELECT {EVENT_COLUMNS} FROM events WHERE position > ? ORDER BY position LIMIT ?",
             (after, limit),
         )
         return [self._event(r) for r in rows]
@@ -274,15 +275,29 @@ class SQLiteJournal:
         return [str(r[0]) for r in await self._rows("PRAGMA integrity_check")]
 
     def _event(self, r: sqlite3.Row) -> RecordedEvent:
-        schema_version, payload = r[5], orjson.loads(r[6])
-        if self._upcasters:
-            schema_version, payload = self._upcasters.upcast(r[4], schema_version, payload)
-        return RecordedEvent(
-            stream=StreamId(r[1]), key=Key(r[2]), version=r[3], position=r[0], type=r[4],
-            schema_version=schema_version, payload=payload,
-            cause=Cause(kind=r[7], ref=r[8], dedup_key=r[9]), wall_time=r[10],
-            logical_time=r[11],
-        )
+        return event_of(r, self._upcasters)
+
+    # -- inspecting (`inspection.JournalInspection`) -----------------------------------
+
+    async def _read(self, job: Callable[[sqlite3.Connection], T]) -> T:
+        if self._closed:
+            raise JournalClosed(f"journal {self.path} is closed")
+        try:
+            return await _on_thread(self._conn, job)
+        except sqlite3.Error as error:
+            raise translate(error, self.path) from error
+
+    async def find_views(self, query: ViewQuery) -> Sequence[StoredView]:
+        """Read-model rows matching `query` (values bound, never pasted into SQL)."""
+        return await self._read(partial(read_views, query=query))
+
+    async def stream_record(self, stream: StreamId) -> StreamRecord | None:
+        """View, events, outbox rows and timers of one stream, in one snapshot."""
+        return await self._read(partial(read_stream, stream=stream, upcasters=self._upcasters))
+
+    async def census(self) -> Census:
+        """Counts of events, streams, effects by status and timers; the schema version."""
+        return await self._read(read_census)
 
     # -- closing -----------------------------------------------------------------------
 
@@ -312,4 +327,9 @@ async def _on_thread(conn: aiosqlite.Connection, job: Callable[..., T]) -> T:
 
 def _is_a_journal(journal: SQLiteJournal) -> Journal:
     """Never called: makes mypy check that `SQLiteJournal` fulfils the `Journal` port."""
+    return journal
+
+
+def _is_inspectable(journal: SQLiteJournal) -> JournalInspection:
+    """Never called: mypy checks that `SQLiteJournal` offers the inspection reads."""
     return journal

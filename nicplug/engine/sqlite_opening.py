@@ -82,6 +82,9 @@ def translate(error: sqlite3.Error, path: str) -> JournalError:
 
 
 def corrupt(path: str, detail: str) -> JournalRefused:
+    detail = " ".join(detail.split())  # SQLite's findings span lines; a refusal is one
+    if len(detail) > 300:
+        detail = detail[:297] + "..."
     return JournalRefused(
         path,
         f"is corrupt or not an SQLite journal ({detail})",
@@ -117,6 +120,18 @@ def configure(
             conn.execute(f"PRAGMA max_page_count = {max(1, size_limit_bytes // page)}")
         if read_only:
             version = schema_version(conn)
+            if version == 0:
+                raise JournalRefused(
+                    path, "is empty or not a nicplug journal (it has no schema)",
+                    "give the path of a journal that nicplug wrote",
+                )
+            if version > latest_version():
+                raise JournalRefused(
+                    path,
+                    f"written by a newer nicplug (schema {version}, this one reads up to"
+                    f" {latest_version()})",
+                    "query it with the newer nicplug; it is left untouched",
+                )
             if version != latest_version():
                 raise JournalRefused(
                     path,

@@ -148,7 +148,7 @@ class HotplugDecider:
                     opened = self._open(session, c, now)
                     if opened is not None:
                         self._walk(session, opened, facts, now, trigger)
-        effects = self._effects(session, facts, asked, trigger, now)
+        effects = self._effects(session, facts, asked, now)
         timers, cancels = self._timers(session, facts, now, effects)
         return Decision(tuple(session.events), tuple(effects), timers, cancels)
 
@@ -323,7 +323,6 @@ class HotplugDecider:
         session: _Session,
         facts: Facts,
         asked: frozenset[tuple[str, str]],
-        trigger: Trigger,
         now: float,
     ) -> list[EffectRequest]:
         vm = facts.world.vm
@@ -337,10 +336,11 @@ class HotplugDecider:
             needed += kvvm_patch(facts, ops, vm, comparison, self.config)
             needed += restarts_and_migrations(facts, ops, vm, self.config)
         needed += conditions(facts, ops, vm, self.config, asked)
-        reissue = (
-            trigger.stream if isinstance(trigger, TimerFired) and trigger.name == REISSUE else None
-        )
-        issued = {d for op in ops.values() if op.stream != reissue for d in op.issued}
+        # an effect counts as issued for `effect_reissue_after`; then it is asked for again
+        # if the world still needs it (the `reissue` timer makes sure someone looks)
+        horizon = now - self.config.timeouts.effect_reissue_after
+        recent = {op.stream for op in ops.values() if op.issued and op.issued_at > horizon}
+        issued = {d for op in ops.values() if op.stream in recent for d in op.issued}
         requests: list[EffectRequest] = []
         fresh: dict[StreamId, list[int]] = {}
         owners: dict[StreamId, Operation] = {}
@@ -354,7 +354,7 @@ class HotplugDecider:
             fresh.setdefault(owner.stream, []).append(digest)
             owners[owner.stream] = owner
         for stream, digests in fresh.items():
-            previous = () if stream == reissue else ops[_slot(owners[stream])].issued
+            previous = ops[_slot(owners[stream])].issued if stream in recent else ()
             keys = [*previous, *digests][-KEEP_ISSUED:]
             session.append(stream, EFFECTS_ISSUED, {"keys": keys, "at": now})
         for stream, path in session.paths.items():

@@ -63,12 +63,8 @@ class Facts:
     errors: dict[str, str]
     lingering: frozenset[str]
     migration_required: bool
+    desired_identities: frozenset[str]
 
-    @property
-    def desired_identities(self) -> frozenset[str]:
-        if self.comparison is None:
-            return frozenset()
-        return frozenset(d.identity for d in self.comparison.desired)
 
     def pod_holds(self, identity: str) -> bool:
         return bool(self.pods) and self.requested_by.get(identity, 0) == len(self.pods)
@@ -142,4 +138,7 @@ def facts_of(world: World) -> Facts:
         errors=errors,
         lingering=lingering,
         migration_required=migration_required,
+        desired_identities=frozenset(d.identity for d in comparison.desired)
+        if comparison is not None
+        else frozenset(),
     )

@@ -175,12 +175,18 @@ UNPLUG = MachineGraph(
         ("go_live", "RestartRequired", "Requested", "hotplug_allowed"),
         ("mark_absent", "Requested", "VMIPatched", "interface_released_in_spec"),
         ("write_for_boot", "RestartRequired", "VMIPatched", "change_written"),
-        ("detach", ("VMIPatched", "MigrationRequired"), "GuestDetached", "guest_lost_interface"),
+        ("detach", "VMIPatched", "GuestDetached", "guest_lost_interface"),
+        # (a guest detached before the migration was asked for waits for it here)
+        ("detach", "MigrationRequired", "GuestDetached",
+         ("guest_lost_interface", "vmi_requires_no_migration")),
         ("need_migration", "VMIPatched", "MigrationRequired", "vmi_requires_migration"),
         ("migrate", "MigrationRequired", "Migrating", "migration_running"),
         ("migrated", "Migrating", "GuestDetached", ("migration_succeeded", "guest_lost_interface")),
         ("drop_entry", "GuestDetached", "AnnotationPatched", "pod_dropped_entry"),
         ("sdn_released", "AnnotationPatched", "SDNReleased", "sdn_released"),
+        # multus without a dynamic-networks controller: the guest let go, the pod's link
+        # stays until a new pod replaces it, and KubeVirt asks for that migration
+        ("need_migration", "AnnotationPatched", "MigrationRequired", "vmi_requires_migration"),
         ("forget", "SDNReleased", "Detached", "nothing_carries_it"),
         ("DetachTimeout", UNPLUG_LIVE[:5], "Failed", "deadline_passed"),
         ("MigrationFailed", "Migrating", "Failed", "migration_failed"),

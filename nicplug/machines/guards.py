@@ -112,7 +112,7 @@ def dynamic_networks_grace_expired(c: Context) -> bool:
 
 def vm_spec_holds_interface(c: Context) -> bool:
     name = c.op.if_name
-    return name in c.facts.kvvm_present or name in c.facts.vmi_present
+    return name in c.facts.kvvm_present
 
 
 def interface_released_in_spec(c: Context) -> bool:
@@ -163,6 +163,10 @@ def nothing_carries_it(c: Context) -> bool:
 
 def vmi_requires_migration(c: Context) -> bool:
     return c.facts.live and c.facts.migration_required
+
+
+def vmi_requires_no_migration(c: Context) -> bool:
+    return not vmi_requires_migration(c)
 
 
 def migration_running(c: Context) -> bool:
@@ -216,6 +220,7 @@ GUARDS: Mapping[str, Callable[[Context], bool]] = {
         sdn_released,
         nothing_carries_it,
         vmi_requires_migration,
+        vmi_requires_no_migration,
         migration_running,
         migration_succeeded,
         migration_failed,

@@ -84,6 +84,8 @@ def pod_patches(facts: Facts, ops: Ops, vm: DesiredVM, comparison: Comparison) -
                 kept.append(_request(vm, spec))
                 owner = owner or plug
         if owner is not None:
+            rank = {spec.identity: index for index, spec in enumerate(desired)}
+            kept.sort(key=lambda e: rank.get(e.identity, len(rank)))  # desired order first
             out.append((owner, PatchPodNetworks(pod.namespace, pod.name, pod.uid, tuple(kept))))
     return out
 

@@ -4,8 +4,8 @@
 start. It owns the order of things — fixtures before actors, actors before the server
 answers — and the ways a test looks inside: `settle()` (run until nothing moves),
 `advance(seconds)` (with a virtual clock), `link_not_found` (virt-handler's crashes),
-`actor_errors` (bugs an actor hit; a healthy run has none). It never decides behaviour
-itself: that is the actors'.
+`actor_errors` (bugs an actor hit; a healthy run has none), `requests` (what the
+HTTP server answered). It never decides behaviour itself: that is the actors'.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import shutil
 import tempfile
+from collections import deque
 from pathlib import Path
 from types import TracebackType
 
@@ -31,7 +32,7 @@ from nicplug.simulator.knobs import Knobs
 from nicplug.simulator.kubeconfig import write_kubeconfig
 from nicplug.simulator.networking import Json
 from nicplug.simulator.resources import EVENTS
-from nicplug.simulator.server import make_app
+from nicplug.simulator.server import REQUEST_LOG, RequestRecord, make_app
 from nicplug.simulator.store import Store
 
 _SETTLE_ROUNDS = 100_000
@@ -159,6 +160,14 @@ class SimulatedCluster:
     def link_not_found(self) -> list[Crash]:
         """The VMIs virt-handler crashed by attaching before the link existed."""
         return list(self.virt_handler.crashes)
+
+    @property
+    def requests(self) -> list[RequestRecord]:
+        """The resource requests the HTTP server has answered, oldest first (bounded)."""
+        if self._runner is None:
+            return []
+        served: deque[RequestRecord] = self._runner.app[REQUEST_LOG]
+        return list(served)
 
     @property
     def actor_errors(self) -> list[str]:

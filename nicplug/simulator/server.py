@@ -54,6 +54,7 @@ class RequestRecord:
     subresource: str | None
     namespace: str | None
     name: str | None
+    user_agent: str = ""  # tells apart the clients of one server (e.g. two controllers)
 
 
 REQUEST_LOG = web.AppKey("request_log", deque[RequestRecord])
@@ -104,7 +105,7 @@ class _Api:
         res = call.resource
         self.requests.append(
             RequestRecord(call.verb, res.group, res.plural, call.subresource, call.namespace,
-                          call.name)
+                          call.name, request.headers.get("User-Agent", ""))
         )
         if request.query.get("dryRun"):
             raise BadRequest("dryRun is not supported by the simulated API server")

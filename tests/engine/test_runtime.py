@@ -182,6 +182,28 @@ async def test_a_superseded_effect_is_decided_again_with_the_next_world(
     await runtime.stop()
 
 
+async def test_a_superseded_effect_is_decided_again_when_a_timer_fires_first(
+    journal: SQLiteJournal,
+) -> None:
+    """A 409 with no change behind it (a proxy, an injected fault): the world never
+    moves, so only the machine's own timer can get the step going again."""
+    clock = VirtualClock()
+    executor = ScriptedExecutor(clock, journal, script={1: [RetryAfterObservation("409")]})
+    runtime = make(journal, executor, clock)
+    await runtime.start()
+    await runtime.observe(A, 1, Cause("observation", "target@1"))
+    await runtime.drain()
+    assert await types_of(journal, A) == ["Requested"]
+    clock.advance(REMINDER)
+    await runtime.drain()
+    # the outcome first: the step is asked again, which re-arms the reminder that fired
+    assert await types_of(journal, A) == ["Requested", "Requested", "Bumped"]
+    rows = await journal.outbox(stream=stream(A), pending_only=False)
+    assert [(r.idempotency_key, r.status) for r in rows] == [
+        ("ns/a/count/bump/1", "failed"), ("ns/a/count/bump/1/again1", "succeeded")]
+    await runtime.stop()
+
+
 @dataclass
 class Gate:
     """An executor that holds every effect until released."""

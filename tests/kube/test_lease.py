@@ -131,3 +131,29 @@ async def test_a_released_lease_is_taken_over_without_waiting_it_out(
     finally:
         await first.kill()
         await second.kill()
+
+
+async def test_a_failing_leaders_work_ends_the_term_and_is_raised(
+    api_server: ApiServer, connection: ApiConnection
+) -> None:
+    """A leader whose work fails (its journal refused) must not hold the lease idle."""
+    stopped: list[str] = []
+
+    async def refuse() -> None:
+        raise RuntimeError("journal refused")
+
+    async def stop() -> None:
+        stopped.append("stopped")
+
+    leadership = Leadership(
+        connection, name="nicplug", namespace="kube-system", identity="broken",
+        on_started=refuse, on_stopped=stop, timing=FAST,
+    )
+    with pytest.raises(RuntimeError, match="journal refused"):
+        await asyncio.wait_for(leadership.run(), 3)
+    assert leadership.terms == 1
+    assert stopped == ["stopped"]
+    assert not leadership.leading
+    renewals = api_server.count(resource="leases")
+    await asyncio.sleep(3 * FAST.retry_period)  # the election really ended: no renewal
+    assert api_server.count(resource="leases") == renewals

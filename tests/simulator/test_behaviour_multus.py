@@ -10,7 +10,7 @@ from nicplug.simulator.clock import VirtualSimClock
 from nicplug.simulator.cluster import SimulatedCluster
 from nicplug.simulator.fixtures import Fixtures
 from nicplug.simulator.knobs import Delays, Failures, Knobs
-from nicplug.simulator.resources import VMIS
+from nicplug.simulator.resources import KVVMS, VMIS
 from tests.simulator import driving as d
 
 NS, VM = "default", "vm-00000"
@@ -67,6 +67,38 @@ async def test_without_the_controller_a_plug_raises_migration_required_and_a_mig
     await cluster.stop()
 
 
+async def test_without_the_controller_an_unplug_detaches_and_a_migration_unplumbs() -> None:
+    knobs = Knobs(dialect="multus", delays=DELAYS)
+    cluster = SimulatedCluster(knobs, clock=VirtualSimClock(), serve=False,
+                               fixtures=Fixtures(vms=1, vm_networks=(("Network", "user-net"),)))
+    await cluster.start()
+    store = cluster.store
+    d.mark_absent(store, NS, VM, "Network", "user-net")
+    await cluster.advance(0.1)
+    # out of the guest at once, as virt-launcher does; the pod keeps its link
+    assert not d.attached(store, NS, VM, "Network", "user-net")
+    entry = d.vmi_interface(store, NS, VM, "Network", "user-net")
+    assert entry is not None and entry["infoSource"] == "multus-status"
+    assert d.condition(store, NS, VM, "MigrationRequired") == ("False", "AutoMigrationPending")
+    await cluster.advance(15.0)
+    assert d.condition(store, NS, VM, "MigrationRequired") == (
+        "True", "AutoMigrationDueToLiveUpdate")
+
+    kvvm = store.get(KVVMS, NS, VM)  # the target pod's request comes from the template
+    kvvm["spec"]["template"]["metadata"]["annotations"].pop(nw.MULTUS_REQUEST)
+    store.update(KVVMS, kvvm)
+    d.migrate(store, NS, VM)
+    await cluster.advance(3.0)
+    assert d.migration_phase(store, NS) == "Succeeded"
+    assert d.vmi_interface(store, NS, VM, "Network", "user-net") is None
+    assert d.condition(store, NS, VM, "MigrationRequired") is None
+    names = [i["name"] for i in ob.interfaces_of(store.get(KVVMS, NS, VM)["spec"]["template"][
+        "spec"])]
+    assert names == [nw.MAIN_IF_NAME]  # KubeVirt drops the unplugged interface
+    assert cluster.actor_errors == []
+    await cluster.stop()
+
+
 async def test_with_the_controller_network_status_follows_and_virt_handler_attaches() -> None:
     knobs = Knobs(dialect="multus", dynamic_networks_controller=True, delays=DELAYS)
     cluster = await started(knobs)
@@ -86,11 +118,15 @@ async def test_with_the_controller_network_status_follows_and_virt_handler_attac
 
     d.mark_absent(store, NS, VM, "ClusterNetwork", "storage")
     await cluster.advance(0.1)
-    assert d.vmi_interface(store, NS, VM, "ClusterNetwork", "storage") is None
+    # out of the guest at once; still reported while the pod is plumbed for it
+    entry = d.vmi_interface(store, NS, VM, "ClusterNetwork", "storage")
+    assert entry is not None and entry["infoSource"] == "multus-status"
     d.unplug_pod(store, knobs, NS, VM, "ClusterNetwork", "storage")
     await cluster.advance(0.5)
     status = nw.parse_list(nw.annotations_of(d.active_pod(store, NS, VM))[nw.MULTUS_STATUS])
     assert [e["name"] for e in status or []] == ["default-cni"]
+    assert d.vmi_interface(store, NS, VM, "ClusterNetwork", "storage") is None
+    assert d.condition(store, NS, VM, "MigrationRequired") is None  # in place: no migration
     assert cluster.actor_errors == []
     await cluster.stop()
 

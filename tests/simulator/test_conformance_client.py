@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from typing import Any
 
 import aiohttp
@@ -263,16 +264,19 @@ async def test_kubernetes_shaped_errors(sim: Sim) -> None:
 
 
 async def test_every_resource_request_is_logged(client: ApiClient, sim: Sim) -> None:
+    client.user_agent = "conformance/1 (tester)"
     core = k8s.CoreV1Api(client)
     await core.create_namespaced_pod("ns1", pod_body("p1"))
     await core.patch_namespaced_pod_status("p1", "ns1", {"status": {"phase": "Running"}},
                                            _content_type=MERGE)
     await core.list_pod_for_all_namespaces()
-    assert list(sim.app[REQUEST_LOG]) == [
+    logged = list(sim.app[REQUEST_LOG])
+    assert [dataclasses.replace(r, user_agent="") for r in logged] == [
         RequestRecord("create", "", "pods", None, "ns1", None),
         RequestRecord("patch", "", "pods", "status", "ns1", "p1"),
         RequestRecord("list", "", "pods", None, None, None),
     ]
+    assert {r.user_agent for r in logged} == {client.user_agent}
 
 
 async def test_a_closed_watch_releases_its_subscription(client: ApiClient, sim: Sim) -> None:

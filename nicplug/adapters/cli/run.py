@@ -8,8 +8,9 @@ validated before anything connects; a bad one is a one-line error and exit code 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
+import signal
+from collections.abc import Coroutine
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -18,6 +19,8 @@ from pydantic import ValidationError
 
 from nicplug.adapters.cli.app import app
 from nicplug.engine.errors import JournalError
+
+_STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 
 def _env(name: str) -> str:
@@ -77,6 +80,15 @@ def run(
     identity: Annotated[
         str | None, _opt("identity", "This replica's name in the Lease (default host-pid)")
     ] = None,
+    lease_duration: Annotated[
+        int, _opt("lease-duration", "Seconds a Lease lasts unrenewed; a standby waits it out")
+    ] = 15,
+    renew_deadline: Annotated[
+        float, _opt("renew-deadline", "Seconds the leader keeps trying to renew before it stops")
+    ] = 10.0,
+    retry_period: Annotated[
+        float, _opt("retry-period", "Seconds between tries to acquire or renew the Lease")
+    ] = 2.0,
     request_timeout: Annotated[
         float, _opt("request-timeout", "Client read timeout per API request, seconds")
     ] = 30.0,
@@ -101,7 +113,8 @@ def run(
             effect_reissue_after=effect_reissue_after, backoff_base=backoff_base,
             backoff_max=backoff_max, cluster_network_namespace=cluster_network_namespace,
             lease_name=lease_name, lease_namespace=lease_namespace, identity=identity,
-            request_timeout=request_timeout, synchronous=synchronous,
+            lease_duration=lease_duration, renew_deadline=renew_deadline,
+            retry_period=retry_period, request_timeout=request_timeout, synchronous=synchronous,
             record_tape=record_tape,
         )
     except ValidationError as exc:
@@ -114,18 +127,46 @@ def run(
     from nicplug.adapters.controller import run_controller
 
     try:
-        with contextlib.suppress(KeyboardInterrupt):
-            asyncio.run(run_controller(settings))
+        asyncio.run(until_signalled(run_controller(settings)))
     except JournalError as exc:
         typer.echo(f"nicplug: {exc}", err=True)
         raise typer.Exit(1) from None
 
 
+async def until_signalled(work: Coroutine[Any, Any, None]) -> None:
+    """Run `work` until SIGTERM (the kubelet stopping the pod) or SIGINT, then cancel
+    it: a clean stop, in which the controller closes its journal and releases its
+    Lease. Returns normally after a signal; any other end of `work` is its own."""
+    task = asyncio.ensure_future(work)
+    loop = asyncio.get_running_loop()
+    signalled: list[signal.Signals] = []
+
+    def stop(sig: signal.Signals) -> None:
+        signalled.append(sig)
+        task.cancel()
+
+    for sig in _STOP_SIGNALS:
+        loop.add_signal_handler(sig, stop, sig)
+    try:
+        await task
+    except asyncio.CancelledError:
+        if not signalled:
+            raise
+        logging.getLogger(__name__).info("stopped by %s", signalled[0].name)
+    finally:
+        for sig in _STOP_SIGNALS:
+            loop.remove_signal_handler(sig)
+
+
 def _explain(exc: ValidationError) -> str:
     parts = []
     for error in exc.errors():
+        message = error["msg"].removeprefix("Value error, ")
+        if not error["loc"]:  # a check across options names them itself
+            parts.append(message)
+            continue
         where = "--" + "-".join(str(p) for p in error["loc"]).replace("_", "-")
-        parts.append(f"{where}: {error['msg']}")
+        parts.append(f"{where}: {message}")
     return "; ".join(parts)
 
 

@@ -27,6 +27,7 @@ from nicplug.adapters.demo.worlds import RunningWorld, start_world, stop_world
 from nicplug.adapters.kube import resources as kinds
 from nicplug.adapters.kube.calls import KubeCalls
 from nicplug.adapters.kube.client import ApiConnection, ClientSettings, connect
+from nicplug.machines.graph import TERMINAL
 
 MERGE: Final = "application/merge-patch+json"
 
@@ -188,7 +189,23 @@ def _verdict(
 
 
 def _print_queries(console: Console, directory: Path) -> None:
+    """The query commands, ready to paste, naming VMs and networks each world played."""
     console.print("\nquery the journals (read-only, safe while a controller runs):")
     for w in WORLDS:
         db = directory / f"{w.name}.db"
-        console.print(f"  sqlite3 {db} 'select stream, state from streams'")
+        played = [o for s in SCENARIOS if s.world == w.name for o in s.outcomes]
+        commands = [f"nicplug status --journal {db}"]
+        if played:
+            busiest = max(played, key=lambda o: sum(p.vm == o.vm for p in played))
+            waiting = next((o for o in played if o.state not in TERMINAL), played[0])
+            commands += [
+                f"nicplug history {busiest.vm} --journal {db}",
+                f"nicplug explain {waiting.vm} {waiting.network} --journal {db}",
+            ]
+        commands.append(f"nicplug stuck --older-than 1m --journal {db}")
+        console.print(f"  [bold]{w.name}[/]")
+        for command in commands:
+            console.print(f"    {command}", soft_wrap=True, markup=False)
+    console.print("  --json on any of them for scripts; `nicplug journal verify|export` "
+                  "checks a journal or writes its events as JSON lines", soft_wrap=True)
+

@@ -37,6 +37,7 @@ class ClientSettings:
     connect_timeout: float = 5.0
     read_timeout: float = 30.0
     max_connections: int = 256
+    user_agent: str | None = None  # how the API server's logs name this client
 
     def __post_init__(self) -> None:
         if self.connect_timeout <= 0 or self.read_timeout <= 0:
@@ -96,4 +97,7 @@ async def connect(settings: ClientSettings) -> ApiConnection:
     except (ConfigException, OSError, ValueError) as exc:
         raise ClientConfigError(f"cannot load the Kubernetes client configuration: {exc}") from exc
     configuration.connection_pool_maxsize = settings.max_connections
-    return ApiConnection(client=ApiClient(configuration), settings=settings)
+    client = ApiClient(configuration)
+    if settings.user_agent:
+        client.user_agent = settings.user_agent
+    return ApiConnection(client=client, settings=settings)

@@ -11,7 +11,10 @@ library leaves to its caller:
   test can fail over in about a second;
 * the leader's work is a task it creates and forgets when the caller is cancelled:
   here the work is always cancelled and `on_stopped` always awaited when the term
-  ends — the lease lost, the API unreachable, or `run` cancelled.
+  ends — the lease lost, the API unreachable, or `run` cancelled;
+* an exception of the leader's work is lost in that forgotten task, and the leader
+  goes on renewing the lease with nothing running: here it ends the term and `run`
+  raises it.
 
 It never releases the lease on cancellation: a dead controller cannot either, and the
 standby must take over after the lease duration in both cases. A controller that
@@ -111,25 +114,42 @@ class Leadership:
         self._on_stopped = on_stopped
         self._work: asyncio.Task[None] | None = None
         self._standing = False
+        self._failure: asyncio.Future[Exception] | None = None
 
     @property
     def leading(self) -> bool:
         return self._work is not None
 
     async def run(self) -> None:
-        """Stand, lead, lose, stand again — until cancelled."""
+        """Stand, lead, lose, stand again — until cancelled, or until the leader's work
+        fails: then the term ends and `run` raises the work's exception. A controller
+        that cannot do its work (its journal refused) must stop and say why, not hold
+        the lease while doing nothing."""
+        loop = asyncio.get_running_loop()
         while True:
             self._standing = True
+            failure: asyncio.Future[Exception] = loop.create_future()
+            self._failure = failure
             lock = LeaseLock(self.name, self.namespace, self.identity, self._connection.client)
-            election = LeaderElection(_ElectionConfig(lock, self.timing, self._lead))
+            election = asyncio.ensure_future(
+                LeaderElection(_ElectionConfig(lock, self.timing, self._lead)).run()
+            )
             try:
-                await election.run()
-                log.info("%s lost the lease %s/%s", self.identity, self.namespace, self.name)
+                either: set[asyncio.Future[Any]] = {election, failure}
+                await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
+                if not failure.done():
+                    election.result()
+                    log.info("%s lost the lease %s/%s", self.identity, self.namespace, self.name)
             except Exception as exc:  # the library lets transport errors through
                 log.warning("%s: leader election failed: %r", self.identity, exc)
             finally:
                 self._standing = False
+                if not election.done():
+                    election.cancel()
+                    await asyncio.gather(election, return_exceptions=True)
                 await self._end_term()
+            if failure.done():
+                raise failure.result()
             await asyncio.sleep(self.timing.retry_period)
 
     async def _lead(self) -> None:
@@ -139,7 +159,12 @@ class Leadership:
         self._work = asyncio.current_task()
         self.terms += 1
         log.info("%s leads (lease %s/%s)", self.identity, self.namespace, self.name)
-        await self._on_started()
+        try:
+            await self._on_started()
+        except Exception as exc:  # handed to `run`, which raises it; nobody awaits this task
+            log.error("%s: the leader's work failed: %s", self.identity, exc)
+            if self._failure is not None and not self._failure.done():
+                self._failure.set_result(exc)
 
     async def _end_term(self) -> None:
         work, self._work = self._work, None

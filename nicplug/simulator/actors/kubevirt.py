@@ -14,8 +14,10 @@ What it imitates (and what a controller driving it must cope with):
   as KubeVirt does for NICs; an absent interface virt-handler has detached is removed
   from the VMI spec and from the KVVM template.
 * Multus without a dynamic-networks controller: a VMI interface the pod's network-status
-  does not list sets `MigrationRequired` False/`AutoMigrationPending`, then True/
-  `AutoMigrationDueToLiveUpdate` after the grace; it is cleared when the pod lists it.
+  does not list — or an unplugged one it still lists (reported `multus-status` without
+  `domain`) — sets `MigrationRequired` False/`AutoMigrationPending`, then True/
+  `AutoMigrationDueToLiveUpdate` after the grace, as KubeVirt's migration evaluator does;
+  it is cleared when the pod matches.
 * Migrations (`migrations.py`) run from here as well.
 
 It never edits the SDN annotations of a pod it did not just create: that is the SDN's
@@ -204,8 +206,14 @@ class KubeVirt(Reactor):
                   if p["metadata"]["uid"] in (status.get("activePods") or {})]
         spec = vmi.get("spec") or {}
         links = ob.links_in(active[0] if active else None, spec, "multus")
-        pending = sorted(str(i.get("name")) for i in ob.interfaces_of(spec)
-                         if i.get("state") != "absent" and i.get("name") not in links)
+        reported = {e.get("name"): str(e.get("infoSource") or "")
+                    for e in status.get("interfaces") or []}
+        pending = sorted(
+            str(i.get("name")) for i in ob.interfaces_of(spec)
+            if (i.get("state") != "absent" and i.get("name") not in links)
+            # unplugged from the guest, still plumbed in the pod: only a new pod drops it
+            or (i.get("state") == "absent" and _pod_only(reported.get(i.get("name"))))
+        )
         current = ob.condition(vmi, "MigrationRequired")
         if status.get("phase") != "Running" or not active or not pending:
             if current is not None:
@@ -213,7 +221,7 @@ class KubeVirt(Reactor):
                           status=True)
             self.forget(token)
             return
-        message = f"interfaces {', '.join(pending)} need a migration to be plugged"
+        message = f"interfaces {', '.join(pending)} need a migration to be plugged or unplugged"
         if self.due(token, self.knobs.migration_required_grace, key):
             state, reason = "True", "AutoMigrationDueToLiveUpdate"
         else:
@@ -234,6 +242,12 @@ def _hotplug_diff(template: Json, spec: Json) -> bool:
         if current is not None and _unpluggable(iface) and current.get("state") != "absent":
             return True
     return False
+
+
+def _pod_only(info_source: str | None) -> bool:
+    """Reported by the pod's network-status, no longer in the domain."""
+    sources = {s.strip() for s in (info_source or "").split(",")}
+    return "multus-status" in sources and "domain" not in sources
 
 
 def _unpluggable(iface: Json) -> bool:

@@ -11,9 +11,14 @@ An interface is attached (its VMI `status.interfaces[]` entry gains `domain` in
 * multus: it attaches only interfaces the pod's network-status lists and otherwise waits
   (KubeVirt then asks for a migration).
 
-`state: absent` interfaces are detached (their status entry goes). A VMI in `Scheduled`
-boots to `Running` once every interface of its spec has its link: networks given at
-pod start are set up before the domain starts, so booting never crashes.
+`state: absent` interfaces are detached from the domain at once (KubeVirt's virt-launcher
+does not wait for the pod). Their status entry goes, except in multus while the pod's
+network-status still lists the link: then it stays with `infoSource` `multus-status` alone
+(without a dynamic-networks controller, until a migration), as KubeVirt reports it.
+
+A VMI in `Scheduled` boots to `Running` once every interface of its spec has its link:
+networks given at pod start are set up before the domain starts, so booting never
+crashes.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from nicplug.simulator.resources import EVENTS, PODS, VMIS
 from nicplug.simulator.store import Store
 
 LINK_NOT_FOUND = "Link not found"
+MULTUS_ONLY = "multus-status"
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,17 +87,30 @@ class VirtHandler(Reactor):
             elif self.knobs.dialect == "deckhouse":
                 self._crash(vmi, pod, name)
                 return
-        detach = [str(i.get("name")) for i in ob.interfaces_of(spec)
-                  if i.get("state") == "absent" and i.get("name") in status_entries
-                  and self.due((uid, "detach", i.get("name")), self.knobs.delays.attach, key)]
-        if not attach and not detach:
-            return
+        absent = [str(i.get("name")) for i in ob.interfaces_of(spec) if i.get("state") == "absent"]
+        detach = [n for n in absent if _attached(status_entries.get(n))
+                  and self.due((uid, "detach", n), self.knobs.delays.attach, key)]
+        # multus: a detached interface stays reported (`multus-status` only) while the
+        # pod's network-status still lists its link, as KubeVirt reports it
         multus = self.knobs.dialect == "multus"
+        linger = {n for n in absent if multus and n in links}
+        released = [n for n in absent if n in status_entries and n not in detach
+                    and not _attached(status_entries[n]) and n not in linger]
+        if not attach and not detach and not released:
+            return
 
         def plug(obj: Json) -> None:
             status = obj.setdefault("status", {})
-            entries = [e for e in status.get("interfaces") or []
-                       if e.get("name") not in detach and e.get("name") not in attach]
+            entries = []
+            for e in status.get("interfaces") or []:
+                name = e.get("name")
+                if name in attach or name in released:
+                    continue
+                if name in detach:
+                    if name not in linger:
+                        continue
+                    e = {**e, "infoSource": MULTUS_ONLY}
+                entries.append(e)
             entries += [
                 ob.attached_interface(n, i, links[n], multus=multus and n != nw.MAIN_IF_NAME)
                 for n, i in attach.items()

@@ -96,6 +96,9 @@ class Sim:
     handler_stuck: bool = False
     migration_fails: bool = False
     migration_stuck: bool = False
+    # KubeVirt as it is without a dynamic-networks controller: an unplug leaves the guest
+    # at once, the pod keeps the link (and reports it) until a migration replaces the pod
+    pod_keeps_links: bool = False
 
     def world(self) -> World:
         vm = None
@@ -200,7 +203,8 @@ class Sim:
                 return
         # the SDN answers one step after the request changes
         wanted = {r.identity: r for r in self.requested}
-        self.reported = [s for s in self.reported if s.identity in wanted]
+        if not self.pod_keeps_links:
+            self.reported = [s for s in self.reported if s.identity in wanted]
         for identity, r in wanted.items():
             if identity in self.sdn_silent or any(s.identity == identity for s in self.reported):
                 continue
@@ -212,7 +216,11 @@ class Sim:
             return
         ready = {s.if_name for s in self.reported if s.ready}
         for iface in self.vmi_ifaces:
-            if iface.absent and not self.dynamic_networks and iface.name in self.attached:
+            if iface.absent and self.pod_keeps_links:
+                self.attached.discard(iface.name)
+                if any(s.if_name == iface.name for s in self.reported):
+                    self.migration_required = True
+            elif iface.absent and not self.dynamic_networks and iface.name in self.attached:
                 self.migration_required = True
             elif iface.absent:
                 self.attached.discard(iface.name)

@@ -165,6 +165,14 @@ def unplug_migrations(**sim: object) -> Driver:
     return d
 
 
+def unplug_migration_after_detach() -> Driver:
+    d = plugged()
+    d.sim.dynamic_networks, d.sim.pod_keeps_links = False, True
+    d.sim.networks = (MAIN,)
+    d.run(14)
+    return d
+
+
 def unplug_migration_rejected() -> Driver:
     d = plugged()
     d.sim.dynamic_networks = False
@@ -252,6 +260,7 @@ SCENARIOS: dict[str, Callable[[], Driver]] = {
     "unplug paths": unplug_paths,
     "unplug at restart": unplug_stopped_restart,
     "unplug migrations": unplug_migrations,
+    "unplug migration after detach": unplug_migration_after_detach,
     "unplug migration fails": lambda: unplug_migrations(migration_fails=True),
     "unplug migration stuck": lambda: unplug_migrations(migration_stuck=True),
     "unplug migration rejected": unplug_migration_rejected,

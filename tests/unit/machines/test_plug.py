@@ -295,3 +295,19 @@ def test_one_pod_patch_carries_every_entry() -> None:
     d.run(8)
     assert d.states() == {PLUG: "Attached", ("ClusterNetwork/y", "plug"): "Attached"}
     assert [i.name for i in d.sim.kvvm_ifaces] == ["default", X.if_name, y.if_name]
+
+
+def test_a_kvvm_that_lost_an_attached_interface_gets_it_back_in_one_attempt() -> None:
+    """The guest still has it, the KVVM no longer does (a stale patch, a hand edit):
+    the reopened plug must write the KVVM, not call itself Attached from the VMI and
+    reopen again at the next decision, for ever."""
+    d = driver()
+    d.run(8)
+    assert d.op(*PLUG).state == "Attached"
+    d.sim.kvvm_ifaces = [i for i in d.sim.kvvm_ifaces if i.name != X.if_name]
+    d.sim.kvvm_nets = [n for n in d.sim.kvvm_nets if n.name != X.if_name]
+    d.run(6)
+    op = d.op(*PLUG)
+    assert (op.attempt, op.state) == (2, "Attached")
+    assert X.if_name in {i.name for i in d.sim.kvvm_ifaces}
+    assert types(d)[-1] == "PatchVirtualMachine"

@@ -41,6 +41,23 @@ def test_happy_unplug_detaches_the_guest_before_the_sdn_entry() -> None:
     assert d.sim.requested == [] and [i.name for i in d.sim.kvvm_ifaces] == ["default"]
 
 
+def test_a_link_only_a_migration_releases_is_migrated_away() -> None:
+    """Multus without a dynamic-networks controller: KubeVirt takes the interface out of
+    the guest at once, but the pod keeps (and reports) the link until a new pod replaces
+    it, so it asks for a migration after the guest has let go."""
+    d = plugged(X)
+    d.sim.dynamic_networks, d.sim.pod_keeps_links = False, True
+    mark = len(d.effects)
+    d.sim.networks = (MAIN,)
+    d.run(14)
+    assert list(d.op(*UNPLUG).history) == [
+        "Requested", "VMIPatched", "GuestDetached", "AnnotationPatched", "MigrationRequired",
+        "Migrating", "GuestDetached", "AnnotationPatched", "SDNReleased", "Detached",
+    ]
+    assert types(d, mark) == ["PatchVirtualMachine", "PatchPodNetworks", "CreateMigration"]
+    assert d.sim.reported == [] and [i.name for i in d.sim.kvvm_ifaces] == ["default"]
+
+
 def test_each_observation_moves_one_state() -> None:
     d = plugged(X)
     d.answer = lambda r: EffectOutcome(0, r.stream, r.type, True)  # executed by hand below

@@ -1,0 +1,152 @@
+"""`nicplug journal verify|export`: is the journal healthy, and every event as JSON lines.
+
+`verify` runs SQLite's full integrity check and prints the schema version and how much
+the journal holds; it exits 1 when the journal is damaged. `export` writes every event,
+in position order, up to the last one committed when it started, one JSON object per
+line. Both open the journal read-only (safe beside a running controller); `export`
+writes its output through a temporary file, so a failed export leaves no half file,
+and refuses to write over the journal itself.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+from pathlib import Path
+from typing import IO, Annotated, Any
+
+import orjson
+import typer
+
+from nicplug.adapters.cli.app import app
+from nicplug.adapters.cli.querying import (
+    DEFAULT_JOURNAL,
+    JournalPath,
+    JsonFlag,
+    ask,
+    console,
+    fail,
+    plain,
+    print_json,
+)
+from nicplug.engine.errors import JournalRefused
+from nicplug.engine.inspection import JournalInspection
+from nicplug.engine.model import RecordedEvent
+from nicplug.engine.schema import latest_version
+
+journal_app = typer.Typer(
+    name="journal", help="Check or export the journal (read-only).", no_args_is_help=True
+)
+app.add_typer(journal_app)
+
+_PAGE = 1000
+
+
+async def _verify(journal: JournalInspection) -> dict[str, Any]:
+    try:
+        problems = await journal.integrity()
+    except JournalRefused as error:  # so damaged that the check itself gives up
+        return {"ok": False, "integrity": [error.problem]}
+    report: dict[str, Any] = {"ok": problems == ["ok"], "integrity": problems}
+    try:
+        census = await journal.census()
+    except JournalRefused as error:  # damaged pages may fail the counts too
+        report["ok"] = False
+        report["integrity"] = [*problems, error.problem] if problems != ["ok"] else [
+            error.problem]
+        return report
+    report.update(
+        schema_version=census.schema_version, schema_supported=latest_version(),
+        events=census.events, last_position=census.last_position, streams=census.streams,
+        live_streams=census.live_streams, effects=dict(census.effects), timers=census.timers,
+    )
+    return report
+
+
+@journal_app.command()
+def verify(journal: JournalPath = DEFAULT_JOURNAL, json_: JsonFlag = False) -> None:
+    """Check the journal's integrity; print its schema version and counts."""
+    report = ask(journal, _verify, integrity="none")
+    report = {"journal": str(journal), **report}
+    if json_:
+        print_json(report)
+    else:
+        out = console()
+        if report["ok"]:
+            out.print(plain(f"{journal}: ok"))
+        else:
+            out.print(plain(f"{journal}: DAMAGED"))
+            for problem in report["integrity"][:20]:
+                out.print(plain(f"  {problem}"))
+        if "events" in report:
+            effects = ", ".join(f"{n} {s}" for s, n in report["effects"].items())
+            out.print(
+                f"schema {report['schema_version']} (this nicplug reads "
+                f"{report['schema_supported']}); {report['events']} events (last position "
+                f"{report['last_position']}); {report['streams']} streams, "
+                f"{report['live_streams']} live; effects: {effects}; {report['timers']} timers"
+            )
+    if not report["ok"]:
+        raise typer.Exit(1)
+
+
+def event_line(event: RecordedEvent) -> bytes:
+    return orjson.dumps({
+        "position": event.position, "stream": event.stream, "key": event.key,
+        "version": event.version, "type": event.type, "schema_version": event.schema_version,
+        "payload": event.payload,
+        "cause": {"kind": event.cause.kind, "ref": event.cause.ref,
+                  "dedup_key": event.cause.dedup_key},
+        "wall_time": event.wall_time, "logical_time": event.logical_time,
+    }) + b"\n"
+
+
+async def _export(journal: JournalInspection, sink: IO[bytes]) -> int:
+    last = (await journal.census()).last_position
+    after, written = 0, 0
+    while after < last:
+        page = [e for e in await journal.read_all(after=after, limit=_PAGE) if e.position <= last]
+        if not page:
+            break
+        sink.write(b"".join(event_line(e) for e in page))
+        written += len(page)
+        after = page[-1].position
+    return written
+
+
+def _same_file(output: Path, journal: Path) -> bool:
+    target = output.resolve()
+    source = journal.resolve()
+    return target in {source, Path(f"{source}-wal"), Path(f"{source}-shm")}
+
+
+@journal_app.command()
+def export(
+    journal: JournalPath = DEFAULT_JOURNAL,
+    output: Annotated[
+        Path | None, typer.Option("-o", "--output", help="Write here instead of stdout")
+    ] = None,
+) -> None:
+    """Export every event as JSON lines, in position order."""
+    if output is None:
+        try:
+            ask(journal, lambda j: _export(j, sys.stdout.buffer))
+            sys.stdout.flush()
+        except BrokenPipeError:  # `| head`: the reader has all it wanted
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return
+    if _same_file(output, journal):
+        fail(f"--output {output} is the journal itself; choose another file", 2)
+    directory = output.resolve().parent
+    if not directory.is_dir():
+        fail(f"--output {output}: no directory {directory}", 2)
+    handle, temporary = tempfile.mkstemp(dir=directory, prefix=f".{output.name}.")
+    try:
+        with os.fdopen(handle, "wb") as sink:
+            count = ask(journal, lambda j: _export(j, sink))
+        os.replace(temporary, output)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+    typer.echo(f"wrote {count} events to {output}", err=True)

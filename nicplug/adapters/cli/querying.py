@@ -1,0 +1,110 @@
+"""What the journal-reading commands share: the `--journal` option, opening the journal
+read-only, one-line errors, JSON and time formatting.
+
+The journal is opened read-only (a controller may be writing it), so nothing a query
+command does can change it. A missing, damaged or newer journal, and bad input, end
+in one line on stderr and a non-zero exit (1: the journal, 2: the input), never a
+traceback. Holds no command of its own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Annotated, Any, NoReturn, TypeVar
+
+import orjson
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+from nicplug.adapters.queries import DEFAULT_JOURNAL, open_for_queries
+from nicplug.engine.errors import JournalError
+from nicplug.engine.sqlite_journal import SQLiteJournal
+from nicplug.engine.sqlite_opening import IntegrityCheck
+
+T = TypeVar("T")
+
+JournalPath = Annotated[
+    Path,
+    typer.Option(
+        "--journal", envvar="NICPLUG_JOURNAL", show_default=True,
+        help="SQLite journal file, opened read-only (safe while the controller runs)",
+    ),
+]
+JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON (stable keys) for scripts")]
+
+__all__ = ["DEFAULT_JOURNAL", "JournalPath", "JsonFlag"]
+
+
+def fail(message: str, code: int) -> NoReturn:
+    typer.echo(f"nicplug: {message}", err=True)
+    raise typer.Exit(code)
+
+
+def checked(parse: Callable[[str], T], value: str | None, option: str) -> T | None:
+    """`parse(value)`, or a one-line error naming `option` (exit 2)."""
+    if value is None:
+        return None
+    try:
+        return parse(value)
+    except ValueError as error:
+        fail(f"{option}: {error}", 2)
+
+
+def ask(
+    journal: Path, question: Callable[[SQLiteJournal], Awaitable[T]],
+    *, integrity: IntegrityCheck = "quick",
+) -> T:
+    """Open `journal` read-only, put `question` to it, close it."""
+
+    async def asking() -> T:
+        opened = await open_for_queries(journal, integrity=integrity)
+        try:
+            return await question(opened)
+        finally:
+            await opened.close()
+
+    try:
+        return asyncio.run(asking())
+    except JournalError as error:
+        fail(str(error), 1)
+    except ValueError as error:  # input that only the journal could show to be wrong
+        fail(str(error), 2)
+
+
+def print_json(data: Any) -> None:
+    typer.echo(orjson.dumps(data, option=orjson.OPT_INDENT_2).decode())
+
+
+def console() -> Console:
+    return Console(highlight=False, soft_wrap=False)
+
+
+def age(seconds: float) -> str:
+    """`42s`, `5m07s`, `3h12m`, `2d04h`: short and exact enough for people."""
+    s = max(0, int(seconds))
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    if s < 86400:
+        return f"{s // 3600}h{s % 3600 // 60:02d}m"
+    return f"{s // 86400}d{s % 86400 // 3600:02d}h"
+
+
+STATE_STYLES = {
+    "Attached": "green", "Detached": "green", "Failed": "red", "Cancelled": "yellow",
+    "RestartRequired": "magenta", "MigrationRequired": "cyan", "Migrating": "cyan",
+}
+
+
+def plain(text: object) -> str:
+    """Journal data as table text: never read as rich markup (`[x]` stays `[x]`)."""
+    return escape(str(text))
+
+
+def styled_state(state: str) -> str:
+    style = STATE_STYLES.get(state)
+    return f"[{style}]{plain(state)}[/]" if style else plain(state)

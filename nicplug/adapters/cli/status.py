@@ -1,0 +1,66 @@
+"""`nicplug status`: every operation in the journal and its state, filtered.
+
+Reads the read model only (one row per operation), so it answers at once however long
+the journal is. Never writes.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from nicplug.adapters.cli.app import app
+from nicplug.adapters.cli.querying import (
+    DEFAULT_JOURNAL,
+    JournalPath,
+    JsonFlag,
+    age,
+    ask,
+    checked,
+    console,
+    plain,
+    print_json,
+    styled_state,
+)
+from nicplug.adapters.queries import Selection, operations
+from nicplug.adapters.queries.selection import network_ref, state_ref, vm_ref
+
+
+@app.command()
+def status(
+    journal: JournalPath = DEFAULT_JOURNAL,
+    vm: Annotated[str | None, typer.Option("--vm", help="Only this VM (NS/NAME)")] = None,
+    state: Annotated[str | None, typer.Option("--state", help="Only operations in state S")] = None,
+    network: Annotated[
+        str | None, typer.Option("--network", help="Only this network (Main, TYPE/NAME)")
+    ] = None,
+    json_: JsonFlag = False,
+) -> None:
+    """List interface operations and their states (read-only)."""
+    selection = Selection(
+        vm=checked(vm_ref, vm, "--vm"), state=checked(state_ref, state, "--state"),
+        network=checked(network_ref, network, "--network"),
+    )
+    found = ask(journal, lambda j: operations(j, selection))
+    if json_:
+        print_json({"operations": [op.to_json() for op in found]})
+        return
+    out = console()
+    if not found:
+        out.print(plain(f"no operations match in {journal}"))
+        return
+    now = time.time()
+    table = Table(title=plain(f"operations in {journal}"))
+    for column in ("vm", "network", "op", "state", "reason", "in state"):
+        table.add_column(column, no_wrap=True)
+    table.add_column("path", overflow="fold")
+    for op in found:
+        table.add_row(
+            plain(op.vm), plain(op.network), f"{op.direction}#{op.attempt}",
+            styled_state(op.state), plain(op.reason or ""),
+            "" if op.terminal else age(now - op.entered_at), plain(" → ".join(op.history)),
+        )
+    out.print(table)

@@ -1,0 +1,88 @@
+"""The journal queries over HTTP, on the controller's metrics address (loopback by
+default): `GET /operations` (query parameters `vm`, `state`, `network`, `direction`)
+and `GET /operations/{id}` (timeline and explanation), both JSON.
+
+The journal is opened read-only on the first request and kept open; while it does not
+exist yet (no leader has written it) the views answer 503 and try again next time.
+Bad parameters get a 400 naming them. Read-only: never writes, never blocks the
+controller (SQLite runs on its own thread, WAL keeps readers off the writer's way).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from aiohttp import web
+
+from nicplug.adapters.queries.reading import dossier, open_for_queries, operations
+from nicplug.adapters.queries.selection import Selection
+from nicplug.engine.errors import JournalError
+from nicplug.engine.sqlite_journal import SQLiteJournal
+
+_PARAMETERS = frozenset({"vm", "state", "network", "direction"})
+
+
+class JournalSource:
+    """The read-only journal at `path`, opened on first use."""
+
+    def __init__(self, path: Path | str) -> None:
+        self.path = path
+        self._journal: SQLiteJournal | None = None
+        self._lock = asyncio.Lock()
+
+    async def journal(self) -> SQLiteJournal:
+        async with self._lock:
+            if self._journal is None:
+                self._journal = await open_for_queries(self.path, integrity="none")
+            return self._journal
+
+    async def close(self) -> None:
+        async with self._lock:
+            if self._journal is not None:
+                await self._journal.close()
+                self._journal = None
+
+
+def _error(status: int, message: str) -> web.Response:
+    return web.json_response({"error": message}, status=status)
+
+
+def add_operation_routes(
+    app: web.Application, journal: Path | str, *, now: Callable[[], float] = time.time
+) -> None:
+    """Serve the operation views of the journal at `journal` from `app`."""
+    source = JournalSource(journal)
+
+    async def list_view(request: web.Request) -> web.Response:
+        unknown = sorted(set(request.query) - _PARAMETERS)
+        if unknown:
+            return _error(400, f"unknown parameters {unknown}; known: {sorted(_PARAMETERS)}")
+        try:
+            selection = Selection.checked(**{k: request.query[k] for k in request.query})
+        except ValueError as error:
+            return _error(400, str(error))
+        try:
+            found = await operations(await source.journal(), selection)
+        except JournalError as error:
+            return _error(503, str(error))
+        return web.json_response({"operations": [op.to_json() for op in found]})
+
+    async def detail_view(request: web.Request) -> web.Response:
+        operation = request.match_info["id"]
+        try:
+            found = await dossier(await source.journal(), operation, now=now())
+        except JournalError as error:
+            return _error(503, str(error))
+        if found is None:
+            return _error(404, f"no operation {operation!r}")
+        return web.json_response(found.to_json())
+
+    async def closing(_: web.Application) -> None:
+        await source.close()
+
+    app.router.add_get("/operations", list_view)
+    app.router.add_get("/operations/{id:.+}", detail_view)
+    app.on_cleanup.append(closing)

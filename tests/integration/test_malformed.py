@@ -1,0 +1,80 @@
+"""Bad input on one VM is reported and never fatal: the other VMs go on, and the held
+VM resumes once its objects are readable again (nothing asked for is lost)."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from nicplug.simulator import networking as nw
+from nicplug.simulator.fixtures import Fixtures
+from nicplug.simulator.knobs import Knobs
+from nicplug.simulator.resources import PODS
+from tests.integration.cluster_view import (
+    active_pods,
+    assert_healthy,
+    assert_interface,
+    assert_requests,
+    split,
+)
+from tests.integration.conftest import QUICK
+
+USER_NET = ("Network", "user-net")
+BAD_VM, BAD_POD, GOOD = "default/vm-00000", "default/vm-00001", "default/vm-00002"
+PLUG_PATH = ["Requested", "AnnotationPatched", "SDNReady", "VMIPatched", "Attached"]
+REQUEST = {"deckhouse": nw.DECKHOUSE_REQUEST, "multus": nw.MULTUS_REQUEST}
+
+
+@pytest.mark.parametrize("dialect", ["deckhouse", "multus"])
+async def test_malformed_objects_hold_one_vm_and_never_stop_the_others(
+    dialect, start_cluster, start_controller, user_of, caplog
+):
+    caplog.set_level(logging.WARNING, logger="nicplug.adapters.controller")
+    knobs = Knobs(dialect=dialect, dynamic_networks_controller=dialect == "multus",
+                  delays=QUICK)
+    cluster = await start_cluster(knobs, Fixtures(vms=3))
+    user = user_of(cluster)
+    # a VM whose network list no translator can read, and a launcher pod whose SDN
+    # request annotation is not JSON — both there before the controller's first list
+    await user.add_network(BAD_VM, *USER_NET)
+    await user.patch_vm(BAD_VM, {"spec": {"networks": [{"type": "Main", "id": "one"}]}})
+    (pod,) = active_pods(cluster.store, BAD_POD)
+    namespace, _ = split(BAD_POD)
+    await user.patch_pod(namespace, pod["metadata"]["name"],
+                         {"metadata": {"annotations": {REQUEST[dialect]: "[{not json"}}})
+    ctl = await start_controller(cluster)
+
+    await user.add_network(BAD_POD, *USER_NET)
+    await user.add_network(GOOD, *USER_NET)
+    good = await ctl.journal.wait_for(GOOD, "Network/user-net", "plug", {"Attached", "Failed"})
+
+    assert await ctl.journal.path_of(good.stream) == PLUG_PATH
+    assert_interface(cluster, GOOD, USER_NET, present=True)
+    # the two others were reported and not acted on: an unreadable VM is held still;
+    # the plug waits on the pod nicplug will not overwrite
+    assert await ctl.journal.of(BAD_VM) == []
+    (waiting,) = await ctl.journal.of(BAD_POD)
+    assert waiting.history == ("Requested",)
+    assert nw.annotations_of(cluster.store.get(PODS, namespace, pod["metadata"]["name"]))[
+        REQUEST[dialect]] == "[{not json"
+    assert await ctl.metric("nicplug_observation_errors_total", kind="object") >= 1
+    assert await ctl.metric("nicplug_observation_errors_total", kind="annotation") >= 1
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert any(m.startswith(f"vm={BAD_VM} held still") and "spec.networks[0].id" in m
+               for m in warnings), warnings
+    assert any(m.startswith(f"vm={BAD_POD} waits on an unreadable pod annotation")
+               for m in warnings), warnings
+    ctl.alive()
+
+    # once readable again, both go on from where the world is
+    await user.set_networks(BAD_VM, [{"type": "Main", "id": 1},
+                                     {"type": "Network", "name": "user-net", "id": 2}])
+    await user.patch_pod(namespace, pod["metadata"]["name"],
+                         {"metadata": {"annotations": {REQUEST[dialect]: None}}})
+    for vm in (BAD_VM, BAD_POD):
+        op = await ctl.journal.wait_for(vm, "Network/user-net", "plug", {"Attached", "Failed"})
+        assert await ctl.journal.path_of(op.stream) == PLUG_PATH
+        assert_requests(cluster, vm, [USER_NET])
+        assert_interface(cluster, vm, USER_NET, present=True)
+    assert_healthy(cluster)

@@ -1,0 +1,373 @@
+"""The demo's scenarios, in-process, over real HTTP to the simulated cluster, in both
+SDN dialects where they apply: the final state and reason, the exact path journaled,
+and what the simulated world looks like afterwards.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from nicplug.simulator import objects as ob
+from nicplug.simulator.cluster import SimulatedCluster
+from nicplug.simulator.fixtures import Fixtures
+from nicplug.simulator.knobs import Failures, Knobs
+from nicplug.simulator.resources import KVVMS, PODS, VMIMS, VMIS, VMS
+from tests.integration.cluster_view import (
+    Trail,
+    active_pods,
+    assert_healthy,
+    assert_interface,
+    assert_requests,
+    attachment_spans,
+    if_name,
+    link_order_violations,
+    restart_pending,
+    split,
+    vm_condition,
+    writes,
+)
+from tests.integration.conftest import QUICK, eventually
+
+VM = "default/vm-00000"
+POD_PATCH = ("patch", "", "pods")
+KVVM_PATCH = ("patch", "kubevirt.io", "virtualmachines")
+USER_NET = ("Network", "user-net")
+STORAGE = ("ClusterNetwork", "storage")
+PLUG_PATH = ["Requested", "AnnotationPatched", "SDNReady", "VMIPatched", "Attached"]
+UNPLUG_PATH = ["Requested", "VMIPatched", "GuestDetached", "AnnotationPatched", "SDNReleased",
+               "Detached"]
+
+DIALECTS = {
+    "deckhouse": Knobs(dialect="deckhouse", delays=QUICK),
+    "multus": Knobs(dialect="multus", dynamic_networks_controller=True, delays=QUICK),
+}
+
+
+@pytest.fixture(params=sorted(DIALECTS))
+def knobs(request: pytest.FixtureRequest) -> Knobs:
+    return DIALECTS[request.param]
+
+
+@pytest.mark.parametrize("ref", [USER_NET, STORAGE], ids=["Network", "ClusterNetwork"])
+async def test_hotplug(knobs, ref, start_cluster, start_controller, follow, user_of):
+    cluster = await start_cluster(knobs)
+    trail = follow(cluster, VMIS, PODS)
+    ctl = await start_controller(cluster)
+
+    await user_of(cluster).add_network(VM, *ref)
+    op = await ctl.journal.wait_for(VM, "/".join(ref), "plug", {"Attached", "Failed"})
+
+    assert (op.state, op.reason) == ("Attached", None)
+    assert await ctl.journal.path_of(op.stream) == PLUG_PATH == list(op.history)
+    assert_requests(cluster, VM, [ref])
+    assert_interface(cluster, VM, ref, present=True)
+    assert attachment_spans(trail, VM, ref) == [False, True]
+    assert link_order_violations(trail, knobs, VM, ref) == []
+    assert (writes(cluster, POD_PATCH), writes(cluster, KVVM_PATCH)) == (1, 1)  # each once
+    assert_healthy(cluster)
+    ctl.alive()
+
+
+async def test_hot_unplug(knobs, start_cluster, start_controller, follow, user_of):
+    cluster = await start_cluster(knobs)
+    trail = follow(cluster, VMIS, PODS)
+    ctl = await start_controller(cluster)
+    user = user_of(cluster)
+
+    await user.add_network(VM, *USER_NET)
+    await ctl.journal.wait_for(VM, "Network/user-net", "plug", {"Attached"})
+    await user.remove_network(VM, "Network/user-net")
+    op = await ctl.journal.wait_for(VM, "Network/user-net", "unplug", {"Detached", "Failed"})
+
+    assert (op.state, op.reason) == ("Detached", None)
+    assert await ctl.journal.path_of(op.stream) == UNPLUG_PATH == list(op.history)
+    assert_requests(cluster, VM, [])
+    assert_interface(cluster, VM, USER_NET, present=False)
+    # attached, then detached — and never without its SDN entry on the pod meanwhile:
+    # the guest let go of the link before the entry left the pod annotation
+    assert attachment_spans(trail, VM, USER_NET) == [False, True, False]
+    assert link_order_violations(trail, knobs, VM, USER_NET) == []
+    # plug: entry, then interface; unplug: interface absent, then entry gone — each once.
+    # KubeVirt drops the detached interface from the KVVM itself; in multus it does so
+    # once the link is gone, when nicplug's own clean-up of the KVVM may race it
+    assert writes(cluster, POD_PATCH) == 2
+    assert writes(cluster, KVVM_PATCH) == 2 if knobs.dialect == "deckhouse" else \
+        2 <= writes(cluster, KVVM_PATCH) <= 3
+    assert_healthy(cluster)
+
+
+async def test_two_networks_at_once(knobs, start_cluster, start_controller, follow, user_of):
+    cluster = await start_cluster(knobs)
+    trail = follow(cluster, VMIS, PODS)
+    ctl = await start_controller(cluster)
+    user = user_of(cluster)
+
+    networks = await user.networks(VM)
+    await user.set_networks(VM, [*networks, {"type": "Network", "name": "user-net", "id": 2},
+                                 {"type": "ClusterNetwork", "name": "storage", "id": 3}])
+    ops = [await ctl.journal.wait_for(VM, "/".join(ref), "plug", {"Attached", "Failed"})
+           for ref in (USER_NET, STORAGE)]
+
+    for op in ops:
+        assert await ctl.journal.path_of(op.stream) == PLUG_PATH, op.label()
+    assert_requests(cluster, VM, [USER_NET, STORAGE])
+    for ref in (USER_NET, STORAGE):
+        assert_interface(cluster, VM, ref, present=True)
+        assert link_order_violations(trail, knobs, VM, ref) == []
+    # the KVVM keeps the order the user asked for: Main, user-net, storage
+    kvvm = cluster.store.get(KVVMS, *split(VM))
+    names = [i["name"] for i in ob.interfaces_of(kvvm["spec"]["template"]["spec"])]
+    assert names == ["default", if_name(USER_NET), if_name(STORAGE)]
+    assert_healthy(cluster)
+
+
+async def test_sdn_failure_fails_the_plug_with_a_reason(start_cluster, start_controller, user_of):
+    """Deckhouse only: the multus dynamic-networks controller reports no errors (a
+    network it cannot set up is simply never listed)."""
+    knobs = Knobs(delays=QUICK, failures=Failures(sdn_networks=frozenset({"Network/broken-net"})))
+    cluster = await start_cluster(knobs, Fixtures(vms=1, networks=("user-net", "broken-net")))
+    ctl = await start_controller(cluster, backoff_base=300.0)  # no second attempt meanwhile
+    broken = ("Network", "broken-net")
+
+    await user_of(cluster).add_network(VM, *broken)
+    op = await ctl.journal.wait_for(VM, "Network/broken-net", "plug", {"Attached", "Failed"})
+
+    assert (op.state, op.reason) == ("Failed", "SDNError")
+    assert await ctl.journal.path_of(op.stream) == ["Requested", "AnnotationPatched", "Failed"]
+    await eventually(lambda: vm_condition(cluster.store, VM, "NetworkHotplugFailed") is not None,
+                     what="the NetworkHotplugFailed condition")
+    condition = vm_condition(cluster.store, VM, "NetworkHotplugFailed")
+    assert (condition["status"], condition["reason"]) == ("True", "SDNError")
+    assert "Network/broken-net" in condition["message"]
+    # the pod still asks for it (a later attempt may succeed); the KVVM never got it
+    assert_requests(cluster, VM, [broken], template=[])
+    assert_interface(cluster, VM, broken, present=False)  # never handed to the guest
+    assert_healthy(cluster)
+
+
+async def test_revert_mid_flight_cancels(knobs, start_cluster, start_controller, follow, user_of):
+    # a slow SDN keeps the plug waiting in AnnotationPatched while the user changes
+    # their mind
+    cluster = await start_cluster(replace(knobs, delays=replace(QUICK, sdn_configure=1.0)))
+    trail = follow(cluster, VMIS, PODS)
+    ctl = await start_controller(cluster)
+    user = user_of(cluster)
+
+    await user.add_network(VM, *USER_NET)
+    await ctl.journal.wait_for(VM, "Network/user-net", "plug", {"AnnotationPatched"})
+    await user.remove_network(VM, "Network/user-net")
+    unplug = await ctl.journal.wait_for(VM, "Network/user-net", "unplug", {"Detached", "Failed"})
+    (plug,) = [op for op in await ctl.journal.of(VM, "Network/user-net")
+               if op.direction == "plug"]
+
+    assert (plug.state, plug.reason) == ("Cancelled", "Reverted")
+    assert await ctl.journal.path_of(plug.stream) == ["Requested", "AnnotationPatched",
+                                                      "Cancelled"]
+    # the unplug starts from where the world is: only the pod's entry had to go
+    assert (unplug.state, unplug.reason) == ("Detached", None)
+    assert await ctl.journal.path_of(unplug.stream) == UNPLUG_PATH
+    assert_requests(cluster, VM, [])
+    assert_interface(cluster, VM, USER_NET, present=False)
+    assert attachment_spans(trail, VM, USER_NET) == [False]  # the guest never saw it
+    assert_healthy(cluster)
+
+
+async def test_removing_main_requires_a_restart(knobs, start_cluster, start_controller, user_of):
+    cluster = await start_cluster(knobs)
+    ctl = await start_controller(cluster)
+    user = user_of(cluster)
+
+    # [Main] minus Main is [], which means [Main]: give the VM a second network first
+    await user.add_network(VM, *USER_NET)
+    await ctl.journal.wait_for(VM, "Network/user-net", "plug", {"Attached"})
+    await user.remove_network(VM, "Main")
+    op = await ctl.journal.wait_for(VM, "Main", "unplug", {"RestartRequired", "Failed"})
+
+    assert await ctl.journal.path_of(op.stream) == ["Requested", "RestartRequired"]
+    await eventually(lambda: restart_pending(cluster, VM), what="the restart condition")
+    condition = vm_condition(cluster.store, VM, "AwaitingRestartToApplyConfiguration")
+    assert "Main" in condition["message"]
+    assert_requests(cluster, VM, [USER_NET])
+    assert_interface(cluster, VM, USER_NET, present=True)
+    assert_interface(cluster, VM, ("Main", ""), present=True)  # until the restart
+    assert_healthy(cluster)
+
+
+STAGE = Fixtures(vms=1, rollout_strategy="Stage")
+
+
+def _vmi_uid(cluster: SimulatedCluster) -> str:
+    return str(cluster.store.get(VMIS, *split(VM))["metadata"]["uid"])
+
+
+def _restart_flagged(trail: Trail) -> bool:
+    """Some version of the VM said AwaitingRestartToApplyConfiguration=True."""
+    for change in trail.changes:
+        condition = ob.condition(change.obj, "AwaitingRestartToApplyConfiguration")
+        if condition and (condition["status"], condition["reason"]) == (
+            "True", "ChangesPendingRestart"
+        ):
+            return True
+    return False
+
+
+async def test_stage_with_automatic_approval_applies_at_restart(
+    knobs, start_cluster, start_controller, follow, user_of
+):
+    cluster = await start_cluster(knobs, STAGE)
+    trail = follow(cluster, VMS)
+    ctl = await start_controller(cluster)
+    user = user_of(cluster)
+    before = _vmi_uid(cluster)
+
+    await user.set_approval(VM, "Automatic")
+    await user.add_network(VM, *USER_NET)
+    op = await ctl.journal.wait_for(VM, "Network/user-net", "plug", {"Attached", "Failed"})
+
+    assert (op.state, op.reason) == ("Attached", None)
+    assert await ctl.journal.path_of(op.stream) == [
+        "Requested", "RestartRequired", "VMIPatched", "Attached"
+    ]
+    assert _vmi_uid(cluster) != before  # nicplug restarted the VM itself
+    assert _restart_flagged(trail)
+    await eventually(lambda: not restart_pending(cluster, VM),
+                     what="the restart condition to clear")
+    assert_requests(cluster, VM, [USER_NET])  # the new pod was born with it
+    assert_interface(cluster, VM, USER_NET, present=True)
+    assert_healthy(cluster)
+
+
+async def test_stage_with_manual_approval_waits_for_the_users_restart(
+    knobs, start_cluster, start_controller, user_of
+):
+    cluster = await start_cluster(knobs, STAGE)
+    ctl = await start_controller(cluster)
+    user = user_of(cluster)
+    before = _vmi_uid(cluster)
+
+    await user.add_network(VM, *USER_NET)
+    op = await ctl.journal.wait_for(VM, "Network/user-net", "plug", {"RestartRequired", "Failed"})
+
+    assert await ctl.journal.path_of(op.stream) == ["Requested", "RestartRequired"]
+    await eventually(lambda: restart_pending(cluster, VM), what="the restart condition")
+    condition = vm_condition(cluster.store, VM, "AwaitingRestartToApplyConfiguration")
+    assert "Network/user-net" in condition["message"]
+    assert _vmi_uid(cluster) == before  # Manual: nicplug does not restart on its own
+    assert_requests(cluster, VM, [])  # nothing applied to the running VM
+    assert_interface(cluster, VM, USER_NET, present=False)
+
+    await user.restart(VM)
+    op = await ctl.journal.wait_for(VM, "Network/user-net", "plug", {"Attached", "Failed"})
+
+    assert await ctl.journal.path_of(op.stream) == [
+        "Requested", "RestartRequired", "VMIPatched", "Attached"
+    ]
+    await eventually(lambda: not restart_pending(cluster, VM),
+                     what="the restart condition to clear")
+    assert_requests(cluster, VM, [USER_NET])
+    assert_interface(cluster, VM, USER_NET, present=True)
+    assert_healthy(cluster)
+
+
+async def test_always_live_gating_hotplugs_in_place_under_stage(
+    knobs, start_cluster, start_controller, user_of
+):
+    cluster = await start_cluster(knobs, STAGE)
+    ctl = await start_controller(cluster, gating="always-live")
+    before = _vmi_uid(cluster)
+
+    await user_of(cluster).add_network(VM, *USER_NET)
+    op = await ctl.journal.wait_for(VM, "Network/user-net", "plug", {"Attached", "Failed"})
+
+    assert await ctl.journal.path_of(op.stream) == PLUG_PATH
+    assert _vmi_uid(cluster) == before
+    assert vm_condition(cluster.store, VM, "AwaitingRestartToApplyConfiguration") is None
+    assert_requests(cluster, VM, [USER_NET])
+    assert_interface(cluster, VM, USER_NET, present=True)
+    assert_healthy(cluster)
+
+
+# multus without a dynamic-networks controller: KubeVirt asks for a migration
+
+NO_DNC = Knobs(dialect="multus", dynamic_networks_controller=False, delays=QUICK,
+               migration_required_grace=0.2)
+MIGRATION_PATH = ["Requested", "AnnotationPatched", "VMIPatched", "MigrationRequired"]
+
+
+def _migrations_created(cluster: SimulatedCluster) -> int:
+    return sum(1 for r in cluster.requests
+               if r.verb == "create" and r.resource == VMIMS.plural)
+
+
+async def test_multus_without_dynamic_networks_migrates(
+    start_cluster, start_controller, follow, user_of
+):
+    cluster = await start_cluster(NO_DNC)
+    trail = follow(cluster, VMIS, PODS)
+    ctl = await start_controller(cluster, dynamic_networks_grace=0.3)
+    pods_before = {p["metadata"]["uid"] for p in active_pods(cluster.store, VM)}
+
+    await user_of(cluster).add_network(VM, *USER_NET)
+    op = await ctl.journal.wait_for(VM, "Network/user-net", "plug", {"Attached", "Failed"})
+
+    assert (op.state, op.reason) == ("Attached", None)
+    assert await ctl.journal.path_of(op.stream) == [*MIGRATION_PATH, "Migrating", "Attached"]
+    assert _migrations_created(cluster) == 1
+    (migration,) = cluster.store.list(VMIMS, "default")[0]
+    assert migration["status"]["phase"] == "Succeeded"
+    pods_after = {p["metadata"]["uid"] for p in active_pods(cluster.store, VM)}
+    assert pods_after and pods_after.isdisjoint(pods_before)  # the VM runs in the target pod
+    assert_requests(cluster, VM, [USER_NET])
+    assert_interface(cluster, VM, USER_NET, present=True)
+    assert link_order_violations(trail, NO_DNC, VM, USER_NET) == []
+    assert_healthy(cluster)
+
+
+async def test_manual_migrations_wait_and_say_so(start_cluster, start_controller, user_of):
+    cluster = await start_cluster(NO_DNC)
+    ctl = await start_controller(cluster, dynamic_networks_grace=0.3, migrations="manual")
+
+    await user_of(cluster).add_network(VM, *USER_NET)
+    op = await ctl.journal.wait_for(VM, "Network/user-net", "plug", {"MigrationRequired",
+                                                                     "Failed", "Attached"})
+
+    assert await ctl.journal.path_of(op.stream) == MIGRATION_PATH
+    await eventually(
+        lambda: vm_condition(cluster.store, VM, "NetworkHotplugAwaitingMigration") is not None,
+        what="the NetworkHotplugAwaitingMigration condition",
+    )
+    condition = vm_condition(cluster.store, VM, "NetworkHotplugAwaitingMigration")
+    assert (condition["status"], condition["reason"]) == ("True", "MigrationRequired")
+    assert "Network/user-net" in condition["message"]
+    assert "manual" in condition["message"]
+    # it stays there: no migration of nicplug's, the operation still waits
+    assert _migrations_created(cluster) == 0
+    (still,) = await ctl.journal.of(VM, "Network/user-net")
+    assert still.state == "MigrationRequired"
+    assert_healthy(cluster)
+
+
+async def test_multus_without_dynamic_networks_unplugs_by_migration(
+    start_cluster, start_controller, follow, user_of
+):
+    """KubeVirt detaches the guest at once, but only a new pod drops the link: it raises
+    MigrationRequired (an absent interface reported by `multus-status` alone)."""
+    cluster = await start_cluster(NO_DNC, Fixtures(vms=1, vm_networks=(USER_NET,)))
+    trail = follow(cluster, VMIS, PODS)
+    ctl = await start_controller(cluster, dynamic_networks_grace=0.3)
+
+    await user_of(cluster).remove_network(VM, "Network/user-net")
+    op = await ctl.journal.wait_for(VM, "Network/user-net", "unplug", {"Detached", "Failed"})
+
+    assert (op.state, op.reason) == ("Detached", None)
+    assert await ctl.journal.path_of(op.stream) == [
+        "Requested", "VMIPatched", "GuestDetached", "AnnotationPatched", "MigrationRequired",
+        "Migrating", "GuestDetached", "AnnotationPatched", "SDNReleased", "Detached",
+    ]
+    assert _migrations_created(cluster) == 1
+    assert_requests(cluster, VM, [])
+    assert_interface(cluster, VM, USER_NET, present=False)
+    assert link_order_violations(trail, NO_DNC, VM, USER_NET) == []
+    assert_healthy(cluster)
