@@ -3,8 +3,9 @@
 `now()` is logical seconds (what deadlines and backoff use); `wall()` is epoch
 seconds, only ever recorded for humans. The real clock's logical time is epoch time
 too: deadlines are journaled, and a monotonic clock restarts from an arbitrary origin
-on another node or after a reboot, which would make every durable deadline wrong. `VirtualClock` moves only when told, so
-tests and replays run without sleeping and give the same results every time. Nothing
+on another node or after a reboot, which would make every durable deadline wrong.
+`VirtualClock` moves only when told, so tests and replays run without sleeping and
+give the same results every time. Nothing
 here may schedule work of its own beyond waking sleepers.
 """
 
