@@ -94,6 +94,7 @@ class Store:
         self._objects: dict[Resource, dict[tuple[str, str], Obj]] = {}
         self._history = History(history)
         self._watchers: dict[Resource, weakref.WeakSet[Subscription]] = {}
+        self._taps: list[Callable[[Change], None]] = []
 
     # ------------------------------------------------------------------ reading
 
@@ -169,6 +170,8 @@ class Store:
         self._history.append(change)
         for subscription in list(self._watchers.get(res, ())):
             subscription.offer(change)
+        for tap in self._taps:
+            tap(change)
         return new
 
     def _owned(self, res: Resource, obj: Any) -> Obj:
@@ -443,6 +446,11 @@ class Store:
     def subscribe(self, res: Resource) -> AsyncIterator[WatchEvent]:
         """Live events of `res` only, for in-process actors; never dropped or faulted."""
         return _copies(self._subscribe(res, None, None, None, None))
+
+    def tap(self, observer: Callable[[Change], None]) -> None:
+        """Call `observer(change)` synchronously at every commit, before the write
+        returns (benchmarks timestamp writes with it). It must not write or raise."""
+        self._taps.append(observer)
 
     def subscriptions(self) -> Iterator[tuple[Resource, int]]:
         """How many live subscriptions each resource has (for tests and reports)."""

@@ -70,3 +70,35 @@ def test_json_pointers_escape_annotation_keys() -> None:
     assert pointer("a~b", 0) == "/a~0b/0"
     assert compare_and_swap("/x", 1, 2) == [
         {"op": "test", "path": "/x", "value": 1}, {"op": "replace", "path": "/x", "value": 2}]
+
+
+async def test_without_a_proxy_requests_skip_the_environment_lookups(
+    api_server: ApiServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy", "NO_PROXY",
+                 "no_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    connection = await connect(ClientSettings(kubeconfig=api_server.kubeconfig))
+    try:
+        session = connection.client.rest_client.pool_manager
+        assert not session.trust_env
+        assert session.connector.limit == ClientSettings().max_connections
+        api_server.store.create(sim.KVVMS, {"metadata": {"name": "vm1", "namespace": "ns1"}})
+        got = await KubeCalls(connection).get(KVVMS, "ns1", "vm1")
+        assert got["metadata"]["name"] == "vm1"
+    finally:
+        await connection.close()
+
+
+async def test_a_proxy_for_the_api_server_is_still_honoured(
+    api_server: ApiServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in ("NO_PROXY", "no_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HTTP_PROXY", "http://proxy.invalid:3128")
+    monkeypatch.setenv("http_proxy", "http://proxy.invalid:3128")
+    connection = await connect(ClientSettings(kubeconfig=api_server.kubeconfig))
+    try:
+        assert connection.client.rest_client.pool_manager.trust_env
+    finally:
+        await connection.close()

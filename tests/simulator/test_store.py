@@ -212,3 +212,16 @@ async def test_subscribe_sees_every_later_write_of_its_resource() -> None:
     assert got[1].object["status"]["phase"] == "Failed"
     got[1].object["status"]["phase"] = "mutated"
     assert store.get(PODS, "ns1", "a")["status"]["phase"] == "Failed"
+
+
+def test_a_tap_sees_every_commit_in_order_before_the_write_returns() -> None:
+    store = Store()
+    seen: list[tuple[int, str, str]] = []
+    store.tap(lambda change: seen.append((change.rv, change.type, change.obj["metadata"]["name"])))
+    made = store.create(KVVMS, {"metadata": {"name": "vm1", "namespace": "ns1"}})
+    assert seen == [(int(made["metadata"]["resourceVersion"]), "ADDED", "vm1")]
+    store.patch(KVVMS, "ns1", "vm1", {"metadata": {"labels": {"a": "b"}}},
+                content_type="application/merge-patch+json")
+    store.delete(KVVMS, "ns1", "vm1")
+    assert [t for _, t, _ in seen] == ["ADDED", "MODIFIED", "DELETED"]
+    assert [rv for rv, _, _ in seen] == sorted({rv for rv, _, _ in seen})
