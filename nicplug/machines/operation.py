@@ -12,7 +12,7 @@ from __future__ import annotations
 import sys
 import zlib
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from nicplug.engine.model import Key, StreamId, StreamView
@@ -159,10 +159,16 @@ def apply(op: Operation, type_: str, p: Mapping[str, Any]) -> Operation:
 @dataclass(frozen=True, slots=True)
 class VMState:
     """Every operation of one VM that still matters: the latest attempt per
-    (network identity, direction)."""
+    (network identity, direction).
+
+    `retired` keeps the attempt each new one superseded, so that a decision which ends
+    one attempt and opens the next still writes the ended attempt's read-model row (the
+    runtime writes only the views that changed). One per slot: bounded.
+    """
 
     key: Key
     ops: Mapping[tuple[str, str], Operation]
+    retired: Mapping[tuple[str, str], Operation] = field(default_factory=dict)
 
     def by_stream(self, stream: StreamId) -> Operation | None:
         return next((op for op in self.ops.values() if op.stream == stream), None)
@@ -175,14 +181,19 @@ class VMState:
             if current is None:
                 return self  # an event of an attempt superseded since: nothing to keep
             op = apply(current, type_, payload)
+        slot = (op.network, op.direction)
         ops = dict(self.ops)
-        ops[(op.network, op.direction)] = op
-        return VMState(self.key, ops)
+        retired = self.retired
+        previous = ops.get(slot)
+        if previous is not None and previous.stream != op.stream:
+            retired = {**retired, slot: previous}
+        ops[slot] = op
+        return VMState(self.key, ops, retired)
 
     def views(self) -> list[StreamView]:
         return [
             StreamView(op.stream, self.key, op.state, op.terminal, op.snapshot())
-            for op in sorted(self.ops.values(), key=lambda o: o.stream)
+            for op in sorted((*self.ops.values(), *self.retired.values()), key=lambda o: o.stream)
         ]
 
     @classmethod
