@@ -125,10 +125,11 @@ def run(
     configure_logging(level)
 
     from nicplug.adapters.controller import run_controller
+    from nicplug.adapters.kube.client import ClientConfigError
 
     try:
         asyncio.run(until_signalled(run_controller(settings)))
-    except JournalError as exc:
+    except (JournalError, ClientConfigError) as exc:
         typer.echo(f"nicplug: {exc}", err=True)
         raise typer.Exit(1) from None
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import aiohttp
+import yaml
 from aiohttp.helpers import get_env_proxy_for_url
 from kubernetes_asyncio.client import ApiClient, Configuration
 from kubernetes_asyncio.config import load_incluster_config, load_kube_config
@@ -98,8 +99,9 @@ async def connect(settings: ClientSettings) -> ApiConnection:
                 context=settings.context, client_configuration=configuration,
                 persist_config=False,
             )
-    except (ConfigException, OSError, ValueError) as exc:
-        raise ClientConfigError(f"cannot load the Kubernetes client configuration: {exc}") from exc
+    except (ConfigException, OSError, ValueError, yaml.YAMLError) as exc:
+        problem = " ".join(str(exc).split())
+        raise ClientConfigError(f"cannot load the Kubernetes client configuration: {problem}") from exc
     configuration.connection_pool_maxsize = settings.max_connections
     client = ApiClient(configuration)
     if settings.user_agent:
