@@ -101,7 +101,9 @@ async def connect(settings: ClientSettings) -> ApiConnection:
             )
     except (ConfigException, OSError, ValueError, yaml.YAMLError) as exc:
         problem = " ".join(str(exc).split())
-        raise ClientConfigError(f"cannot load the Kubernetes client configuration: {problem}") from exc
+        raise ClientConfigError(
+            f"cannot load the Kubernetes client configuration: {problem}"
+        ) from exc
     configuration.connection_pool_maxsize = settings.max_connections
     client = ApiClient(configuration)
     if settings.user_agent:
