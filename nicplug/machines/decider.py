@@ -170,16 +170,10 @@ class HotplugDecider:
     def _walk(
         self, session: _Session, op: Operation, facts: Facts, now: float, trigger: Trigger
     ) -> None:
+        by_state = self._moves[op.direction]
         for _ in range(16):
             ctx = Context(op, facts, self.config, now, trigger)
-            move = next(
-                (
-                    m
-                    for m, guards in self._moves[op.direction][op.state]
-                    if all(g(ctx) for g in guards)
-                ),
-                None,
-            )
+            move = _first_move(by_state[op.state], ctx)
             if move is None:
                 return
             payload: dict[str, Any] = {
@@ -410,6 +404,17 @@ class HotplugDecider:
             if op is not None and not op.terminal:
                 arm.append(TimerRequest(stream, REISSUE, now + t.effect_reissue_after))
         return tuple(arm), tuple(cancel)
+
+
+def _first_move(moves: tuple[tuple[Move, tuple[Guard, ...]], ...], ctx: Context) -> Move | None:
+    """The first move whose guards all hold (guards are asked in order, lazily)."""
+    for move, guards in moves:
+        for guard in guards:
+            if not guard(ctx):
+                break
+        else:
+            return move
+    return None
 
 
 def _slot(op: Operation) -> tuple[str, str]:

@@ -4,16 +4,24 @@ The guards and the effect targets ask the same questions (does every active laun
 pod request this entry? does the SDN report it ready? does the guest have it?); this
 module answers them from sets built once, so a decision costs a few set lookups per
 operation. Reads the world only; never decides.
+
+What a single record says (the names a KVVM carries, what a pod requests, the
+comparison of the desired list with a KVVM) is kept in the record's `derived` slot: a
+record the translation reuses while its object does not change is not read twice.
+Everything kept there is a pure function of the record, and refers to nothing that
+refers back to it (no cycle keeps a record alive).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from nicplug.machines.comparator import Comparison, compare
-from nicplug.machines.world import KVVM, VMI, LauncherPod, Migration, World
+from nicplug.machines.world import KVVM, VMI, LauncherPod, Migration, NetworkSpec, World
 
 FINISHED_PHASES = frozenset({"Succeeded", "Failed"})
+_EMPTY: frozenset[str] = frozenset()
 
 
 def is_live(vmi: VMI | None) -> bool:
@@ -29,19 +37,98 @@ def active_pods(world: World) -> tuple[LauncherPod, ...]:
     pods = [p for p in world.pods if p.phase not in FINISHED_PHASES]
     if vmi.active_pods:
         pods = [p for p in pods if p.uid in vmi.active_pods]
+    if len(pods) < 2:
+        return tuple(pods)
     return tuple(sorted(pods, key=lambda p: p.name))
 
 
-def _kvvm_names(kvvm: KVVM | None) -> tuple[frozenset[str], frozenset[str]]:
-    if kvvm is None:
-        return frozenset(), frozenset()
-    present = frozenset(i.name for i in kvvm.interfaces if not i.absent)
-    anywhere = frozenset(
-        [i.name for i in kvvm.interfaces]
-        + [n.name for n in kvvm.networks]
-        + [r.if_name for r in kvvm.template_requests]
-    )
-    return present, anywhere
+@dataclass(slots=True)
+class _KVVMFacts:
+    """The names a KVVM carries, and its latest comparison with a desired list."""
+
+    present: frozenset[str]
+    anywhere: frozenset[str]
+    compared: tuple[NetworkSpec, ...] | bool | None = False  # False: nothing compared yet
+    comparison: Comparison | None = None
+
+
+def _kvvm_facts(kvvm: KVVM) -> _KVVMFacts:
+    derived: _KVVMFacts | None = kvvm.derived
+    if derived is None:
+        derived = _KVVMFacts(
+            frozenset(i.name for i in kvvm.interfaces if not i.absent),
+            frozenset(
+                [i.name for i in kvvm.interfaces]
+                + [n.name for n in kvvm.networks]
+                + [r.if_name for r in kvvm.template_requests]
+            ),
+        )
+        object.__setattr__(kvvm, "derived", derived)
+    return derived
+
+
+def comparison_of(networks: tuple[NetworkSpec, ...] | None, kvvm: KVVM) -> Comparison:
+    """`compare(networks, kvvm)`, kept with the KVVM for the latest desired list."""
+    derived = _kvvm_facts(kvvm)
+    compared = derived.compared
+    if derived.comparison is None or not (compared is networks or compared == networks):
+        derived.comparison = compare(networks, kvvm)
+        derived.compared = networks
+    return derived.comparison
+
+
+@dataclass(frozen=True, slots=True)
+class _VMIFacts:
+    present: frozenset[str]
+    anywhere: frozenset[str]
+    attached: frozenset[str]
+    migration_required: bool
+
+
+def _vmi_facts(vmi: VMI) -> _VMIFacts:
+    derived: _VMIFacts | None = vmi.derived
+    if derived is None:
+        derived = _VMIFacts(
+            frozenset(i.name for i in vmi.interfaces if not i.absent),
+            frozenset([i.name for i in vmi.interfaces] + [n.name for n in vmi.networks]),
+            frozenset(s.name for s in vmi.status_interfaces if s.attached),
+            vmi.condition("MigrationRequired") is not None,
+        )
+        object.__setattr__(vmi, "derived", derived)
+    return derived
+
+
+@dataclass(frozen=True, slots=True)
+class _PodFacts:
+    """One pod's SDN entries: requested, reported, ready (and not failed), failed."""
+
+    requested: frozenset[str]
+    reported: tuple[str, ...]
+    ready: tuple[str, ...]
+    errors: tuple[tuple[str, str], ...]
+    mentioned: frozenset[str]
+
+
+def _pod_facts(pod: LauncherPod) -> _PodFacts:
+    derived: _PodFacts | None = pod.derived
+    if derived is None:
+        requested = frozenset(r.identity for r in pod.requested)
+        derived = _PodFacts(
+            requested,
+            tuple(s.identity for s in pod.reported),
+            tuple(s.identity for s in pod.reported if s.ready and s.error is None),
+            tuple(
+                (s.identity, f"{pod.name}: {s.error}") for s in pod.reported if s.error is not None
+            ),
+            requested | {s.identity for s in pod.reported},
+        )
+        object.__setattr__(pod, "derived", derived)
+    return derived
+
+
+def _count(into: dict[str, int], identities: frozenset[str] | tuple[str, ...]) -> None:
+    for identity in identities:
+        into[identity] = into.get(identity, 0) + 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,14 +144,13 @@ class Facts:
     vmi_present: frozenset[str]
     vmi_anywhere: frozenset[str]
     attached: frozenset[str]
-    requested_by: dict[str, int]
-    ready_on: dict[str, int]
-    reported_by: dict[str, int]
-    errors: dict[str, str]
+    requested_by: Mapping[str, int]
+    ready_on: Mapping[str, int]
+    reported_by: Mapping[str, int]
+    errors: Mapping[str, str]
     lingering: frozenset[str]
     migration_required: bool
     desired_identities: frozenset[str]
-
 
     def pod_holds(self, identity: str) -> bool:
         return bool(self.pods) and self.requested_by.get(identity, 0) == len(self.pods)
@@ -90,38 +176,38 @@ def facts_of(world: World) -> Facts:
     vmi = world.vmi
     live = is_live(vmi)
     pods = active_pods(world)
-    readable = [p for p in pods if p.observation_error is None]
     requested_by: dict[str, int] = {}
     ready_on: dict[str, int] = {}
     reported_by: dict[str, int] = {}
     errors: dict[str, str] = {}
-    for pod in readable:
-        for r in {r.identity for r in pod.requested}:
-            requested_by[r] = requested_by.get(r, 0) + 1
-        for s in pod.reported:
-            reported_by[s.identity] = reported_by.get(s.identity, 0) + 1
-            if s.ready and s.error is None:
-                ready_on[s.identity] = ready_on.get(s.identity, 0) + 1
-            if s.error is not None:
-                errors.setdefault(s.identity, f"{pod.name}: {s.error}")
-    unfinished = [p for p in world.pods if p.phase not in FINISHED_PHASES]
-    lingering = frozenset(
-        [r.identity for p in unfinished for r in p.requested]
-        + [s.identity for p in unfinished for s in p.reported]
-    )
-    kvvm_present, kvvm_anywhere = _kvvm_names(world.kvvm)
-    vmi_present: frozenset[str] = frozenset()
-    vmi_anywhere: frozenset[str] = frozenset()
-    attached: frozenset[str] = frozenset()
+    for pod in pods:
+        if pod.observation_error is not None:
+            continue
+        pod_facts = _pod_facts(pod)
+        _count(requested_by, pod_facts.requested)
+        _count(reported_by, pod_facts.reported)
+        _count(ready_on, pod_facts.ready)
+        for identity, error in pod_facts.errors:
+            errors.setdefault(identity, error)
+    lingering = _EMPTY
+    for pod in world.pods:
+        if pod.phase not in FINISHED_PHASES:
+            lingering = lingering | _pod_facts(pod).mentioned
+    kvvm_present = kvvm_anywhere = _EMPTY
+    if world.kvvm is not None:
+        kvvm_facts = _kvvm_facts(world.kvvm)
+        kvvm_present, kvvm_anywhere = kvvm_facts.present, kvvm_facts.anywhere
+    vmi_present = vmi_anywhere = attached = _EMPTY
     migration_required = False
     if vmi is not None and live:
-        vmi_present = frozenset(i.name for i in vmi.interfaces if not i.absent)
-        vmi_anywhere = frozenset([i.name for i in vmi.interfaces] + [n.name for n in vmi.networks])
-        attached = frozenset(s.name for s in vmi.status_interfaces if s.attached)
-        migration_required = vmi.condition("MigrationRequired") is not None
+        vmi_facts = _vmi_facts(vmi)
+        vmi_present, vmi_anywhere = vmi_facts.present, vmi_facts.anywhere
+        attached, migration_required = vmi_facts.attached, vmi_facts.migration_required
     comparison = None
+    desired_identities = _EMPTY
     if world.vm is not None and world.kvvm is not None:
-        comparison = compare(world.vm.networks, world.kvvm)
+        comparison = comparison_of(world.vm.networks, world.kvvm)
+        desired_identities = frozenset(d.identity for d in comparison.desired)
     return Facts(
         world=world,
         comparison=comparison,
@@ -138,7 +224,5 @@ def facts_of(world: World) -> Facts:
         errors=errors,
         lingering=lingering,
         migration_required=migration_required,
-        desired_identities=frozenset(d.identity for d in comparison.desired)
-        if comparison is not None
-        else frozenset(),
+        desired_identities=desired_identities,
     )

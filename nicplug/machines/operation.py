@@ -165,7 +165,10 @@ class VMState:
     ops: Mapping[tuple[str, str], Operation]
 
     def by_stream(self, stream: StreamId) -> Operation | None:
-        return next((op for op in self.ops.values() if op.stream == stream), None)
+        for op in self.ops.values():
+            if op.stream == stream:
+                return op
+        return None
 
     def fold(self, stream: StreamId, type_: str, payload: Mapping[str, Any]) -> VMState:
         if type_ == OPENED:
