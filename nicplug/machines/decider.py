@@ -7,6 +7,14 @@ operations open where the comparator finds a change nobody handles, and the effe
 needed to move the world on are computed for all operations together and issued once
 (again after `effect_reissue_after` if the world did not move). Deterministic and pure:
 the same state, input and `now` give the same decision.
+
+Two memos make it cheaper without changing any answer. An observation that found
+nothing to do leaves on the state it was decided from (`VMState.quiet`) the world and
+the value of every test of `now` the decision made; an observation of the same state,
+of a world equal in all a decision reads (`facts.same_for_decisions`), whose tests of
+`now` all come out the same, would walk the very same path: it is answered empty at
+once. And the states a decision folded its own events into are kept until `evolve`
+is asked to fold those same events (the same payload objects) into the same state.
 """
 
 from __future__ import annotations
@@ -23,6 +31,7 @@ from nicplug.engine.model import (
     Input,
     Key,
     NewEvent,
+    Observed,
     RecordedEvent,
     StreamId,
     StreamView,
@@ -33,7 +42,7 @@ from nicplug.engine.model import (
 )
 from nicplug.machines.comparator import Comparison, Direction
 from nicplug.machines.effects import EmitEvent
-from nicplug.machines.facts import Facts, facts_of
+from nicplug.machines.facts import Facts, facts_of, same_for_decisions
 from nicplug.machines.graph import MOVES, Move
 from nicplug.machines.guards import GUARDS, Context, budget, restart_only
 from nicplug.machines.operation import (
@@ -52,6 +61,7 @@ from nicplug.machines.world import World
 
 DEADLINE, GRACE, REISSUE, RETRY = "deadline", "grace", "reissue", "retry"
 KEEP_ISSUED = 6
+NOTHING = Decision()
 
 Guard = Callable[[Context], bool]
 CompiledMoves = Mapping[str, Mapping[str, tuple[tuple[Move, tuple[Guard, ...]], ...]]]
@@ -68,6 +78,28 @@ class Candidate:
     why: str
 
 
+@dataclass(frozen=True, slots=True)
+class _Fold:
+    """`before.fold(stream, type, payload) is after`, as a decision computed it."""
+
+    before: VMState
+    stream: StreamId
+    type: str
+    payload: Mapping[str, Any]
+    after: VMState
+
+
+@dataclass(frozen=True, slots=True)
+class _Quiet:
+    """An observation that found nothing to do: by whom, of what, and how every test
+    of `now` came out."""
+
+    decider: HotplugDecider
+    world: World
+    facts: Facts
+    timing: tuple[bool, ...]
+
+
 class _Session:
     """The decision being built: events are folded as they are appended."""
 
@@ -76,11 +108,14 @@ class _Session:
         self.vm = vm
         self.vm_uid = vm_uid
         self.events: list[NewEvent] = []
+        self.folds: list[_Fold] = []
         self.paths: dict[StreamId, list[str]] = {}
 
     def append(self, stream: StreamId, type_: str, payload: Mapping[str, Any]) -> Operation:
         self.events.append(NewEvent(stream, type_, payload))
-        self.state = self.state.fold(stream, type_, payload)
+        before = self.state
+        self.state = before.fold(stream, type_, payload)
+        self.folds.append(_Fold(before, stream, type_, payload, self.state))
         op = self.state.by_stream(stream)
         assert op is not None, "an appended event always lands on a known stream"
         if type_ == TRANSITIONED:
@@ -102,6 +137,7 @@ class HotplugDecider:
             }
             for direction, by_state in MOVES.items()
         }
+        self._folds: tuple[_Fold, ...] = ()
 
     # -- the Decider protocol -------------------------------------------------------------
 
@@ -109,6 +145,14 @@ class HotplugDecider:
         return VMState(key, {})
 
     def evolve(self, state: VMState, event: RecordedEvent) -> VMState:
+        for fold in self._folds:
+            if (
+                fold.before is state
+                and fold.payload is event.payload
+                and fold.stream == event.stream
+                and fold.type == event.type
+            ):
+                return fold.after  # folded already by the decision that made the event
         return state.fold(event.stream, event.type, event.payload)
 
     def views(self, state: VMState) -> Sequence[StreamView]:
@@ -121,12 +165,22 @@ class HotplugDecider:
         world = input.world
         if world is None:
             return Decision()
+        trigger = input.trigger
+        observed = isinstance(trigger, Observed)
+        quiet: _Quiet | None = state.quiet
+        if (
+            observed
+            and quiet is not None
+            and quiet.decider is self
+            and same_for_decisions(quiet.world, world)
+            and quiet.timing == self._timing(state, quiet.facts, now)
+        ):
+            return NOTHING
         facts = facts_of(world)
         if world.vm is not None and facts.comparison is None:
             return Decision()  # the KVVM is not seen yet: nothing can be compared
         vm = world.vm
         session = _Session(state, f"{vm.namespace}/{vm.name}" if vm else "", vm.uid if vm else "")
-        trigger = input.trigger
         self._grace(session, facts, trigger)
         asked: frozenset[tuple[str, str]] = frozenset()
         comparison = facts.comparison
@@ -150,7 +204,28 @@ class HotplugDecider:
                         self._walk(session, opened, facts, now, trigger)
         effects = self._effects(session, facts, asked, now)
         timers, cancels = self._timers(session, facts, now, effects)
+        self._folds = tuple(session.folds)
+        if not (session.events or effects or timers or cancels):
+            if observed:
+                timing = self._timing(state, facts, now)
+                object.__setattr__(state, "quiet", _Quiet(self, world, facts, timing))
+            return NOTHING
         return Decision(tuple(session.events), tuple(effects), timers, cancels)
+
+    def _timing(self, state: VMState, facts: Facts, now: float) -> tuple[bool, ...]:
+        """Every test of `now` an observation that appends nothing makes, in order:
+        has the operation's deadline passed (`deadline_passed`), may a failed one be
+        retried (`_open`), are its issued effects still recent (`_effects`)?"""
+        horizon = now - self.config.timeouts.effect_reissue_after
+        timing: list[bool] = []
+        for op in state.ops.values():
+            if op.terminal:
+                timing.append(op.retry_at is not None and now < op.retry_at)
+            else:
+                limit = budget(op, facts, self.config)
+                timing.append(limit is not None and now >= op.entered_at + limit)
+            timing.append(bool(op.issued) and op.issued_at > horizon)
+        return tuple(timing)
 
     # -- operations -----------------------------------------------------------------------
 

@@ -14,11 +14,21 @@ refers back to it (no cycle keeps a record alive).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, fields
+from operator import attrgetter
+from typing import Any
 
 from nicplug.machines.comparator import Comparison, compare
-from nicplug.machines.world import KVVM, VMI, LauncherPod, Migration, NetworkSpec, World
+from nicplug.machines.world import (
+    KVVM,
+    VMI,
+    DesiredVM,
+    LauncherPod,
+    Migration,
+    NetworkSpec,
+    World,
+)
 
 FINISHED_PHASES = frozenset({"Succeeded", "Failed"})
 _EMPTY: frozenset[str] = frozenset()
@@ -225,4 +235,52 @@ def facts_of(world: World) -> Facts:
         lingering=lingering,
         migration_required=migration_required,
         desired_identities=desired_identities,
+    )
+
+
+UNREAD_FIELDS = frozenset({"resource_version", "derived"})
+"""Record fields no decision reads: a `resourceVersion` only orders the object's
+changes, `derived` is the machines' own memo (a test checks nothing reads them)."""
+
+
+def _decision_fields(cls: type) -> Callable[[Any], tuple[Any, ...]]:
+    """The values of every field of `cls` a decision may read, as one tuple."""
+    names = [f.name for f in fields(cls) if f.name not in UNREAD_FIELDS]
+    assert len(names) > 1, "attrgetter of one name returns the value, not a tuple"
+    return attrgetter(*names)
+
+
+_READ: Mapping[type, Callable[[Any], tuple[Any, ...]]] = {
+    cls: _decision_fields(cls) for cls in (DesiredVM, KVVM, VMI, LauncherPod)
+}
+COMPARED_WORLD_FIELDS = (
+    "vm", "kvvm", "vmi", "pods", "migrations", "cluster", "networks_ready", "observation_errors",
+)  # fmt: skip
+"""What `same_for_decisions` compares: every field of `World` (a test checks it)."""
+
+
+def _same_record(a: Any, b: Any) -> bool:
+    if a is b:
+        return True
+    if a is None or b is None or type(a) is not type(b):
+        return False
+    read = _READ[type(a)]
+    return bool(read(a) == read(b))
+
+
+def same_for_decisions(a: World, b: World) -> bool:
+    """`a` and `b` differ at most in what no decision reads (resource versions):
+    every decision taken from one is the decision taken from the other."""
+    if a is b:
+        return True
+    return (
+        _same_record(a.vm, b.vm)
+        and _same_record(a.kvvm, b.kvvm)
+        and _same_record(a.vmi, b.vmi)
+        and len(a.pods) == len(b.pods)
+        and all(_same_record(p, q) for p, q in zip(a.pods, b.pods, strict=True))
+        and a.migrations == b.migrations
+        and a.cluster == b.cluster
+        and a.networks_ready == b.networks_ready
+        and a.observation_errors == b.observation_errors
     )

@@ -12,7 +12,7 @@ from __future__ import annotations
 import sys
 import zlib
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from nicplug.engine.model import Key, StreamId, StreamView
@@ -163,6 +163,9 @@ class VMState:
 
     key: Key
     ops: Mapping[tuple[str, str], Operation]
+    quiet: Any = field(default=None, init=False, repr=False, compare=False, hash=False)
+    """The decider's memo of an observed world this state had nothing to do for
+    (`decider.py`); never part of the state's value."""
 
     def by_stream(self, stream: StreamId) -> Operation | None:
         for op in self.ops.values():
