@@ -110,35 +110,44 @@ def _vmi_facts(vmi: VMI) -> _VMIFacts:
 
 @dataclass(frozen=True, slots=True)
 class _PodFacts:
-    """One pod's SDN entries: requested, reported, ready (and not failed), failed."""
+    """One pod's SDN entries, counted as `Facts` counts them over the active pods:
+    requested, reported, ready (and not failed), the first error of each; and every
+    identity it mentions."""
 
-    requested: frozenset[str]
-    reported: tuple[str, ...]
-    ready: tuple[str, ...]
-    errors: tuple[tuple[str, str], ...]
+    requested_by: Mapping[str, int]
+    reported_by: Mapping[str, int]
+    ready_on: Mapping[str, int]
+    errors: Mapping[str, str]
     mentioned: frozenset[str]
 
 
 def _pod_facts(pod: LauncherPod) -> _PodFacts:
     derived: _PodFacts | None = pod.derived
     if derived is None:
+        reported_by: dict[str, int] = {}
+        ready_on: dict[str, int] = {}
+        errors: dict[str, str] = {}
+        for s in pod.reported:
+            reported_by[s.identity] = reported_by.get(s.identity, 0) + 1
+            if s.ready and s.error is None:
+                ready_on[s.identity] = ready_on.get(s.identity, 0) + 1
+            if s.error is not None:
+                errors.setdefault(s.identity, f"{pod.name}: {s.error}")
         requested = frozenset(r.identity for r in pod.requested)
         derived = _PodFacts(
-            requested,
-            tuple(s.identity for s in pod.reported),
-            tuple(s.identity for s in pod.reported if s.ready and s.error is None),
-            tuple(
-                (s.identity, f"{pod.name}: {s.error}") for s in pod.reported if s.error is not None
-            ),
-            requested | {s.identity for s in pod.reported},
+            dict.fromkeys(requested, 1),
+            reported_by,
+            ready_on,
+            errors,
+            requested | reported_by.keys(),
         )
         object.__setattr__(pod, "derived", derived)
     return derived
 
 
-def _count(into: dict[str, int], identities: frozenset[str] | tuple[str, ...]) -> None:
-    for identity in identities:
-        into[identity] = into.get(identity, 0) + 1
+def _add(into: dict[str, int], counts: Mapping[str, int]) -> None:
+    for identity, count in counts.items():
+        into[identity] = into.get(identity, 0) + count
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,23 +195,32 @@ def facts_of(world: World) -> Facts:
     vmi = world.vmi
     live = is_live(vmi)
     pods = active_pods(world)
-    requested_by: dict[str, int] = {}
-    ready_on: dict[str, int] = {}
-    reported_by: dict[str, int] = {}
-    errors: dict[str, str] = {}
-    for pod in pods:
-        if pod.observation_error is not None:
-            continue
-        pod_facts = _pod_facts(pod)
-        _count(requested_by, pod_facts.requested)
-        _count(reported_by, pod_facts.reported)
-        _count(ready_on, pod_facts.ready)
-        for identity, error in pod_facts.errors:
-            errors.setdefault(identity, error)
+    readable = [_pod_facts(p) for p in pods if p.observation_error is None]
+    requested_by: Mapping[str, int]
+    ready_on: Mapping[str, int]
+    reported_by: Mapping[str, int]
+    errors: Mapping[str, str]
+    if len(readable) == 1:  # one launcher pod (no migration): its own counts, shared
+        only = readable[0]
+        requested_by, ready_on = only.requested_by, only.ready_on
+        reported_by, errors = only.reported_by, only.errors
+    else:
+        requested: dict[str, int] = {}
+        ready: dict[str, int] = {}
+        reported: dict[str, int] = {}
+        failed: dict[str, str] = {}
+        for pod_facts in readable:
+            _add(requested, pod_facts.requested_by)
+            _add(reported, pod_facts.reported_by)
+            _add(ready, pod_facts.ready_on)
+            for identity, error in pod_facts.errors.items():
+                failed.setdefault(identity, error)
+        requested_by, ready_on, reported_by, errors = requested, ready, reported, failed
     lingering = _EMPTY
     for pod in world.pods:
         if pod.phase not in FINISHED_PHASES:
-            lingering = lingering | _pod_facts(pod).mentioned
+            mentioned = _pod_facts(pod).mentioned
+            lingering = lingering | mentioned if lingering else mentioned
     kvvm_present = kvvm_anywhere = _EMPTY
     if world.kvvm is not None:
         kvvm_facts = _kvvm_facts(world.kvvm)
