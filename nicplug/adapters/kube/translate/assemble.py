@@ -14,7 +14,7 @@ machines can tell "absent" from "unreadable" and hold still.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import partial
 from typing import Any, TypeVar, cast
 
@@ -106,11 +106,16 @@ class Translation:
     """The World, plus what the World has no field for yet.
 
     `network_identities` maps every KubeVirt network name (ifName) seen on the KVVM,
-    the VMI or the pods to the identity it stands for, where it can be told.
+    the VMI or the pods to the identity it stands for, where it can be told; it is
+    worked out when asked (observing a VM does not need it).
     """
 
     world: World
-    network_identities: Mapping[str, str] = field(default_factory=dict)
+    dialect: Dialect
+
+    @property
+    def network_identities(self) -> Mapping[str, str]:
+        return _identities(self.world, self.dialect)
 
 
 def assemble_world(
@@ -165,7 +170,7 @@ def assemble_world(
         networks_ready=networks_ready,
         observation_errors=tuple(errors),
     )
-    return Translation(world=world, network_identities=_identities(world, dialect))
+    return Translation(world=world, dialect=dialect)
 
 
 def _launcher_pods(

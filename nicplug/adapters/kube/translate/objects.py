@@ -39,7 +39,7 @@ class Model(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _null_is_unset(cls, data: Any) -> Any:
-        if isinstance(data, dict):
+        if isinstance(data, dict) and None in data.values():
             return {k: v for k, v in data.items() if v is not None}
         return data
 
