@@ -41,7 +41,7 @@ from nicplug.engine.model import (
     Trigger,
 )
 from nicplug.machines.comparator import Comparison, Direction
-from nicplug.machines.effects import EmitEvent
+from nicplug.machines.effects import AnyEffect, EmitEvent
 from nicplug.machines.facts import Facts, facts_of, same_for_decisions
 from nicplug.machines.graph import MOVES, Move
 from nicplug.machines.guards import GUARDS, Context, budget, restart_only
@@ -405,27 +405,7 @@ class HotplugDecider:
             needed += kvvm_patch(facts, ops, vm, comparison, self.config)
             needed += restarts_and_migrations(facts, ops, vm, self.config)
         needed += conditions(facts, ops, vm, self.config, asked)
-        # an effect counts as issued for `effect_reissue_after`; then it is asked for again
-        # if the world still needs it (the `reissue` timer makes sure someone looks)
-        horizon = now - self.config.timeouts.effect_reissue_after
-        recent = {op.stream for op in ops.values() if op.issued and op.issued_at > horizon}
-        issued = {d for op in ops.values() if op.stream in recent for d in op.issued}
-        requests: list[EffectRequest] = []
-        fresh: dict[StreamId, list[int]] = {}
-        owners: dict[StreamId, Operation] = {}
-        for owner, effect in needed:
-            request = effect.request(owner.stream)
-            digest = key_digest(request.idempotency_key)
-            if digest in issued:
-                continue
-            issued.add(digest)
-            requests.append(request)
-            fresh.setdefault(owner.stream, []).append(digest)
-            owners[owner.stream] = owner
-        for stream, digests in fresh.items():
-            previous = ops[_slot(owners[stream])].issued if stream in recent else ()
-            keys = [*previous, *digests][-KEEP_ISSUED:]
-            session.append(stream, EFFECTS_ISSUED, {"keys": keys, "at": now})
+        requests = self._issued(session, needed, now) if needed else []
         for stream, path in session.paths.items():
             op = session.state.by_stream(stream)
             if op is None or len(path) < 2:
@@ -446,6 +426,34 @@ class HotplugDecider:
                 len(op.history),
             )
             requests.append(event.request(stream))
+        return requests
+
+    def _issued(
+        self, session: _Session, needed: list[tuple[Operation, AnyEffect]], now: float
+    ) -> list[EffectRequest]:
+        """The requests of the needed effects not issued recently; journals them."""
+        # an effect counts as issued for `effect_reissue_after`; then it is asked for again
+        # if the world still needs it (the `reissue` timer makes sure someone looks)
+        ops = session.state.ops
+        horizon = now - self.config.timeouts.effect_reissue_after
+        recent = {op.stream for op in ops.values() if op.issued and op.issued_at > horizon}
+        issued = {d for op in ops.values() if op.stream in recent for d in op.issued}
+        requests: list[EffectRequest] = []
+        fresh: dict[StreamId, list[int]] = {}
+        owners: dict[StreamId, Operation] = {}
+        for owner, effect in needed:
+            request = effect.request(owner.stream)
+            digest = key_digest(request.idempotency_key)
+            if digest in issued:
+                continue
+            issued.add(digest)
+            requests.append(request)
+            fresh.setdefault(owner.stream, []).append(digest)
+            owners[owner.stream] = owner
+        for stream, digests in fresh.items():
+            previous = ops[_slot(owners[stream])].issued if stream in recent else ()
+            keys = [*previous, *digests][-KEEP_ISSUED:]
+            session.append(stream, EFFECTS_ISSUED, {"keys": keys, "at": now})
         return requests
 
     def _timers(

@@ -60,6 +60,7 @@ class _KVVMFacts:
     anywhere: frozenset[str]
     compared: tuple[NetworkSpec, ...] | bool | None = False  # False: nothing compared yet
     comparison: Comparison | None = None
+    desired_identities: frozenset[str] = _EMPTY
 
 
 def _kvvm_facts(kvvm: KVVM) -> _KVVMFacts:
@@ -77,14 +78,18 @@ def _kvvm_facts(kvvm: KVVM) -> _KVVMFacts:
     return derived
 
 
-def comparison_of(networks: tuple[NetworkSpec, ...] | None, kvvm: KVVM) -> Comparison:
-    """`compare(networks, kvvm)`, kept with the KVVM for the latest desired list."""
+def comparison_of(
+    networks: tuple[NetworkSpec, ...] | None, kvvm: KVVM
+) -> tuple[Comparison, frozenset[str]]:
+    """`compare(networks, kvvm)` and the desired identities, kept with the KVVM for the
+    latest desired list."""
     derived = _kvvm_facts(kvvm)
     compared = derived.compared
     if derived.comparison is None or not (compared is networks or compared == networks):
         derived.comparison = compare(networks, kvvm)
+        derived.desired_identities = frozenset(d.identity for d in derived.comparison.desired)
         derived.compared = networks
-    return derived.comparison
+    return derived.comparison, derived.desired_identities
 
 
 @dataclass(frozen=True, slots=True)
@@ -234,8 +239,7 @@ def facts_of(world: World) -> Facts:
     comparison = None
     desired_identities = _EMPTY
     if world.vm is not None and world.kvvm is not None:
-        comparison = comparison_of(world.vm.networks, world.kvvm)
-        desired_identities = frozenset(d.identity for d in comparison.desired)
+        comparison, desired_identities = comparison_of(world.vm.networks, world.kvvm)
     return Facts(
         world=world,
         comparison=comparison,

@@ -150,7 +150,12 @@ def apply(op: Operation, type_: str, p: Mapping[str, Any]) -> Operation:
             p.get("migration", op.migration), p.get("retry_at"),
         )  # fmt: skip
     if type_ == EFFECTS_ISSUED:
-        return replace(op, issued=tuple(int(k) for k in p["keys"]), issued_at=float(p["at"]))
+        return Operation(
+            op.stream, op.vm, op.vm_uid, op.network, op.if_name, op.direction, op.attempt,
+            op.target, op.state, op.reason, op.message, op.history, op.opened_at,
+            op.entered_at, tuple(int(k) for k in p["keys"]), float(p["at"]), op.waived,
+            op.migration, op.retry_at,
+        )  # fmt: skip
     if type_ == GRACE_EXPIRED:
         return replace(op, waived=True)
     raise ValueError(f"unknown event type {type_!r}")
