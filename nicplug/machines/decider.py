@@ -78,9 +78,10 @@ class Candidate:
     why: str
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class _Fold:
-    """`before.fold(stream, type, payload) is after`, as a decision computed it."""
+    """`before.fold(stream, type, payload) is after`, as a decision computed it (one
+    per event: not frozen, which is cheaper to build; never changed)."""
 
     before: VMState
     stream: StreamId

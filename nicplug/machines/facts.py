@@ -155,9 +155,13 @@ def _add(into: dict[str, int], counts: Mapping[str, int]) -> None:
         into[identity] = into.get(identity, 0) + count
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Facts:
-    """Answers about one world. `comparison` is None until the VM and KVVM are seen."""
+    """Answers about one world. `comparison` is None until the VM and KVVM are seen.
+
+    Not frozen: one is built per decision, and a frozen dataclass pays a call per field
+    to build; nothing changes it once built.
+    """
 
     world: World
     comparison: Comparison | None

@@ -19,8 +19,11 @@ from nicplug.machines.policy import MachineConfig, hotplug_in_place
 REJECTABLE = frozenset({"PatchPodNetworks", "PatchVirtualMachine", "RestartVM"})
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Context:
+    """What a guard is asked about. Not frozen: one is built per step of every walk,
+    and a frozen dataclass pays a call per field to build; no guard changes it."""
+
     op: Operation
     facts: Facts
     config: MachineConfig
