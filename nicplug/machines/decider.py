@@ -44,7 +44,7 @@ from nicplug.machines.comparator import Comparison, Direction
 from nicplug.machines.effects import AnyEffect, EmitEvent
 from nicplug.machines.facts import Facts, facts_of, same_for_decisions
 from nicplug.machines.graph import MOVES, Move
-from nicplug.machines.guards import GUARDS, Context, budget, restart_only
+from nicplug.machines.guards import GUARDS, Context, budget, budget_when, restart_only
 from nicplug.machines.operation import (
     EFFECTS_ISSUED,
     GRACE_EXPIRED,
@@ -90,14 +90,15 @@ class _Fold:
     after: VMState
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class _Quiet:
-    """An observation that found nothing to do: by whom, of what, and how every test
-    of `now` came out."""
+    """An observation that found nothing to do: by whom, of what (the latest world seen
+    equal to it, so no older world is kept alive), whether the VM ran, and how every
+    test of `now` came out."""
 
     decider: HotplugDecider
     world: World
-    facts: Facts
+    live: bool
     timing: tuple[bool, ...]
 
 
@@ -174,8 +175,9 @@ class HotplugDecider:
             and quiet is not None
             and quiet.decider is self
             and same_for_decisions(quiet.world, world)
-            and quiet.timing == self._timing(state, quiet.facts, now)
+            and quiet.timing == self._timing(state, quiet.live, now)
         ):
+            quiet.world = world
             return NOTHING
         facts = facts_of(world)
         if world.vm is not None and facts.comparison is None:
@@ -208,12 +210,12 @@ class HotplugDecider:
         self._folds = tuple(session.folds)
         if not (session.events or effects or timers or cancels):
             if observed:
-                timing = self._timing(state, facts, now)
-                object.__setattr__(state, "quiet", _Quiet(self, world, facts, timing))
+                timing = self._timing(state, facts.live, now)
+                object.__setattr__(state, "quiet", _Quiet(self, world, facts.live, timing))
             return NOTHING
         return Decision(tuple(session.events), tuple(effects), timers, cancels)
 
-    def _timing(self, state: VMState, facts: Facts, now: float) -> tuple[bool, ...]:
+    def _timing(self, state: VMState, live: bool, now: float) -> tuple[bool, ...]:
         """Every test of `now` an observation that appends nothing makes, in order:
         has the operation's deadline passed (`deadline_passed`), may a failed one be
         retried (`_open`), are its issued effects still recent (`_effects`)?"""
@@ -223,7 +225,7 @@ class HotplugDecider:
             if op.terminal:
                 timing.append(op.retry_at is not None and now < op.retry_at)
             else:
-                limit = budget(op, facts, self.config)
+                limit = budget_when(op, live, self.config)
                 timing.append(limit is not None and now >= op.entered_at + limit)
             timing.append(bool(op.issued) and op.issued_at > horizon)
         return tuple(timing)
