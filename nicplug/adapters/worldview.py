@@ -17,12 +17,21 @@ from nicplug.adapters.kube import resources as kinds
 from nicplug.adapters.kube.resources import KindRef, object_key
 from nicplug.adapters.kube.translate.assemble import VM_NAME_LABEL, VMObjects
 
+_MAPPING = (dict, Mapping)
+"""`isinstance` of a JSON body: dict first, an exact type check (the ABC's is slow)."""
+
 Body = dict[str, Any]
+
+# kinds are told apart by name: a string compare, where a KindRef compares every field
+_PODS, _VMIMS = kinds.LAUNCHER_PODS.name, kinds.VMIMS.name
+_INDEXED = frozenset({_PODS, _VMIMS})
+_EVERY_VM = frozenset({k.name for k in (kinds.KUBEVIRTS, kinds.NETWORKS, kinds.CLUSTER_NETWORKS)})
+_NAMED_AFTER_VM = frozenset({k.name for k in (kinds.VIRTUAL_MACHINES, kinds.KVVMS, kinds.VMIS)})
 
 
 def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
     meta = obj.get("metadata")
-    return meta if isinstance(meta, Mapping) else {}
+    return meta if isinstance(meta, _MAPPING) else {}
 
 
 class WorldIndex:
@@ -60,28 +69,28 @@ class WorldIndex:
             if event_type == "DELETED":
                 self._index(kind).get(vm_key, set()).discard(key)
                 self._owner.pop((kind.name, key), None)
-            elif kind in (kinds.LAUNCHER_PODS, kinds.VMIMS):
+            elif kind.name in _INDEXED:
                 self._index(kind)[vm_key].add(key)
                 self._owner[(kind.name, key)] = vm_key
             touched.add(vm_key)
-        if kind in (kinds.KUBEVIRTS, kinds.NETWORKS, kinds.CLUSTER_NETWORKS):
+        if kind.name in _EVERY_VM:
             touched.update(self.vm_keys())
         return touched
 
     def _index(self, kind: KindRef) -> dict[str, set[str]]:
-        return self._pods_of if kind == kinds.LAUNCHER_PODS else self._migrations_of
+        return self._pods_of if kind.name == _PODS else self._migrations_of
 
     @staticmethod
     def _vm_of(kind: KindRef, namespace: str, obj: Mapping[str, Any]) -> str | None:
         name: object = None
-        if kind in (kinds.VIRTUAL_MACHINES, kinds.KVVMS, kinds.VMIS):
+        if kind.name in _NAMED_AFTER_VM:
             name = _meta(obj).get("name")
-        elif kind == kinds.LAUNCHER_PODS:
+        elif kind.name == _PODS:
             labels = _meta(obj).get("labels")
-            name = labels.get(VM_NAME_LABEL) if isinstance(labels, Mapping) else None
-        elif kind == kinds.VMIMS:
+            name = labels.get(VM_NAME_LABEL) if isinstance(labels, _MAPPING) else None
+        elif kind.name == _VMIMS:
             spec = obj.get("spec")
-            name = spec.get("vmiName") if isinstance(spec, Mapping) else None
+            name = spec.get("vmiName") if isinstance(spec, _MAPPING) else None
         if isinstance(name, str) and name and namespace:
             return f"{namespace}/{name}"
         return None

@@ -53,6 +53,9 @@ class _Slot(Generic[S]):
     state: S
     versions: dict[StreamId, int] = field(default_factory=dict)
     views: dict[StreamId, StreamView] = field(default_factory=dict)
+    synced: S | None = None
+    """The state every view of which `views` holds already (a decision that appends
+    nothing to it has no view to write, and need not list them)."""
 
 
 class Runtime(Generic[S, W]):
@@ -188,7 +191,9 @@ class Runtime(Generic[S, W]):
                 type=event.type, schema_version=event.schema_version, payload=event.payload,
                 cause=cause, wall_time=wall, logical_time=now,
             ))
-        views = tuple(v for v in self._decider.views(state) if slot.views.get(v.stream) != v)
+        views: tuple[StreamView, ...] = ()
+        if decision.events or slot.synced is not state:
+            views = tuple(v for v in self._decider.views(state) if slot.views.get(v.stream) != v)
         commit = Commit(
             key=key, cause=cause, wall_time=wall, logical_time=now, events=decision.events,
             expected={s: slot.versions.get(s, 0) for s in dict.fromkeys(
@@ -198,6 +203,7 @@ class Runtime(Generic[S, W]):
         )
         if not (commit.events or views or commit.effects or commit.timers
                 or commit.cancel_timers or updates):
+            slot.synced = state
             return
         started = time.perf_counter()
         appended = await self._journal.append(commit)
@@ -207,6 +213,7 @@ class Runtime(Generic[S, W]):
         self._listen.on_commit(key, time.perf_counter() - started, len(appended.events))
         slot.state, slot.versions = state, versions
         slot.views.update((v.stream, v) for v in views)
+        slot.synced = state
         for cancel in decision.cancel_timers:
             armed = self._timers.pop((cancel.stream, cancel.name), None)
             if armed is not None:

@@ -7,6 +7,14 @@ operations open where the comparator finds a change nobody handles, and the effe
 needed to move the world on are computed for all operations together and issued once
 (again after `effect_reissue_after` if the world did not move). Deterministic and pure:
 the same state, input and `now` give the same decision.
+
+Two memos make it cheaper without changing any answer. An observation that found
+nothing to do leaves on the state it was decided from (`VMState.quiet`) the world and
+the value of every test of `now` the decision made; an observation of the same state,
+of a world equal in all a decision reads (`facts.same_for_decisions`), whose tests of
+`now` all come out the same, would walk the very same path: it is answered empty at
+once. And the states a decision folded its own events into are kept until `evolve`
+is asked to fold those same events (the same payload objects) into the same state.
 """
 
 from __future__ import annotations
@@ -23,6 +31,7 @@ from nicplug.engine.model import (
     Input,
     Key,
     NewEvent,
+    Observed,
     RecordedEvent,
     StreamId,
     StreamView,
@@ -32,10 +41,10 @@ from nicplug.engine.model import (
     Trigger,
 )
 from nicplug.machines.comparator import Comparison, Direction
-from nicplug.machines.effects import EmitEvent
-from nicplug.machines.facts import Facts, facts_of
+from nicplug.machines.effects import AnyEffect, EmitEvent
+from nicplug.machines.facts import Facts, facts_of, same_for_decisions
 from nicplug.machines.graph import MOVES, Move
-from nicplug.machines.guards import GUARDS, Context, budget, restart_only
+from nicplug.machines.guards import GUARDS, Context, budget, budget_when, restart_only
 from nicplug.machines.operation import (
     EFFECTS_ISSUED,
     GRACE_EXPIRED,
@@ -52,6 +61,7 @@ from nicplug.machines.world import World
 
 DEADLINE, GRACE, REISSUE, RETRY = "deadline", "grace", "reissue", "retry"
 KEEP_ISSUED = 6
+NOTHING = Decision()
 
 Guard = Callable[[Context], bool]
 CompiledMoves = Mapping[str, Mapping[str, tuple[tuple[Move, tuple[Guard, ...]], ...]]]
@@ -68,6 +78,30 @@ class Candidate:
     why: str
 
 
+@dataclass(slots=True)
+class _Fold:
+    """`before.fold(stream, type, payload) is after`, as a decision computed it (one
+    per event: not frozen, which is cheaper to build; never changed)."""
+
+    before: VMState
+    stream: StreamId
+    type: str
+    payload: Mapping[str, Any]
+    after: VMState
+
+
+@dataclass(slots=True)
+class _Quiet:
+    """An observation that found nothing to do: by whom, of what (the latest world seen
+    equal to it, so no older world is kept alive), whether the VM ran, and how every
+    test of `now` came out."""
+
+    decider: HotplugDecider
+    world: World
+    live: bool
+    timing: tuple[bool, ...]
+
+
 class _Session:
     """The decision being built: events are folded as they are appended."""
 
@@ -76,11 +110,14 @@ class _Session:
         self.vm = vm
         self.vm_uid = vm_uid
         self.events: list[NewEvent] = []
+        self.folds: list[_Fold] = []
         self.paths: dict[StreamId, list[str]] = {}
 
     def append(self, stream: StreamId, type_: str, payload: Mapping[str, Any]) -> Operation:
         self.events.append(NewEvent(stream, type_, payload))
-        self.state = self.state.fold(stream, type_, payload)
+        before = self.state
+        self.state = before.fold(stream, type_, payload)
+        self.folds.append(_Fold(before, stream, type_, payload, self.state))
         op = self.state.by_stream(stream)
         assert op is not None, "an appended event always lands on a known stream"
         if type_ == TRANSITIONED:
@@ -102,6 +139,7 @@ class HotplugDecider:
             }
             for direction, by_state in MOVES.items()
         }
+        self._folds: tuple[_Fold, ...] = ()
 
     # -- the Decider protocol -------------------------------------------------------------
 
@@ -109,6 +147,14 @@ class HotplugDecider:
         return VMState(key, {})
 
     def evolve(self, state: VMState, event: RecordedEvent) -> VMState:
+        for fold in self._folds:
+            if (
+                fold.before is state
+                and fold.payload is event.payload
+                and fold.stream == event.stream
+                and fold.type == event.type
+            ):
+                return fold.after  # folded already by the decision that made the event
         return state.fold(event.stream, event.type, event.payload)
 
     def views(self, state: VMState) -> Sequence[StreamView]:
@@ -121,12 +167,23 @@ class HotplugDecider:
         world = input.world
         if world is None:
             return Decision()
+        trigger = input.trigger
+        observed = isinstance(trigger, Observed)
+        quiet: _Quiet | None = state.quiet
+        if (
+            observed
+            and quiet is not None
+            and quiet.decider is self
+            and same_for_decisions(quiet.world, world)
+            and quiet.timing == self._timing(state, quiet.live, now)
+        ):
+            quiet.world = world
+            return NOTHING
         facts = facts_of(world)
         if world.vm is not None and facts.comparison is None:
             return Decision()  # the KVVM is not seen yet: nothing can be compared
         vm = world.vm
         session = _Session(state, f"{vm.namespace}/{vm.name}" if vm else "", vm.uid if vm else "")
-        trigger = input.trigger
         self._grace(session, facts, trigger)
         asked: frozenset[tuple[str, str]] = frozenset()
         comparison = facts.comparison
@@ -150,7 +207,28 @@ class HotplugDecider:
                         self._walk(session, opened, facts, now, trigger)
         effects = self._effects(session, facts, asked, now)
         timers, cancels = self._timers(session, facts, now, effects)
+        self._folds = tuple(session.folds)
+        if not (session.events or effects or timers or cancels):
+            if observed:
+                timing = self._timing(state, facts.live, now)
+                object.__setattr__(state, "quiet", _Quiet(self, world, facts.live, timing))
+            return NOTHING
         return Decision(tuple(session.events), tuple(effects), timers, cancels)
+
+    def _timing(self, state: VMState, live: bool, now: float) -> tuple[bool, ...]:
+        """Every test of `now` an observation that appends nothing makes, in order:
+        has the operation's deadline passed (`deadline_passed`), may a failed one be
+        retried (`_open`), are its issued effects still recent (`_effects`)?"""
+        horizon = now - self.config.timeouts.effect_reissue_after
+        timing: list[bool] = []
+        for op in state.ops.values():
+            if op.terminal:
+                timing.append(op.retry_at is not None and now < op.retry_at)
+            else:
+                limit = budget_when(op, live, self.config)
+                timing.append(limit is not None and now >= op.entered_at + limit)
+            timing.append(bool(op.issued) and op.issued_at > horizon)
+        return tuple(timing)
 
     # -- operations -----------------------------------------------------------------------
 
@@ -170,16 +248,10 @@ class HotplugDecider:
     def _walk(
         self, session: _Session, op: Operation, facts: Facts, now: float, trigger: Trigger
     ) -> None:
+        by_state = self._moves[op.direction]
         for _ in range(16):
             ctx = Context(op, facts, self.config, now, trigger)
-            move = next(
-                (
-                    m
-                    for m, guards in self._moves[op.direction][op.state]
-                    if all(g(ctx) for g in guards)
-                ),
-                None,
-            )
+            move = _first_move(by_state[op.state], ctx)
             if move is None:
                 return
             payload: dict[str, Any] = {
@@ -336,27 +408,7 @@ class HotplugDecider:
             needed += kvvm_patch(facts, ops, vm, comparison, self.config)
             needed += restarts_and_migrations(facts, ops, vm, self.config)
         needed += conditions(facts, ops, vm, self.config, asked)
-        # an effect counts as issued for `effect_reissue_after`; then it is asked for again
-        # if the world still needs it (the `reissue` timer makes sure someone looks)
-        horizon = now - self.config.timeouts.effect_reissue_after
-        recent = {op.stream for op in ops.values() if op.issued and op.issued_at > horizon}
-        issued = {d for op in ops.values() if op.stream in recent for d in op.issued}
-        requests: list[EffectRequest] = []
-        fresh: dict[StreamId, list[int]] = {}
-        owners: dict[StreamId, Operation] = {}
-        for owner, effect in needed:
-            request = effect.request(owner.stream)
-            digest = key_digest(request.idempotency_key)
-            if digest in issued:
-                continue
-            issued.add(digest)
-            requests.append(request)
-            fresh.setdefault(owner.stream, []).append(digest)
-            owners[owner.stream] = owner
-        for stream, digests in fresh.items():
-            previous = ops[_slot(owners[stream])].issued if stream in recent else ()
-            keys = [*previous, *digests][-KEEP_ISSUED:]
-            session.append(stream, EFFECTS_ISSUED, {"keys": keys, "at": now})
+        requests = self._issued(session, needed, now) if needed else []
         for stream, path in session.paths.items():
             op = session.state.by_stream(stream)
             if op is None or len(path) < 2:
@@ -377,6 +429,34 @@ class HotplugDecider:
                 len(op.history),
             )
             requests.append(event.request(stream))
+        return requests
+
+    def _issued(
+        self, session: _Session, needed: list[tuple[Operation, AnyEffect]], now: float
+    ) -> list[EffectRequest]:
+        """The requests of the needed effects not issued recently; journals them."""
+        # an effect counts as issued for `effect_reissue_after`; then it is asked for again
+        # if the world still needs it (the `reissue` timer makes sure someone looks)
+        ops = session.state.ops
+        horizon = now - self.config.timeouts.effect_reissue_after
+        recent = {op.stream for op in ops.values() if op.issued and op.issued_at > horizon}
+        issued = {d for op in ops.values() if op.stream in recent for d in op.issued}
+        requests: list[EffectRequest] = []
+        fresh: dict[StreamId, list[int]] = {}
+        owners: dict[StreamId, Operation] = {}
+        for owner, effect in needed:
+            request = effect.request(owner.stream)
+            digest = key_digest(request.idempotency_key)
+            if digest in issued:
+                continue
+            issued.add(digest)
+            requests.append(request)
+            fresh.setdefault(owner.stream, []).append(digest)
+            owners[owner.stream] = owner
+        for stream, digests in fresh.items():
+            previous = ops[_slot(owners[stream])].issued if stream in recent else ()
+            keys = [*previous, *digests][-KEEP_ISSUED:]
+            session.append(stream, EFFECTS_ISSUED, {"keys": keys, "at": now})
         return requests
 
     def _timers(
@@ -410,6 +490,17 @@ class HotplugDecider:
             if op is not None and not op.terminal:
                 arm.append(TimerRequest(stream, REISSUE, now + t.effect_reissue_after))
         return tuple(arm), tuple(cancel)
+
+
+def _first_move(moves: tuple[tuple[Move, tuple[Guard, ...]], ...], ctx: Context) -> Move | None:
+    """The first move whose guards all hold (guards are asked in order, lazily)."""
+    for move, guards in moves:
+        for guard in guards:
+            if not guard(ctx):
+                break
+        else:
+            return move
+    return None
 
 
 def _slot(op: Operation) -> tuple[str, str]:

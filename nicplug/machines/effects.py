@@ -53,13 +53,17 @@ class Effect(ABC):
     def to_payload(self) -> dict[str, Any]:
         """The JSON-ready payload; `from_payload` of the same class reads it back."""
 
-    def idempotency_key(self) -> str:
-        text = orjson.dumps(self.to_payload(), option=orjson.OPT_SORT_KEYS)
+    def idempotency_key(self, payload: Mapping[str, Any] | None = None) -> str:
+        """Derived from the payload (`to_payload()` unless the caller has it already)."""
+        text = orjson.dumps(
+            self.to_payload() if payload is None else payload, option=orjson.OPT_SORT_KEYS
+        )
         digest = hashlib.blake2b(text, digest_size=8).hexdigest()
         return f"{self.TYPE}:{self.target}:{digest}"
 
     def request(self, stream: StreamId) -> EffectRequest:
-        return EffectRequest(stream, self.TYPE, self.to_payload(), self.idempotency_key())
+        payload = self.to_payload()
+        return EffectRequest(stream, self.TYPE, payload, self.idempotency_key(payload))
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,16 +4,34 @@ The guards and the effect targets ask the same questions (does every active laun
 pod request this entry? does the SDN report it ready? does the guest have it?); this
 module answers them from sets built once, so a decision costs a few set lookups per
 operation. Reads the world only; never decides.
+
+What a single record says (the names a KVVM carries, what a pod requests, the
+comparison of the desired list with a KVVM) is kept in the record's `derived` slot: a
+record the translation reuses while its object does not change is not read twice.
+Everything kept there is a pure function of the record, and refers to nothing that
+refers back to it (no cycle keeps a record alive).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, fields
+from operator import attrgetter
+from typing import Any
 
 from nicplug.machines.comparator import Comparison, compare
-from nicplug.machines.world import KVVM, VMI, LauncherPod, Migration, World
+from nicplug.machines.world import (
+    KVVM,
+    VMI,
+    DesiredVM,
+    LauncherPod,
+    Migration,
+    NetworkSpec,
+    World,
+)
 
 FINISHED_PHASES = frozenset({"Succeeded", "Failed"})
+_EMPTY: frozenset[str] = frozenset()
 
 
 def is_live(vmi: VMI | None) -> bool:
@@ -29,24 +47,121 @@ def active_pods(world: World) -> tuple[LauncherPod, ...]:
     pods = [p for p in world.pods if p.phase not in FINISHED_PHASES]
     if vmi.active_pods:
         pods = [p for p in pods if p.uid in vmi.active_pods]
+    if len(pods) < 2:
+        return tuple(pods)
     return tuple(sorted(pods, key=lambda p: p.name))
 
 
-def _kvvm_names(kvvm: KVVM | None) -> tuple[frozenset[str], frozenset[str]]:
-    if kvvm is None:
-        return frozenset(), frozenset()
-    present = frozenset(i.name for i in kvvm.interfaces if not i.absent)
-    anywhere = frozenset(
-        [i.name for i in kvvm.interfaces]
-        + [n.name for n in kvvm.networks]
-        + [r.if_name for r in kvvm.template_requests]
-    )
-    return present, anywhere
+@dataclass(slots=True)
+class _KVVMFacts:
+    """The names a KVVM carries, and its latest comparison with a desired list."""
+
+    present: frozenset[str]
+    anywhere: frozenset[str]
+    compared: tuple[NetworkSpec, ...] | bool | None = False  # False: nothing compared yet
+    comparison: Comparison | None = None
+    desired_identities: frozenset[str] = _EMPTY
+
+
+def _kvvm_facts(kvvm: KVVM) -> _KVVMFacts:
+    derived: _KVVMFacts | None = kvvm.derived
+    if derived is None:
+        derived = _KVVMFacts(
+            frozenset(i.name for i in kvvm.interfaces if not i.absent),
+            frozenset(
+                [i.name for i in kvvm.interfaces]
+                + [n.name for n in kvvm.networks]
+                + [r.if_name for r in kvvm.template_requests]
+            ),
+        )
+        object.__setattr__(kvvm, "derived", derived)
+    return derived
+
+
+def comparison_of(
+    networks: tuple[NetworkSpec, ...] | None, kvvm: KVVM
+) -> tuple[Comparison, frozenset[str]]:
+    """`compare(networks, kvvm)` and the desired identities, kept with the KVVM for the
+    latest desired list."""
+    derived = _kvvm_facts(kvvm)
+    compared = derived.compared
+    if derived.comparison is None or not (compared is networks or compared == networks):
+        derived.comparison = compare(networks, kvvm)
+        derived.desired_identities = frozenset(d.identity for d in derived.comparison.desired)
+        derived.compared = networks
+    return derived.comparison, derived.desired_identities
 
 
 @dataclass(frozen=True, slots=True)
+class _VMIFacts:
+    present: frozenset[str]
+    anywhere: frozenset[str]
+    attached: frozenset[str]
+    migration_required: bool
+
+
+def _vmi_facts(vmi: VMI) -> _VMIFacts:
+    derived: _VMIFacts | None = vmi.derived
+    if derived is None:
+        derived = _VMIFacts(
+            frozenset(i.name for i in vmi.interfaces if not i.absent),
+            frozenset([i.name for i in vmi.interfaces] + [n.name for n in vmi.networks]),
+            frozenset(s.name for s in vmi.status_interfaces if s.attached),
+            vmi.condition("MigrationRequired") is not None,
+        )
+        object.__setattr__(vmi, "derived", derived)
+    return derived
+
+
+@dataclass(frozen=True, slots=True)
+class _PodFacts:
+    """One pod's SDN entries, counted as `Facts` counts them over the active pods:
+    requested, reported, ready (and not failed), the first error of each; and every
+    identity it mentions."""
+
+    requested_by: Mapping[str, int]
+    reported_by: Mapping[str, int]
+    ready_on: Mapping[str, int]
+    errors: Mapping[str, str]
+    mentioned: frozenset[str]
+
+
+def _pod_facts(pod: LauncherPod) -> _PodFacts:
+    derived: _PodFacts | None = pod.derived
+    if derived is None:
+        reported_by: dict[str, int] = {}
+        ready_on: dict[str, int] = {}
+        errors: dict[str, str] = {}
+        for s in pod.reported:
+            reported_by[s.identity] = reported_by.get(s.identity, 0) + 1
+            if s.ready and s.error is None:
+                ready_on[s.identity] = ready_on.get(s.identity, 0) + 1
+            if s.error is not None:
+                errors.setdefault(s.identity, f"{pod.name}: {s.error}")
+        requested = frozenset(r.identity for r in pod.requested)
+        derived = _PodFacts(
+            dict.fromkeys(requested, 1),
+            reported_by,
+            ready_on,
+            errors,
+            requested | reported_by.keys(),
+        )
+        object.__setattr__(pod, "derived", derived)
+    return derived
+
+
+def _add(into: dict[str, int], counts: Mapping[str, int]) -> None:
+    for identity, count in counts.items():
+        into[identity] = into.get(identity, 0) + count
+
+
+@dataclass(slots=True)
 class Facts:
-    """Answers about one world. `comparison` is None until the VM and KVVM are seen."""
+    """Answers about one world. `comparison` is None until the VM and KVVM are seen.
+
+    Not frozen: one is built per decision, and a frozen dataclass pays a call per field
+    to build; nothing changes it once built.
+    """
 
     world: World
     comparison: Comparison | None
@@ -57,14 +172,13 @@ class Facts:
     vmi_present: frozenset[str]
     vmi_anywhere: frozenset[str]
     attached: frozenset[str]
-    requested_by: dict[str, int]
-    ready_on: dict[str, int]
-    reported_by: dict[str, int]
-    errors: dict[str, str]
+    requested_by: Mapping[str, int]
+    ready_on: Mapping[str, int]
+    reported_by: Mapping[str, int]
+    errors: Mapping[str, str]
     lingering: frozenset[str]
     migration_required: bool
     desired_identities: frozenset[str]
-
 
     def pod_holds(self, identity: str) -> bool:
         return bool(self.pods) and self.requested_by.get(identity, 0) == len(self.pods)
@@ -90,38 +204,46 @@ def facts_of(world: World) -> Facts:
     vmi = world.vmi
     live = is_live(vmi)
     pods = active_pods(world)
-    readable = [p for p in pods if p.observation_error is None]
-    requested_by: dict[str, int] = {}
-    ready_on: dict[str, int] = {}
-    reported_by: dict[str, int] = {}
-    errors: dict[str, str] = {}
-    for pod in readable:
-        for r in {r.identity for r in pod.requested}:
-            requested_by[r] = requested_by.get(r, 0) + 1
-        for s in pod.reported:
-            reported_by[s.identity] = reported_by.get(s.identity, 0) + 1
-            if s.ready and s.error is None:
-                ready_on[s.identity] = ready_on.get(s.identity, 0) + 1
-            if s.error is not None:
-                errors.setdefault(s.identity, f"{pod.name}: {s.error}")
-    unfinished = [p for p in world.pods if p.phase not in FINISHED_PHASES]
-    lingering = frozenset(
-        [r.identity for p in unfinished for r in p.requested]
-        + [s.identity for p in unfinished for s in p.reported]
-    )
-    kvvm_present, kvvm_anywhere = _kvvm_names(world.kvvm)
-    vmi_present: frozenset[str] = frozenset()
-    vmi_anywhere: frozenset[str] = frozenset()
-    attached: frozenset[str] = frozenset()
+    readable = [_pod_facts(p) for p in pods if p.observation_error is None]
+    requested_by: Mapping[str, int]
+    ready_on: Mapping[str, int]
+    reported_by: Mapping[str, int]
+    errors: Mapping[str, str]
+    if len(readable) == 1:  # one launcher pod (no migration): its own counts, shared
+        only = readable[0]
+        requested_by, ready_on = only.requested_by, only.ready_on
+        reported_by, errors = only.reported_by, only.errors
+    else:
+        requested: dict[str, int] = {}
+        ready: dict[str, int] = {}
+        reported: dict[str, int] = {}
+        failed: dict[str, str] = {}
+        for pod_facts in readable:
+            _add(requested, pod_facts.requested_by)
+            _add(reported, pod_facts.reported_by)
+            _add(ready, pod_facts.ready_on)
+            for identity, error in pod_facts.errors.items():
+                failed.setdefault(identity, error)
+        requested_by, ready_on, reported_by, errors = requested, ready, reported, failed
+    lingering = _EMPTY
+    for pod in world.pods:
+        if pod.phase not in FINISHED_PHASES:
+            mentioned = _pod_facts(pod).mentioned
+            lingering = lingering | mentioned if lingering else mentioned
+    kvvm_present = kvvm_anywhere = _EMPTY
+    if world.kvvm is not None:
+        kvvm_facts = _kvvm_facts(world.kvvm)
+        kvvm_present, kvvm_anywhere = kvvm_facts.present, kvvm_facts.anywhere
+    vmi_present = vmi_anywhere = attached = _EMPTY
     migration_required = False
     if vmi is not None and live:
-        vmi_present = frozenset(i.name for i in vmi.interfaces if not i.absent)
-        vmi_anywhere = frozenset([i.name for i in vmi.interfaces] + [n.name for n in vmi.networks])
-        attached = frozenset(s.name for s in vmi.status_interfaces if s.attached)
-        migration_required = vmi.condition("MigrationRequired") is not None
+        vmi_facts = _vmi_facts(vmi)
+        vmi_present, vmi_anywhere = vmi_facts.present, vmi_facts.anywhere
+        attached, migration_required = vmi_facts.attached, vmi_facts.migration_required
     comparison = None
+    desired_identities = _EMPTY
     if world.vm is not None and world.kvvm is not None:
-        comparison = compare(world.vm.networks, world.kvvm)
+        comparison, desired_identities = comparison_of(world.vm.networks, world.kvvm)
     return Facts(
         world=world,
         comparison=comparison,
@@ -138,7 +260,53 @@ def facts_of(world: World) -> Facts:
         errors=errors,
         lingering=lingering,
         migration_required=migration_required,
-        desired_identities=frozenset(d.identity for d in comparison.desired)
-        if comparison is not None
-        else frozenset(),
+        desired_identities=desired_identities,
+    )
+
+
+UNREAD_FIELDS = frozenset({"resource_version", "derived"})
+"""Record fields no decision reads: a `resourceVersion` only orders the object's
+changes, `derived` is the machines' own memo (a test checks nothing reads them)."""
+
+
+def _decision_fields(cls: type) -> Callable[[Any], tuple[Any, ...]]:
+    """The values of every field of `cls` a decision may read, as one tuple."""
+    names = [f.name for f in fields(cls) if f.name not in UNREAD_FIELDS]
+    assert len(names) > 1, "attrgetter of one name returns the value, not a tuple"
+    return attrgetter(*names)
+
+
+_READ: Mapping[type, Callable[[Any], tuple[Any, ...]]] = {
+    cls: _decision_fields(cls) for cls in (DesiredVM, KVVM, VMI, LauncherPod)
+}
+COMPARED_WORLD_FIELDS = (
+    "vm", "kvvm", "vmi", "pods", "migrations", "cluster", "networks_ready", "observation_errors",
+)  # fmt: skip
+"""What `same_for_decisions` compares: every field of `World` (a test checks it)."""
+
+
+def _same_record(a: Any, b: Any) -> bool:
+    if a is b:
+        return True
+    if a is None or b is None or type(a) is not type(b):
+        return False
+    read = _READ[type(a)]
+    return bool(read(a) == read(b))
+
+
+def same_for_decisions(a: World, b: World) -> bool:
+    """`a` and `b` differ at most in what no decision reads (resource versions):
+    every decision taken from one is the decision taken from the other."""
+    if a is b:
+        return True
+    return (
+        _same_record(a.vm, b.vm)
+        and _same_record(a.kvvm, b.kvvm)
+        and _same_record(a.vmi, b.vmi)
+        and len(a.pods) == len(b.pods)
+        and all(_same_record(p, q) for p, q in zip(a.pods, b.pods, strict=True))
+        and a.migrations == b.migrations
+        and a.cluster == b.cluster
+        and a.networks_ready == b.networks_ready
+        and a.observation_errors == b.observation_errors
     )

@@ -19,8 +19,11 @@ from nicplug.machines.policy import MachineConfig, hotplug_in_place
 REJECTABLE = frozenset({"PatchPodNetworks", "PatchVirtualMachine", "RestartVM"})
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Context:
+    """What a guard is asked about. Not frozen: one is built per step of every walk,
+    and a frozen dataclass pays a call per field to build; no guard changes it."""
+
     op: Operation
     facts: Facts
     config: MachineConfig
@@ -35,10 +38,15 @@ def restart_only(op: Operation) -> bool:
 
 def budget(op: Operation, facts: Facts, config: MachineConfig) -> float | None:
     """How long the operation may stay in its state on a running VM (None: no limit)."""
+    return budget_when(op, facts.live, config)
+
+
+def budget_when(op: Operation, live: bool, config: MachineConfig) -> float | None:
+    """`budget`, knowing only whether the VM runs (all it asks of the world)."""
     t = config.timeouts
     if op.state == "Migrating":
         return t.migration_timeout
-    if not facts.live:
+    if not live:
         return None
     if op.direction == "plug":
         if op.state in ("Requested", "AnnotationPatched"):

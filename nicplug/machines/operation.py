@@ -150,7 +150,12 @@ def apply(op: Operation, type_: str, p: Mapping[str, Any]) -> Operation:
             p.get("migration", op.migration), p.get("retry_at"),
         )  # fmt: skip
     if type_ == EFFECTS_ISSUED:
-        return replace(op, issued=tuple(int(k) for k in p["keys"]), issued_at=float(p["at"]))
+        return Operation(
+            op.stream, op.vm, op.vm_uid, op.network, op.if_name, op.direction, op.attempt,
+            op.target, op.state, op.reason, op.message, op.history, op.opened_at,
+            op.entered_at, tuple(int(k) for k in p["keys"]), float(p["at"]), op.waived,
+            op.migration, op.retry_at,
+        )  # fmt: skip
     if type_ == GRACE_EXPIRED:
         return replace(op, waived=True)
     raise ValueError(f"unknown event type {type_!r}")
@@ -169,9 +174,15 @@ class VMState:
     key: Key
     ops: Mapping[tuple[str, str], Operation]
     retired: Mapping[tuple[str, str], Operation] = field(default_factory=dict)
+    quiet: Any = field(default=None, init=False, repr=False, compare=False, hash=False)
+    """The decider's memo of an observed world this state had nothing to do for
+    (`decider.py`); never part of the state's value."""
 
     def by_stream(self, stream: StreamId) -> Operation | None:
-        return next((op for op in self.ops.values() if op.stream == stream), None)
+        for op in self.ops.values():
+            if op.stream == stream:
+                return op
+        return None
 
     def fold(self, stream: StreamId, type_: str, payload: Mapping[str, Any]) -> VMState:
         if type_ == OPENED:

@@ -114,15 +114,31 @@ def kvvm_patch(
     kvvm = facts.world.kvvm
     if kvvm is None:
         return []
+    live_ops = sorted((op for op in ops.values() if not op.terminal), key=lambda o: o.stream)
+    if not live_ops:
+        return []
+    adding: list[tuple[NetworkSpec, Operation]] = []
+    if facts.live:
+        for spec in comparison.desired:
+            plug = _live(ops, spec.identity, "plug")
+            if plug is None or plug.state == "RestartRequired" or spec.type == "Main":
+                continue
+            if spec.if_name in facts.kvvm_present:
+                continue
+            waived = config.may_skip_sdn_ready and plug.waived
+            if not (facts.sdn_ready(spec.identity) or waived):
+                continue
+            adding.append((spec, plug))
+        if not adding and not any(
+            op.direction == "unplug" and op.state != "RestartRequired" for op in live_ops
+        ):
+            return []  # no operation asks anything of a running VM's KVVM
     names = _identify(kvvm, comparison, ops)
     multus = {n.name: n.multus_network for n in kvvm.networks}
     current = [
         VMNetworkEntry(i.name, names.get(i.name, ""), i.absent, multus.get(i.name))
         for i in kvvm.interfaces
     ]
-    live_ops = sorted((op for op in ops.values() if not op.terminal), key=lambda o: o.stream)
-    if not live_ops:
-        return []
     owner: Operation | None = None
     if not facts.live:
         entries = [
@@ -134,15 +150,7 @@ def kvvm_patch(
     else:
         entries = list(current)
         order = [d.identity for d in comparison.desired]
-        for spec in comparison.desired:
-            plug = _live(ops, spec.identity, "plug")
-            if plug is None or plug.state == "RestartRequired" or spec.type == "Main":
-                continue
-            if spec.if_name in facts.kvvm_present:
-                continue
-            waived = config.may_skip_sdn_ready and plug.waived
-            if not (facts.sdn_ready(spec.identity) or waived):
-                continue
+        for spec, plug in adding:
             entries = [e for e in entries if e.if_name != spec.if_name]
             _insert(entries, VMNetworkEntry(spec.if_name, spec.identity, False,
                                             multus_network(config, vm, spec)), order)  # fmt: skip

@@ -4,6 +4,12 @@ The adapters translate Kubernetes objects into these records (pydantic at the ed
 frozen dataclasses here); the machines decide from a whole `World`, never from a
 single watch event. SDN annotations arrive already parsed by a dialect into
 `SDNRequest` / `SDNStatus`; a malformed annotation arrives as `observation_error`.
+
+The KVVM, VMI and pod records carry one slot more, `derived`: what the machines
+derived from the record (`facts.py`), filled the first time a decision asks. It is not
+part of the record's value (never compared, hashed or printed), and it is a pure
+function of the record's fields, so a record reused across decisions (the informers'
+and the replay's records are, while their object does not change) is read once.
 """
 
 from __future__ import annotations
@@ -11,7 +17,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 NetworkType = Literal["Main", "Network", "ClusterNetwork"]
 ApprovalMode = Literal["Manual", "Automatic"]
@@ -104,6 +110,7 @@ class KVVM:
     interfaces: tuple[KVVMInterface, ...] = ()
     networks: tuple[KVVMNetwork, ...] = ()
     template_requests: tuple[SDNRequest, ...] = ()
+    derived: Any = field(default=None, init=False, repr=False, compare=False, hash=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,6 +139,7 @@ class VMI:
     status_interfaces: tuple[VMIInterfaceStatus, ...] = ()
     conditions: tuple[Condition, ...] = ()
     active_pods: Mapping[str, str] = field(default_factory=dict)
+    derived: Any = field(default=None, init=False, repr=False, compare=False, hash=False)
 
     def condition(self, type_: str) -> Condition | None:
         return next((c for c in self.conditions if c.type == type_), None)
@@ -175,6 +183,7 @@ class LauncherPod:
     requested: tuple[SDNRequest, ...] = ()
     reported: tuple[SDNStatus, ...] = ()
     observation_error: str | None = None
+    derived: Any = field(default=None, init=False, repr=False, compare=False, hash=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -210,3 +219,4 @@ class World:
     cluster: ClusterConfig = ClusterConfig()
     networks_ready: Mapping[str, bool] = field(default_factory=dict)
     observation_errors: tuple[str, ...] = ()
+

@@ -451,3 +451,52 @@ async def test_same_inputs_give_the_same_journal() -> None:
 
     first = await run()
     assert len(first) > 6 and first == await run()
+
+
+@dataclass
+class Counted:
+    """A journal that counts its appends."""
+
+    inner: SQLiteJournal
+    appends: int = 0
+
+    async def append(self, commit: Commit) -> Appended:
+        self.appends += 1
+        return await self.inner.append(commit)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+class ViewCounting(CounterMachine):
+    def __init__(self) -> None:
+        super().__init__()
+        self.listed = 0
+
+    def views(self, state: Counter) -> list[StreamView]:
+        self.listed += 1
+        return list(super().views(state))
+
+
+async def test_an_empty_decision_touches_no_journal_and_lists_no_views(
+    journal: SQLiteJournal,
+) -> None:
+    clock = VirtualClock()
+    counted, machine = Counted(journal), ViewCounting()
+    runtime: Runtime[Counter, int] = Runtime(
+        machine, counted, RecordingExecutor(clock), clock  # type: ignore[arg-type]
+    )
+    await runtime.start()
+    await runtime.observe(A, 1, Cause("observation", "target@1"))
+    await runtime.drain()
+    assert await types_of(journal, A) == ["Requested", "Bumped"]
+    appends, listed = counted.appends, machine.listed
+    for n in range(3):  # the target is reached: nothing to decide, nothing to write
+        await runtime.observe(A, 1, Cause("observation", f"again@{n}"))
+        await runtime.drain()
+    assert counted.appends == appends
+    assert machine.listed == listed
+    await runtime.observe(A, 2, Cause("observation", "target@2"))
+    await runtime.drain()
+    assert await types_of(journal, A) == ["Requested", "Bumped"] * 2
+    await runtime.stop()

@@ -6,12 +6,16 @@ It describes addresses only: it never holds objects and never calls the server.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 
 @dataclass(frozen=True, slots=True)
 class KindRef:
-    """An API resource: `group` is "" for the core group."""
+    """An API resource: `group` is "" for the core group.
+
+    `name` is `plural` for the core group, else `plural.group` (as kubectl names
+    them); derived once, as every watch event asks for it.
+    """
 
     group: str
     version: str
@@ -20,6 +24,11 @@ class KindRef:
     namespaced: bool
     label_selector: str | None = None  # what nicplug watches of it, when not everything
     follows_scope: bool = True  # False: watched in every namespace even when restricted
+    name: str = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        name = f"{self.plural}.{self.group}" if self.group else self.plural
+        object.__setattr__(self, "name", name)
 
     @property
     def api_version(self) -> str:
@@ -28,11 +37,6 @@ class KindRef:
     @property
     def core(self) -> bool:
         return self.group == ""
-
-    @property
-    def name(self) -> str:
-        """`plural` for the core group, else `plural.group` (as kubectl names them)."""
-        return f"{self.plural}.{self.group}" if self.group else self.plural
 
 
 VIRTUAL_MACHINES = KindRef(

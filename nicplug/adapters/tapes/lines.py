@@ -17,6 +17,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from nicplug.adapters.kube.resources import LAUNCHER_PODS, WATCHED, KindRef
 
+_MAPPING = (dict, Mapping)
+"""`isinstance` of a JSON body: dict first, an exact type check (the ABC's is slow)."""
+
 EFFECT = "EFFECT"
 WATCH_TYPES = ("ADDED", "MODIFIED", "DELETED")
 LINE_TYPES = frozenset({*WATCH_TYPES, "BOOKMARK", "ERROR", EFFECT})
@@ -75,8 +78,8 @@ class InitialEventsEnd:
 
 def initial_events_end(obj: Mapping[str, Any]) -> bool:
     meta = obj.get("metadata")
-    annotations = meta.get("annotations") if isinstance(meta, Mapping) else None
-    return isinstance(annotations, Mapping) and annotations.get(INITIAL_EVENTS_END) == "true"
+    annotations = meta.get("annotations") if isinstance(meta, _MAPPING) else None
+    return isinstance(annotations, _MAPPING) and annotations.get(INITIAL_EVENTS_END) == "true"
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,5 +109,5 @@ def selected(kind: KindRef, obj: Mapping[str, Any]) -> bool:
     if kind is not LAUNCHER_PODS:
         return True
     meta = obj.get("metadata")
-    labels = meta.get("labels") if isinstance(meta, Mapping) else None
-    return isinstance(labels, Mapping) and bool(labels.get(LAUNCHER_PODS.label_selector or ""))
+    labels = meta.get("labels") if isinstance(meta, _MAPPING) else None
+    return isinstance(labels, _MAPPING) and bool(labels.get(LAUNCHER_PODS.label_selector or ""))

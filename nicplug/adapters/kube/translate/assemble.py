@@ -14,7 +14,7 @@ machines can tell "absent" from "unreadable" and hold still.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import partial
 from typing import Any, TypeVar, cast
 
@@ -43,6 +43,9 @@ from nicplug.machines.world import (
     World,
     if_name_of,
 )
+
+_MAPPING = (dict, Mapping)
+"""`isinstance` of a JSON body: dict first, an exact type check (the ABC's is slow)."""
 
 Body = Mapping[str, Any]
 
@@ -106,11 +109,16 @@ class Translation:
     """The World, plus what the World has no field for yet.
 
     `network_identities` maps every KubeVirt network name (ifName) seen on the KVVM,
-    the VMI or the pods to the identity it stands for, where it can be told.
+    the VMI or the pods to the identity it stands for, where it can be told; it is
+    worked out when asked (observing a VM does not need it).
     """
 
     world: World
-    network_identities: Mapping[str, str] = field(default_factory=dict)
+    dialect: Dialect
+
+    @property
+    def network_identities(self) -> Mapping[str, str]:
+        return _identities(self.world, self.dialect)
 
 
 def assemble_world(
@@ -165,7 +173,7 @@ def assemble_world(
         networks_ready=networks_ready,
         observation_errors=tuple(errors),
     )
-    return Translation(world=world, network_identities=_identities(world, dialect))
+    return Translation(world=world, dialect=dialect)
 
 
 def _launcher_pods(
@@ -173,9 +181,9 @@ def _launcher_pods(
 ) -> tuple[LauncherPod, ...]:
     pods = []
     for body in objects.pods:
-        metadata = body.get("metadata") if isinstance(body, Mapping) else None
-        labels = metadata.get("labels") if isinstance(metadata, Mapping) else None
-        if not isinstance(labels, Mapping) or labels.get(VM_NAME_LABEL) != objects.name:
+        metadata = body.get("metadata") if isinstance(body, _MAPPING) else None
+        labels = metadata.get("labels") if isinstance(metadata, _MAPPING) else None
+        if not isinstance(labels, _MAPPING) or labels.get(VM_NAME_LABEL) != objects.name:
             continue
         if address_of(body)[0] != objects.namespace:
             continue
@@ -197,8 +205,8 @@ def _migrations(
 ) -> tuple[Migration, ...]:
     found = []
     for body in objects.migrations:
-        spec = body.get("spec") if isinstance(body, Mapping) else None
-        if not isinstance(spec, Mapping) or spec.get("vmiName") != objects.name:
+        spec = body.get("spec") if isinstance(body, _MAPPING) else None
+        if not isinstance(spec, _MAPPING) or spec.get("vmiName") != objects.name:
             continue
         if address_of(body)[0] != objects.namespace:
             continue

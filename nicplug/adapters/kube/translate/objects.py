@@ -16,6 +16,9 @@ from typing import Any, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from pydantic.alias_generators import to_camel
 
+_MAPPING = (dict, Mapping)
+"""`isinstance` of a JSON body: dict first, an exact type check (the ABC's is slow)."""
+
 
 class MalformedObject(ValueError):
     """An object nicplug cannot read; the rest of the world is still usable."""
@@ -39,7 +42,7 @@ class Model(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _null_is_unset(cls, data: Any) -> Any:
-        if isinstance(data, dict):
+        if isinstance(data, dict) and None in data.values():
             return {k: v for k, v in data.items() if v is not None}
         return data
 
@@ -264,7 +267,7 @@ M = TypeVar("M", bound=KubeObject)
 
 def read(model: type[M], body: object, *, kind: str) -> M:
     """`body` (a decoded API object) as `model`, or `MalformedObject`."""
-    if not isinstance(body, Mapping):
+    if not isinstance(body, _MAPPING):
         raise MalformedObject(kind, "", "", f"not an object but {type(body).__name__}")
     try:
         return model.model_validate(body)
@@ -275,8 +278,8 @@ def read(model: type[M], body: object, *, kind: str) -> M:
 
 def address_of(body: object) -> tuple[str, str]:
     """Best-effort namespace and name of a body that may be broken anywhere."""
-    metadata = body.get("metadata") if isinstance(body, Mapping) else None
-    if not isinstance(metadata, Mapping):
+    metadata = body.get("metadata") if isinstance(body, _MAPPING) else None
+    if not isinstance(metadata, _MAPPING):
         return "", ""
     namespace, name = metadata.get("namespace"), metadata.get("name")
     return (namespace if isinstance(namespace, str) else "", name if isinstance(name, str) else "")
