@@ -23,13 +23,10 @@ def demo(
     ] = 150.0,
 ) -> None:
     """Start simulated clusters and controllers, play hotplug scenarios, check outcomes."""
-    from rich.console import Console
-
+    from nicplug.adapters.cli.console import make_console
     from nicplug.adapters.demo.play import play
 
-    console = Console()
-    if not console.is_terminal:
-        console = Console(width=max(console.width, 150))
+    console = make_console()
     if directory is None:
         directory = Path(tempfile.mkdtemp(prefix="nicplug-demo-"))
     directory.mkdir(parents=True, exist_ok=True)

@@ -19,6 +19,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from nicplug.adapters.cli.console import make_console
 from nicplug.adapters.queries import DEFAULT_JOURNAL, open_for_queries
 from nicplug.engine.errors import JournalError
 from nicplug.engine.sqlite_journal import SQLiteJournal
@@ -79,7 +80,7 @@ def print_json(data: Any) -> None:
 
 
 def console() -> Console:
-    return Console(highlight=False, soft_wrap=False)
+    return make_console(highlight=False, soft_wrap=False)
 
 
 def age(seconds: float) -> str:

@@ -47,8 +47,7 @@ def replay(
     cluster_network_namespace: Annotated[str, typer.Option()] = "default",
 ) -> None:
     """Replay a tape on a virtual clock; no effect reaches any server."""
-    from rich.console import Console
-
+    from nicplug.adapters.cli.console import make_console
     from nicplug.adapters.settings import Settings
     from nicplug.adapters.tapes.replaying import Replay, TapeMalformed
     from nicplug.adapters.tapes.report import compare_effects as compare
@@ -89,9 +88,7 @@ def replay(
         for m in result.malformed:
             typer.echo(f"nicplug: {tape}: line {m.line}: {m.problem}", err=True)
     else:
-        console = Console()
-        if not console.is_terminal:
-            console = Console(width=max(console.width, 150))
+        console = make_console()
         print_report(result, console)
     if compare_effects:
         differences = compare(result)
