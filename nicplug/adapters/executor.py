@@ -21,7 +21,7 @@ from typing import Any, Final
 
 from nicplug.adapters.kube import errors as kube_errors
 from nicplug.adapters.kube import resources as kinds
-from nicplug.adapters.kube.calls import EventNote, KubeCalls
+from nicplug.adapters.kube.calls import EventNote, KubeCalls, pointer
 from nicplug.adapters.observability import Metrics
 from nicplug.adapters.sdn import Dialect
 from nicplug.engine.errors import PermanentError, RetryAfterObservation, TemporaryError
@@ -41,10 +41,6 @@ log = logging.getLogger(__name__)
 
 JSON_PATCH: Final = "application/json-patch+json"
 Result = Mapping[str, Any]
-
-
-def _escape(token: str) -> str:
-    return token.replace("~", "~0").replace("/", "~1")
 
 
 class KubeExecutor:
@@ -133,23 +129,11 @@ class KubeExecutor:
 
     async def _patch_pod(self, e: PatchPodNetworks, effect: PendingEffect) -> Result:
         value = self._dialect.render_requests(requests=e.entries, namespace=e.namespace)
-        patch: list[dict[str, Any]] = [{"op": "test", "path": "/metadata/uid", "value": e.pod_uid}]
         pod = await self._calls.get(kinds.LAUNCHER_PODS, e.namespace, e.pod)
-        annotations = (pod.get("metadata") or {}).get("annotations")
-        key = "/metadata/annotations"
-        if annotations is None:
-            if value is None:
-                return {"unchanged": True}
-            patch.append({"op": "add", "path": key, "value": {}})
-            annotations = {}
-        path = f"{key}/{_escape(self._dialect.request_annotation)}"
-        current = annotations.get(self._dialect.request_annotation)
-        if current == value:
+        ops = _annotation_ops(pod, "/metadata", self._dialect.request_annotation, value)
+        if not ops:
             return {"unchanged": True}
-        if value is None:
-            patch.append({"op": "remove", "path": path})
-        else:
-            patch.append({"op": "add", "path": path, "value": value})
+        patch = [{"op": "test", "path": "/metadata/uid", "value": e.pod_uid}, *ops]
         if self._superseded(effect, (effect.type, e.target)):
             return {"superseded": True}
         await self._calls.patch_pod(e.namespace, e.pod, patch, content_type=JSON_PATCH)
@@ -282,7 +266,7 @@ def _annotation_ops(
         if value is None:
             return ops
         ops.append({"op": "add", "path": f"{meta_path}/annotations", "value": {}})
-    path = f"{meta_path}/annotations/{_escape(key)}"
+    path = meta_path + pointer("annotations", key)
     if value is None:
         ops.append({"op": "remove", "path": path})
     else:

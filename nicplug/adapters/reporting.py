@@ -14,12 +14,10 @@ from nicplug.adapters.observability import Metrics
 from nicplug.engine.journal import PendingEffect
 from nicplug.engine.listening import EffectPhase, RuntimeListener
 from nicplug.engine.model import Key, RecordedEvent
+from nicplug.machines.operation import INITIAL_STATE, OPENED, TRANSITIONED
 
 log = logging.getLogger("nicplug.operations")
 
-OPENED = "Opened"
-TRANSITIONED = "Transitioned"
-FIRST_STATE = "Requested"
 
 
 class MetricsListener(RuntimeListener):
@@ -33,7 +31,7 @@ class MetricsListener(RuntimeListener):
     def on_transition(self, event: RecordedEvent) -> None:
         p = event.payload
         if event.type == OPENED:
-            self._metrics.operations.labels(FIRST_STATE).inc()
+            self._metrics.operations.labels(INITIAL_STATE).inc()
             log.info("vm=%s op=%s opened network=%s direction=%s attempt=%s",
                      event.key, event.stream, p.get("network"), p.get("direction"),
                      p.get("attempt"))

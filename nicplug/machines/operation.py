@@ -21,6 +21,7 @@ from nicplug.machines.graph import ALLOWED, TERMINAL
 
 OPENED = "Opened"
 TRANSITIONED = "Transitioned"
+INITIAL_STATE = "Requested"
 EFFECTS_ISSUED = "EffectsIssued"
 GRACE_EXPIRED = "GraceExpired"
 EVENT_TYPES = (OPENED, TRANSITIONED, EFFECTS_ISSUED, GRACE_EXPIRED)
@@ -55,10 +56,10 @@ class Operation:
     direction: Direction
     attempt: int
     target: str = ""
-    state: str = "Requested"
+    state: str = INITIAL_STATE
     reason: str | None = None
     message: str = ""
-    history: tuple[str, ...] = ("Requested",)
+    history: tuple[str, ...] = (INITIAL_STATE,)
     opened_at: float = 0.0
     entered_at: float = 0.0
     issued: tuple[int, ...] = ()
