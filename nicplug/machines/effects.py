@@ -15,8 +15,8 @@ from __future__ import annotations
 import hashlib
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any, ClassVar, Literal
+from dataclasses import dataclass, fields
+from typing import Any, ClassVar, Literal, Self, cast
 
 import orjson
 
@@ -49,9 +49,17 @@ class Effect(ABC):
     def target(self) -> str:
         """`namespace/name` of the object the effect acts on."""
 
-    @abstractmethod
     def to_payload(self) -> dict[str, Any]:
-        """The JSON-ready payload; `from_payload` of the same class reads it back."""
+        """The JSON-ready payload; `from_payload` of the same class reads it back.
+
+        A flat effect's payload is its fields by name; effects that hold records
+        (`SDNRequest`, `VMNetworkEntry`) override both directions.
+        """
+        return {f.name: getattr(self, f.name) for f in fields(cast(Any, self))}
+
+    @classmethod
+    def from_payload(cls, p: Mapping[str, Any]) -> Self:
+        return cls(**{f.name: p[f.name] for f in fields(cast(Any, cls))})
 
     def idempotency_key(self, payload: Mapping[str, Any] | None = None) -> str:
         """Derived from the payload (`to_payload()` unless the caller has it already)."""
@@ -160,21 +168,6 @@ class SetVMCondition(Effect):
     def target(self) -> str:
         return f"{self.namespace}/{self.name}"
 
-    def to_payload(self) -> dict[str, Any]:
-        return {
-            "namespace": self.namespace,
-            "name": self.name,
-            "type": self.type,
-            "status": self.status,
-            "reason": self.reason,
-            "message": self.message,
-        }
-
-    @classmethod
-    def from_payload(cls, p: Mapping[str, Any]) -> SetVMCondition:
-        status: Literal["True", "False"] = "True" if p["status"] == "True" else "False"
-        return cls(p["namespace"], p["name"], p["type"], status, p["reason"], p["message"])
-
 
 @dataclass(frozen=True, slots=True)
 class RestartVM(Effect):
@@ -189,13 +182,6 @@ class RestartVM(Effect):
     def target(self) -> str:
         return f"{self.namespace}/{self.name}"
 
-    def to_payload(self) -> dict[str, Any]:
-        return {"namespace": self.namespace, "name": self.name, "vmi_uid": self.vmi_uid}
-
-    @classmethod
-    def from_payload(cls, p: Mapping[str, Any]) -> RestartVM:
-        return cls(p["namespace"], p["name"], p["vmi_uid"])
-
 
 @dataclass(frozen=True, slots=True)
 class CreateMigration(Effect):
@@ -209,13 +195,6 @@ class CreateMigration(Effect):
     @property
     def target(self) -> str:
         return f"{self.namespace}/{self.migration}"
-
-    def to_payload(self) -> dict[str, Any]:
-        return {"namespace": self.namespace, "vmi": self.vmi, "migration": self.migration}
-
-    @classmethod
-    def from_payload(cls, p: Mapping[str, Any]) -> CreateMigration:
-        return cls(p["namespace"], p["vmi"], p["migration"])
 
 
 @dataclass(frozen=True, slots=True)
@@ -234,24 +213,6 @@ class EmitEvent(Effect):
     @property
     def target(self) -> str:
         return f"{self.namespace}/{self.name}"
-
-    def to_payload(self) -> dict[str, Any]:
-        return {
-            "namespace": self.namespace,
-            "name": self.name,
-            "reason": self.reason,
-            "message": self.message,
-            "type": self.type,
-            "stream": self.stream,
-            "step": self.step,
-        }
-
-    @classmethod
-    def from_payload(cls, p: Mapping[str, Any]) -> EmitEvent:
-        kind: Literal["Normal", "Warning"] = "Warning" if p["type"] == "Warning" else "Normal"
-        return cls(
-            p["namespace"], p["name"], p["reason"], p["message"], kind, p["stream"], p["step"]
-        )
 
 
 AnyEffect = (
