@@ -14,7 +14,9 @@ import logging
 import os
 import socket
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from aiohttp import web
@@ -32,7 +34,7 @@ from nicplug.adapters.reporting import MetricsListener
 from nicplug.adapters.sdn import dialect_for
 from nicplug.adapters.settings import Settings
 from nicplug.adapters.tapes.writer import EffectTaping, TapeWriter
-from nicplug.engine.clock import RealClock
+from nicplug.engine.clock import Clock, RealClock
 from nicplug.engine.runtime import Runtime
 from nicplug.engine.sqlite_journal import SQLiteJournal
 from nicplug.machines.decider import HotplugDecider
@@ -54,9 +56,32 @@ async def _hand_over(leadership: Leadership) -> None:
         log.warning("could not release the lease (a standby waits for it to expire): %r", exc)
 
 
+async def _open_journal(path: Path, settings: Settings, metrics: Metrics) -> SQLiteJournal:
+    return await SQLiteJournal.open(
+        path,
+        synchronous=settings.synchronous,
+        on_group=lambda _units, seconds: metrics.commit_latency.observe(seconds),
+    )
+
+
+@dataclass(frozen=True)
+class Surroundings:
+    """What a controller takes from the machine it runs on. `nicplug run` uses the
+    defaults; the deterministic simulation swaps each for its virtual counterpart (time
+    from its event loop, the API server in-process, the journal on the loop's thread)
+    and serves no HTTP. Nothing else about the controller changes."""
+
+    clock: Clock = field(default_factory=RealClock)
+    monotonic: Callable[[], float] = time.monotonic
+    connect: Callable[[ClientSettings], Awaitable[ApiConnection]] = connect
+    open_journal: Callable[[Path, Settings, Metrics], Awaitable[SQLiteJournal]] = _open_journal
+    serve_http: bool = True
+
+
 class Controller:
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, surroundings: Surroundings | None = None) -> None:
         self.settings = settings
+        self.surroundings = surroundings or Surroundings()
         self.identity = settings.identity or f"{socket.gethostname()}-{os.getpid()}"
         self.metrics = Metrics()
         self.health = Health(ready=lambda: self._ready)
@@ -77,13 +102,13 @@ class Controller:
     async def run(self) -> None:
         """Serve metrics and health, stand for the Lease, lead while it is ours; when
         cancelled (a clean stop), end the term and release the Lease."""
-        runner = await self._serve_http()
-        connection = await connect(ClientSettings(
+        runner = await self._serve_http() if self.surroundings.serve_http else None
+        connection = await self.surroundings.connect(ClientSettings(
             kubeconfig=self.settings.kubeconfig, read_timeout=self.settings.request_timeout,
             user_agent=f"nicplug/{__version__} ({self.identity})",
         ))
         if self.settings.record_tape is not None:
-            self._tape = TapeWriter(self.settings.record_tape, now=time.time)
+            self._tape = TapeWriter(self.settings.record_tape, now=self.surroundings.clock.wall)
         leadership = Leadership(
             connection,
             name=self.settings.lease_name,
@@ -100,7 +125,8 @@ class Controller:
             self._ready = False
             await _hand_over(leadership)
             await connection.close()
-            await runner.cleanup()
+            if runner is not None:
+                await runner.cleanup()
             if self._tape is not None:
                 self._tape.close()
 
@@ -116,11 +142,8 @@ class Controller:
 
     async def _lead(self, connection: ApiConnection) -> None:
         self.metrics.leader.set(1)
-        journal = await SQLiteJournal.open(
-            self.settings.journal,
-            synchronous=self.settings.synchronous,
-            on_group=lambda _units, seconds: self.metrics.commit_latency.observe(seconds),
-        )
+        journal = await self.surroundings.open_journal(
+            self.settings.journal, self.settings, self.metrics)
         listener = MetricsListener(self.metrics)
         runtime: Runtime[VMState, World] = Runtime(
             HotplugDecider(self.settings.machine_config()),
@@ -130,7 +153,7 @@ class Controller:
                 self.dialect,
                 metrics=self.metrics,
             ),
-            RealClock(),
+            self.surroundings.clock,
             concurrency=self.settings.concurrency,
             listeners=[listener, *([EffectTaping(self._tape)] if self._tape else [])],
         )
@@ -169,6 +192,7 @@ class Controller:
                 on_change=self._changed,
                 on_progress=self._progress,
                 settings=WatchSettings(),
+                clock=self.surroundings.monotonic,
             )
             for kind in WATCHED
         ]

@@ -108,12 +108,15 @@ class SQLiteJournal:
         upcasters: Upcasters | None = None,
         max_group: int = 2000,
         on_group: Callable[[int, float], None] | None = None,
+        connect: Callable[..., Awaitable[aiosqlite.Connection]] = aiosqlite.connect,
     ) -> SQLiteJournal:
         """Open (creating with mode 0600 when missing) or refuse with `JournalRefused`.
 
         `":memory:"` gives a private in-memory journal. `read_only` opens an existing
         journal for queries while a writer may have it open. `on_group(units, seconds)`
-        is called after every group commit (metrics).
+        is called after every group commit (metrics). `connect` stands for
+        `aiosqlite.connect` (a deterministic simulation runs the connection on the
+        event loop's thread instead).
         """
         name = str(path)
         if read_only and name == MEMORY:
@@ -123,7 +126,7 @@ class SQLiteJournal:
             prepare_file(name, read_only=read_only)
         target = f"file:{quote(name)}?mode=ro" if read_only else name
         try:
-            conn = await aiosqlite.connect(
+            conn = await connect(
                 target, uri=read_only, isolation_level=None, check_same_thread=False
             )
         except sqlite3.Error as error:

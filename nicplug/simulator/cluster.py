@@ -49,6 +49,7 @@ class SimulatedCluster:
         host: str = "127.0.0.1",
         port: int = 0,
         kubeconfig_path: Path | None = None,
+        store: Store | None = None,
     ) -> None:
         self.knobs = knobs or Knobs()
         self.clock: SimClock = clock or RealSimClock()
@@ -56,7 +57,7 @@ class SimulatedCluster:
         self.serve = serve
         self.host = host
         self.port = port
-        self.store = Store()
+        self.store = store if store is not None else Store()
         self.faults = Faults()
         self.url = ""
         self.kubeconfig_path: Path | None = None

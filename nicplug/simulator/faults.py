@@ -1,8 +1,8 @@
 """Faults the HTTP layer injects on demand: the failures nicplug must survive.
 
-* `fail_requests`: answer the next N matching requests with 409, 429 (+ Retry-After),
+* `fail_requests`: answer the next N matching requests with 404, 409, 429 (+ Retry-After),
   500, 503... instead of serving them;
-* `add_latency`: delay matching requests;
+* `add_latency`: delay matching requests (`clear_latency` ends it);
 * `drop_watches`: close matching watch streams after N more events;
 * `stall_watches`: stop sending on matching watch streams, keeping them open, until
   `resume_watches`;
@@ -29,6 +29,7 @@ from nicplug.simulator.errors import (
     ApiError,
     Conflict,
     InternalError,
+    NotFound,
     TooManyRequests,
 )
 
@@ -82,6 +83,7 @@ class ServiceUnavailable(ApiError):
 
 
 _ERRORS: dict[int, type[ApiError]] = {
+    404: NotFound,
     409: Conflict,
     429: TooManyRequests,
     500: InternalError,
@@ -125,6 +127,9 @@ class Faults:
         if seconds < 0:
             raise ValueError("latency cannot be negative")
         self._latencies.append(_Latency(verb, resource, seconds))
+
+    def clear_latency(self) -> None:
+        self._latencies.clear()
 
     def drop_watches(
         self, *, after_events: int = 0, times: int | None = 1, resource: str | None = None

@@ -88,10 +88,12 @@ async def _statuses(request: web.Request, handler: Handler) -> web.StreamRespons
 class _Api:
     """The request handlers over one store and one set of faults."""
 
-    def __init__(self, store: Store, faults: Faults, bookmark_interval: float) -> None:
+    def __init__(self, store: Store, faults: Faults, bookmark_interval: float,
+                 disconnect_check: float) -> None:
         self.store = store
         self.faults = faults
         self.bookmark_interval = bookmark_interval
+        self.disconnect_check = disconnect_check
         self.requests: deque[RequestRecord] = deque(maxlen=REQUEST_LOG_SIZE)
         self.streams: set[Subscription] = set()
 
@@ -129,7 +131,7 @@ class _Api:
             )
             return await serve_watch(
                 request, call, params, self.store, self.faults, self.bookmark_interval,
-                self.streams,
+                self.streams, self.disconnect_check,
             )
         return await VERBS[call.verb](request, call, self.store)
 
@@ -194,11 +196,14 @@ async def _healthy(request: web.Request) -> web.Response:
 
 
 def make_app(
-    store: Store, faults: Faults, *, bookmark_interval: float = 60.0
+    store: Store, faults: Faults, *, bookmark_interval: float = 60.0,
+    disconnect_check: float = 1.0,
 ) -> web.Application:
     """The HTTP application; `bookmark_interval` is how long a watch with bookmarks
-    stays idle before the server sends one."""
-    api = _Api(store, faults, bookmark_interval)
+    stays idle before the server sends one; an idle watch looks for a client that went
+    away every `disconnect_check` seconds (a simulation on virtual time checks less
+    often: each check is a wake-up it pays for)."""
+    api = _Api(store, faults, bookmark_interval, disconnect_check)
     app = web.Application(middlewares=[_statuses], client_max_size=BODY_LIMIT + 1)
     app[REQUEST_LOG] = api.requests
     app[STORE] = store

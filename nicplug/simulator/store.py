@@ -87,10 +87,14 @@ class Store:
     """In-memory objects per resource, a global resourceVersion and a watch history."""
 
     def __init__(
-        self, *, history: int = 10_000, clock: Callable[[], float] = time.time
+        self, *, history: int = 10_000, clock: Callable[[], float] = time.time,
+        uids: Callable[[], uuid.UUID] = uuid.uuid4,
     ) -> None:
+        """`clock` stamps creation and deletion times; `uids` draws uids and generated
+        name suffixes (a seeded source makes a run repeatable)."""
         self.resource_version = 0
         self._clock = clock
+        self._uids = uids
         self._objects: dict[Resource, dict[tuple[str, str], Obj]] = {}
         self._history = History(history)
         self._watchers: dict[Resource, weakref.WeakSet[Subscription]] = {}
@@ -114,6 +118,10 @@ class Store:
 
     def get(self, res: Resource, namespace: str | None, name: str) -> Obj:
         return deep_copy(self._stored(res, namespace, name))
+
+    def peek(self, res: Resource, namespace: str | None, name: str) -> Obj | None:
+        """The stored dict itself (read-only), or None: for observers that only look."""
+        return self._table(res).get(_key(namespace if res.namespaced else None, name))
 
     def list_shared(
         self,
@@ -210,7 +218,7 @@ class Store:
         body = self._owned(res, obj)
         meta = body["metadata"]
         if not meta.get("name") and meta.get("generateName"):
-            meta["name"] = f"{meta['generateName']}{uuid.uuid4().hex[:5]}"
+            meta["name"] = f"{meta['generateName']}{self._uids().hex[:5]}"
         name = meta.get("name")
         if not isinstance(name, str) or not _NAME_RE.match(name) or len(name) > 253:
             raise Invalid(f"metadata.name {name!r} is not a valid name")
@@ -227,7 +235,7 @@ class Store:
             body.setdefault("status", {"phase": "Active"})
         for field in ("resourceVersion", "deletionTimestamp", "managedFields"):
             meta.pop(field, None)
-        meta["uid"] = str(uuid.uuid4())
+        meta["uid"] = str(self._uids())
         meta["creationTimestamp"] = _timestamp(self._clock())
         meta["generation"] = 1
         return deep_copy(self._commit(res, "ADDED", self._ordered(res, body), None))

@@ -53,6 +53,7 @@ async def serve_watch(
     faults: Faults,
     bookmark_interval: float,
     open_streams: set[Subscription],
+    disconnect_check: float = _DISCONNECT_CHECK,
 ) -> web.StreamResponse:
     """Serve one watch; `open_streams` holds its subscription while it runs, so that
     the server can end every stream when it shuts down."""
@@ -91,7 +92,7 @@ async def serve_watch(
                 if _gone(request) or subscription.closed:
                     break
                 continue
-            patience = min(_DISCONNECT_CHECK, deadline - loop.time())
+            patience = min(disconnect_check, deadline - loop.time())
             if params.bookmarks:
                 patience = min(patience, next_bookmark - loop.time())
             try:
