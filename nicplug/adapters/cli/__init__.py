@@ -11,6 +11,7 @@ from nicplug.adapters.cli import record as _record  # noqa: F401  (registers `re
 from nicplug.adapters.cli import replay as _replay  # noqa: F401  (registers `replay`)
 from nicplug.adapters.cli import run as _run  # noqa: F401  (registers `run`)
 from nicplug.adapters.cli import sim as _sim  # noqa: F401  (registers `sim`)
+from nicplug.adapters.cli import simulate as _simulate  # noqa: F401  (registers `simulate`)
 from nicplug.adapters.cli import status as _status  # noqa: F401  (registers `status`)
 from nicplug.adapters.cli import stuck as _stuck  # noqa: F401  (registers `stuck`)
 from nicplug.adapters.cli.app import app

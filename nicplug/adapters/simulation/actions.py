@@ -1,0 +1,319 @@
+"""The hands of a simulated run: what the user, the platform and the faults do at a step.
+
+The user's and the platform's acts are ordinary writes to the simulated store (the
+store's semantics apply: generations, resourceVersions, watch events), faults go
+through the simulator's `Faults` (HTTP layer) and the replicas (crash, partition, a
+journal that cannot commit). `heal()` ends every fault at once, for the liveness phase.
+Nothing here decides anything the controller should decide.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import Any
+
+from nicplug.adapters.simulation.invariants import Watchman
+from nicplug.adapters.simulation.replicas import Replica
+from nicplug.adapters.simulation.schedule import NETWORKS, Setup, Step
+from nicplug.simulator import networking as nw
+from nicplug.simulator import objects as ob
+from nicplug.simulator.cluster import SimulatedCluster
+from nicplug.simulator.errors import ApiError
+from nicplug.simulator.resources import KUBEVIRTS, KVVMS, PODS, VMIMS, VMIS, VMS, Resource
+
+Json = dict[str, Any]
+MERGE = "application/merge-patch+json"
+_IDS = {f"{t}/{n}": i for t, n, i in NETWORKS}
+
+
+class Hands:
+    def __init__(self, cluster: SimulatedCluster, replicas: list[Replica], watchman: Watchman,
+                 setup: Setup) -> None:
+        self.cluster = cluster
+        self.store = cluster.store
+        self.replicas = replicas
+        self.watchman = watchman
+        self.setup = setup
+        self._previous: dict[str, list[str]] = {}
+        self._spoiled: dict[tuple[Resource, str, str], Json] = {}
+        self._later: list[asyncio.Task[None]] = []
+        self._migrations = 0
+
+    # -- time ----------------------------------------------------------------------------
+
+    async def wait(self, seconds: float) -> None:
+        left = seconds
+        while left > 0 and not self.watchman.violations:
+            chunk = min(left, 30.0)
+            await asyncio.sleep(chunk)
+            left -= chunk
+        await asyncio.sleep(0)
+
+    async def until_ready(self) -> None:
+        for _ in range(600):
+            if any(r.ready for r in self.replicas):
+                return
+            await asyncio.sleep(0.5)
+        raise RuntimeError("no replica became ready within 300 virtual seconds")
+
+    def _later_do(self, seconds: float, job: Any) -> None:
+        async def run() -> None:
+            await asyncio.sleep(seconds)
+            job()
+        self._later.append(asyncio.ensure_future(run()))
+
+    # -- looking -------------------------------------------------------------------------
+
+    def vm(self, index: int) -> tuple[str, str]:
+        return self.cluster.vms[index % len(self.cluster.vms)]
+
+    def _desired(self, ns: str, name: str) -> list[str]:
+        vm = self.store.peek(VMS, ns, name) or {}
+        return [f"{n['type']}/{n['name']}" for n in ob.dig(vm, "spec", "networks") or []
+                if isinstance(n, dict) and n.get("type") != "Main"]
+
+    def _leader(self) -> Replica:
+        for replica in self.replicas:
+            if replica.leading:
+                return replica
+        return self.replicas[0]
+
+    def world(self) -> dict[str, Json]:
+        """Per VM: what the user asks and what the guest has, for the liveness check."""
+        seen: dict[str, Json] = {}
+        for ns, name in self.cluster.vms:
+            vmi = self.store.peek(VMIS, ns, name)
+            kvvm = self.store.peek(KVVMS, ns, name) or {}
+            attached = {str(i.get("name")) for i in ob.dig(vmi, "status", "interfaces") or []
+                        if "domain" in str(i.get("infoSource", ""))}
+            seen[f"{ns}/{name}"] = {
+                "desired": self._desired(ns, name),
+                "running": vmi is not None and ob.dig(vmi, "status", "phase") == "Running",
+                "wants_running": ob.wants_running(kvvm) if kvvm else False,
+                "attached": attached,
+                "malformed": (ns, name) in self.watchman.malformed,
+            }
+        return seen
+
+    def actor_errors(self) -> list[str]:
+        return list(self.cluster.actor_errors)
+
+    # -- acting --------------------------------------------------------------------------
+
+    async def act(self, step: Step) -> None:
+        ns, name = self.vm(step.vm)
+        handler = getattr(self, f"_do_{step.action}", None)
+        if handler is None:
+            raise ValueError(f"unknown action {step.action!r}")
+        with contextlib.suppress(ApiError):  # the object is gone or changed under the user
+            handler(ns, name, step.arg)
+        await asyncio.sleep(0)
+
+    def _set_networks(self, ns: str, name: str, identities: list[str]) -> None:
+        key = f"{ns}/{name}"
+        current = self._desired(ns, name)
+        self._previous[key] = current
+        entries: list[Json] = [{"type": "Main", "id": 1}]
+        for identity in sorted(set(identities), key=lambda i: _IDS.get(i, 99)):
+            type_, _, net = identity.partition("/")
+            entries.append({"type": type_, "name": net, "id": _IDS.get(identity, 9)})
+        self.store.patch(VMS, ns, name, {"spec": {"networks": entries}}, content_type=MERGE)
+        self.watchman.changes[key] += 1
+
+    def _do_networks(self, ns: str, name: str, arg: list[str]) -> None:
+        self._set_networks(ns, name, list(arg))
+
+    def _identity(self, net: str) -> str:
+        return next(f"{t}/{n}" for t, n, _ in NETWORKS if n == net)
+
+    def _do_add(self, ns: str, name: str, arg: str) -> None:
+        self._set_networks(ns, name, [*self._desired(ns, name), self._identity(arg)])
+
+    def _do_remove(self, ns: str, name: str, arg: str) -> None:
+        gone = self._identity(arg)
+        self._set_networks(ns, name, [i for i in self._desired(ns, name) if i != gone])
+
+    def _do_revert(self, ns: str, name: str, _arg: Any) -> None:
+        self._set_networks(ns, name, self._previous.get(f"{ns}/{name}", []))
+
+    def _run_strategy(self, ns: str, name: str, strategy: str) -> None:
+        self.store.patch(KVVMS, ns, name, {"spec": {"runStrategy": strategy, "running": None}},
+                         content_type=MERGE)
+
+    def _do_stop(self, ns: str, name: str, _arg: Any) -> None:
+        self._run_strategy(ns, name, "Halted")
+
+    def _do_start(self, ns: str, name: str, _arg: Any) -> None:
+        self._run_strategy(ns, name, "Always")
+
+    def _do_restart(self, ns: str, name: str, _arg: Any) -> None:
+        self.store.delete(VMIS, ns, name)
+
+    def _do_replace_pod(self, ns: str, name: str, _arg: Any) -> None:
+        """The launcher pod dies (node lost, evicted): the VMI fails, KubeVirt recreates."""
+        vmi = self.store.peek(VMIS, ns, name)
+        if vmi is None:
+            return
+        for pod in self._pods_of(ns, name):
+            self.store.delete(PODS, ns, pod["metadata"]["name"])
+        self.store.patch(VMIS, ns, name, {"status": {"phase": "Failed"}}, content_type=MERGE,
+                         subresource="status")
+
+    def _pods_of(self, ns: str, name: str) -> list[Json]:
+        pods, _ = self.store.list_shared(PODS, ns, label_selector=f"{nw.VM_NAME_LABEL}={name}")
+        return list(pods)
+
+    def _do_migrate(self, ns: str, name: str, _arg: Any) -> None:
+        self._migrations += 1
+        self.store.create(VMIMS, {
+            "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstanceMigration",
+            "metadata": {"name": f"user-migration-{self._migrations}", "namespace": ns},
+            "spec": {"vmiName": name},
+        })
+
+    def _do_fail_migration(self, ns: str, name: str, _arg: Any) -> None:
+        migrations, _ = self.store.list_shared(VMIMS, ns)
+        for migration in migrations:
+            if ob.dig(migration, "spec", "vmiName") != name:
+                continue
+            if ob.dig(migration, "status", "phase") in ("Succeeded", "Failed"):
+                continue
+            uid = migration["metadata"]["uid"]
+            for pod in self._pods_of(ns, name):
+                if (pod["metadata"].get("labels") or {}).get(nw.MIGRATION_LABEL) == uid:
+                    self.store.delete(PODS, ns, pod["metadata"]["name"])
+            self.store.patch(VMIMS, ns, migration["metadata"]["name"],
+                             {"status": {"phase": "Failed"}}, content_type=MERGE,
+                             subresource="status")
+
+    # -- faults --------------------------------------------------------------------------
+
+    def _do_http_fault(self, _ns: str, _name: str, arg: Json) -> None:
+        self.cluster.faults.fail_requests(int(arg["code"]), times=int(arg["times"]),
+                                          verb=arg.get("verb"),
+                                          retry_after=int(arg.get("retry_after", 1)))
+
+    def _do_slow(self, _ns: str, _name: str, seconds: float) -> None:
+        faults = self.cluster.faults
+        faults.add_latency(float(seconds))
+        self._later_do(20.0, faults.clear_latency)
+
+    def _do_drop_watches(self, _ns: str, _name: str, _arg: Any) -> None:
+        self.cluster.faults.drop_watches(after_events=0, times=3)
+
+    def _do_expire_watches(self, _ns: str, _name: str, _arg: Any) -> None:
+        self.cluster.faults.expire_resumptions(times=3)
+        self.cluster.faults.drop_watches(after_events=0, times=3)
+
+    def _do_stall_watches(self, _ns: str, _name: str, _arg: Any) -> None:
+        self.cluster.faults.stall_watches()
+
+    def _do_resume_watches(self, _ns: str, _name: str, _arg: Any) -> None:
+        self.cluster.faults.resume_watches()
+
+    def _do_kill(self, _ns: str, _name: str, restart_after: float) -> None:
+        victim = self._leader()
+
+        async def crash() -> None:
+            await victim.kill()
+            await asyncio.sleep(float(restart_after))
+            if not victim.alive:
+                victim.start()
+
+        self._later.append(asyncio.ensure_future(crash()))
+
+    def _do_journal_full(self, _ns: str, _name: str, commits: int) -> None:
+        self._leader().commit_faults.failing += int(commits)
+
+    def _do_partition(self, _ns: str, _name: str, seconds: float) -> None:
+        victim = self._leader()
+        victim.reachable = False
+
+        def rejoin() -> None:
+            victim.reachable = True
+
+        self._later_do(float(seconds), rejoin)
+
+    def _do_malform(self, ns: str, name: str, kind: str) -> None:
+        if kind == "kubevirt":
+            items, _ = self.store.list_shared(KUBEVIRTS)
+            if not items:
+                return
+            cr = items[0]
+            key = (KUBEVIRTS, cr["metadata"].get("namespace", ""), cr["metadata"]["name"])
+            self._spoil(key, {"spec": {"configuration": "not-an-object"}})
+            self.watchman.malformed.update(self.cluster.vms)
+            return
+        patches: dict[str, tuple[Resource, str, Json]] = {
+            "vm": (VMS, name, {"spec": {"disruptions": "not-an-object"}}),
+            "kvvm": (KVVMS, name, {"spec": {"template": {"spec": {"networks": "bad"}}}}),
+            "vmi": (VMIS, name, {"status": {"interfaces": "bad"}}),
+        }
+        if kind == "pod":
+            pods = self._pods_of(ns, name)
+            if not pods:
+                return
+            patches["pod"] = (PODS, pods[0]["metadata"]["name"], {"metadata": {"annotations": {
+                ob.request_annotation(self.setup.dialect): "{not json"}}})
+        res, obj_name, patch = patches[kind]
+        if self.store.peek(res, ns, obj_name) is None:
+            return
+        self._spoil((res, ns, obj_name), patch)
+        self.watchman.malformed.add((ns, name))
+
+    def _spoil(self, key: tuple[Resource, str, str], patch: Json) -> None:
+        res, ns, name = key
+        original = self.store.peek(res, ns or None, name)
+        if original is None or key in self._spoiled:
+            return
+        self._spoiled[key] = original
+        self.store.patch(res, ns or None, name, patch, content_type=MERGE,
+                         subresource="status" if "status" in patch else None)
+
+    def _do_heal(self, _ns: str, _name: str, _arg: Any) -> None:
+        for (res, ns, name), original in list(self._spoiled.items()):
+            current = self.store.peek(res, ns or None, name)
+            if current is not None:
+                body = dict(original)
+                body["metadata"] = dict(original["metadata"],
+                                        resourceVersion=current["metadata"]["resourceVersion"])
+                try:
+                    self.store.update(res, body)
+                    if res.has_status and "status" in original:
+                        fresh = self.store.get(res, ns or None, name)
+                        self.store.update(res, fresh | {"status": original["status"]},
+                                          subresource="status")
+                except ApiError:
+                    pass
+        self._spoiled.clear()
+        self.watchman.malformed.clear()
+
+    def _do_sdn_error(self, ns: str, name: str, net: str) -> None:
+        if self.setup.dialect != "deckhouse":
+            return
+        if_name = nw.if_name(*self._identity(net).split("/"))
+        for pod in self._pods_of(ns, name):
+            raw = nw.annotations_of(pod).get(nw.DECKHOUSE_STATUS)
+            entries = nw.parse_list(raw) or []
+            changed = [nw.deckhouse_status(e, error="simulated: the bridge went away")
+                       if e.get("ifName") == if_name else e for e in entries]
+            if changed != entries:
+                self.store.patch(PODS, ns, pod["metadata"]["name"], {"metadata": {"annotations": {
+                    nw.DECKHOUSE_STATUS: nw.dump_list(changed)}}}, content_type=MERGE)
+
+    # -- the end of faults ---------------------------------------------------------------
+
+    async def heal(self) -> None:
+        """Every fault ends: HTTP, watches, network, journal; the dead restart."""
+        for task in self._later:
+            task.cancel()
+        await asyncio.gather(*self._later, return_exceptions=True)
+        self._later.clear()
+        self.cluster.faults.clear()
+        self._do_heal("", "", None)
+        for replica in self.replicas:
+            replica.reachable = True
+            replica.commit_faults.failing = 0
+            if not replica.alive:
+                replica.start()

@@ -1,0 +1,225 @@
+"""What must hold in a simulated run: safety after every write, liveness at the end.
+
+Safety is checked on every change the simulated store commits (its `tap`) and on every
+request a replica sends, so a violation is caught at the write that makes it, not at
+the end of a step that may hide it:
+
+* `link-before-sdn` — a running VMI's spec holds an interface whose active launcher pod
+  has no ready SDN entry for it (deckhouse), or virt-handler crashed with "Link not
+  found";
+* `sdn-released-early` — an SDN request entry leaves a pod while the guest still has
+  the interface;
+* `write-without-lease` — a replica writes (anything but the Lease) while another holds
+  the Lease, or while its own has expired;
+* `write-before-sync` — a replica writes before its informers have listed everything;
+* `write-while-unreadable` — a replica writes to a VM's objects while one of them is
+  malformed (held still means still);
+* `restart-repeated` — more than one `RestartVM` for one VMI uid, or a VM restarted more
+  than twice for one change of its desired networks;
+* `migrations-in-flight` — two unfinished migrations of one VMI;
+* `untraceable-effect` — a replica wrote something its journal holds no effect for.
+
+At the end (`liveness.py`) every journal must verify, and every operation must have
+come to rest.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+from nicplug.simulator import networking as nw
+from nicplug.simulator import objects as ob
+from nicplug.simulator.resources import KVVMS, LEASES, PODS, VMIMS, VMIS, VMS
+from nicplug.simulator.store import Store
+from nicplug.simulator.watching import Change
+
+Json = dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Violation:
+    invariant: str
+    detail: str
+    at: float  # virtual seconds
+    step: int  # index of the last step taken (-1: before the first)
+
+    def line(self) -> str:
+        return f"{self.invariant}: {self.detail} (t={self.at:.3f}s, after step {self.step})"
+
+
+@dataclass
+class Watchman:
+    """Checks every store change and every replica request against the invariants."""
+
+    store: Store
+    dialect: str
+    lease: tuple[str, str]
+    now: Any  # () -> virtual seconds
+    step: int = -1
+    violations: list[Violation] = field(default_factory=list)
+    malformed: set[tuple[str, str]] = field(default_factory=set)  # (namespace, vm)
+    restarts_by_uid: Counter[str] = field(default_factory=Counter)
+    restarts_by_change: Counter[tuple[str, int]] = field(default_factory=Counter)
+    changes: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+
+    def report(self, invariant: str, detail: str) -> None:
+        if not any(v.invariant == invariant for v in self.violations):
+            self.violations.append(Violation(invariant, detail, self.now(), self.step))
+
+    # -- the store's writes ------------------------------------------------------------
+
+    def on_change(self, change: Change) -> None:
+        if change.resource is PODS and change.prev is not None:
+            self._released(change)
+        if change.resource in (VMIS, PODS) and self.dialect == "deckhouse":
+            vm = _vm_of(change.obj) if change.resource is PODS else change.obj["metadata"]["name"]
+            if vm:
+                self._links(change.obj["metadata"].get("namespace", ""), vm)
+        if change.resource is VMIMS and change.type != "DELETED":
+            self._migrations(change.obj)
+        if change.resource is VMIS and change.type == "DELETED":
+            pass
+
+    def _released(self, change: Change) -> None:
+        before = _requested(change.prev, self.dialect)
+        after = _requested(change.obj, self.dialect) if change.type != "DELETED" else before
+        gone = before - after
+        if not gone:
+            return
+        ns, vm = change.obj["metadata"].get("namespace", ""), _vm_of(change.obj)
+        vmi = self.store.peek(VMIS, ns, vm) if vm else None
+        if vmi is None or ob.dig(vmi, "status", "phase") != "Running":
+            return
+        attached = {str(i.get("name")) for i in ob.dig(vmi, "status", "interfaces") or []
+                    if "domain" in str(i.get("infoSource", ""))}
+        uid = change.obj["metadata"].get("uid")
+        if uid not in (ob.dig(vmi, "status", "activePods") or {}):
+            return
+        for if_name in gone & attached:
+            self.report("sdn-released-early",
+                        f"{ns}/{vm}: pod {change.obj['metadata']['name']} lost the SDN entry "
+                        f"{if_name} while the guest still has it")
+
+    def _links(self, ns: str, vm: str) -> None:
+        vmi = self.store.peek(VMIS, ns, vm)
+        if vmi is None or ob.dig(vmi, "status", "phase") != "Running":
+            return
+        active = ob.dig(vmi, "status", "activePods") or {}
+        wanted = {str(i["name"]) for i in ob.interfaces_of(vmi.get("spec"))
+                  if i.get("name") != nw.MAIN_IF_NAME and i.get("state") != "absent"}
+        if not wanted:
+            return
+        for pod in self.store.list_shared(PODS, ns)[0]:
+            if pod["metadata"].get("uid") not in active:
+                continue
+            ready = nw.deckhouse_taps(pod)
+            missing = wanted - ready
+            if missing:
+                self.report("link-before-sdn",
+                            f"{ns}/{vm}: the running VMI holds {sorted(missing)} but its launcher "
+                            f"pod {pod['metadata']['name']} has no ready SDN entry for them")
+
+    def _migrations(self, migration: Json) -> None:
+        ns = migration["metadata"].get("namespace", "")
+        vmi = ob.dig(migration, "spec", "vmiName")
+        unfinished = [m for m in self.store.list_shared(VMIMS, ns)[0]
+                      if ob.dig(m, "spec", "vmiName") == vmi
+                      and ob.dig(m, "status", "phase") not in ("Succeeded", "Failed")]
+        if len(unfinished) > 1:
+            self.report("migrations-in-flight",
+                        f"{ns}/{vmi}: {len(unfinished)} migrations unfinished at once")
+
+    # -- the replicas' requests ----------------------------------------------------------
+
+    def on_request(self, identity: str, ready: bool, method: str, path: str) -> None:
+        if method not in ("POST", "PUT", "PATCH", "DELETE") or "/leases" in path:
+            return
+        holder, expires = self._lease()
+        if holder != identity or expires < self.now():
+            self.report("write-without-lease",
+                        f"{identity} sent {method} {path} while the Lease is held by "
+                        f"{holder or 'nobody'} (until t={expires:.1f}s)")
+        if not ready:
+            self.report("write-before-sync",
+                        f"{identity} sent {method} {path} before its informers had listed")
+        target = _vm_target(path)
+        if target is not None and target in self.malformed and "/events" not in path:
+            self.report("write-while-unreadable",
+                        f"{identity} sent {method} {path} while {target[0]}/{target[1]}'s "
+                        f"objects are malformed")
+        if method == "DELETE" and "/virtualmachineinstances/" in path and target is not None:
+            vmi = self.store.peek(VMIS, *target)
+            uid = str(ob.dig(vmi, "metadata", "uid")) if vmi else "gone"
+            self.restarts_by_uid[uid] += 1
+            key = (f"{target[0]}/{target[1]}", self.changes[f"{target[0]}/{target[1]}"])
+            self.restarts_by_change[key] += 1
+            if vmi is not None and self.restarts_by_uid[uid] > 1:
+                self.report("restart-repeated",
+                            f"{target[0]}/{target[1]}: VMI {uid} restarted twice")
+            if self.restarts_by_change[key] > 2:
+                self.report("restart-repeated",
+                            f"{key[0]}: restarted {self.restarts_by_change[key]} times for one "
+                            f"change of its networks")
+
+    def _lease(self) -> tuple[str, float]:
+        lease = self.store.peek(LEASES, *self.lease)
+        if lease is None:
+            return "", 0.0
+        spec = lease.get("spec") or {}
+        renewed = spec.get("renewTime")
+        if not renewed:
+            return str(spec.get("holderIdentity") or ""), 0.0
+        moment = datetime.datetime.fromisoformat(str(renewed).replace("Z", "+00:00"))
+        if moment.tzinfo is None:
+            moment = moment.replace(tzinfo=datetime.UTC)
+        from nicplug.adapters.simulation.loop import EPOCH
+        ends = moment.timestamp() - EPOCH + float(spec.get("leaseDurationSeconds") or 0)
+        return str(spec.get("holderIdentity") or ""), ends
+
+
+def _vm_of(pod: Json | None) -> str:
+    return str(((pod or {}).get("metadata", {}).get("labels") or {}).get(nw.VM_NAME_LABEL, ""))
+
+
+def _requested(pod: Json | None, dialect: str) -> set[str]:
+    """The ifNames a pod's SDN request annotation lists."""
+    if pod is None:
+        return set()
+    annotations = nw.annotations_of(pod)
+    raw = annotations.get(ob.request_annotation(dialect))
+    try:
+        entries = nw.parse_list(raw) or []
+    except Exception:
+        return set()
+    if dialect == "deckhouse":
+        return {str(e.get("ifName")) for e in entries if isinstance(e, dict)}
+    return {str(e.get("interface")) for e in entries if isinstance(e, dict)}
+
+
+_VM_KINDS = {"virtualmachines", "virtualmachineinstances", "pods"}
+
+
+def _vm_target(path: str) -> tuple[str, str] | None:
+    """(namespace, VM name) a write concerns, from its path (pods: by the VM's name in
+    the launcher pod's name)."""
+    parts = path.strip("/").split("/")
+    if "namespaces" not in parts:
+        return None
+    i = parts.index("namespaces")
+    rest = parts[i + 1:]
+    if len(rest) < 3:
+        return None
+    ns, plural, name = rest[0], rest[1], rest[2]
+    if plural not in _VM_KINDS:
+        return None
+    if plural == "pods":
+        if not name.startswith("virt-launcher-"):
+            return None
+        name = name[len("virt-launcher-"):].rsplit("-", 1)[0]
+    return ns, name
+
+
+__all__ = ["KVVMS", "VMS", "Violation", "Watchman"]

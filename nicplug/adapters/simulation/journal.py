@@ -1,0 +1,91 @@
+"""The real SQLite journal, run on the event loop's thread, with commit failures on cue.
+
+`SQLiteJournal` hands every statement to aiosqlite's worker thread; the moment its answer
+arrives is the operating system's choice, which a deterministic simulation cannot
+allow. `InlineConnection` offers the two things the journal uses of an aiosqlite
+connection (`_execute(job)`, `_conn`), plus the rest of what it calls, and runs each
+job at once on the calling thread: the same SQL, the same file, the same transactions.
+`CommitFaults` makes the next N group commits fail with the `sqlite3.OperationalError`
+a full disk raises, which the journal translates as it would in production.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar, cast
+
+import aiosqlite
+
+from nicplug.adapters.settings import Settings
+from nicplug.engine.sqlite_journal import SQLiteJournal
+
+T = TypeVar("T")
+
+
+@dataclass
+class CommitFaults:
+    """How many of the coming group commits fail (set by the scheduler)."""
+
+    failing: int = 0
+    failed: int = 0
+
+    def check(self) -> None:
+        if self.failing > 0:
+            self.failing -= 1
+            self.failed += 1
+            raise sqlite3.OperationalError("database or disk is full")
+
+
+class InlineConnection:
+    """Stands for `aiosqlite.Connection`; every job runs at once on this thread."""
+
+    def __init__(self, conn: sqlite3.Connection, faults: CommitFaults) -> None:
+        self._connection: sqlite3.Connection | None = conn
+        self._faults = faults
+
+    @property
+    def _conn(self) -> sqlite3.Connection:
+        if self._connection is None:
+            raise ValueError("no active connection")
+        return self._connection
+
+    async def _execute(self, job: Callable[[], T]) -> T:
+        name = getattr(getattr(job, "__code__", None), "co_name", "")
+        if name == "<lambda>" and _is_group_commit(job):
+            self._faults.check()
+        return job()
+
+    async def execute_fetchall(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
+        return list(self._conn.execute(sql, params).fetchall())
+
+    async def close(self) -> None:
+        if self._connection is not None:
+            self._connection.close()
+            self._connection = None
+
+
+def _is_group_commit(job: Callable[[], object]) -> bool:
+    """`_on_thread` wraps `partial(write_group, ...)` in a lambda: look inside it."""
+    cells = getattr(job, "__closure__", None) or ()
+    for cell in cells:
+        inner = getattr(cell.cell_contents, "func", None)
+        if getattr(inner, "__name__", "") == "write_group":
+            return True
+    return False
+
+
+def journal_opener(faults: CommitFaults) -> Callable[..., Any]:
+    """The controller's `open_journal`, over an `InlineConnection`."""
+
+    async def connect(target: str, **kwargs: Any) -> aiosqlite.Connection:
+        conn = sqlite3.connect(target, **kwargs)
+        return cast(aiosqlite.Connection, InlineConnection(conn, faults))
+
+    async def open_journal(path: Path, settings: Settings, _metrics: object) -> SQLiteJournal:
+        # NORMAL: a simulated crash kills tasks, not the machine; the file stays whole.
+        return await SQLiteJournal.open(path, synchronous="NORMAL", connect=connect)
+
+    return open_journal

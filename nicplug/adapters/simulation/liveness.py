@@ -1,0 +1,129 @@
+"""The end of a simulated run: is every journal whole, and has every operation come to
+rest?
+
+Judged after the faults stopped and `run.QUIET` virtual seconds passed, from the journal
+file itself (opened on the loop's thread, as the controller opened it):
+
+* `journal-damaged` — SQLite's integrity check fails, or a stream's versions have a
+  gap, or a transition leaves a state its predecessor did not enter (what
+  `nicplug journal verify` and the process tests check);
+* `operation-stuck` — a live operation waits with no timer armed: nothing will ever
+  move it unless the world happens to change (a `RestartRequired` that waits for a
+  user's restart under `Manual` approval excepted) (the issue's liveness: terminal, or
+  waiting in a state whose deadline is armed);
+* `failed-without-reason` — a `Failed` operation with no reason;
+* `failed-yet-done` — the latest attempt of a plug is `Failed` although the running
+  guest has the interface and the user still asks for it (the goal is reached: the
+  operation should have completed);
+* `not-converged` — a running VM whose guest interfaces differ from what the user asks,
+  with no live operation on the difference.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from nicplug.adapters.simulation.journal import CommitFaults, InlineConnection
+from nicplug.engine.sqlite_journal import SQLiteJournal
+from nicplug.simulator import networking as nw
+
+Problem = tuple[str, str]
+
+
+async def _open(path: Path) -> SQLiteJournal:
+    import sqlite3
+
+    async def connect(target: str, **kwargs: Any) -> Any:
+        return InlineConnection(sqlite3.connect(target, **kwargs), CommitFaults())
+
+    return await SQLiteJournal.open(path, read_only=True, integrity="none", connect=connect)
+
+
+async def at_rest(path: Path, world: dict[str, dict[str, Any]], *,
+                  manual_restarts: bool) -> list[Problem]:
+    """The problems of one journal at the end of a run; `manual_restarts`: a
+    `RestartRequired` operation waits for the user, who never comes, which is no fault."""
+    journal = await _open(path)
+    problems: list[Problem] = []
+    try:
+        integrity = await journal.integrity()
+        if integrity != ["ok"]:
+            problems.append(("journal-damaged", f"integrity check: {integrity[:3]}"))
+        versions: dict[str, list[int]] = defaultdict(list)
+        entered: dict[str, str] = {}
+        after = 0
+        while True:
+            batch = await journal.read_all(after=after, limit=5000)
+            if not batch:
+                break
+            for event in batch:
+                after = event.position
+                versions[str(event.stream)].append(event.version)
+                if event.type == "Transitioned":
+                    source = str(event.payload.get("from"))
+                    last = entered.get(str(event.stream))
+                    if last is not None and last != source:
+                        problems.append(("journal-damaged",
+                                         f"{event.stream}: leaves {source} after entering {last}"))
+                    entered[str(event.stream)] = str(event.payload.get("to"))
+        for stream, seen in versions.items():
+            if seen != list(range(1, len(seen) + 1)):
+                problems.append(("journal-damaged", f"{stream}: versions {seen[:8]}…"))
+        armed = {str(t.stream) for t in await journal.timers()}
+        views = await journal.views()
+        latest: dict[tuple[str, str, str], Any] = {}
+        for stored in views:
+            view = stored.view
+            snap = view.snapshot
+            slot = (str(view.key), str(snap.get("network")), str(snap.get("direction")))
+            if slot not in latest or int(snap.get("attempt", 0)) > int(
+                    latest[slot].snapshot.get("attempt", 0)):
+                latest[slot] = view
+            waits_for_user = manual_restarts and view.state == "RestartRequired"
+            if not view.terminal and str(view.stream) not in armed and not waits_for_user:
+                problems.append(("operation-stuck",
+                                 f"{view.stream} waits in {view.state} with no timer armed"))
+            if view.state == "Failed" and not snap.get("reason"):
+                problems.append(("failed-without-reason", f"{view.stream} failed, no reason"))
+        for (key, network, direction), view in latest.items():
+            seen_vm = world.get(key)
+            if seen_vm is None or seen_vm["malformed"] or not seen_vm["running"]:
+                continue
+            if view.state != "Failed" or direction != "plug":
+                continue
+            if_name = str(view.snapshot.get("if_name"))
+            if network in seen_vm["desired"] and if_name in seen_vm["attached"]:
+                problems.append((
+                    "failed-yet-done",
+                    f"{view.stream} is Failed ({view.snapshot.get('reason')}) but the running "
+                    f"guest has {if_name} as asked"))
+        problems += _converged(views, world)
+    finally:
+        await journal.close()
+    return problems
+
+
+def _converged(views: Any, world: dict[str, dict[str, Any]]) -> list[Problem]:
+    problems: list[Problem] = []
+    live = {(str(v.view.key), str(v.view.snapshot.get("network"))) for v in views
+            if not v.view.terminal}
+    for key, seen in world.items():
+        if seen["malformed"] or not seen["running"]:
+            continue
+        wanted = {_if_name(i) for i in seen["desired"]}
+        have = {n for n in seen["attached"] if n != "default"}
+        for if_name in wanted ^ have:
+            identity = next((i for i in seen["desired"] if _if_name(i) == if_name),
+                            if_name)
+            if (key, identity) not in live:
+                problems.append(("not-converged",
+                                 f"{key}: the guest {'lacks' if if_name in wanted else 'keeps'} "
+                                 f"{identity} and no operation is on it"))
+    return problems
+
+
+def _if_name(identity: str) -> str:
+    type_, _, name = identity.partition("/")
+    return nw.if_name(type_, name)

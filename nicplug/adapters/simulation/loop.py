@@ -1,0 +1,103 @@
+"""One event loop whose time is virtual: the clock of the whole deterministic simulation.
+
+Every timer in the process (the runtime's deadlines, the outbox's backoff, aiohttp's
+request timeouts, the informers' watchdogs, the lease's renewals, the simulated
+actors' delays) goes through `loop.call_at`. This loop's `time()` is a number that
+moves only when nothing is ready to run: then, instead of blocking in the selector, it
+jumps to the earliest timer. So a run takes as long as its CPU work, and the order of
+everything is the order of the loop's FIFO ready queue and its timer heap — the same on
+every run. Nothing may use threads inside the loop (a thread's completion would arrive
+at a moment the loop does not control); the journal runs on the loop's thread
+(`simulation/journal.py`) and the API server is in-process (`simulation/wire.py`).
+
+The Lease library reads `time.time()` directly; `lease_time` points it at this loop
+while a simulation runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import selectors
+import types
+from collections.abc import Iterator
+from typing import Any
+
+EPOCH = 1_800_000_000.5  # what `wall()` reads at virtual time 0 (January 2027); the half
+# second keeps the Lease library off whole seconds, whose timestamps it cannot parse back
+
+
+class Deadlock(RuntimeError):
+    """Nothing is ready and no timer is armed: every task waits for something that
+    can never happen."""
+
+
+class _VirtualSelector(selectors.DefaultSelector):
+    """Polls the real descriptors without waiting; a wait becomes a jump of time."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.now = 0.0
+
+    def select(self, timeout: float | None = None) -> list[tuple[Any, int]]:
+        ready: list[tuple[Any, int]] = super().select(0)
+        if ready or timeout == 0:
+            return ready
+        if timeout is None:
+            raise Deadlock("every task is waiting and no timer is armed")
+        self.now += timeout
+        return []
+
+
+class VirtualTimeLoop(asyncio.SelectorEventLoop):
+    """A selector loop whose `time()` jumps over idle periods."""
+
+    def __init__(self) -> None:
+        self._virtual = _VirtualSelector()
+        super().__init__(self._virtual)
+
+    def time(self) -> float:
+        return self._virtual.now
+
+
+def virtual_now() -> float:
+    """The running loop's time (for `Clock.now` and the informers' watchdog)."""
+    return asyncio.get_running_loop().time()
+
+
+class LoopClock:
+    """The engine's `Clock` on the virtual loop: logical and wall time are loop time
+    (wall offset by `EPOCH`, so recorded times look like dates)."""
+
+    def now(self) -> float:
+        return virtual_now()
+
+    def wall(self) -> float:
+        return EPOCH + virtual_now()
+
+    async def sleep_until(self, deadline: float) -> None:
+        await asyncio.sleep(max(0.0, deadline - virtual_now()))
+
+
+class LoopSimClock:
+    """The simulated cluster's `SimClock` on the virtual loop."""
+
+    def now(self) -> float:
+        return virtual_now()
+
+    async def sleep(self, seconds: float) -> None:
+        await asyncio.sleep(max(0.0, seconds))
+
+
+@contextlib.contextmanager
+def lease_time() -> Iterator[None]:
+    """Point the Lease library's `time.time()` at the running virtual loop."""
+    from kubernetes_asyncio.leaderelection import leaderelection
+
+    shim = types.SimpleNamespace(time=lambda: EPOCH + virtual_now())
+    original = getattr(leaderelection, "time")  # noqa: B009
+    setattr(leaderelection, "time", shim)  # noqa: B010
+    try:
+        yield
+    finally:
+        setattr(leaderelection, "time", original)  # noqa: B010

@@ -1,0 +1,121 @@
+"""The controller replicas of a simulated run: started, killed, cut off, restarted.
+
+Each replica is the real `Controller` (Lease, informers, `Observing`, `Runtime`,
+`HotplugDecider`, `KubeExecutor`, `SQLiteJournal`) with its surroundings swapped for the
+simulation's: the loop's virtual clock, the API server in-process, the journal on the
+loop's thread. A kill is a crash, not a stop: the replica's connections are cut and its
+journal refuses every later commit *before* its task is cancelled, so nothing the dying
+process does afterwards reaches the cluster or the disk; its Lease is left to expire.
+A partition cuts the connections for a while and lets the replica live on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+from nicplug.adapters.controller import Controller, Surroundings
+from nicplug.adapters.kube.client import ApiConnection, ClientSettings
+from nicplug.adapters.settings import Settings
+from nicplug.adapters.simulation.journal import CommitFaults, journal_opener
+from nicplug.adapters.simulation.loop import LoopClock, virtual_now
+from nicplug.adapters.simulation.wire import InProcessServer
+
+# (replica, method, path): every request a replica sends, before it is sent
+RequestHook = Callable[["Replica", str, str], None]
+
+
+class Replica:
+    """One `nicplug run` process of the simulation, by identity and journal."""
+
+    def __init__(self, identity: str, journal: Path, settings: dict[str, Any],
+                 server: InProcessServer, on_request: RequestHook,
+                 tape: Path | None = None) -> None:
+        self.identity = identity
+        self.journal = journal
+        self.commit_faults = CommitFaults()
+        self.reachable = True
+        self.incarnation = 0
+        self._settings = settings
+        self._server = server
+        self._on_request = on_request
+        self._tape = tape
+        self.controller: Controller | None = None
+        self._task: asyncio.Task[None] | None = None
+
+    @property
+    def alive(self) -> bool:
+        return self._task is not None and not self._task.done()
+
+    @property
+    def leading(self) -> bool:
+        return self.controller is not None and self.controller.metrics.leader._value.get() == 1
+
+    @property
+    def ready(self) -> bool:
+        return self.controller is not None and self.controller.health.ready()
+
+    def start(self) -> None:
+        self.incarnation += 1
+        self.commit_faults = CommitFaults()
+        self.reachable = True
+        tape = None
+        if self._tape is not None:
+            tape = self._tape.with_name(f"{self._tape.stem}.{self.identity}."
+                                        f"{self.incarnation}{self._tape.suffix}")
+        settings = Settings(
+            journal=self.journal, identity=self.identity, metrics_addr="127.0.0.1:0",
+            record_tape=tape, **self._settings,
+        )
+        surroundings = Surroundings(
+            clock=LoopClock(), monotonic=virtual_now, connect=self._connect,
+            open_journal=journal_opener(self.commit_faults), serve_http=False,
+        )
+        self.controller = Controller(settings, surroundings)
+        self._task = asyncio.ensure_future(self.controller.run())
+
+    async def _connect(self, settings: ClientSettings) -> ApiConnection:
+        connection = await self._server.connect(settings)
+        incarnation = self.incarnation
+
+        async def on_request(session: aiohttp.ClientSession, context: Any,
+                             params: aiohttp.TraceRequestStartParams) -> None:
+            if not self.reachable or incarnation != self.incarnation:
+                raise aiohttp.ClientConnectionError("simulated: the network is cut")
+            self._on_request(self, params.method, params.url.path)
+
+        trace = aiohttp.TraceConfig()
+        trace.on_request_start.append(on_request)
+        trace.freeze()
+        session = connection.client.rest_client.pool_manager
+        session._trace_configs.append(trace)
+        return connection
+
+    async def kill(self) -> None:
+        """Crash: cut the network, freeze the journal, cancel everything."""
+        self.reachable = False
+        self.commit_faults.failing = 10**9
+        self.incarnation += 1  # the dead process's connections stay dead
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._task
+        self._task = None
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._task
+        self._task = None
+
+    def failure(self) -> BaseException | None:
+        """Why the replica's task ended on its own, if it did."""
+        if self._task is None or not self._task.done() or self._task.cancelled():
+            return None
+        return self._task.exception()

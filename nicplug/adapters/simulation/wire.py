@@ -1,0 +1,178 @@
+"""The API server in-process: kubernetes_asyncio → aiohttp → bytes → the simulator's app.
+
+The controller's requests go through the very code they take in production (the
+generated API classes, `ApiClient`, aiohttp's client, HTTP/1.1 framing, the simulated
+server's aiohttp handlers); only the socket is replaced, by a pair of in-memory
+transports that hand each write to the other side on the next turn of the event loop.
+No descriptor, no thread, no kernel: the order of bytes is the loop's order, so a
+simulation run is repeatable. Flow control is honoured (a paused reader buffers), and
+closing either end delivers EOF to the other, as TCP would.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+import aiohttp
+from aiohttp import web
+from aiohttp.client_proto import ResponseHandler
+from kubernetes_asyncio.client import ApiClient, Configuration
+
+from nicplug.adapters.kube.client import WATCH_READ_BUFFER, ApiConnection, ClientSettings
+
+_PEER = ("127.0.0.1", 6443)
+
+
+class _MemoryTransport(asyncio.Transport):
+    """One end of an in-memory byte pipe."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, protocol: asyncio.Protocol) -> None:
+        super().__init__()
+        self._loop = loop
+        self._protocol = protocol
+        self.peer: _MemoryTransport | None = None
+        self._inbox: deque[bytes] = deque()
+        self._paused = False
+        self._closing = False
+        self._lost = False
+        self._eof_pending = False
+        self._scheduled = False
+
+    # -- receiving (the peer's writes) -----------------------------------------------------
+
+    def _receive(self, data: bytes) -> None:
+        if self._lost:
+            return
+        self._inbox.append(data)
+        self._schedule()
+
+    def _receive_eof(self) -> None:
+        if self._lost:
+            return
+        self._eof_pending = True
+        self._schedule()
+
+    def _schedule(self) -> None:
+        if not self._scheduled and not self._paused:
+            self._scheduled = True
+            self._loop.call_soon(self._deliver)
+
+    def _deliver(self) -> None:
+        self._scheduled = False
+        while self._inbox and not self._paused and not self._lost:
+            self._protocol.data_received(self._inbox.popleft())
+        if self._eof_pending and not self._inbox and not self._lost:
+            self._lose()
+
+    def _lose(self) -> None:
+        if self._lost:
+            return
+        self._lost = True
+        self._closing = True
+        self._protocol.connection_lost(None)
+
+    # -- the Transport API -----------------------------------------------------------------
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        if self._closing or self.peer is None:
+            return
+        self.peer._receive(bytes(data))
+
+    def writelines(self, list_of_data: Any) -> None:
+        self.write(b"".join(bytes(d) for d in list_of_data))
+
+    def is_closing(self) -> bool:
+        return self._closing
+
+    def close(self) -> None:
+        if self._closing:
+            return
+        self._closing = True
+        if self.peer is not None:
+            self.peer._receive_eof()
+        self._loop.call_soon(self._lose)
+
+    def abort(self) -> None:
+        self.close()
+
+    def pause_reading(self) -> None:
+        self._paused = True
+
+    def resume_reading(self) -> None:
+        self._paused = False
+        if self._inbox or self._eof_pending:
+            self._schedule()
+
+    def is_reading(self) -> bool:
+        return not self._paused
+
+    def can_write_eof(self) -> bool:
+        return False
+
+    def get_write_buffer_size(self) -> int:
+        return 0
+
+    def set_write_buffer_limits(self, high: int | None = None, low: int | None = None) -> None:
+        return None
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        if name in ("peername", "sockname"):
+            return _PEER
+        return default
+
+
+class InProcessConnector(aiohttp.BaseConnector):
+    """Opens every connection to `server` (an aiohttp `web.Server`) in memory."""
+
+    def __init__(self, server: Callable[[], asyncio.Protocol]) -> None:
+        super().__init__(force_close=True)
+        self._server = server
+
+    async def _create_connection(
+        self, req: Any, traces: Any, timeout: aiohttp.ClientTimeout  # noqa: ASYNC109
+    ) -> ResponseHandler:
+        loop = asyncio.get_running_loop()
+        client = ResponseHandler(loop=loop)
+        server = self._server()
+        client_end = _MemoryTransport(loop, client)
+        server_end = _MemoryTransport(loop, server)
+        client_end.peer, server_end.peer = server_end, client_end
+        server.connection_made(server_end)
+        client.connection_made(client_end)
+        return client
+
+
+class InProcessServer:
+    """The simulated cluster's aiohttp application, served without a socket."""
+
+    def __init__(self, app: web.Application) -> None:
+        self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
+
+    async def start(self) -> None:
+        await self._runner.setup()
+
+    async def stop(self) -> None:
+        await self._runner.cleanup()
+
+    def protocol(self) -> asyncio.Protocol:
+        server = self._runner.server
+        assert server is not None, "start() the server first"
+        return server()
+
+    async def connect(self, settings: ClientSettings) -> ApiConnection:
+        """An `ApiConnection` like `kube.client.connect` builds, over this server."""
+        configuration = Configuration(host="http://sim.invalid")
+        configuration.api_key = {"authorization": "Bearer simulated"}
+        client = ApiClient(configuration)
+        if settings.user_agent:
+            client.user_agent = settings.user_agent
+        rest = client.rest_client
+        await rest.pool_manager.close()
+        rest.pool_manager = aiohttp.ClientSession(
+            connector=InProcessConnector(self.protocol), trust_env=False,
+            read_bufsize=WATCH_READ_BUFFER,
+        )
+        return ApiConnection(client=client, settings=settings)
