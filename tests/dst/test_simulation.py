@@ -1,0 +1,109 @@
+"""The deterministic simulation of controller and cluster (`nicplug.adapters.simulation`).
+
+* one seed, one run: the same schedule played twice commits the same writes in the same
+  order (a digest of every store change) and ends the same way;
+* a failing schedule shrinks to fewer steps failing the same invariant;
+* `nicplug simulate` refuses bad input with one line and exit 2;
+* the fixed seeds of CI (`SEEDS`): every run ends with no violation except those
+  recorded in `known_violations.json`, today's findings on unfixed code. A seed that
+  starts failing differently, or a new failing seed, fails the test; when a fix makes a
+  recorded seed pass, the test says so, so the record is kept true.
+* `found_defects.json`: the seed or schedule that shows each defect of issue 12. An
+  entry is collected as a regression test only once it is marked `"fixed": true`
+  (the fixes are made elsewhere); until then it is listed, not run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from nicplug.adapters.cli import app
+from nicplug.adapters.simulation.run import simulate
+from nicplug.adapters.simulation.schedule import Schedule, Step, draw
+from nicplug.adapters.simulation.shrink import shrink
+
+HERE = Path(__file__).parent
+SEEDS = range(int(os.environ.get("NICPLUG_DST_SEEDS", json.loads((Path(__file__).parent / "known_violations.json").read_text())["checked"])))
+KNOWN: dict[str, str] = json.loads((HERE / "known_violations.json").read_text())["seeds"]
+DEFECTS: list[dict[str, object]] = json.loads((HERE / "found_defects.json").read_text())["defects"]
+
+
+def test_the_same_seed_plays_the_same_run() -> None:
+    first, second = simulate(draw(8)), simulate(draw(8))
+    assert first.digest == second.digest
+    assert first.writes == second.writes > 20
+    assert (first.violation, first.steps_taken) == (second.violation, second.steps_taken)
+
+
+def test_different_seeds_play_different_runs() -> None:
+    assert simulate(draw(8)).digest != simulate(draw(10)).digest
+
+
+def test_a_failing_schedule_shrinks_and_keeps_its_invariant() -> None:
+    failing = simulate(draw(9))
+    assert failing.violation is not None, "seed 9 fails on today's code (see known_violations)"
+    small = shrink(failing, budget=12)
+    assert small.violation is not None
+    assert small.violation.invariant == failing.violation.invariant
+    assert len(small.schedule.steps) < len(failing.schedule.steps)
+
+
+def test_a_schedule_round_trips_through_json() -> None:
+    schedule = draw(12)
+    assert Schedule.from_json(json.loads(json.dumps(schedule.to_json()))) == schedule
+
+
+def test_an_unknown_action_is_a_harness_error() -> None:
+    schedule = draw(8).with_steps((Step(0.0, "teleport"),))
+    with pytest.raises(ValueError, match="unknown action 'teleport'"):
+        simulate(schedule)
+
+
+@pytest.mark.parametrize("args", [["--faults", "meteor"], ["--schedules", "0"]])
+def test_the_command_refuses_bad_options(args: list[str]) -> None:
+    result = CliRunner().invoke(app, ["simulate", *args])
+    assert result.exit_code == 2
+    assert "Traceback" not in result.output
+
+
+def test_the_command_refuses_an_unreadable_schedule(tmp_path: Path) -> None:
+    bad = tmp_path / "s.json"
+    bad.write_text("{not json")
+    result = CliRunner().invoke(app, ["simulate", "--schedule", str(bad)])
+    assert result.exit_code == 2
+    assert result.output.count("\n") == 1 and "cannot read the schedule" in result.output
+
+
+def _outcome(seed: int) -> tuple[int, str | None]:
+    outcome = simulate(draw(seed))
+    return seed, outcome.violation.invariant if outcome.violation else None
+
+
+@pytest.mark.slow
+def test_the_fixed_seeds_find_only_what_is_known() -> None:
+    with ProcessPoolExecutor(max_workers=2) as pool:
+        found = dict(pool.map(_outcome, SEEDS, chunksize=10))
+    new = {s: v for s, v in found.items() if v is not None and KNOWN.get(str(s)) != v}
+    gone = {s: KNOWN[str(s)] for s, v in found.items() if v is None and str(s) in KNOWN}
+    assert not new, f"violations not in known_violations.json: {new}"
+    assert not gone, (f"these seeds pass now: remove them from known_violations.json "
+                      f"(and mark their defects fixed): {gone}")
+
+
+FIXED = [d for d in DEFECTS if d.get("fixed") is True]
+
+
+@pytest.mark.parametrize("defect", FIXED, ids=[f"defect-{d['defect']}" for d in FIXED])
+def test_a_fixed_defect_stays_fixed(defect: dict[str, object]) -> None:
+    if "schedule" in defect:
+        schedule = Schedule.from_json(json.loads((HERE / str(defect["schedule"])).read_text()))
+    else:
+        schedule = draw(int(str(defect["seed"])))
+    outcome = simulate(schedule)
+    assert outcome.violation is None, outcome.violation.line()
