@@ -29,8 +29,9 @@ from nicplug.adapters.simulation.schedule import Schedule, Step, draw
 from nicplug.adapters.simulation.shrink import shrink
 
 HERE = Path(__file__).parent
-SEEDS = range(int(os.environ.get("NICPLUG_DST_SEEDS", json.loads((Path(__file__).parent / "known_violations.json").read_text())["checked"])))
-KNOWN: dict[str, str] = json.loads((HERE / "known_violations.json").read_text())["seeds"]
+_RECORD = json.loads((HERE / "known_violations.json").read_text())
+SEEDS = range(int(os.environ.get("NICPLUG_DST_SEEDS", _RECORD["checked"])))
+KNOWN: dict[str, str] = _RECORD["seeds"]
 DEFECTS: list[dict[str, object]] = json.loads((HERE / "found_defects.json").read_text())["defects"]
 
 
