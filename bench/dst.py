@@ -6,7 +6,8 @@ Plays N seeded schedules (default 100,000; `--quick`: 1,000) across W worker pro
 virtual clock. Prints schedules per minute (wall clock, all workers together), the
 distribution of steps per schedule and of virtual seconds per run, and the violations
 by invariant; last, one JSON line: `schedules`, `violations`, `schedules_per_min`, the
-step quantiles and the violations by invariant.
+step quantiles and the violations by invariant. `--record FILE` writes every failing
+seed with its invariant (the format of `tests/dst/known_violations.json`).
 """
 
 from __future__ import annotations
@@ -43,6 +44,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--schedules", type=int, default=None)
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--first", type=int, default=0)
+    parser.add_argument("--record", default=None,
+                        help="write each failing seed's invariant here (known_violations.json)")
     args = parser.parse_args(argv)
     count = args.schedules or (1_000 if args.quick else 100_000)
     seeds = range(args.first, args.first + count)
@@ -64,6 +67,15 @@ def main(argv: list[str]) -> int:
     for invariant, n in found.most_common():
         first = next(r[0] for r in results if r[3] == invariant)
         print(f"  {invariant:24s} {n:6d}  (first: seed {first})")
+    if args.record:
+        with open(args.record, "w") as sink:
+            json.dump({"about": f"draw(seed) with every fault class, seeds {args.first}.."
+                                f"{args.first + count - 1}: the invariant each failing seed "
+                                f"violates (seeds not listed pass)",
+                       "checked": count,
+                       "seeds": {str(r[0]): r[3] for r in results if r[3] is not None}},
+                      sink, indent=1)
+            sink.write("\n")
     print(json.dumps({
         "schedules": len(results), "violations": sum(found.values()),
         "schedules_per_min": round(per_min, 1), "steps": _quantiles(steps),

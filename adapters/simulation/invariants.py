@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import datetime
 from collections import Counter, defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -64,10 +65,12 @@ class Watchman:
     restarts_by_uid: Counter[str] = field(default_factory=Counter)
     restarts_by_change: Counter[tuple[str, int]] = field(default_factory=Counter)
     changes: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    on_violation: Callable[[], None] = lambda: None  # the run stops at the first one
 
     def report(self, invariant: str, detail: str) -> None:
         if not any(v.invariant == invariant for v in self.violations):
             self.violations.append(Violation(invariant, detail, self.now(), self.step))
+            self.on_violation()
 
     # -- the store's writes ------------------------------------------------------------
 

@@ -20,7 +20,7 @@ import asyncio
 import contextlib
 import selectors
 import types
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 EPOCH = 1_800_000_000.5  # what `wall()` reads at virtual time 0 (January 2027); the half
@@ -32,20 +32,38 @@ class Deadlock(RuntimeError):
     can never happen."""
 
 
+class Livelock(RuntimeError):
+    """The loop keeps running callbacks and time never moves: something spins."""
+
+
+SPIN_LIMIT = 200_000  # loop turns at one virtual instant before it counts as a livelock
+
+
 class _VirtualSelector(selectors.DefaultSelector):
     """Polls the real descriptors without waiting; a wait becomes a jump of time."""
 
     def __init__(self) -> None:
         super().__init__()
         self.now = 0.0
+        self.on_livelock: Callable[[str], None] | None = None
+        self._spins = 0
 
     def select(self, timeout: float | None = None) -> list[tuple[Any, int]]:
         ready: list[tuple[Any, int]] = super().select(0)
         if ready or timeout == 0:
+            self._spins += 1
+            if self._spins > SPIN_LIMIT:
+                self._spins = 0
+                problem = f"{SPIN_LIMIT} turns of the loop at t={self.now:.3f}s without time moving"
+                told, self.on_livelock = self.on_livelock, None
+                if told is None:  # nobody to tell, or still spinning after being told
+                    raise Livelock(problem)
+                told(problem)
             return ready
         if timeout is None:
             raise Deadlock("every task is waiting and no timer is armed")
         self.now += timeout
+        self._spins = 0
         return []
 
 
@@ -58,6 +76,11 @@ class VirtualTimeLoop(asyncio.SelectorEventLoop):
 
     def time(self) -> float:
         return self._virtual.now
+
+    def on_livelock(self, tell: Callable[[str], None]) -> None:
+        """Call `tell(problem)` once when the loop spins at one instant for
+        `SPIN_LIMIT` turns; spinning on after that raises `Livelock`."""
+        self._virtual.on_livelock = tell
 
 
 def virtual_now() -> float:

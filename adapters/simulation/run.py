@@ -15,26 +15,33 @@ holds the first violation, if any, and a digest of everything the cluster saw, s
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import logging
 import random
 import tempfile
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from nicplug.adapters.simulation.actions import Hands
 from nicplug.adapters.simulation.invariants import Violation, Watchman
 from nicplug.adapters.simulation.liveness import at_rest
-from nicplug.adapters.simulation.loop import EPOCH, VirtualTimeLoop, lease_time, virtual_now
+from nicplug.adapters.simulation.loop import (
+    EPOCH,
+    LoopSimClock,
+    VirtualTimeLoop,
+    lease_time,
+    virtual_now,
+)
 from nicplug.adapters.simulation.replicas import Replica
 from nicplug.adapters.simulation.schedule import Schedule
 from nicplug.adapters.simulation.wire import InProcessServer
 from nicplug.simulator.cluster import SimulatedCluster
 from nicplug.simulator.fixtures import Fixtures
 from nicplug.simulator.knobs import Delays, Knobs
-from nicplug.simulator.resources import NAMESPACES
+from nicplug.simulator.resources import NAMESPACES, VMS
 from nicplug.simulator.server import make_app
 from nicplug.simulator.store import Store
 from nicplug.simulator.watching import Change
@@ -58,7 +65,6 @@ class Outcome:
     virtual_seconds: float
     digest: str  # of every change the cluster committed, in order
     writes: int
-    notes: list[str] = field(default_factory=list)
 
 
 def simulate(schedule: Schedule, *, workdir: Path | None = None,
@@ -87,8 +93,6 @@ async def _play(schedule: Schedule, directory: Path, tape: Path | None) -> Outco
                       migration=setup.migration_delay),
         migration_required_grace=5.0, seed=schedule.seed,
     )
-    from nicplug.adapters.simulation.loop import LoopSimClock
-
     cluster = SimulatedCluster(
         knobs, clock=LoopSimClock(), serve=False, store=store,
         fixtures=Fixtures(vms=setup.vms, networks=("user-net", "second-net"),
@@ -109,6 +113,10 @@ async def _play(schedule: Schedule, directory: Path, tape: Path | None) -> Outco
 
     store.tap(tapped)
     await cluster.start()
+    for namespace, name in cluster.vms:
+        store.patch(VMS, namespace, name,
+                    {"spec": {"disruptions": {"restartApprovalMode": setup.approval}}},
+                    content_type="application/merge-patch+json")
     store.create(NAMESPACES, {"metadata": {"name": LEASE[0]}})
     server = InProcessServer(make_app(store, cluster.faults, disconnect_check=30.0))
     await server.start()
@@ -123,36 +131,40 @@ async def _play(schedule: Schedule, directory: Path, tape: Path | None) -> Outco
     for replica in replicas:
         replica.start()
     hands = Hands(cluster, replicas, watchman, setup)
-    taken = 0
-    notes: list[str] = []
-    try:
+    progress = [0]
+
+    async def script() -> None:
         await hands.until_ready()
         for index, step in enumerate(schedule.steps):
             await hands.wait(step.wait)
-            if watchman.violations:
-                break
             watchman.step = index
             await hands.act(step)
-            taken = index + 1
+            progress[0] = index + 1
             await asyncio.sleep(0)
-            if watchman.violations:
-                break
-        if not watchman.violations:
-            await hands.heal()
-            await hands.wait(QUIET)
-        if not watchman.violations:
-            await _judge(hands, replicas, watchman, notes)
+        await hands.heal()
+        await hands.wait(QUIET)
+        await _judge(hands, replicas, watchman)
+
+    driver = asyncio.ensure_future(script())
+    loop = asyncio.get_running_loop()
+    watchman.on_violation = lambda: loop.call_soon(driver.cancel)
+    if isinstance(loop, VirtualTimeLoop):
+        loop.on_livelock(lambda problem: watchman.report("livelock", problem))
+    try:
+        with contextlib.suppress(asyncio.CancelledError):
+            await driver
     finally:
+        watchman.on_violation = lambda: None
         for replica in replicas:
             await replica.stop()
         await server.stop()
         await cluster.stop()
-    return Outcome(schedule, watchman.violations[0] if watchman.violations else None, taken,
-                   virtual_now(), hasher.hexdigest()[:16], writes, notes)
+    return Outcome(schedule, watchman.violations[0] if watchman.violations else None,
+                   progress[0],
+                   virtual_now(), hasher.hexdigest()[:16], writes)
 
 
-async def _judge(hands: Hands, replicas: list[Replica], watchman: Watchman,
-                 notes: list[str]) -> None:
+async def _judge(hands: Hands, replicas: list[Replica], watchman: Watchman) -> None:
     for problem in hands.actor_errors():
         watchman.report("actor-error", problem)
     for replica in replicas:

@@ -12,8 +12,11 @@ closing either end delivers EOF to the other, as TCP would.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import ssl
+import types
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import aiohttp
@@ -145,6 +148,29 @@ class InProcessConnector(aiohttp.BaseConnector):
         return client
 
 
+_TLS: list[ssl.SSLContext] = []
+
+
+@contextlib.contextmanager
+def _one_tls_context() -> Iterator[None]:
+    """kubernetes_asyncio builds a TLS context (reading the system's CA store, ~0.1 s)
+    for every `ApiClient`, whose connector the in-process server then replaces unused:
+    while the client is built, hand it one context made once per process."""
+    from kubernetes_asyncio.client import rest
+
+    if not _TLS:
+        _TLS.append(ssl.create_default_context())
+    shim = types.SimpleNamespace(create_default_context=lambda **_: _TLS[0],
+                                 CERT_NONE=ssl.CERT_NONE,
+                                 VERIFY_X509_STRICT=ssl.VERIFY_X509_STRICT)
+    original = getattr(rest, "ssl")  # noqa: B009
+    setattr(rest, "ssl", shim)  # noqa: B010
+    try:
+        yield
+    finally:
+        setattr(rest, "ssl", original)  # noqa: B010
+
+
 class InProcessServer:
     """The simulated cluster's aiohttp application, served without a socket."""
 
@@ -166,7 +192,8 @@ class InProcessServer:
         """An `ApiConnection` like `kube.client.connect` builds, over this server."""
         configuration = Configuration(host="http://sim.invalid")
         configuration.api_key = {"authorization": "Bearer simulated"}
-        client = ApiClient(configuration)
+        with _one_tls_context():
+            client = ApiClient(configuration)
         if settings.user_agent:
             client.user_agent = settings.user_agent
         rest = client.rest_client
