@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 from typing import Any
 
-from nicplug.adapters.simulation.invariants import Watchman
+from nicplug.adapters.simulation.invariants import USER_MIGRATION, Watchman
 from nicplug.adapters.simulation.replicas import Replica
 from nicplug.adapters.simulation.schedule import NETWORKS, Setup, Step
 from nicplug.simulator import networking as nw
@@ -87,7 +87,13 @@ class Hands:
             kvvm = self.store.peek(KVVMS, ns, name) or {}
             attached = {str(i.get("name")) for i in ob.dig(vmi, "status", "interfaces") or []
                         if "domain" in str(i.get("infoSource", ""))}
+            errors = {str(e.get("ifName")) for pod in self._pods_of(ns, name)
+                      for e in nw.parse_list(nw.annotations_of(pod).get(nw.DECKHOUSE_STATUS)) or []
+                      if isinstance(e, dict) and any(
+                          c.get("status") == "False" and c.get("message")
+                          for c in e.get("conditions") or [])}
             seen[f"{ns}/{name}"] = {
+                "sdn_errors": errors,
                 "desired": self._desired(ns, name),
                 "running": vmi is not None and ob.dig(vmi, "status", "phase") == "Running",
                 "wants_running": ob.wants_running(kvvm) if kvvm else False,
@@ -168,7 +174,7 @@ class Hands:
         self._migrations += 1
         self.store.create(VMIMS, {
             "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstanceMigration",
-            "metadata": {"name": f"user-migration-{self._migrations}", "namespace": ns},
+            "metadata": {"name": f"{USER_MIGRATION}{self._migrations}", "namespace": ns},
             "spec": {"vmiName": name},
         })
 
@@ -242,8 +248,9 @@ class Hands:
                 return
             cr = items[0]
             key = (KUBEVIRTS, cr["metadata"].get("namespace", ""), cr["metadata"]["name"])
+            # Not "held still": one unreadable KubeVirt CR must not hold every VM (issue 12,
+            # defect 7); the decisions it feeds are the controller's to make.
             self._spoil(key, {"spec": {"configuration": "not-an-object"}})
-            self.watchman.malformed.update(self.cluster.vms)
             return
         patches: dict[str, tuple[Resource, str, Json]] = {
             "vm": (VMS, name, {"spec": {"disruptions": "not-an-object"}}),

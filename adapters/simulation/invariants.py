@@ -16,7 +16,7 @@ the end of a step that may hide it:
   malformed (held still means still);
 * `restart-repeated` — more than one `RestartVM` for one VMI uid, or a VM restarted more
   than twice for one change of its desired networks;
-* `migrations-in-flight` — two unfinished migrations of one VMI;
+* `migrations-in-flight` — a replica creates a migration while one is unfinished;
 * `untraceable-effect` — a replica wrote something its journal holds no effect for.
 
 At the end (`liveness.py`) every journal must verify, and every operation must have
@@ -38,6 +38,7 @@ from nicplug.simulator.store import Store
 from nicplug.simulator.watching import Change
 
 Json = dict[str, Any]
+USER_MIGRATION = "user-migration-"
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,14 +78,12 @@ class Watchman:
     def on_change(self, change: Change) -> None:
         if change.resource is PODS and change.prev is not None:
             self._released(change)
+        if change.resource is VMIMS and change.type == "ADDED":
+            self._migration_created(change.obj)
         if change.resource in (VMIS, PODS) and self.dialect == "deckhouse":
             vm = _vm_of(change.obj) if change.resource is PODS else change.obj["metadata"]["name"]
             if vm:
                 self._links(change.obj["metadata"].get("namespace", ""), vm)
-        if change.resource is VMIMS and change.type != "DELETED":
-            self._migrations(change.obj)
-        if change.resource is VMIS and change.type == "DELETED":
-            pass
 
     def _released(self, change: Change) -> None:
         before = _requested(change.prev, self.dialect)
@@ -125,15 +124,21 @@ class Watchman:
                             f"{ns}/{vm}: the running VMI holds {sorted(missing)} but its launcher "
                             f"pod {pod['metadata']['name']} has no ready SDN entry for them")
 
-    def _migrations(self, migration: Json) -> None:
+    def _migration_created(self, migration: Json) -> None:
+        """The controller created a migration (the user's are named `user-migration-*`):
+        no other migration of that VMI may be unfinished."""
+        if migration["metadata"]["name"].startswith(USER_MIGRATION):
+            return
         ns = migration["metadata"].get("namespace", "")
         vmi = ob.dig(migration, "spec", "vmiName")
-        unfinished = [m for m in self.store.list_shared(VMIMS, ns)[0]
-                      if ob.dig(m, "spec", "vmiName") == vmi
-                      and ob.dig(m, "status", "phase") not in ("Succeeded", "Failed")]
-        if len(unfinished) > 1:
-            self.report("migrations-in-flight",
-                        f"{ns}/{vmi}: {len(unfinished)} migrations unfinished at once")
+        for other in self.store.list_shared(VMIMS, ns)[0]:
+            if other["metadata"]["uid"] == migration["metadata"]["uid"]:
+                continue
+            if (ob.dig(other, "spec", "vmiName") == vmi
+                    and ob.dig(other, "status", "phase") not in ("Succeeded", "Failed")):
+                self.report("migrations-in-flight",
+                            f"{ns}/{vmi}: {migration['metadata']['name']} created while "
+                            f"{other['metadata']['name']} is unfinished")
 
     # -- the replicas' requests ----------------------------------------------------------
 

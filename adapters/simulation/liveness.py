@@ -15,6 +15,8 @@ file itself (opened on the loop's thread, as the controller opened it):
 * `failed-yet-done` — the latest attempt of a plug is `Failed` although the running
   guest has the interface and the user still asks for it (the goal is reached: the
   operation should have completed);
+* `sdn-error-lost` — an operation failed on a timeout while the SDN reports an error
+  for its interface (the SDN's message should be the reason);
 * `not-converged` — a running VM whose guest interfaces differ from what the user asks,
   with no live operation on the difference.
 """
@@ -87,6 +89,16 @@ async def at_rest(path: Path, world: dict[str, dict[str, Any]], *,
                                  f"{view.stream} waits in {view.state} with no timer armed"))
             if view.state == "Failed" and not snap.get("reason"):
                 problems.append(("failed-without-reason", f"{view.stream} failed, no reason"))
+        for stored in views:
+            view = stored.view
+            seen_vm = world.get(str(view.key))
+            if (seen_vm is not None and view.state == "Failed"
+                    and view.snapshot.get("reason") in ("AttachTimeout", "SDNTimeout")
+                    and str(view.snapshot.get("if_name")) in seen_vm["sdn_errors"]):
+                problems.append((
+                    "sdn-error-lost",
+                    f"{view.stream} failed {view.snapshot.get('reason')} while the SDN reports "
+                    f"an error for {view.snapshot.get('if_name')}: its message is lost"))
         for (key, network, direction), view in latest.items():
             seen_vm = world.get(key)
             if seen_vm is None or seen_vm["malformed"] or not seen_vm["running"]:

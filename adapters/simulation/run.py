@@ -147,7 +147,10 @@ async def _play(schedule: Schedule, directory: Path, tape: Path | None) -> Outco
 
     driver = asyncio.ensure_future(script())
     loop = asyncio.get_running_loop()
-    watchman.on_violation = lambda: loop.call_soon(driver.cancel)
+    def stop_the_script() -> None:
+        loop.call_soon(driver.cancel)
+
+    watchman.on_violation = stop_the_script
     if isinstance(loop, VirtualTimeLoop):
         loop.on_livelock(lambda problem: watchman.report("livelock", problem))
     try:

@@ -15,8 +15,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
+import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
@@ -24,6 +26,7 @@ import pytest
 from typer.testing import CliRunner
 
 from nicplug.adapters.cli import app
+from nicplug.adapters.simulation.loop import Deadlock, VirtualTimeLoop
 from nicplug.adapters.simulation.run import simulate
 from nicplug.adapters.simulation.schedule import Schedule, Step, draw
 from nicplug.adapters.simulation.shrink import shrink
@@ -33,6 +36,23 @@ _RECORD = json.loads((HERE / "known_violations.json").read_text())
 SEEDS = range(int(os.environ.get("NICPLUG_DST_SEEDS", _RECORD["checked"])))
 KNOWN: dict[str, str] = _RECORD["seeds"]
 DEFECTS: list[dict[str, object]] = json.loads((HERE / "found_defects.json").read_text())["defects"]
+
+
+def test_the_loop_jumps_over_idle_time_and_refuses_to_wait_for_nothing() -> None:
+    loop = VirtualTimeLoop()
+    try:
+        async def an_hour() -> float:
+            start = loop.time()
+            await asyncio.sleep(3600)
+            return loop.time() - start
+
+        started = time.perf_counter()
+        assert loop.run_until_complete(an_hour()) == 3600
+        assert time.perf_counter() - started < 1.0
+        with pytest.raises(Deadlock):
+            loop.run_until_complete(loop.create_future())
+    finally:
+        loop.close()
 
 
 def test_the_same_seed_plays_the_same_run() -> None:
