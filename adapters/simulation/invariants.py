@@ -67,8 +67,11 @@ class Watchman:
     restarts_by_change: Counter[tuple[str, int]] = field(default_factory=Counter)
     changes: dict[str, int] = field(default_factory=lambda: defaultdict(int))
     on_violation: Callable[[], None] = lambda: None  # the run stops at the first one
+    closed: bool = False  # after the judgement nothing counts
 
     def report(self, invariant: str, detail: str) -> None:
+        if self.closed:
+            return
         if not any(v.invariant == invariant for v in self.violations):
             self.violations.append(Violation(invariant, detail, self.now(), self.step))
             self.on_violation()

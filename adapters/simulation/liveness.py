@@ -8,8 +8,9 @@ file itself (opened on the loop's thread, as the controller opened it):
   gap, or a transition leaves a state its predecessor did not enter (what
   `nicplug journal verify` and the process tests check);
 * `operation-stuck` — a live operation waits with no timer armed: nothing will ever
-  move it unless the world happens to change (a `RestartRequired` that waits for a
-  user's restart under `Manual` approval excepted) (the issue's liveness: terminal, or
+  move it unless the world happens to change (excepted: a `RestartRequired` that waits
+  for a user's restart under `Manual` approval, and a plug written for the next boot,
+  `VMIPatched`, of a VM the user stopped) (the issue's liveness: terminal, or
   waiting in a state whose deadline is armed);
 * `failed-without-reason` — a `Failed` operation with no reason;
 * `failed-yet-done` — the latest attempt of a plug is `Failed` although the running
@@ -83,7 +84,10 @@ async def at_rest(path: Path, world: dict[str, dict[str, Any]], *,
             if slot not in latest or int(snap.get("attempt", 0)) > int(
                     latest[slot].snapshot.get("attempt", 0)):
                 latest[slot] = view
-            waits_for_user = manual_restarts and view.state == "RestartRequired"
+            seen = world.get(str(view.key))
+            waits_for_user = (manual_restarts and view.state == "RestartRequired") or (
+                # written for the next boot of a VM the user stopped: waits for a start
+                view.state == "VMIPatched" and seen is not None and not seen["wants_running"])
             if not view.terminal and str(view.stream) not in armed and not waits_for_user:
                 problems.append(("operation-stuck",
                                  f"{view.stream} waits in {view.state} with no timer armed"))

@@ -158,6 +158,7 @@ async def _play(schedule: Schedule, directory: Path, tape: Path | None) -> Outco
             await driver
     finally:
         watchman.on_violation = lambda: None
+        watchman.closed = True  # the run is judged: the shutdown below is the harness's
         for replica in replicas:
             await replica.stop()
         await server.stop()

@@ -117,10 +117,13 @@ def test_the_fixed_seeds_find_only_what_is_known() -> None:
                       f"(and mark their defects fixed): {gone}")
 
 
-FIXED = [d for d in DEFECTS if d.get("fixed") is True]
+FIXED = [pytest.param(d, id=f"defect-{d['defect']}-seed-{d.get('seed')}")
+         for d in DEFECTS if d.get("fixed") is True] or [pytest.param(None, marks=pytest.mark.skip(
+             reason="no defect in found_defects.json is marked fixed yet: their fixes are made "
+                    "on another branch; mark an entry fixed to make it a regression test"))]
 
 
-@pytest.mark.parametrize("defect", FIXED, ids=[f"defect-{d['defect']}" for d in FIXED])
+@pytest.mark.parametrize("defect", FIXED)
 def test_a_fixed_defect_stays_fixed(defect: dict[str, object]) -> None:
     if "schedule" in defect:
         schedule = Schedule.from_json(json.loads((HERE / str(defect["schedule"])).read_text()))
