@@ -84,10 +84,10 @@ async def at_rest(path: Path, world: dict[str, dict[str, Any]], *,
             if slot not in latest or int(snap.get("attempt", 0)) > int(
                     latest[slot].snapshot.get("attempt", 0)):
                 latest[slot] = view
-            seen = world.get(str(view.key))
+            its_vm = world.get(str(view.key))
             waits_for_user = (manual_restarts and view.state == "RestartRequired") or (
                 # written for the next boot of a VM the user stopped: waits for a start
-                view.state == "VMIPatched" and seen is not None and not seen["wants_running"])
+                view.state == "VMIPatched" and its_vm is not None and not its_vm["wants_running"])
             if not view.terminal and str(view.stream) not in armed and not waits_for_user:
                 problems.append(("operation-stuck",
                                  f"{view.stream} waits in {view.state} with no timer armed"))

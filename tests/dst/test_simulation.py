@@ -107,6 +107,7 @@ def _outcome(seed: int) -> tuple[int, str | None]:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1800)  # ~0.3 CPU-s a seed: 1-2 min on 2 idle cores, more on a busy one
 def test_the_fixed_seeds_find_only_what_is_known() -> None:
     with ProcessPoolExecutor(max_workers=2) as pool:
         found = dict(pool.map(_outcome, SEEDS, chunksize=10))
