@@ -37,6 +37,7 @@ from nicplug.engine.runtime import Runtime
 from nicplug.engine.sqlite_journal import SQLiteJournal
 from nicplug.machines.decider import HotplugDecider
 from nicplug.machines.operation import VMState
+from nicplug.machines.versions import schemas
 from nicplug.machines.world import World
 
 log = logging.getLogger(__name__)
@@ -119,6 +120,7 @@ class Controller:
         journal = await SQLiteJournal.open(
             self.settings.journal,
             synchronous=self.settings.synchronous,
+            schemas=schemas(),
             on_group=lambda _units, seconds: self.metrics.commit_latency.observe(seconds),
         )
         listener = MetricsListener(self.metrics)

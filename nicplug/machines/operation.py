@@ -25,6 +25,8 @@ INITIAL_STATE = "Requested"
 EFFECTS_ISSUED = "EffectsIssued"
 GRACE_EXPIRED = "GraceExpired"
 EVENT_TYPES = (OPENED, TRANSITIONED, EFFECTS_ISSUED, GRACE_EXPIRED)
+SNAPSHOT_SCHEMA = 2
+"""The version of `Operation.snapshot()` (`versions` says what changed)."""
 
 _intern = sys.intern
 
@@ -86,7 +88,7 @@ class Operation:
             "history": list(self.history),
             "opened_at": self.opened_at,
             "entered_at": self.entered_at,
-            "issued": list(self.issued),
+            "digests": list(self.issued),
             "issued_at": self.issued_at,
             "waived": self.waived,
             "migration": self.migration,
@@ -95,6 +97,8 @@ class Operation:
 
     @classmethod
     def from_snapshot(cls, stream: StreamId, state: str, s: Mapping[str, Any]) -> Operation:
+        """The operation a current snapshot holds; a missing field raises `KeyError` (the
+        snapshot is then not trusted and the events are folded instead), never a default."""
         return cls(
             stream=stream,
             vm=_intern(str(s["vm"])),
@@ -103,18 +107,18 @@ class Operation:
             if_name=_intern(str(s["if_name"])),
             direction=s["direction"],
             attempt=int(s["attempt"]),
-            target=str(s.get("target", "")),
+            target=str(s["target"]),
             state=_intern(state),
-            reason=s.get("reason"),
-            message=str(s.get("message", "")),
-            history=tuple(_intern(str(h)) for h in s.get("history", (state,))),
-            opened_at=float(s.get("opened_at", 0.0)),
-            entered_at=float(s.get("entered_at", 0.0)),
-            issued=tuple(int(k) for k in s.get("issued", ())),
-            issued_at=float(s.get("issued_at", 0.0)),
-            waived=bool(s.get("waived", False)),
-            migration=s.get("migration"),
-            retry_at=s.get("retry_at"),
+            reason=s["reason"],
+            message=str(s["message"]),
+            history=tuple(_intern(str(h)) for h in s["history"]),
+            opened_at=float(s["opened_at"]),
+            entered_at=float(s["entered_at"]),
+            issued=tuple(int(k) for k in s["digests"]),
+            issued_at=float(s["issued_at"]),
+            waived=bool(s["waived"]),
+            migration=s["migration"],
+            retry_at=s["retry_at"],
         )
 
 
@@ -154,7 +158,7 @@ def apply(op: Operation, type_: str, p: Mapping[str, Any]) -> Operation:
         return Operation(
             op.stream, op.vm, op.vm_uid, op.network, op.if_name, op.direction, op.attempt,
             op.target, op.state, op.reason, op.message, op.history, op.opened_at,
-            op.entered_at, tuple(int(k) for k in p["keys"]), float(p["at"]), op.waived,
+            op.entered_at, tuple(int(k) for k in p["digests"]), float(p["at"]), op.waived,
             op.migration, op.retry_at,
         )  # fmt: skip
     if type_ == GRACE_EXPIRED:
@@ -204,7 +208,7 @@ class VMState:
 
     def views(self) -> list[StreamView]:
         return [
-            StreamView(op.stream, self.key, op.state, op.terminal, op.snapshot())
+            StreamView(op.stream, self.key, op.state, op.terminal, op.snapshot(), SNAPSHOT_SCHEMA)
             for op in sorted((*self.ops.values(), *self.retired.values()), key=lambda o: o.stream)
         ]
 
