@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import sqlite3
 import time
 from collections import deque
@@ -22,6 +23,8 @@ from urllib.parse import quote
 
 import aiosqlite
 
+from nicplug.engine import sqlite_upkeep as upkeep
+from nicplug.engine.audit import AuditInput
 from nicplug.engine.errors import JournalClosed, JournalError, JournalRefused
 from nicplug.engine.inspection import Census, JournalInspection, StreamRecord, ViewQuery
 from nicplug.engine.journal import (
@@ -32,12 +35,13 @@ from nicplug.engine.journal import (
     PendingEffect,
     StoredView,
 )
-from nicplug.engine.model import Key, RecordedEvent, StreamId
+from nicplug.engine.model import Key, RecordedEvent, StreamId, StreamView
 from nicplug.engine.sqlite_opening import (
     MEMORY,
     IntegrityCheck,
     Synchronous,
     configure,
+    hold,
     prepare_file,
     translate,
 )
@@ -91,8 +95,10 @@ class SQLiteJournal:
         schemas: Schemas,
         max_group: int,
         on_group: Callable[[int, float], None] | None,
+        lock: int | None = None,
     ) -> None:
         self._conn = conn
+        self._lock = lock
         self.path = path
         self.read_only = read_only
         self.schemas = schemas
@@ -119,26 +125,34 @@ class SQLiteJournal:
         schemas: Schemas | None = None,
         max_group: int = 2000,
         on_group: Callable[[int, float], None] | None = None,
+        exclusive: bool = False,
     ) -> SQLiteJournal:
         """Open (creating with mode 0600 when missing) or refuse with `JournalRefused`.
 
         `":memory:"` gives a private in-memory journal. `read_only` opens an existing
         journal for queries while a writer may have it open. `on_group(units, seconds)`
         is called after every group commit (metrics). `schemas` are the upcasters of
-        events, snapshots and effects (`upcasters` alone: of events only).
+        events, snapshots and effects (`upcasters` alone: of events only). A writer
+        shares the journal's writer lock with other writers; `exclusive` (offline
+        work) refuses a journal any writer holds.
         """
         name = str(path)
         if read_only and name == MEMORY:
             raise JournalRefused(name, "an in-memory journal cannot be opened read-only",
                                  "open it for writing")
+        lock = None
         if name != MEMORY:
             prepare_file(name, read_only=read_only)
+            if not read_only:
+                lock = hold(name, exclusive=exclusive)
         target = f"file:{quote(name)}?mode=ro" if read_only else name
         try:
             conn = await aiosqlite.connect(
                 target, uri=read_only, isolation_level=None, check_same_thread=False
             )
         except sqlite3.Error as error:
+            if lock is not None:
+                os.close(lock)
             raise translate(error, name) from error
         try:
             await _on_thread(conn, partial(
@@ -147,11 +161,13 @@ class SQLiteJournal:
             ))
         except BaseException:
             await conn.close()
+            if lock is not None:
+                os.close(lock)
             raise
         if schemas is None:
             schemas = Schemas(events=upcasters)
         return cls(conn, path=name, read_only=read_only, schemas=schemas,
-                   max_group=max_group, on_group=on_group)
+                   max_group=max_group, on_group=on_group, lock=lock)
 
     # -- writing -----------------------------------------------------------------------
 
@@ -327,6 +343,40 @@ class SQLiteJournal:
         """Counts of events, streams, effects by status and timers; the schema version."""
         return await self._read(read_census)
 
+    # -- upkeep (`sqlite_upkeep`) ------------------------------------------------------
+
+    async def audit_input(self) -> AuditInput:
+        """Every row an audit compares, read in one snapshot."""
+        return await self._read(partial(upkeep.audit_input, schemas=self.schemas))
+
+    async def rewrite_views(self, views: Sequence[StreamView]) -> int:
+        """Replace read-model rows by `views` folded from the events (offline rebuild)."""
+        self._writable()
+        return await self._read(partial(upkeep.rewrite_views, views=views))
+
+    async def archivable(self, cutoff_wall: float) -> list[StoredView]:
+        return await self._read(partial(upkeep.archivable, cutoff_wall=cutoff_wall))
+
+    async def archive(self, **job: Any) -> upkeep.Archived:
+        """`sqlite_upkeep.archive` on this journal (see there)."""
+        self._writable()
+        return await self._read(partial(upkeep.archive, schemas=self.schemas, **job))
+
+    async def archives(self) -> list[tuple[str, int, int, float]]:
+        return await self._read(upkeep.archives)
+
+    async def vacuum(self) -> None:
+        self._writable()
+        await self._read(upkeep.vacuum)
+
+    async def backup(self, target: Path) -> int:
+        """A consistent copy at `target` (SQLite's online backup), taken between groups."""
+        return await self._read(partial(upkeep.backup, target=target))
+
+    def _writable(self) -> None:
+        if self.read_only:
+            raise JournalRefused(self.path, "is open read-only", "open it for writing")
+
     # -- closing -----------------------------------------------------------------------
 
     async def close(self) -> None:
@@ -341,6 +391,9 @@ class SQLiteJournal:
                 await self._writer
         self._closed = True
         await self._conn.close()
+        if self._lock is not None:
+            os.close(self._lock)
+            self._lock = None
 
 
 async def _on_thread(conn: aiosqlite.Connection, job: Callable[..., T]) -> T:

@@ -122,6 +122,26 @@ class Operation:
         )
 
 
+def summaries_to_keep(views: Sequence[StreamView]) -> set[StreamId]:
+    """Of a VM's rows, the newest attempt of each (network, direction): what an archive
+    keeps as a summary, so the next attempt is numbered on and `status` still shows
+    the last outcome. Older attempts leave the read model with their events."""
+    newest: dict[tuple[str, str, str], tuple[int, StreamId]] = {}
+    for view in views:
+        s = view.snapshot
+        slot = (view.key, str(s["network"]), str(s["direction"]))
+        attempt = int(s["attempt"])
+        if slot not in newest or newest[slot][0] < attempt:
+            newest[slot] = (attempt, view.stream)
+    return {stream for _, stream in newest.values()}
+
+
+def retrying(view: StreamView) -> bool:
+    """Whether a finished operation's row says it will be tried again (its `retry`
+    timer stays armed)."""
+    return view.snapshot.get("retry_at") is not None
+
+
 def opened(stream: StreamId, p: Mapping[str, Any]) -> Operation:
     at = float(p["at"])
     return Operation(

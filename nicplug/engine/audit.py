@@ -1,0 +1,141 @@
+"""Holding the caches against the truth: every stream folded from its events and
+compared with its read-model row, and the outbox and timers checked against the streams.
+
+`nicplug journal verify` asks this after SQLite's own integrity check. Each finding
+names the key (VM), the stream and the field, with what the journal stores and what
+the events give. Pure: it gets the rows, never reads or writes a journal itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from nicplug.engine.journal import ArmedTimer, StoredView
+from nicplug.engine.model import Decider, Key, RecordedEvent, StreamId, StreamView
+
+S = TypeVar("S")
+W = TypeVar("W")
+
+
+@dataclass(frozen=True, slots=True)
+class Mismatch:
+    key: str
+    stream: str
+    field: str
+    stored: str
+    folded: str
+
+    def line(self) -> str:
+        return (f"{self.key} {self.stream}: {self.field}: the journal holds {self.stored}, "
+                f"the events give {self.folded}")
+
+
+@dataclass(frozen=True, slots=True)
+class Issued:
+    """An outbox row still waiting to be executed."""
+
+    id: int
+    stream: StreamId
+    key: Key
+    type: str
+
+
+@dataclass(frozen=True, slots=True)
+class AuditInput:
+    """Everything the audit compares, read in one snapshot of the journal. Events that
+    could not be read are in `unreadable` (stream → why), not in `events`."""
+
+    rows: Sequence[StoredView]
+    events: Mapping[StreamId, Sequence[RecordedEvent]]
+    unreadable: Mapping[StreamId, str]
+    issued: Sequence[Issued]
+    timers: Sequence[ArmedTimer]
+
+
+def fold_stream(
+    decider: Decider[S, W], key: Key, stream: StreamId, events: Sequence[RecordedEvent]
+) -> StreamView | None:
+    """The read-model row of `stream` as its own events give it (None: they give none).
+    Raises what the fold raises (`ValueError` for an event it cannot apply)."""
+    state = decider.initial(key)
+    for event in events:
+        state = decider.evolve(state, event)
+    return next((v for v in decider.views(state) if v.stream == stream), None)
+
+
+def _shown(value: Any) -> str:
+    return repr(value)
+
+
+def audit(
+    decider: Decider[S, W], given: AuditInput,
+    retrying: Callable[[StreamView], bool] = lambda view: False,
+) -> list[Mismatch]:
+    """Every mismatch in `given`. `retrying(view)`: a finished stream that still keeps
+    a timer by design (a failed operation to be tried again)."""
+    found: list[Mismatch] = []
+    finished: dict[StreamId, bool] = {}
+    for row in given.rows:
+        view = row.view
+        key, stream = view.key, view.stream
+        finished[stream] = view.terminal and not retrying(view)
+        if row.archived is not None:
+            continue  # its events are in the archive; the row is the summary
+        if stream in given.unreadable:
+            found.append(Mismatch(key, stream, "events", "events", given.unreadable[stream]))
+            continue
+        events = given.events.get(stream, ())
+        if not events:
+            found.append(Mismatch(key, stream, "events", f"version {row.version}", "no events"))
+            continue
+        if row.stored_schema != decider.snapshot_schema:
+            found.append(Mismatch(key, stream, "snapshot_schema", str(row.stored_schema),
+                                  f"{decider.snapshot_schema} (written by this nicplug)"))
+        if events[-1].version != row.version:
+            found.append(Mismatch(key, stream, "version", str(row.version),
+                                  str(events[-1].version)))
+        if row.through > row.version:
+            found.append(Mismatch(key, stream, "snapshot_through", str(row.through),
+                                  f"at most {row.version}"))
+        try:
+            folded = fold_stream(decider, key, stream, events)
+        except (ValueError, KeyError, TypeError) as error:
+            found.append(Mismatch(key, stream, "events", "events", f"no fold ({error})"))
+            continue
+        if folded is None:
+            found.append(Mismatch(key, stream, "state", _shown(view.state), "no row"))
+            continue
+        finished[stream] = folded.terminal and not retrying(folded)
+        for name, stored, computed in (
+            ("state", view.state, folded.state), ("terminal", view.terminal, folded.terminal),
+        ):
+            if stored != computed:
+                found.append(Mismatch(key, stream, name, _shown(stored), _shown(computed)))
+        snapshot, truth = view.snapshot, folded.snapshot
+        for name in sorted(set(snapshot) | set(truth)):
+            stored, computed = snapshot.get(name, "nothing"), truth.get(name, "nothing")
+            if _comparable(stored) != _comparable(computed):
+                found.append(Mismatch(key, stream, f"snapshot.{name}", _shown(stored),
+                                      _shown(computed)))
+    for effect in given.issued:
+        if effect.stream not in finished:
+            found.append(Mismatch(effect.key, effect.stream, "outbox",
+                                  f"effect {effect.id} ({effect.type}) issued", "no operation"))
+        elif finished[effect.stream]:
+            found.append(Mismatch(effect.key, effect.stream, "outbox",
+                                  f"effect {effect.id} ({effect.type}) issued",
+                                  "a finished operation"))
+    for timer in given.timers:
+        if finished.get(timer.stream, True):
+            found.append(Mismatch(timer.key, timer.stream, "timers",
+                                  f"timer {timer.name} armed", "a finished or no operation"))
+    return found
+
+
+def _comparable(value: Any) -> Any:
+    """JSON's view of a value: tuples and lists alike."""
+    if isinstance(value, tuple | list):
+        return [_comparable(v) for v in value]
+    return value
