@@ -43,13 +43,23 @@ class Issued:
 
 
 @dataclass(frozen=True, slots=True)
+class Folded:
+    """One stream as its events give it: its row (None: the fold gives none), its last
+    event's version and how many events it has; or why it could not be folded."""
+
+    view: StreamView | None
+    version: int
+    events: int
+    problem: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class AuditInput:
-    """Everything the audit compares, read in one snapshot of the journal. Events that
-    could not be read are in `unreadable` (stream → why), not in `events`."""
+    """Everything the audit compares, read in one snapshot of the journal: the stored
+    rows, each stream folded from its events, the pending outbox, the timers."""
 
     rows: Sequence[StoredView]
-    events: Mapping[StreamId, Sequence[RecordedEvent]]
-    unreadable: Mapping[StreamId, str]
+    folded: Mapping[StreamId, Folded]
     issued: Sequence[Issued]
     timers: Sequence[ArmedTimer]
 
@@ -63,6 +73,19 @@ def fold_stream(
     for event in events:
         state = decider.evolve(state, event)
     return next((v for v in decider.views(state) if v.stream == stream), None)
+
+
+def folder(decider: Decider[S, W]) -> Callable[[Key, StreamId, Sequence[RecordedEvent]], Folded]:
+    """`fold_stream` with its failure as data, for a reader that folds stream by stream."""
+
+    def fold(key: Key, stream: StreamId, events: Sequence[RecordedEvent]) -> Folded:
+        try:
+            view = fold_stream(decider, key, stream, events)
+        except (ValueError, KeyError, TypeError) as error:
+            return Folded(None, events[-1].version, len(events), f"no fold ({error})")
+        return Folded(view, events[-1].version, len(events))
+
+    return fold
 
 
 def _shown(value: Any) -> str:
@@ -83,27 +106,23 @@ def audit(
         finished[stream] = view.terminal and not retrying(view)
         if row.archived is not None:
             continue  # its events are in the archive; the row is the summary
-        if stream in given.unreadable:
-            found.append(Mismatch(key, stream, "events", "events", given.unreadable[stream]))
-            continue
-        events = given.events.get(stream, ())
-        if not events:
+        result = given.folded.get(stream)
+        if result is None:
             found.append(Mismatch(key, stream, "events", f"version {row.version}", "no events"))
+            continue
+        if result.problem is not None:
+            found.append(Mismatch(key, stream, "events", "events", result.problem))
             continue
         if row.stored_schema != decider.snapshot_schema:
             found.append(Mismatch(key, stream, "snapshot_schema", str(row.stored_schema),
                                   f"{decider.snapshot_schema} (written by this nicplug)"))
-        if events[-1].version != row.version:
+        if result.version != row.version:
             found.append(Mismatch(key, stream, "version", str(row.version),
-                                  str(events[-1].version)))
+                                  str(result.version)))
         if row.through > row.version:
             found.append(Mismatch(key, stream, "snapshot_through", str(row.through),
                                   f"at most {row.version}"))
-        try:
-            folded = fold_stream(decider, key, stream, events)
-        except (ValueError, KeyError, TypeError) as error:
-            found.append(Mismatch(key, stream, "events", "events", f"no fold ({error})"))
-            continue
+        folded = result.view
         if folded is None:
             found.append(Mismatch(key, stream, "state", _shown(view.state), "no row"))
             continue

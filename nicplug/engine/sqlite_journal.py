@@ -345,9 +345,9 @@ class SQLiteJournal:
 
     # -- upkeep (`sqlite_upkeep`) ------------------------------------------------------
 
-    async def audit_input(self) -> AuditInput:
-        """Every row an audit compares, read in one snapshot."""
-        return await self._read(partial(upkeep.audit_input, schemas=self.schemas))
+    async def audit_input(self, fold: upkeep.Fold) -> AuditInput:
+        """Every row an audit compares, each stream folded by `fold`, in one snapshot."""
+        return await self._read(partial(upkeep.audit_input, schemas=self.schemas, fold=fold))
 
     async def rewrite_views(self, views: Sequence[StreamView]) -> int:
         """Replace read-model rows by `views` folded from the events (offline rebuild)."""

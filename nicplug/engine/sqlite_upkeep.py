@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from nicplug.engine.audit import AuditInput, Issued
+from nicplug.engine.audit import AuditInput, Folded, Issued
 from nicplug.engine.errors import JournalError
 from nicplug.engine.journal import ArmedTimer, StoredView
 from nicplug.engine.model import Key, RecordedEvent, StreamId, StreamView
@@ -25,31 +25,45 @@ from nicplug.engine.sqlite_reads import EVENT_COLUMNS, VIEW_COLUMNS, event_of, v
 from nicplug.engine.sqlite_writes import to_json
 from nicplug.engine.upcasting import Schemas
 
+Fold = Callable[[Key, StreamId, Sequence[RecordedEvent]], Folded]
 
-def audit_input(conn: sqlite3.Connection, schemas: Schemas) -> AuditInput:
-    """Every read-model row, event, pending effect and timer, in one read transaction.
-    What cannot be read (a snapshot or event of an unknown schema) is reported by stream."""
+
+def audit_input(conn: sqlite3.Connection, schemas: Schemas, fold: Fold) -> AuditInput:
+    """Every read-model row, every stream folded (`fold`, one stream's events in memory
+    at a time), the pending effects and timers, in one read transaction. What cannot be
+    read (a snapshot or an event of an unknown schema) is a `Folded` problem."""
     conn.execute("BEGIN")
     try:
-        unreadable: dict[StreamId, str] = {}
         rows: list[StoredView] = []
+        folded: dict[StreamId, Folded] = {}
         for r in conn.execute(
             f"SELECT {VIEW_COLUMNS} FROM streams WHERE state IS NOT NULL ORDER BY key, stream"
         ):
             try:
                 rows.append(view_of(r, schemas.snapshots))
             except JournalError as error:
-                unreadable[StreamId(r[0])] = f"an unreadable snapshot ({error})"
+                folded[StreamId(r[0])] = Folded(None, r[5], 0, f"unreadable snapshot ({error})")
                 rows.append(view_of(r, Schemas().snapshots))
-        events: dict[StreamId, list[RecordedEvent]] = {}
+        stream: StreamId | None = None
+        key = Key("")
+        events: list[RecordedEvent] = []
+        problem: str | None = None
+
+        def done() -> None:
+            if stream is not None and stream not in folded:
+                folded[stream] = (Folded(None, 0, len(events), problem) if problem
+                                  else fold(key, stream, events))
+
         for r in conn.execute(f"SELECT {EVENT_COLUMNS} FROM events ORDER BY stream, version"):
-            stream = StreamId(r[1])
-            if stream in unreadable:
-                continue
-            try:
-                events.setdefault(stream, []).append(event_of(r, schemas.events))
-            except JournalError as error:
-                unreadable[stream] = f"event {r[0]} unreadable ({error})"
+            if r[1] != stream:
+                done()
+                stream, key, events, problem = StreamId(r[1]), Key(r[2]), [], None
+            if problem is None:
+                try:
+                    events.append(event_of(r, schemas.events))
+                except JournalError as error:
+                    problem = f"event {r[0]} unreadable ({error})"
+        done()
         issued = [
             Issued(r[0], StreamId(r[1]), Key(r[2]), r[3]) for r in conn.execute(
                 "SELECT id, stream, key, type FROM effects WHERE status = 'issued' ORDER BY id")
@@ -60,7 +74,7 @@ def audit_input(conn: sqlite3.Connection, schemas: Schemas) -> AuditInput:
         ]
     finally:
         conn.execute("COMMIT")
-    return AuditInput(rows, events, unreadable, issued, timers)
+    return AuditInput(rows, folded, issued, timers)
 
 
 def rewrite_views(conn: sqlite3.Connection, views: Sequence[StreamView]) -> int:

@@ -20,7 +20,6 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import IO, Annotated, Any
 
-import orjson
 import typer
 
 from nicplug.adapters.cli.app import app
@@ -34,10 +33,10 @@ from nicplug.adapters.cli.querying import (
     plain,
     print_json,
 )
-from nicplug.engine.audit import Mismatch, audit
+from nicplug.adapters.exporting import event_line
+from nicplug.engine.audit import Mismatch, audit, folder
 from nicplug.engine.errors import JournalRefused
 from nicplug.engine.inspection import JournalInspection
-from nicplug.engine.model import RecordedEvent
 from nicplug.engine.schema import latest_version
 from nicplug.engine.sqlite_journal import SQLiteJournal
 from nicplug.machines.decider import HotplugDecider
@@ -71,7 +70,9 @@ async def _verify(journal: SQLiteJournal) -> dict[str, Any]:
         live_streams=census.live_streams, effects=dict(census.effects), timers=census.timers,
     )
     if report["ok"]:
-        mismatches = audit(HotplugDecider(), await journal.audit_input(), retrying)
+        decider = HotplugDecider()
+        given = await journal.audit_input(folder(decider))
+        mismatches = audit(decider, given, retrying)
         report["mismatches"] = [asdict(m) for m in mismatches]
         report["ok"] = not mismatches
     return report
@@ -110,17 +111,6 @@ def verify(journal: JournalPath = DEFAULT_JOURNAL, json_: JsonFlag = False) -> N
             )
     if not report["ok"]:
         raise typer.Exit(1)
-
-
-def event_line(event: RecordedEvent) -> bytes:
-    return orjson.dumps({
-        "position": event.position, "stream": event.stream, "key": event.key,
-        "version": event.version, "type": event.type, "schema_version": event.schema_version,
-        "payload": event.payload,
-        "cause": {"kind": event.cause.kind, "ref": event.cause.ref,
-                  "dedup_key": event.cause.dedup_key},
-        "wall_time": event.wall_time, "logical_time": event.logical_time,
-    }) + b"\n"
 
 
 async def _export(journal: JournalInspection, sink: IO[bytes]) -> int:

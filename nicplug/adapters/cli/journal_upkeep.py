@@ -8,6 +8,7 @@
   window into a JSON-lines file (`journal export`'s format), then deletes them in one
   transaction; the newest attempt of each (VM, network, direction) keeps its read-model
   row as a summary naming the file. It may run beside the controller.
+* `check-archive FILE` reads an archive (or an export) back whole.
 * `backup OUT` copies the journal with SQLite's online backup API, beside a running
   controller, into a new file (never over an existing one), through a temporary file.
 
@@ -18,7 +19,6 @@ refused command changes nothing.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import tempfile
 import time
@@ -28,15 +28,16 @@ from typing import Annotated, TypeVar
 
 import typer
 
-from nicplug.adapters.cli.journal import event_line, journal_app
+from nicplug.adapters.cli.journal import journal_app
 from nicplug.adapters.cli.querying import DEFAULT_JOURNAL, fail
+from nicplug.adapters.exporting import ArchiveDamaged, read_events
 from nicplug.adapters.queries import duration
-from nicplug.engine.audit import fold_stream
+from nicplug.adapters.retention import archive_finished
+from nicplug.engine.audit import folder
 from nicplug.engine.errors import JournalError
 from nicplug.engine.model import StreamView
 from nicplug.engine.sqlite_journal import SQLiteJournal
 from nicplug.machines.decider import HotplugDecider
-from nicplug.machines.operation import summaries_to_keep
 from nicplug.machines.versions import schemas
 
 T = TypeVar("T")
@@ -78,33 +79,24 @@ class _Unreadable(JournalError):
 
 
 async def _rebuild(journal: SQLiteJournal) -> tuple[int, int, int]:
-    given = await journal.audit_input()
-    if given.unreadable:
-        stream, why = next(iter(given.unreadable.items()))
+    given = await journal.audit_input(folder(HotplugDecider()))
+    problems = {s: f.problem for s, f in given.folded.items() if f.problem}
+    if problems:
+        stream, why = next(iter(problems.items()))
         raise _Unreadable(
-            f"journal {journal.path}: {len(given.unreadable)} streams cannot be read by this "
-            f"nicplug (first: {stream}: {why}); run the nicplug that wrote them; nothing "
-            "was changed"
+            f"journal {journal.path}: {len(problems)} streams cannot be folded by this nicplug "
+            f"(first: {stream}: {why}); run the nicplug that wrote them; nothing was changed"
         )
-    decider = HotplugDecider()
     rewritten: list[StreamView] = []
     differed = 0
     for row in given.rows:
-        events = given.events.get(row.view.stream, ())
-        if row.archived is not None or not events:
+        result = given.folded.get(row.view.stream)
+        if row.archived is not None or result is None or result.view is None:
             continue
-        try:
-            folded = fold_stream(decider, row.view.key, row.view.stream, events)
-        except (ValueError, KeyError, TypeError) as error:
-            raise _Unreadable(
-                f"journal {journal.path}: the events of {row.view.stream} do not fold "
-                f"({error}); nothing was changed"
-            ) from error
-        if folded is not None:
-            rewritten.append(folded)
-            differed += row.view != folded or row.through != row.version
+        rewritten.append(result.view)
+        differed += row.view != result.view or row.through != row.version
     await journal.rewrite_views(rewritten)
-    return len(rewritten), sum(len(e) for e in given.events.values()), differed
+    return len(rewritten), sum(f.events for f in given.folded.values()), differed
 
 
 @journal_app.command()
@@ -153,34 +145,6 @@ def backup(
     typer.echo(f"{journal}: backed up to {out} ({pages} pages)")
 
 
-async def _archive(
-    journal: SQLiteJournal, *, window: float, into: Path, now: float
-) -> tuple[str, int, int]:
-    cutoff = now - window
-    candidates = await journal.archivable(cutoff)
-    if not candidates:
-        return "", 0, 0
-    keys = {row.view.key for row in candidates}
-    views = [v.view for v in await journal.views() if v.view.key in keys]
-    keep = summaries_to_keep(views)
-    name = time.strftime("nicplug-archive-%Y%m%dT%H%M%SZ", time.gmtime(now))
-    target = into.resolve() / f"{name}.jsonl"
-    if target.exists():
-        raise FileExistsError(0, "exists", str(target))
-    handle, temporary = tempfile.mkstemp(dir=into, prefix=f".{target.name}.")
-    try:
-        with os.fdopen(handle, "wb") as sink:
-            done = await journal.archive(
-                streams=[row.view.stream for row in candidates], keep=keep, sink=sink,
-                publish=lambda: os.link(temporary, target), file=str(target),
-                line=event_line, cutoff_wall=cutoff, now_wall=now,
-            )
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(temporary)  # the archive is `target` now (or was never put there)
-    return done.file, done.streams, done.events
-
-
 @journal_app.command()
 def archive(
     into: Annotated[Path, typer.Option(help="Directory the archive file is written to")],
@@ -198,10 +162,30 @@ def archive(
         fail(f"--into {into}: not a directory", 2)
     if not os.access(into, os.W_OK):
         fail(f"--into {into}: cannot write there; choose a writable directory", 2)
-    file, streams, events = _with(
-        journal, lambda j: _archive(j, window=window, into=into, now=time.time())
+    directory = into.resolve()
+    done = _with(
+        journal, lambda j: archive_finished(j, window=window, into=directory, now=time.time())
     )
-    if not streams:
+    if done is None:
         typer.echo(f"{journal}: no operation finished before the last {older_than}")
         return
-    typer.echo(f"{journal}: archived {events} events of {streams} operations to {file}")
+    typer.echo(f"{journal}: archived {done.events} events of {done.streams} operations to "
+               f"{done.file}")
+
+
+@journal_app.command("check-archive")
+def check_archive(
+    file: Annotated[Path, typer.Argument(help="An archive or export (JSON lines)")],
+) -> None:
+    """Read an archive back whole: how many events of how many operations it holds."""
+    streams: set[str] = set()
+    count = 0
+    try:
+        for event in read_events(file):
+            streams.add(str(event["stream"]))
+            count += 1
+    except ArchiveDamaged as error:
+        fail(str(error), 1)
+    except OSError as error:
+        fail(f"archive {file}: {error.strerror or error}", 1)
+    typer.echo(f"{file}: {count} events of {len(streams)} operations, whole")
