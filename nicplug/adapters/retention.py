@@ -36,15 +36,18 @@ async def archive_finished(
     if not candidates:
         return None
     keys = {row.view.key for row in candidates}
-    views = [v.view for v in await journal.views() if v.view.key in keys]
-    keep = summaries_to_keep(views)
+    rows = [v for v in await journal.views() if v.view.key in keys]
+    keep = summaries_to_keep([v.view for v in rows])
+    # summaries an earlier run kept that a newer attempt has superseded since
+    superseded = [v.view.stream for v in rows if v.archived and v.view.stream not in keep]
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(now))
     target = into / f"nicplug-archive-{stamp}-{int(now * 1000) % 1000:03d}.jsonl"
     handle, temporary = tempfile.mkstemp(dir=into, prefix=f".{target.name}.")
     try:
         with os.fdopen(handle, "wb") as sink:
             return await journal.archive(
-                streams=[row.view.stream for row in candidates], keep=keep, sink=sink,
+                streams=[row.view.stream for row in candidates], keep=keep,
+                superseded=superseded, sink=sink,
                 publish=lambda: os.link(temporary, target), file=str(target),
                 line=event_line, cutoff_wall=cutoff, now_wall=now,
             )

@@ -365,6 +365,11 @@ class SQLiteJournal:
     async def archives(self) -> list[tuple[str, int, int, float]]:
         return await self._read(upkeep.archives)
 
+    async def checkpoint(self) -> None:
+        """Move the WAL's pages into the database file and truncate the WAL."""
+        self._writable()
+        await self._read(lambda conn: conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall())
+
     async def vacuum(self) -> None:
         self._writable()
         await self._read(upkeep.vacuum)

@@ -122,6 +122,7 @@ def archive(
     *,
     streams: Sequence[StreamId],
     keep: Iterable[StreamId],
+    superseded: Sequence[StreamId],
     sink: IO[bytes],
     publish: Callable[[], None],
     file: str,
@@ -133,7 +134,8 @@ def archive(
     """Write the events of `streams` to `sink` (JSON lines, position order), make it
     durable and `publish` it (put it in place), then in one transaction delete them and
     their outbox rows; of their read-model rows, those in `keep` stay as summaries
-    (`archived` names the file), the others go. One `archives` row records the run."""
+    (`archived` names the file), the others go, and so do the summaries of earlier
+    runs now `superseded`. One `archives` row records the run."""
     kept = set(keep)
     count = 0
     for first in range(0, len(streams), 500):
@@ -161,6 +163,8 @@ def archive(
                     f"DELETE FROM streams WHERE stream IN ({', '.join('?' * len(going))})",
                     going,
                 )
+        conn.executemany("DELETE FROM streams WHERE stream = ? AND archived IS NOT NULL",
+                         [(s,) for s in superseded])
         conn.executemany("UPDATE streams SET archived = ? WHERE stream = ?",
                          [(file, s) for s in streams if s in kept])
         conn.execute(
@@ -172,7 +176,7 @@ def archive(
         if conn.in_transaction:
             conn.execute("ROLLBACK")
         raise
-    conn.execute("PRAGMA incremental_vacuum")
+    conn.execute("PRAGMA incremental_vacuum").fetchall()  # one page a step: step them all
     return Archived(file, len(streams), count, len([s for s in streams if s in kept]))
 
 
