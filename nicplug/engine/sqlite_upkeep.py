@@ -17,7 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from nicplug.engine.audit import AuditInput, Folded, Issued
+import orjson
+
+from nicplug.engine.audit import AuditInput, Folded, Issued, Step
 from nicplug.engine.errors import JournalError
 from nicplug.engine.journal import ArmedTimer, StoredView
 from nicplug.engine.model import Key, RecordedEvent, StreamId, StreamView
@@ -25,7 +27,7 @@ from nicplug.engine.sqlite_reads import EVENT_COLUMNS, VIEW_COLUMNS, event_of, v
 from nicplug.engine.sqlite_writes import to_json
 from nicplug.engine.upcasting import Schemas
 
-Fold = Callable[[Key, StreamId, Sequence[RecordedEvent]], Folded]
+Fold = Callable[[Key, StreamId, Sequence[Step]], Folded]
 
 
 def audit_input(conn: sqlite3.Connection, schemas: Schemas, fold: Fold) -> AuditInput:
@@ -46,22 +48,29 @@ def audit_input(conn: sqlite3.Connection, schemas: Schemas, fold: Fold) -> Audit
                 rows.append(view_of(r, Schemas().snapshots))
         stream: StreamId | None = None
         key = Key("")
-        events: list[RecordedEvent] = []
+        events: list[Step] = []
         problem: str | None = None
+        upcast = schemas.events.upcast if schemas.events else None
 
         def done() -> None:
             if stream is not None and stream not in folded:
                 folded[stream] = (Folded(None, 0, len(events), problem) if problem
                                   else fold(key, stream, events))
 
-        for r in conn.execute(f"SELECT {EVENT_COLUMNS} FROM events ORDER BY stream, version"):
+        for r in conn.execute(
+            "SELECT position, stream, key, version, type, schema_version, payload FROM events"
+            " ORDER BY stream, version"
+        ):
             if r[1] != stream:
                 done()
                 stream, key, events, problem = StreamId(r[1]), Key(r[2]), [], None
             if problem is None:
                 try:
-                    events.append(event_of(r, schemas.events))
-                except JournalError as error:
+                    schema, payload = r[5], orjson.loads(r[6])
+                    if upcast is not None:
+                        schema, payload = upcast(r[4], schema, payload)
+                    events.append(Step(r[0], StreamId(r[1]), key, r[3], r[4], schema, payload))
+                except (JournalError, orjson.JSONDecodeError) as error:
                     problem = f"event {r[0]} unreadable ({error})"
         done()
         issued = [

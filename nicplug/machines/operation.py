@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from nicplug.engine.audit import Step
 from nicplug.engine.model import Key, StreamId, StreamView
 from nicplug.machines.comparator import Direction
 from nicplug.machines.graph import ALLOWED, TERMINAL
@@ -120,6 +121,20 @@ class Operation:
             migration=s["migration"],
             retry_at=s["retry_at"],
         )
+
+
+def fold_view(key: Key, stream: StreamId, events: Sequence[Step]) -> StreamView | None:
+    """The row of one stream from its own events: what `VMState.fold` and `views` give
+    for it, without the VM around it (a rebuild folds every stream of a journal)."""
+    op: Operation | None = None
+    for event in events:
+        if event.type == OPENED:
+            op = opened(stream, event.payload)
+        elif op is not None:
+            op = apply(op, event.type, event.payload)
+    if op is None:
+        return None
+    return StreamView(stream, key, op.state, op.terminal, op.snapshot(), SNAPSHOT_SCHEMA)
 
 
 def summaries_to_keep(views: Sequence[StreamView]) -> set[StreamId]:

@@ -14,7 +14,7 @@ from nicplug.adapters.exporting import read_events
 from nicplug.adapters.retention import archive_finished
 from nicplug.engine.audit import audit, folder
 from nicplug.machines.decider import HotplugDecider
-from nicplug.machines.operation import retrying
+from nicplug.machines.operation import fold_view, retrying
 from tests.queries.journal_worlds import X, start, stop
 from tests.unit.machines.sim import MAIN, Sim
 
@@ -49,7 +49,7 @@ async def test_churn_with_retention_keeps_the_journal_flat(tmp_path: Path) -> No
             sizes.append(size(path))
         views = await cluster.journal.views()
         decider = HotplugDecider()
-        mismatches = audit(decider, await cluster.journal.audit_input(folder(decider)), retrying)
+        mismatches = audit(decider, await cluster.journal.audit_input(folder(fold_view)), retrying)
     finally:
         await stop(cluster)
     assert mismatches == []

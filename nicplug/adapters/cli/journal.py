@@ -40,7 +40,7 @@ from nicplug.engine.inspection import JournalInspection
 from nicplug.engine.schema import latest_version
 from nicplug.engine.sqlite_journal import SQLiteJournal
 from nicplug.machines.decider import HotplugDecider
-from nicplug.machines.operation import retrying
+from nicplug.machines.operation import fold_view, retrying
 
 journal_app = typer.Typer(
     name="journal", help="Check, export, rebuild, archive or back up the journal.",
@@ -71,7 +71,7 @@ async def _verify(journal: SQLiteJournal) -> dict[str, Any]:
     )
     if report["ok"]:
         decider = HotplugDecider()
-        given = await journal.audit_input(folder(decider))
+        given = await journal.audit_input(folder(fold_view))
         mismatches = audit(decider, given, retrying)
         report["mismatches"] = [asdict(m) for m in mismatches]
         report["ok"] = not mismatches

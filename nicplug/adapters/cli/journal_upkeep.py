@@ -37,7 +37,7 @@ from nicplug.engine.audit import folder
 from nicplug.engine.errors import JournalError
 from nicplug.engine.model import StreamView
 from nicplug.engine.sqlite_journal import SQLiteJournal
-from nicplug.machines.decider import HotplugDecider
+from nicplug.machines.operation import fold_view
 from nicplug.machines.versions import schemas
 
 T = TypeVar("T")
@@ -78,8 +78,10 @@ class _Unreadable(JournalError):
     pass
 
 
-async def _rebuild(journal: SQLiteJournal) -> tuple[int, int, int]:
-    given = await journal.audit_input(folder(HotplugDecider()))
+async def rebuild_read_model(journal: SQLiteJournal) -> tuple[int, int, int]:
+    """Rewrite every read-model row from its stream's events: (rows, events, rows that
+    differed). Refuses, writing nothing, when a stream cannot be folded."""
+    given = await journal.audit_input(folder(fold_view))
     problems = {s: f.problem for s, f in given.folded.items() if f.problem}
     if problems:
         stream, why = next(iter(problems.items()))
@@ -102,7 +104,7 @@ async def _rebuild(journal: SQLiteJournal) -> tuple[int, int, int]:
 @journal_app.command()
 def rebuild(journal: WritableJournal = DEFAULT_JOURNAL) -> None:
     """Rewrite the read model from the events (stop the controller first)."""
-    rows, events, differed = _with(journal, _rebuild, exclusive=True)
+    rows, events, differed = _with(journal, rebuild_read_model, exclusive=True)
     typer.echo(f"{journal}: {rows} read-model rows rebuilt from {events} events "
                f"({differed} differed from the fold)")
 
