@@ -10,17 +10,19 @@ import hashlib
 import json
 import shutil
 import sqlite3
+from functools import partial
 from pathlib import Path
 
 import pytest
 
+from nicplug.engine.audit import fold_stream, folder
 from nicplug.engine.clock import VirtualClock
 from nicplug.engine.effects import RecordingExecutor
 from nicplug.engine.model import Key
 from nicplug.engine.runtime import Runtime
 from nicplug.engine.sqlite_journal import SQLiteJournal
 from nicplug.machines.decider import HotplugDecider
-from nicplug.machines.operation import VMState
+from nicplug.machines.operation import VMState, fold_view
 from nicplug.machines.versions import schemas
 from nicplug.machines.world import World
 from tests.queries.journal_worlds import fill, stop
@@ -194,3 +196,18 @@ def test_archive_refuses_bad_input(journal: Path, tmp_path: Path) -> None:
                    "no journal file here")
     assert not (tmp_path / "none.db").exists()
     assert contents(journal) == before
+
+
+async def test_the_machines_one_stream_fold_gives_what_the_decider_gives(
+    standard_journal: Path,
+) -> None:
+    journal = await SQLiteJournal.open(standard_journal, read_only=True, schemas=schemas())
+    try:
+        decider = HotplugDecider()
+        quick = await journal.audit_input(folder(fold_view))
+        slow = await journal.audit_input(folder(partial(fold_stream, decider)))
+    finally:
+        await journal.close()
+    assert len(quick.folded) == 11
+    assert quick.folded == slow.folded
+    assert all(f.view is not None and f.problem is None for f in quick.folded.values())
