@@ -9,12 +9,15 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
+from nicplug.adapters.observability import Metrics
+from nicplug.adapters.reporting import MetricsListener
 from nicplug.engine.clock import VirtualClock
 from nicplug.engine.effects import RecordingExecutor
 from nicplug.engine.listening import RuntimeListener
 from nicplug.engine.model import Cause, Key
 from nicplug.engine.runtime import Runtime
 from nicplug.engine.sqlite_journal import SQLiteJournal
+from nicplug.engine.upcasting import Upcasters
 from tests.engine.counter_machine import Counter, CounterMachine
 from tests.engine.journal_support import opened
 
@@ -129,3 +132,44 @@ async def test_the_events_a_snapshot_includes_are_not_folded_twice(tmp_path: Pat
     finally:
         await journal.close()
     assert view.through == view.version and list(tail) == []
+
+
+class Errors(RuntimeListener):
+    def __init__(self) -> None:
+        self.keys: list[Key] = []
+
+    def on_error(self, key: Key, error: BaseException) -> None:
+        self.keys.append(key)
+
+
+async def test_a_key_with_an_event_from_a_newer_version_fails_alone(tmp_path: Path) -> None:
+    path = await live_journal(tmp_path)
+    sql(path, "UPDATE streams SET snapshot_through = 0 WHERE key = ?", A)  # a's tail: all
+    sql(path, "UPDATE events SET schema_version = 9 WHERE key = ? AND version = 2", A)
+    known = Upcasters({"Requested": 1, "Bumped": 1, "Failed": 1, "Reminded": 1})
+    clock = VirtualClock()
+    errors = Errors()
+    async with opened(path, upcasters=known) as journal:
+        runtime: Runtime[Counter, int] = Runtime(
+            CounterMachine(), journal, RecordingExecutor(clock), clock, listeners=[errors]
+        )
+        await runtime.start()
+        states = {key: runtime.state_of(key) for key in (A, B)}
+        await runtime.stop(drain=False)
+    assert errors.keys == [A] and states[A] is None
+    assert count(states, B) == 1  # the other VM is served
+
+
+async def test_a_rebuild_is_counted_in_the_controllers_metric(tmp_path: Path) -> None:
+    path = await live_journal(tmp_path)
+    sql(path, "UPDATE streams SET snapshot_schema = 7")
+    metrics = Metrics()
+    clock = VirtualClock()
+    async with opened(path) as journal:
+        runtime: Runtime[Counter, int] = Runtime(
+            CounterMachine(), journal, RecordingExecutor(clock), clock,
+            listeners=[MetricsListener(metrics)],
+        )
+        await runtime.start()
+        await runtime.stop(drain=False)
+    assert metrics.registry.get_sample_value("nicplug_snapshot_rebuilds_total") == 2.0
