@@ -17,6 +17,9 @@ import shutil
 import sqlite3
 from pathlib import Path
 
+from typer.testing import CliRunner
+
+from nicplug.adapters.cli import app
 from nicplug.adapters.settings import Settings
 from nicplug.adapters.tapes.replaying import Replay
 from nicplug.engine.schema import latest_version
@@ -86,3 +89,16 @@ async def test_the_first_format_is_opened_recovered_and_finished(tmp_path: Path)
     # they read as they were written (effects are still of schema 1)
     assert [(e.id, e.schema_version, bool(e.payload)) for e in pending] == [
         (9, 1, True), (10, 1, True)]
+
+
+def test_the_first_format_is_rebuilt_offline_and_then_verifies(tmp_path: Path) -> None:
+    path = tmp_path / "journal.db"
+    shutil.copy(FIXTURE, path)
+    runner = CliRunner()
+    refused = runner.invoke(app, ["journal", "verify", "--journal", str(path)])
+    assert refused.exit_code == 1 and "open it once with a writing nicplug" in refused.stderr
+    rebuilt = runner.invoke(app, ["journal", "rebuild", "--journal", str(path)])
+    assert rebuilt.exit_code == 0
+    assert "2 read-model rows rebuilt from 12 events (2 differed" in rebuilt.stdout
+    verified = runner.invoke(app, ["journal", "verify", "--journal", str(path), "--json"])
+    assert verified.exit_code == 0 and json.loads(verified.stdout)["mismatches"] == []
