@@ -15,6 +15,7 @@ or effects itself.
 from __future__ import annotations
 
 import asyncio
+import gc
 import random
 import time
 from collections.abc import Sequence
@@ -110,6 +111,20 @@ class Runtime(Generic[S, W]):
         if self._started:
             raise RuntimeError("the runtime is started already")
         self._started = True
+        collecting = gc.isenabled()
+        gc.disable()  # loading builds many long-lived objects: collections would only rescan them
+        try:
+            await self._load()
+        finally:
+            if collecting:
+                gc.enable()
+        for timer in await self._journal.timers():
+            self._arm(timer.key, timer.stream, timer.name, timer.deadline)
+        for effect in await self._journal.outbox():
+            self._effects.run(effect)
+
+    async def _load(self) -> None:
+        """Every key with a live stream, from its snapshots and the events after them."""
         by_key: dict[Key, list[StoredView]] = {}
         for stored in await self._journal.views(live=True):
             by_key.setdefault(stored.view.key, []).append(stored)
@@ -129,10 +144,6 @@ class Runtime(Generic[S, W]):
             except (JournalError, ValueError, KeyError, TypeError) as error:
                 # this key cannot be loaded; the others are served (its inputs fail alone)
                 self._listen.on_error(key, error)
-        for timer in await self._journal.timers():
-            self._arm(timer.key, timer.stream, timer.name, timer.deadline)
-        for effect in await self._journal.outbox():
-            self._effects.run(effect)
 
     async def observe(self, key: Key, world: W, cause: Cause) -> None:
         """The world of `key` is now `world`: decide again (coalescing with any
