@@ -26,7 +26,13 @@ from nicplug.adapters.kube.client import ApiConnection, ClientSettings, connect
 from nicplug.adapters.kube.informer import Informer, WatchProgress, WatchSettings
 from nicplug.adapters.kube.lease import Leadership
 from nicplug.adapters.kube.resources import WATCHED, KindRef, Scope
-from nicplug.adapters.observability import Health, Metrics, make_http_app, parse_addr
+from nicplug.adapters.observability import (
+    Health,
+    Metrics,
+    bind_refused,
+    make_http_app,
+    parse_addr,
+)
 from nicplug.adapters.observing import Observing
 from nicplug.adapters.reporting import MetricsListener
 from nicplug.adapters.sdn import dialect_for
@@ -109,7 +115,11 @@ class Controller:
         app = make_http_app(self.metrics, self.health, journal=self.settings.journal)
         runner = web.AppRunner(app, access_log=None)
         await runner.setup()
-        await web.TCPSite(runner, host, port).start()
+        try:
+            await web.TCPSite(runner, host, port).start()
+        except OSError as error:  # in use, not this host's, unknown host: one line
+            await runner.cleanup()
+            raise bind_refused(self.settings.metrics_addr, error) from error
         self.metrics_port = int(runner.addresses[0][1])
         log.info("metrics and health on http://%s:%d", host, self.metrics_port)
         return runner

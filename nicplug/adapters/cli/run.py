@@ -126,10 +126,11 @@ def run(
 
     from nicplug.adapters.controller import run_controller
     from nicplug.adapters.kube.client import ClientConfigError
+    from nicplug.adapters.observability import MetricsAddressError
 
     try:
         asyncio.run(until_signalled(run_controller(settings)))
-    except (JournalError, ClientConfigError) as exc:
+    except (JournalError, ClientConfigError, MetricsAddressError) as exc:
         typer.echo(f"nicplug: {exc}", err=True)
         raise typer.Exit(1) from None
 
