@@ -18,7 +18,6 @@ from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar, cast
-from urllib.parse import quote
 
 import aiosqlite
 import orjson
@@ -37,9 +36,12 @@ from nicplug.engine.model import Key, RecordedEvent, StreamId, StreamView
 from nicplug.engine.sqlite_opening import (
     MEMORY,
     IntegrityCheck,
+    ReadMode,
     Synchronous,
     configure,
     prepare_file,
+    read_mode,
+    reader_uri,
     translate,
 )
 from nicplug.engine.sqlite_reads import EVENT_COLUMNS, event_of
@@ -79,6 +81,7 @@ class SQLiteJournal:
         *,
         path: str,
         read_only: bool,
+        read_mode: ReadMode | None = None,
         upcasters: Upcasters,
         max_group: int,
         on_group: Callable[[int, float], None] | None,
@@ -86,6 +89,8 @@ class SQLiteJournal:
         self._conn = conn
         self.path = path
         self.read_only = read_only
+        self.read_mode = read_mode
+        """How a read-only journal was opened (`ReadMode`); None when writable."""
         self._upcasters = upcasters
         self._max_group = max_group
         self._on_group = on_group
@@ -112,8 +117,9 @@ class SQLiteJournal:
         """Open (creating with mode 0600 when missing) or refuse with `JournalRefused`.
 
         `":memory:"` gives a private in-memory journal. `read_only` opens an existing
-        journal for queries while a writer may have it open. `on_group(units, seconds)`
-        is called after every group commit (metrics).
+        journal for queries: beside the writer that holds it, or as an immutable snapshot
+        when none does (`read_mode` says which); it never creates a file. `on_group(units,
+        seconds)` is called after every group commit (metrics).
         """
         name = str(path)
         if read_only and name == MEMORY:
@@ -121,7 +127,8 @@ class SQLiteJournal:
                                  "open it for writing")
         if name != MEMORY:
             prepare_file(name, read_only=read_only)
-        target = f"file:{quote(name)}?mode=ro" if read_only else name
+        mode = read_mode(name) if read_only else None
+        target = reader_uri(name, mode) if mode is not None else name
         try:
             conn = await aiosqlite.connect(
                 target, uri=read_only, isolation_level=None, check_same_thread=False
@@ -136,7 +143,8 @@ class SQLiteJournal:
         except BaseException:
             await conn.close()
             raise
-        return cls(conn, path=name, read_only=read_only, upcasters=upcasters or Upcasters(),
+        return cls(conn, path=name, read_only=read_only, read_mode=mode,
+                   upcasters=upcasters or Upcasters(),
                    max_group=max_group, on_group=on_group)
 
     # -- writing -----------------------------------------------------------------------
