@@ -20,7 +20,7 @@ import typer
 from pydantic import ValidationError
 
 from nicplug.adapters.cli.app import app
-from nicplug.adapters.cli.run import _explain
+from nicplug.adapters.cli.run import _explain, usage_error
 
 if TYPE_CHECKING:
     from nicplug.adapters.tapes.replaying import Until
@@ -75,11 +75,11 @@ def replay(
             backoff_max=backoff_max, cluster_network_namespace=cluster_network_namespace,
         )
     except ValidationError as exc:
-        raise typer.BadParameter(_explain(exc)) from None
+        usage_error(_explain(exc))
     try:
         end = _until(until)
     except ValueError as exc:
-        raise typer.BadParameter(f"--until: {exc}") from None
+        usage_error(f"--until: {exc}")
     if journal is not None and journal.exists():
         typer.echo(f"nicplug: {journal} exists; a replay writes a new journal", err=True)
         raise typer.Exit(2)
