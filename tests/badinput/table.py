@@ -11,6 +11,7 @@ beside it. The same rows are the "Bad input" table of docs/operations.md:
 from __future__ import annotations
 
 import json
+import shutil
 import socket
 import sqlite3
 from collections.abc import Callable
@@ -50,11 +51,18 @@ class Scratch:
         return filled_journal(self.root / "journal.db")
 
     def journal_copy(self, name: str, *statements: str) -> str:
+        """A copy of the journal byte for byte (in WAL mode, as a controller leaves it,
+        with no `-wal`/`-shm` beside it), changed by `statements`."""
         path = self.root / name
-        with sqlite3.connect(self.journal) as source, sqlite3.connect(path) as copy:
-            source.backup(copy)
+        shutil.copyfile(self.journal, path)
+        copy = sqlite3.connect(path)
+        try:
             for statement in statements:
                 copy.execute(statement)
+            copy.commit()
+        finally:
+            copy.close()
+        assert not Path(f"{path}-wal").exists()
         return str(path)
 
     def read_only_journal(self) -> str:
