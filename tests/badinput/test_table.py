@@ -17,6 +17,7 @@ import pytest
 from tests.badinput.table import ROWS, BadInput, Scratch, markdown
 
 DOCS = Path(__file__).parents[2] / "docs" / "operations.md"
+NICPLUG = (sys.executable, "-m", "nicplug.adapters.cli")
 _PR_CAPBSET_DROP = 24
 _DAC_CAPABILITIES = (1, 2, 3)  # CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH, CAP_FOWNER
 
@@ -60,7 +61,7 @@ def test_bad_input(row: BadInput, scratch: Scratch) -> None:
     if row.as_nobody and os.geteuid() == 0:
         scratch.root.chmod(0o755)
     done = subprocess.run(
-        [sys.executable, "-m", "nicplug", *argv], capture_output=True, timeout=120,
+        [*NICPLUG, *argv], capture_output=True, timeout=120,
         stdin=subprocess.DEVNULL, env={**os.environ, "COLUMNS": "200"},
         preexec_fn=_without_root if row.as_nobody and os.geteuid() == 0 else None,
     )
@@ -79,8 +80,8 @@ def test_bad_input(row: BadInput, scratch: Scratch) -> None:
 def test_the_read_only_journal_is_answered_as_a_snapshot(scratch: Scratch) -> None:
     path = scratch.read_only_journal()
     done = subprocess.run(
-        [sys.executable, "-m", "nicplug", "status", "--journal", path], capture_output=True,
-        timeout=120, env={**os.environ, "COLUMNS": "200"},
+        [*NICPLUG, "status", "--journal", path], capture_output=True, timeout=120,
+        env={**os.environ, "COLUMNS": "200"},
         preexec_fn=_without_root if os.geteuid() == 0 else None,
     )
     assert done.returncode == 0, done.stderr

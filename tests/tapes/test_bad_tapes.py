@@ -160,7 +160,7 @@ def _replay_piped(head: bytes, filler: int, *, data_limit: int | None) -> tuple[
 
     env = {**os.environ, "MALLOC_ARENA_MAX": "2"}
     child = subprocess.Popen(
-        [sys.executable, "-m", "nicplug", "replay", "-", "--json"], env=env,
+        [sys.executable, "-m", "nicplug.adapters.cli", "replay", "-", "--json"], env=env,
         stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
         preexec_fn=limited,
     )
