@@ -45,7 +45,9 @@ from nicplug.adapters.tapes.times import epoch_of
 
 Item = WatchEvent | TapedEffect | InitialEventsEnd | Bookmark | Malformed
 
-_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"')
+_STRING = re.compile(rb'"(?:[^"\\]++|\\.)*+"')
+"""A JSON string. Possessive: the backtracking form keeps a frame per character of a
+string that never closes (1.2 GB for a 10 MB line); this one keeps none."""
 _DECODER = json.JSONDecoder()
 
 

@@ -150,9 +150,11 @@ def test_an_overlong_value_spanning_lines_is_reported_at_its_first_line() -> Non
     assert items == [Malformed(1, f"a JSON value longer than {MAX_VALUE_BYTES} bytes")]
 
 
-def _replay_piped(head: bytes, filler: int, *, data_limit: int | None) -> tuple[int, int, str]:
-    """`nicplug replay -` fed `head` and `filler` MiB of one line that never closes,
-    under a data-size limit; (exit code, peak RSS in KiB, stderr)."""
+def _replay_piped(
+    head: bytes, filler: int, *, data_limit: int | None, tail: bytes = b""
+) -> tuple[int, int, str]:
+    """`nicplug replay -` fed `head`, `filler` MiB of one value, then `tail`, under a
+    data-size limit; (exit code, peak RSS in KiB, stderr)."""
 
     def limited() -> None:
         if data_limit is not None:
@@ -173,6 +175,7 @@ def _replay_piped(head: bytes, filler: int, *, data_limit: int | None) -> tuple[
         block = b"a" * (1 << 20)
         for _ in range(filler):
             child.stdin.write(block)
+        child.stdin.write(tail)
         child.stdin.close()
     except BrokenPipeError:
         pass
@@ -191,6 +194,18 @@ def test_a_300_mb_line_that_never_ends_costs_no_more_than_the_cap() -> None:
     assert code == 0
     assert stderr.count("\n") == 1 and "line 1: a line of" in stderr
     assert (peak - baseline) * 1024 < 2 * MAX_VALUE_BYTES
+
+
+def test_a_line_under_the_cap_whose_string_never_closes_costs_about_its_length() -> None:
+    head = b'{"type": "ADDED", "object": {"kind": "Pod", "x": "'
+    code, baseline, _ = _replay_piped(head, 0, data_limit=None)
+    next_line = json.dumps({"type": "ADDED", "object": {"kind": "Pod"}}).encode()
+    code, peak, stderr = _replay_piped(
+        head, 12, data_limit=baseline * 1024 + 128 * 2**20, tail=b"\n" + next_line + b"\n")
+    assert "Traceback" not in stderr and "MemoryError" not in stderr, stderr[-2000:]
+    assert code == 0
+    assert "line 1: a JSON object that never closes" in stderr
+    assert (peak - baseline) * 1024 < 5 * MAX_VALUE_BYTES
 
 
 # -- item 10: CRLF and a byte order mark ----------------------------------------------
