@@ -65,7 +65,7 @@ def ask(
 
 
 READ_MODES = {
-    "shared": "beside the controller that holds it",
+    "shared": "through its write-ahead log (a controller holds it, or left its WAL)",
     "snapshot": "as a snapshot: no controller holds it",
 }
 

@@ -74,6 +74,23 @@ class Scratch:
         place.chmod(0o555)
         return str(path)
 
+    def read_only_crashed_journal(self) -> str:
+        """A journal whose writer died holding it (its `-wal` holds a commit the file
+        does not), copied with its `-wal`/`-shm` into a directory nobody may write."""
+        live = Path(self.journal_copy("crashed.db"))
+        writer = sqlite3.connect(live)
+        writer.execute("PRAGMA wal_autocheckpoint = 0")
+        writer.execute("UPDATE streams SET state = 'Cancelled' WHERE key = 'ns/staged'")
+        writer.commit()
+        place = self.root / "read-only"
+        place.mkdir()
+        for suffix in ("", "-wal", "-shm"):
+            shutil.copyfile(f"{live}{suffix}", place / f"journal.db{suffix}")
+            (place / f"journal.db{suffix}").chmod(0o444)
+        writer.close()
+        place.chmod(0o555)
+        return str(place / "journal.db")
+
     def busy_address(self) -> str:
         listening = socket.socket()
         listening.bind(("127.0.0.1", 0))
@@ -228,6 +245,11 @@ ROWS: tuple[BadInput, ...] = (
     BadInput("journal", "a journal nobody holds, in a read-only directory",
              lambda s: ["status", "--journal", s.read_only_journal()],
              0, "", "answered, read as a snapshot (it says so); nothing created",
+             as_nobody=True),
+    BadInput("journal", "a crashed controller's journal with its `-wal`/`-shm`, read-only",
+             lambda s: ["status", "--state", "Cancelled", "--vm", "ns/staged", "--journal",
+                        s.read_only_crashed_journal()],
+             0, "", "answered through the WAL (its last commit included); nothing created",
              as_nobody=True),
     BadInput("journal", "`--vm` not NAMESPACE/NAME",
              lambda s: ["status", "--journal", str(s.journal), "--vm", "Bad Name"],

@@ -4,6 +4,7 @@ keeps the docs' copy of the table the same as the rows."""
 from __future__ import annotations
 
 import ctypes
+import json
 import os
 import shutil
 import subprocess
@@ -87,6 +88,19 @@ def test_the_read_only_journal_is_answered_as_a_snapshot(scratch: Scratch) -> No
     assert done.returncode == 0, done.stderr
     assert b"read as a snapshot: no controller holds it" in done.stdout
     assert b"ns/plugged" in done.stdout
+
+
+def test_a_crashed_journal_in_a_read_only_place_is_read_with_its_wal(
+    scratch: Scratch,
+) -> None:
+    path = scratch.read_only_crashed_journal()
+    done = subprocess.run(
+        [*NICPLUG, "status", "--json", "--vm", "ns/staged", "--journal", path],
+        capture_output=True, timeout=120,
+        preexec_fn=_without_root if os.geteuid() == 0 else None,
+    )
+    assert done.returncode == 0, done.stderr
+    assert {o["state"] for o in json.loads(done.stdout)["operations"]} == {"Cancelled"}
 
 
 def test_the_docs_show_the_same_table() -> None:
