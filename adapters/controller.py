@@ -84,12 +84,18 @@ class Controller:
         """Serve metrics and health, stand for the Lease, lead while it is ours; when
         cancelled (a clean stop), end the term and release the Lease."""
         runner = await self._serve_http()
-        connection = await connect(ClientSettings(
-            kubeconfig=self.settings.kubeconfig, read_timeout=self.settings.request_timeout,
-            user_agent=f"nicplug/{__version__} ({self.identity})",
-        ))
-        if self.settings.record_tape is not None:
-            self._tape = TapeWriter(self.settings.record_tape, now=time.time)
+        try:
+            if self.settings.record_tape is not None:  # before connecting: fails alone
+                self._tape = TapeWriter(self.settings.record_tape, now=time.time)
+            connection = await connect(ClientSettings(
+                kubeconfig=self.settings.kubeconfig, read_timeout=self.settings.request_timeout,
+                user_agent=f"nicplug/{__version__} ({self.identity})",
+            ))
+        except BaseException:
+            await runner.cleanup()
+            if self._tape is not None:
+                self._tape.close()
+            raise
         leadership = Leadership(
             connection,
             name=self.settings.lease_name,

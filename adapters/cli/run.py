@@ -127,10 +127,11 @@ def run(
     from nicplug.adapters.controller import run_controller
     from nicplug.adapters.kube.client import ClientConfigError
     from nicplug.adapters.observability import MetricsAddressError
+    from nicplug.adapters.tapes.writer import TapeUnwritable
 
     try:
         asyncio.run(until_signalled(run_controller(settings)))
-    except (JournalError, ClientConfigError, MetricsAddressError) as exc:
+    except (JournalError, ClientConfigError, MetricsAddressError, TapeUnwritable) as exc:
         typer.echo(f"nicplug: {exc}", err=True)
         raise typer.Exit(1) from None
 

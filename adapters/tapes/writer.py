@@ -26,13 +26,21 @@ from nicplug.engine.listening import EffectPhase, RuntimeListener
 from nicplug.machines.effects import effect_from_payload
 
 
+class TapeUnwritable(Exception):
+    """The tape file cannot be created or written over (one line for the operator)."""
+
+
 class TapeWriter:
     """Appends lines to a tape file; `now()` gives each line's `at` (epoch seconds)."""
 
     def __init__(self, path: Path, *, now: Callable[[], float]) -> None:
         self.path = path
         self._now = now
-        self._file: IO[bytes] = open_private(path)
+        try:
+            self._file: IO[bytes] = open_private(path)
+        except OSError as error:
+            raise TapeUnwritable(
+                f"cannot write the tape {path}: {error.strerror or error}") from error
         self.lines = 0
 
     def watch_event(self, kind: KindRef, event_type: str, obj: dict[str, Any]) -> None:

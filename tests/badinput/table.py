@@ -91,6 +91,15 @@ class Scratch:
         place.chmod(0o555)
         return str(place / "journal.db")
 
+    def kubeconfig(self) -> str:
+        """A kubeconfig that loads (nothing listens where it points)."""
+        return self.file("kubeconfig", json.dumps({
+            "apiVersion": "v1", "kind": "Config", "current-context": "c",
+            "clusters": [{"name": "c", "cluster": {"server": "https://127.0.0.1:9"}}],
+            "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}],
+            "users": [{"name": "u", "user": {"token": "t"}}],
+        }).encode())
+
     def busy_address(self) -> str:
         listening = socket.socket()
         listening.bind(("127.0.0.1", 0))
@@ -205,6 +214,10 @@ ROWS: tuple[BadInput, ...] = (
              lambda s: _run(s, "--metrics-addr", "127.0.0.1:0",
                             "--kubeconfig", str(s.root / "nope")),
              1, "does not exist", "exits before connecting"),
+    BadInput("controller", "`--record-tape` where nothing may be written",
+             lambda s: _run(s, "--metrics-addr", "127.0.0.1:0", "--kubeconfig", s.kubeconfig(),
+                            "--record-tape", "/proc/run.tape.jsonl"),
+             1, "cannot write the tape /proc/run.tape.jsonl", "exits before it leads"),
     # -- files the CLI writes ---------------------------------------------------------------
     BadInput("files", "`journal export -o` a directory",
              lambda s: ["journal", "export", "--journal", str(s.journal),
