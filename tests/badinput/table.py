@@ -219,6 +219,9 @@ ROWS: tuple[BadInput, ...] = (
                             "--record-tape", "/proc/run.tape.jsonl"),
              1, "cannot write the tape /proc/run.tape.jsonl", "exits before it leads"),
     # -- files the CLI writes ---------------------------------------------------------------
+    BadInput("files", "`record -o` a directory",
+             lambda s: ["record", "--kubeconfig", s.kubeconfig(), "-o", s.directory("tape-dir")],
+             1, "cannot write the tape", "nothing recorded, nothing connected"),
     BadInput("files", "`journal export -o` a directory",
              lambda s: ["journal", "export", "--journal", str(s.journal),
                         "-o", s.directory("out")],
