@@ -193,6 +193,8 @@ class Replay:
             at = self._time_of(item, moment, result)
             if at is not None and self.until.moment is not None and at > self.until.moment:
                 result.stopped_at_line = item.line
+                if isinstance(item, WatchEvent):
+                    reader.stats.events -= 1  # read, but not fed
                 break
             if isinstance(item, TapedEffect):
                 result.taped.append(item)

@@ -264,7 +264,7 @@ def test_until_a_time_within_the_tape_stops_feeding_there() -> None:
     result = replay(PLUG, "--until", "2026-12-02T14:18:05.000Z")
     assert result.exit_code == 0
     assert "stopped at line 10" in result.stdout
-    assert "0 effects" in result.stdout
+    assert "replay: 8 events" in result.stdout and "0 effects" in result.stdout
 
 
 @pytest.mark.parametrize("bad", ["+", "+soon", "+10x", "tomorrow", "2026-12-02T14:18:05"])
