@@ -26,7 +26,13 @@ from nicplug.adapters.kube.client import ApiConnection, ClientSettings, connect
 from nicplug.adapters.kube.informer import Informer, WatchProgress, WatchSettings
 from nicplug.adapters.kube.lease import Leadership
 from nicplug.adapters.kube.resources import WATCHED, KindRef, Scope
-from nicplug.adapters.observability import Health, Metrics, make_http_app, parse_addr
+from nicplug.adapters.observability import (
+    Health,
+    Metrics,
+    bind_refused,
+    make_http_app,
+    parse_addr,
+)
 from nicplug.adapters.observing import Observing
 from nicplug.adapters.reporting import MetricsListener
 from nicplug.adapters.retention import archive_finished
@@ -82,12 +88,18 @@ class Controller:
         """Serve metrics and health, stand for the Lease, lead while it is ours; when
         cancelled (a clean stop), end the term and release the Lease."""
         runner = await self._serve_http()
-        connection = await connect(ClientSettings(
-            kubeconfig=self.settings.kubeconfig, read_timeout=self.settings.request_timeout,
-            user_agent=f"nicplug/{__version__} ({self.identity})",
-        ))
-        if self.settings.record_tape is not None:
-            self._tape = TapeWriter(self.settings.record_tape, now=time.time)
+        try:
+            if self.settings.record_tape is not None:  # before connecting: fails alone
+                self._tape = TapeWriter(self.settings.record_tape, now=time.time)
+            connection = await connect(ClientSettings(
+                kubeconfig=self.settings.kubeconfig, read_timeout=self.settings.request_timeout,
+                user_agent=f"nicplug/{__version__} ({self.identity})",
+            ))
+        except BaseException:
+            await runner.cleanup()
+            if self._tape is not None:
+                self._tape.close()
+            raise
         leadership = Leadership(
             connection,
             name=self.settings.lease_name,
@@ -113,7 +125,11 @@ class Controller:
         app = make_http_app(self.metrics, self.health, journal=self.settings.journal)
         runner = web.AppRunner(app, access_log=None)
         await runner.setup()
-        await web.TCPSite(runner, host, port).start()
+        try:
+            await web.TCPSite(runner, host, port).start()
+        except OSError as error:  # in use, not this host's, unknown host: one line
+            await runner.cleanup()
+            raise bind_refused(self.settings.metrics_addr, error) from error
         self.metrics_port = int(runner.addresses[0][1])
         log.info("metrics and health on http://%s:%d", host, self.metrics_port)
         return runner
