@@ -28,21 +28,31 @@ from nicplug.adapters.kube.client import ApiConnection, ClientSettings, connect
 from nicplug.adapters.kube.informer import Informer, WatchProgress, WatchSettings
 from nicplug.adapters.kube.lease import Leadership
 from nicplug.adapters.kube.resources import WATCHED, KindRef, Scope
-from nicplug.adapters.observability import Health, Metrics, make_http_app, parse_addr
+from nicplug.adapters.observability import (
+    Health,
+    Metrics,
+    bind_refused,
+    make_http_app,
+    parse_addr,
+)
 from nicplug.adapters.observing import Observing
 from nicplug.adapters.reporting import MetricsListener
+from nicplug.adapters.retention import archive_finished
 from nicplug.adapters.sdn import dialect_for
 from nicplug.adapters.settings import Settings
 from nicplug.adapters.tapes.writer import EffectTaping, TapeWriter
 from nicplug.engine.clock import Clock, RealClock
+from nicplug.engine.errors import JournalError
 from nicplug.engine.runtime import Runtime
 from nicplug.engine.sqlite_journal import SQLiteJournal
 from nicplug.machines.decider import HotplugDecider
 from nicplug.machines.operation import VMState
+from nicplug.machines.versions import schemas
 from nicplug.machines.world import World
 
 log = logging.getLogger(__name__)
 
+RETENTION_EVERY = 3600.0  # seconds between retention runs
 _RELEASE_BUDGET = 5.0  # seconds a clean stop spends handing the lease over
 
 
@@ -60,6 +70,7 @@ async def _open_journal(path: Path, settings: Settings, metrics: Metrics) -> SQL
     return await SQLiteJournal.open(
         path,
         synchronous=settings.synchronous,
+        schemas=schemas(),
         on_group=lambda _units, seconds: metrics.commit_latency.observe(seconds),
     )
 
@@ -103,12 +114,20 @@ class Controller:
         """Serve metrics and health, stand for the Lease, lead while it is ours; when
         cancelled (a clean stop), end the term and release the Lease."""
         runner = await self._serve_http() if self.surroundings.serve_http else None
-        connection = await self.surroundings.connect(ClientSettings(
-            kubeconfig=self.settings.kubeconfig, read_timeout=self.settings.request_timeout,
-            user_agent=f"nicplug/{__version__} ({self.identity})",
-        ))
-        if self.settings.record_tape is not None:
-            self._tape = TapeWriter(self.settings.record_tape, now=self.surroundings.clock.wall)
+        try:
+            if self.settings.record_tape is not None:  # before connecting: fails alone
+                self._tape = TapeWriter(self.settings.record_tape,
+                                        now=self.surroundings.clock.wall)
+            connection = await self.surroundings.connect(ClientSettings(
+                kubeconfig=self.settings.kubeconfig, read_timeout=self.settings.request_timeout,
+                user_agent=f"nicplug/{__version__} ({self.identity})",
+            ))
+        except BaseException:
+            if runner is not None:
+                await runner.cleanup()
+            if self._tape is not None:
+                self._tape.close()
+            raise
         leadership = Leadership(
             connection,
             name=self.settings.lease_name,
@@ -135,7 +154,11 @@ class Controller:
         app = make_http_app(self.metrics, self.health, journal=self.settings.journal)
         runner = web.AppRunner(app, access_log=None)
         await runner.setup()
-        await web.TCPSite(runner, host, port).start()
+        try:
+            await web.TCPSite(runner, host, port).start()
+        except OSError as error:  # in use, not this host's, unknown host: one line
+            await runner.cleanup()
+            raise bind_refused(self.settings.metrics_addr, error) from error
         self.metrics_port = int(runner.addresses[0][1])
         log.info("metrics and health on http://%s:%d", host, self.metrics_port)
         return runner
@@ -170,6 +193,7 @@ class Controller:
                 self._mark(str(stored.view.key), "recovery")
             for key in self._observing.index.vm_keys():
                 self._mark(key, "initial list")
+            tasks.append(asyncio.create_task(self._retain(journal), name="retention"))
             self._ready = True
             log.info("ready: %d VMs listed, recovery done", self._observing.pending)
             await self._feed(runtime, tasks)
@@ -181,6 +205,23 @@ class Controller:
             await asyncio.gather(*tasks, return_exceptions=True)
             await runtime.stop()
             await journal.close()
+
+    async def _retain(self, journal: SQLiteJournal) -> None:
+        """Archive what finished before the retention window, once an hour (the first
+        time at once). A failed run is logged and tried again the next hour."""
+        into = self.settings.archives()
+        while True:
+            try:
+                done = await archive_finished(
+                    journal, window=self.settings.retention, into=into,
+                    now=self.surroundings.clock.now(),
+                )
+                if done is not None:
+                    log.info("archived %d events of %d finished operations to %s",
+                             done.events, done.streams, done.file)
+            except (JournalError, OSError) as error:
+                log.error("retention: archiving failed, tried again in an hour: %s", error)
+            await asyncio.sleep(RETENTION_EVERY)
 
     def _informers(self, connection: ApiConnection) -> list[Informer]:
         scope = Scope(self.settings.namespace)
