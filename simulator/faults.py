@@ -100,7 +100,7 @@ class Faults:
         self._drops: list[_Drop] = []
         self._stalls: list[_Filter] = []
         self._expiries: list[_Expire] = []
-        self._listeners: set[Callable[[], None]] = set()
+        self._listeners: dict[Callable[[], None], None] = {}  # in order: runs repeat
         self._changed = asyncio.Event()
         self._stream_ids = itertools.count(1)
 
@@ -218,11 +218,11 @@ class Faults:
 
     def open_stream(self, listener: Callable[[], None]) -> int:
         """Register a watch stream; `listener` is called whenever the faults change."""
-        self._listeners.add(listener)
+        self._listeners[listener] = None
         return next(self._stream_ids)
 
     def close_stream(self, stream: int, listener: Callable[[], None]) -> None:
-        self._listeners.discard(listener)
+        self._listeners.pop(listener, None)
         for rule in self._drops:
             rule.seen.pop(stream, None)
 

@@ -95,7 +95,7 @@ class _Api:
         self.bookmark_interval = bookmark_interval
         self.disconnect_check = disconnect_check
         self.requests: deque[RequestRecord] = deque(maxlen=REQUEST_LOG_SIZE)
-        self.streams: set[Subscription] = set()
+        self.streams: set[Subscription] = set()  # only ever ended all together
 
     async def end_streams(self, app: web.Application) -> None:
         """On shutdown: end every watch stream, as a stopping API server does."""

@@ -97,7 +97,9 @@ class Store:
         self._uids = uids
         self._objects: dict[Resource, dict[tuple[str, str], Obj]] = {}
         self._history = History(history)
-        self._watchers: dict[Resource, weakref.WeakSet[Subscription]] = {}
+        # Weak keys in subscription order (a WeakSet would iterate by address, so the
+        # order in which watchers hear of a change would vary from run to run).
+        self._watchers: dict[Resource, weakref.WeakKeyDictionary[Subscription, None]] = {}
         self._taps: list[Callable[[Change], None]] = []
 
     # ------------------------------------------------------------------ reading
@@ -386,7 +388,7 @@ class Store:
             label_predicate(label_selector), field_predicate(field_selector, res.kind)
         )
         subscription = Subscription(namespace if res.namespaced else None, predicate, limit)
-        self._watchers.setdefault(res, weakref.WeakSet()).add(subscription)
+        self._watchers.setdefault(res, weakref.WeakKeyDictionary())[subscription] = None
         return subscription
 
     def watch_shared(

@@ -18,6 +18,8 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import subprocess
+import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
@@ -60,6 +62,17 @@ def test_the_same_seed_plays_the_same_run() -> None:
     assert first.digest == second.digest
     assert first.writes == second.writes > 20
     assert (first.violation, first.steps_taken) == (second.violation, second.steps_taken)
+
+
+def test_a_run_does_not_depend_on_the_runs_before_it_nor_on_the_process() -> None:
+    simulate(draw(40))
+    here = simulate(draw(41))
+    alone = subprocess.run(
+        [sys.executable, "-m", "nicplug.adapters.cli", "simulate", "--seed", "41", "--shrink-budget", "0"],
+        capture_output=True, text=True, check=False, timeout=120,
+        env={**os.environ, "PYTHONHASHSEED": "123"},
+    )
+    assert f"digest {here.digest}" in alone.stdout, alone.stdout + alone.stderr
 
 
 def test_different_seeds_play_different_runs() -> None:
