@@ -68,7 +68,8 @@ def test_a_run_does_not_depend_on_the_runs_before_it_nor_on_the_process() -> Non
     simulate(draw(40))
     here = simulate(draw(41))
     alone = subprocess.run(
-        [sys.executable, "-m", "nicplug.adapters.cli", "simulate", "--seed", "41", "--shrink-budget", "0"],
+        [sys.executable, "-m", "nicplug.adapters.cli", "simulate", "--seed", "41",
+         "--shrink-budget", "0"],
         capture_output=True, text=True, check=False, timeout=120,
         env={**os.environ, "PYTHONHASHSEED": "123"},
     )
