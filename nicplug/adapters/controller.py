@@ -26,6 +26,7 @@ from nicplug.adapters.kube.client import ApiConnection, ClientSettings, connect
 from nicplug.adapters.kube.informer import Informer, WatchProgress, WatchSettings
 from nicplug.adapters.kube.lease import Leadership
 from nicplug.adapters.kube.resources import WATCHED, KindRef, Scope
+from nicplug.adapters.loop_lag import LoopLag
 from nicplug.adapters.observability import Health, Metrics, make_http_app, parse_addr
 from nicplug.adapters.observing import Observing
 from nicplug.adapters.reporting import MetricsListener
@@ -72,12 +73,16 @@ class Controller:
         self._tape: TapeWriter | None = None
         self._ready = False
         self._last_progress: dict[str, float] = {}
+        self.loop_lag = LoopLag(on_lag=self._lagged)
         self.metrics_port: int | None = None  # the bound port (`metrics_addr` may say 0)
 
     async def run(self) -> None:
         """Serve metrics and health, stand for the Lease, lead while it is ours; when
         cancelled (a clean stop), end the term and release the Lease."""
         runner = await self._serve_http()
+        ticker = asyncio.create_task(
+            self.loop_lag.run(now=asyncio.get_running_loop().time), name="event loop lag"
+        )
         connection = await connect(ClientSettings(
             kubeconfig=self.settings.kubeconfig, read_timeout=self.settings.request_timeout,
             user_agent=f"nicplug/{__version__} ({self.identity})",
@@ -98,11 +103,16 @@ class Controller:
             await leadership.run()
         finally:
             self._ready = False
+            ticker.cancel()
             await _hand_over(leadership)
             await connection.close()
             await runner.cleanup()
             if self._tape is not None:
                 self._tape.close()
+
+    def _lagged(self, lag: float) -> None:
+        self.metrics.loop_lag.observe(lag)
+        self.metrics.loop_lag_max.set(self.loop_lag.largest)
 
     async def _serve_http(self) -> web.AppRunner:
         host, port = parse_addr(self.settings.metrics_addr)
