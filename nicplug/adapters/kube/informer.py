@@ -39,6 +39,10 @@ from nicplug.adapters.kube.wire import JsonObject, failure, fetch_object, send
 
 log = logging.getLogger(__name__)
 
+EMIT_SLICE = 256
+"""Changes handed on between yields to the event loop while a list is applied: a
+handler takes tens of microseconds, so a slice stays within a few milliseconds."""
+
 Sleep = Callable[[float], Awaitable[None]]
 Clock = Callable[[], float]
 ChangeHandler = Callable[[KindRef, str, JsonObject], None]
@@ -187,15 +191,22 @@ class Informer:
             raise KubeError(f"{self.kind.name}: the list carries no resourceVersion")
         previous, self._cache = self._cache, fresh
         self.resource_version = version
+        emitted = 0
         for key, obj in previous.items():
             if key not in fresh:
                 self._emit("DELETED", obj)
+                emitted += 1
         for key, obj in fresh.items():
             old = previous.get(key)
             if old is None:
                 self._emit("ADDED", obj)
             elif _version_of(old) != _version_of(obj):
                 self._emit("MODIFIED", obj)
+            else:
+                continue
+            emitted += 1
+            if emitted % EMIT_SLICE == 0:
+                await asyncio.sleep(0)  # a list of 10,000 objects must not stall the loop
         self.synced.set()
 
     def _list_call(self, **kwargs: Any) -> Awaitable[Any]:
