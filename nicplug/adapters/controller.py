@@ -33,6 +33,7 @@ from nicplug.adapters.reporting import MetricsListener
 from nicplug.adapters.sdn import dialect_for
 from nicplug.adapters.settings import Settings
 from nicplug.adapters.tapes.writer import EffectTaping, TapeWriter
+from nicplug.adapters.worldview import cache_projection
 from nicplug.engine.clock import RealClock
 from nicplug.engine.runtime import Runtime
 from nicplug.engine.sqlite_journal import SQLiteJournal
@@ -184,6 +185,8 @@ class Controller:
                 on_change=self._changed,
                 on_progress=self._progress,
                 settings=WatchSettings(),
+                # a recorded tape keeps whole objects; otherwise only what is read
+                transform=None if self._tape is not None else cache_projection(kind),
             )
             for kind in WATCHED
         ]

@@ -13,12 +13,14 @@ answers "which VMs does this change touch" and "what are the objects of this VM"
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from nicplug.adapters.kube import resources as kinds
 from nicplug.adapters.kube.resources import KindRef, object_key
+from nicplug.adapters.kube.translate import objects as read
 from nicplug.adapters.kube.translate.assemble import VM_NAME_LABEL, VMObjects
+from nicplug.adapters.kube.translate.projection import Shape, projector
 
 _MAPPING = (dict, Mapping)
 """`isinstance` of a JSON body: dict first, an exact type check (the ABC's is slow)."""
@@ -202,3 +204,23 @@ def kubevirt_reads(body: Body) -> object:
         meta.pop("managedFields", None)
     phase = status.get("phase") if isinstance(status, _MAPPING) else status
     return (meta, spec, phase)
+
+
+_READ_AS: dict[str, type[read.KubeObject]] = {
+    kinds.VIRTUAL_MACHINES.name: read.VirtualMachineObject,
+    kinds.KVVMS.name: read.KVVMObject,
+    kinds.VMIS.name: read.VMIObject,
+    kinds.LAUNCHER_PODS.name: read.PodObject,
+    kinds.VMIMS.name: read.VMIMObject,
+    kinds.KUBEVIRTS.name: read.KubeVirtObject,
+    kinds.NETWORKS.name: read.SDNNetworkObject,
+    kinds.CLUSTER_NETWORKS.name: read.SDNNetworkObject,
+}
+_ENVELOPE: Shape = {"apiVersion": None, "kind": None}  # how tapes and logs tell kinds apart
+
+
+def cache_projection(kind: KindRef) -> Callable[[Body], Body] | None:
+    """What to keep of each object of `kind` as it arrives: the fields the translation
+    reads (`translate/projection.py`); None for a kind it does not read."""
+    model = _READ_AS.get(kind.name)
+    return projector(model, keep=_ENVELOPE) if model is not None else None

@@ -102,8 +102,12 @@ class Informer:
         settings: WatchSettings = WatchSettings(),
         sleep: Sleep = asyncio.sleep,
         clock: Clock = time.monotonic,
+        transform: Callable[[JsonObject], JsonObject] | None = None,
     ) -> None:
+        """`transform` is applied to each object as it arrives, before it is cached or
+        handed on: a projection keeps only what the consumer reads."""
         self.kind = kind
+        self._transform = transform
         self.namespace = namespace if kind.namespaced else None
         self.settings = settings
         self.stats = InformerStats()
@@ -307,10 +311,11 @@ class Informer:
             return None
 
     def _with_kind(self, obj: JsonObject) -> JsonObject:
-        """Lists omit apiVersion/kind on items; put them back so consumers can tell."""
+        """Lists omit apiVersion/kind on items; put them back so consumers can tell.
+        Then the transform, if any."""
         obj.setdefault("apiVersion", self.kind.api_version)
         obj.setdefault("kind", self.kind.kind)
-        return obj
+        return obj if self._transform is None else self._transform(obj)
 
     def _emit(self, event_type: str, obj: JsonObject) -> None:
         if self._on_change is None:
