@@ -21,6 +21,7 @@ from aiohttp import web
 
 from nicplug import __version__
 from nicplug.adapters.executor import KubeExecutor
+from nicplug.adapters.heap import loading_long_lived
 from nicplug.adapters.kube.calls import KubeCalls
 from nicplug.adapters.kube.client import ApiConnection, ClientSettings, connect
 from nicplug.adapters.kube.informer import Informer, WatchProgress, WatchSettings
@@ -154,8 +155,10 @@ class Controller:
         tasks: list[asyncio.Task[None]] = []
         try:
             await runtime.start()
-            tasks = [asyncio.create_task(i.run(), name=f"watch {i.kind.name}") for i in informers]
-            await self._synced(informers, tasks)
+            with loading_long_lived():
+                tasks = [asyncio.create_task(i.run(), name=f"watch {i.kind.name}")
+                         for i in informers]
+                await self._synced(informers, tasks)
             if self._tape is not None:
                 self._tape.initial_events_end()
             listener.seed(stored.view.state for stored in await journal.views())

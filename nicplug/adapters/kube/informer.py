@@ -40,8 +40,9 @@ from nicplug.adapters.kube.wire import JsonObject, failure, fetch_object, send
 log = logging.getLogger(__name__)
 
 EMIT_SLICE = 256
-"""Changes handed on between yields to the event loop while a list is applied: a
-handler takes tens of microseconds, so a slice stays within a few milliseconds."""
+"""Objects taken in (projected) or changes handed on between yields to the event loop
+while a list is applied: each takes tens of microseconds, so a slice stays within a
+few milliseconds."""
 
 Sleep = Callable[[float], Awaitable[None]]
 Clock = Callable[[], float]
@@ -182,10 +183,12 @@ class Informer:
                 _request_timeout=self._connection.request_timeout,
             ))
             self.stats.lists += 1
-            for item in page.get("items") or ():
+            for number, item in enumerate(page.get("items") or (), 1):
                 key = self._key_of(item)
                 if key is not None:
                     fresh[key] = self._with_kind(item)
+                if number % EMIT_SLICE == 0:
+                    await asyncio.sleep(0)  # a server may ignore `limit`: one huge page
             metadata = page.get("metadata") or {}
             token = metadata.get("continue") or None
             if token is None:
