@@ -181,8 +181,8 @@ def nicplug(cluster: Cluster, directory: Path) -> Controller:
     metrics = f"http://127.0.0.1:{port}"
     return Controller(
         "nicplug",
-        ["-m", "nicplug", "run", "--kubeconfig", str(cluster.kubeconfig), "--journal",
-         str(directory / "journal.db"), "--metrics-addr", f"127.0.0.1:{port}",
+        ["-m", "nicplug.adapters.cli", "run", "--kubeconfig", str(cluster.kubeconfig),
+         "--journal", str(directory / "journal.db"), "--metrics-addr", f"127.0.0.1:{port}",
          "--identity", "bench"],
         ROOT, {}, lambda: _get(metrics + "/readyz") is not None,
         lambda agent: agent.startswith("nicplug/"),
