@@ -11,7 +11,8 @@ lines to `--writes` and `--requests` while it runs (every quarter second), so th
 benchmark can follow them. It prints the server's URL once it serves and exits on
 SIGTERM / SIGINT. It measures nothing itself and never acts on the cluster.
 
-`python -m bench._timed_cluster --vms N --kubeconfig PATH --writes PATH --requests PATH`
+`python -m bench._timed_cluster --vms N --kubeconfig PATH --writes PATH --requests PATH
+[--networks N]`
 """
 
 from __future__ import annotations
@@ -91,13 +92,20 @@ def _flush(cluster: SimulatedCluster, log: WriteLog, writes: Path, requests: Pat
     _append(requests, [(now, r.user_agent, r.verb, r.resource) for r in cluster.take_requests()])
 
 
-async def serve(vms: int, kubeconfig: Path, writes: Path, requests: Path) -> None:
+def network_names(extra: int) -> tuple[str, ...]:
+    """`user-net` (which the VMs ask for) and `extra` Networks nobody asks for."""
+    return ("user-net", *(f"unused-{i:04d}" for i in range(extra)))
+
+
+async def serve(vms: int, kubeconfig: Path, writes: Path, requests: Path,
+                networks: int = 0) -> None:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     cluster = SimulatedCluster(
-        Knobs(delays=ZERO_DELAYS), fixtures=Fixtures(vms=vms), kubeconfig_path=kubeconfig
+        Knobs(delays=ZERO_DELAYS), fixtures=Fixtures(vms=vms, networks=network_names(networks)),
+        kubeconfig_path=kubeconfig,
     )
     log = WriteLog()
     cluster.store.tap(log)
@@ -115,10 +123,12 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--kubeconfig", type=Path, required=True)
     parser.add_argument("--writes", type=Path, required=True)
     parser.add_argument("--requests", type=Path, required=True)
+    parser.add_argument("--networks", type=int, default=0,
+                        help="Networks nobody asks for, beside user-net")
     args = parser.parse_args(argv)
     args.writes.write_bytes(b"")
     args.requests.write_bytes(b"")
-    asyncio.run(serve(args.vms, args.kubeconfig, args.writes, args.requests))
+    asyncio.run(serve(args.vms, args.kubeconfig, args.writes, args.requests, args.networks))
     return 0
 
 

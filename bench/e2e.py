@@ -1,17 +1,19 @@
 """End to end: nicplug and the kopf peer, one after the other, on one simulated cluster.
 
 `python -m bench e2e [--quick] [--peer DIR]`. For each size (plugging + idle VMs:
-100 + 1,000 and 1,000 + 10,000; `--quick`: 20 + 200), one simulated cluster process
-(`bench._timed_cluster`: every simulated delay zero, upstream KubeVirt API names, which
-the peer speaks) serves plugging + idle running VMs. Then, each in its own process and
-measured from outside the same way:
+100 + 1,000 and 1,000 + 10,000; `--quick`: 20 + 200 with 100 unused Networks), one
+simulated cluster process (`bench._timed_cluster`: every simulated delay zero, upstream
+KubeVirt API names, which the peer speaks) serves plugging + idle running VMs. Then,
+each in its own process and measured from outside the same way:
 
 1. `nicplug run` starts, lists everything and settles; the first `plugging` VMs each
    ask for two networks (`Network/user-net` and `ClusterNetwork/storage` in one merge
    patch of `spec.networks`, 16 patches in flight); it runs until the cluster shows
    every asked interface attached and the controller is quiet. Then, to see the latency
    nicplug adds when it is not queueing, more VMs ask at a steady pace, half the
-   throughput just measured. It stops.
+   throughput just measured. It stops. In the large size the cluster also holds 1,000
+   Networks nobody asks for; right after nicplug is ready each gets a status change
+   (16 in flight), and the ticks of its loop-lag ticker late by over 50 ms are counted.
 2. The kopf peer (`../shared/peers/kopf_peer/operator.py` as it is, `kopf run
    --standalone --all-namespaces`, `KOPF_PEER_CACHE=events`: its default index gate is
    quadratic, over an hour at 11,000 VMs by its own README) starts, lists everything
@@ -150,11 +152,12 @@ class Cluster:
     requests: Path
 
 
-def start_cluster(vms: int, directory: Path) -> Cluster:
+def start_cluster(vms: int, directory: Path, *, networks: int = 0) -> Cluster:
     kubeconfig, writes, requests = (directory / n for n in
                                     ("kubeconfig", "writes.jsonl", "requests.jsonl"))
     process = _spawn(["-m", "bench._timed_cluster", "--vms", str(vms), "--kubeconfig",
-                      str(kubeconfig), "--writes", str(writes), "--requests", str(requests)],
+                      str(kubeconfig), "--writes", str(writes), "--requests", str(requests),
+                      "--networks", str(networks)],
                      subprocess.PIPE)
     assert process.stdout is not None
     line = process.stdout.readline().decode()
@@ -226,6 +229,25 @@ async def _patch(url: str, names: Sequence[str], *, pace: float = 0.0) -> None:
         await asyncio.gather(*(one(session, n, i * pace) for i, n in enumerate(names)))
 
 
+async def _network_burst(url: str, count: int) -> None:
+    """A status change of each unused Network (a new condition message), 16 at a time."""
+    headers = {"Content-Type": "application/merge-patch+json", "User-Agent": AGENT}
+    gate = asyncio.Semaphore(PATCHING)
+    path = "/apis/network.deckhouse.io/v1alpha1/namespaces/default/networks/"
+
+    async def one(session: aiohttp.ClientSession, name: str) -> None:
+        body = orjson.dumps({"status": {"conditions": [
+            {"type": "Ready", "status": "True", "reason": "Ready", "message": "resynced"}]}})
+        async with gate, session.patch(f"{url}{path}{name}/status", data=body,
+                                       headers=headers) as response:
+            if response.status != 200:
+                raise RuntimeError(f"patching Network {name}: HTTP {response.status}")
+            await response.read()
+
+    async with aiohttp.ClientSession() as session:
+        await asyncio.gather(*(one(session, f"unused-{i:04d}") for i in range(count)))
+
+
 def _wait_attached(cluster: Cluster, vms: set[str], since: float, deadline: float) -> None:
     until = time.monotonic() + deadline
     while time.monotonic() < until:
@@ -258,7 +280,7 @@ class Side:
 
 
 def run_side(cluster: Cluster, controller: Controller, names: list[str], log: Path, *,
-             deadline: float, steady: list[str] | None = None,
+             deadline: float, steady: list[str] | None = None, networks: int = 0,
              metrics: Callable[[], dict[str, float]] | None = None) -> Side:
     started = time.monotonic()
     with log.open("wb") as out:
@@ -275,6 +297,13 @@ def run_side(cluster: Cluster, controller: Controller, names: list[str], log: Pa
         settle(process.pid)
         rss_ready = _status_mb(process.pid, "VmRSS")
         extra: dict[str, Any] = dict(metrics()) if metrics else {}
+        if networks and metrics:
+            asyncio.run(_network_burst(cluster.url, networks))
+            settle(process.pid)
+            after = metrics()
+            extra["burst_ticks"] = after["lag_ticks"] - extra["lag_ticks"]
+            extra["burst_stalls_over_50ms"] = (after["lag_ticks_over_50ms"]
+                                               - extra["lag_ticks_over_50ms"])
         vms = {f"default/{n}" for n in names}
         cpu0, since = cpu_seconds(process.pid), time.time()
         asyncio.run(_patch(cluster.url, names))
@@ -303,9 +332,17 @@ def run_side(cluster: Cluster, controller: Controller, names: list[str], log: Pa
 
 
 def _scrape(metrics: str) -> dict[str, float]:
-    body = _get(metrics + "/metrics")
-    found = re.search(rb"^nicplug_event_loop_lag_max_seconds (\S+)$", body or b"", re.M)
-    return {"loop_lag_max_s": float(found.group(1)) if found else float("nan")}
+    """nicplug's largest loop stall so far, and how many ticks were late over 50 ms."""
+    body = _get(metrics + "/metrics") or b""
+
+    def sample(pattern: bytes) -> float:
+        found = re.search(pattern, body, re.M)
+        return float(found.group(1)) if found else float("nan")
+
+    ticks = sample(rb"^nicplug_event_loop_lag_seconds_count (\S+)$")
+    on_time = sample(rb'^nicplug_event_loop_lag_seconds_bucket\{le="0\.05"\} (\S+)$')
+    return {"loop_lag_max_s": sample(rb"^nicplug_event_loop_lag_max_seconds (\S+)$"),
+            "lag_ticks": ticks, "lag_ticks_over_50ms": ticks - on_time}
 
 
 @dataclass
@@ -316,9 +353,11 @@ class SizeRun:
     peer: Side
     step_added: list[float]
     unattributed: int
+    networks: int = 0  # unused Networks whose status changed in a burst
 
 
-def run_size(plugging: int, idle: int, directory: Path, peer: Path) -> SizeRun:
+def run_size(plugging: int, idle: int, directory: Path, peer: Path, *,
+             networks: int = 0) -> SizeRun:
     steady_n = max(plugging // 2, 10)
     total = plugging + idle
     if idle < plugging + steady_n:
@@ -327,12 +366,13 @@ def run_size(plugging: int, idle: int, directory: Path, peer: Path) -> SizeRun:
     ours, theirs = names[:plugging], names[plugging:2 * plugging]
     steady = names[2 * plugging:2 * plugging + steady_n]
     deadline = 600.0 + total / 10
-    cluster = start_cluster(total, directory)
+    cluster = start_cluster(total, directory, networks=networks)
     try:
         ctl = nicplug(cluster, directory)
         port = ctl.argv[ctl.argv.index("--metrics-addr") + 1]
         side = run_side(cluster, ctl, ours, directory / "nicplug.log", deadline=deadline,
-                        steady=steady, metrics=lambda: _scrape(f"http://{port}"))
+                        steady=steady, networks=networks,
+                        metrics=lambda: _scrape(f"http://{port}"))
         other = run_side(cluster, kopf_peer(cluster, peer, total), theirs,
                          directory / "peer.log", deadline=deadline)
     finally:
@@ -341,7 +381,7 @@ def run_size(plugging: int, idle: int, directory: Path, peer: Path) -> SizeRun:
     added, unattributed = step_latencies(journal_events(directory / "journal.db"),
                                          writes_of(cluster.writes), steady_vms,
                                          side.extra.pop("steady_since"))
-    return SizeRun(plugging, idle, side, other, added, unattributed)
+    return SizeRun(plugging, idle, side, other, added, unattributed, networks)
 
 
 # -- report --------------------------------------------------------------------------------
@@ -385,14 +425,14 @@ def main(argv: list[str]) -> int:
     if not (peer / "operator.py").is_file():
         print(f"bench e2e: no kopf peer at {peer} (give --peer DIR)", file=sys.stderr)
         return 2
-    sizes = [(20, 200)] if quick else [(100, 1_000), (1_000, 10_000)]
+    sizes = [(20, 200, 100)] if quick else [(100, 1_000, 0), (1_000, 10_000, 1_000)]
     load_before = os.getloadavg()[0]
     runs: list[SizeRun] = []
     with tempfile.TemporaryDirectory(prefix="nicplug-bench-e2e-") as tmp:
-        for plugging, idle in sizes:
+        for plugging, idle, networks in sizes:
             directory = Path(tmp) / f"{plugging}-{idle}"
             directory.mkdir()
-            runs.append(run_size(plugging, idle, directory, peer))
+            runs.append(run_size(plugging, idle, directory, peer, networks=networks))
     load_after = os.getloadavg()[0]
     for run in runs:
         print(f"\n{run.plugging} plugging + {run.idle} idle VMs "
@@ -404,6 +444,10 @@ def main(argv: list[str]) -> int:
         lag = run.nicplug.extra
         print(f"  nicplug event loop's largest stall: ready {_ms(lag['loop_lag_max_s'])} ms, "
               f"whole run {_ms(lag['after_loop_lag_max_s'])} ms")
+        if "burst_ticks" in lag:
+            print(f"  nicplug during a status change of {run.networks} unused Networks: "
+                  f"{lag['burst_stalls_over_50ms']:.0f} of {lag['burst_ticks']:.0f} ticks "
+                  f"late by over 50 ms")
         print(f"  nicplug at a steady {lag['steady_rate']:.1f} hotplugs/s: added per step "
               f"p50 {_ms(percentile(run.step_added, 0.5))} / p99 "
               f"{_ms(percentile(run.step_added, 0.99))} ms ({len(run.step_added)} steps, "
