@@ -60,6 +60,9 @@ FEED_SLICE = 0.005
 """Seconds of observing between yields to the event loop: well under the 50 ms a
 watch, a journal acknowledgement or the Lease renewal may wait."""
 
+LOAD_WITHOUT_COLLECTOR = 120.0
+"""Seconds the initial lists may load with the cyclic collector held off (`heap.py`)."""
+
 
 class Controller:
     def __init__(self, settings: Settings) -> None:
@@ -155,7 +158,8 @@ class Controller:
         tasks: list[asyncio.Task[None]] = []
         try:
             await runtime.start()
-            with loading_long_lived():
+            with loading_long_lived(at_most=LOAD_WITHOUT_COLLECTOR,
+                                    later=asyncio.get_running_loop().call_later):
                 tasks = [asyncio.create_task(i.run(), name=f"watch {i.kind.name}")
                          for i in informers]
                 await self._synced(informers, tasks)
