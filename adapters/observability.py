@@ -76,6 +76,17 @@ class Metrics:
             registry=r,
         )
         self.leader = Gauge("nicplug_leader", "1 while this replica leads", registry=r)
+        self.loop_lag = Histogram(
+            "nicplug_event_loop_lag_seconds",
+            "How much later than asked a 10 ms ticker woke: the event loop's stalls",
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.loop_lag_max = Gauge(
+            "nicplug_event_loop_lag_max_seconds",
+            "The largest stall of the event loop since the process started",
+            registry=r,
+        )
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
