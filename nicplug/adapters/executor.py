@@ -177,9 +177,10 @@ class KubeExecutor:
              "value": interfaces},
             {"op": "add", "path": "/spec/template/spec/networks", "value": networks},
         ]
-        ops += _annotation_ops(
-            template, "/spec/template/metadata", self._dialect.request_annotation, annotation
-        )
+        if not self._dialect.kubevirt_owns_requests:
+            ops += _annotation_ops(
+                template, "/spec/template/metadata", self._dialect.request_annotation, annotation
+            )
         if self._superseded(effect, (effect.type, e.target)):
             return {"superseded": True}
         await self._cas(kinds.KVVMS, e.namespace, e.name, ops, version)

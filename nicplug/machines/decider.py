@@ -36,18 +36,16 @@ from nicplug.engine.model import (
     StreamId,
     StreamView,
     TimerCancel,
-    TimerFired,
     TimerRequest,
     Trigger,
 )
 from nicplug.machines.comparator import Comparison, Direction
 from nicplug.machines.effects import AnyEffect, EmitEvent
 from nicplug.machines.facts import Facts, facts_of, same_for_decisions
-from nicplug.machines.graph import MOVES, Move
+from nicplug.machines.graph import MOVES_BY_FLAVOUR, Move
 from nicplug.machines.guards import GUARDS, Context, budget, budget_when, restart_only
 from nicplug.machines.operation import (
     EFFECTS_ISSUED,
-    GRACE_EXPIRED,
     OPENED,
     TRANSITIONED,
     Operation,
@@ -56,7 +54,13 @@ from nicplug.machines.operation import (
     stream_of,
 )
 from nicplug.machines.policy import MachineConfig
-from nicplug.machines.targets import conditions, kvvm_patch, pod_patches, restarts_and_migrations
+from nicplug.machines.targets import (
+    conditions,
+    kvvm_identities,
+    kvvm_patch,
+    pod_patches,
+    restarts_and_migrations,
+)
 from nicplug.machines.world import World
 
 DEADLINE, GRACE, REISSUE, RETRY = "deadline", "grace", "reissue", "retry"
@@ -137,7 +141,7 @@ class HotplugDecider:
                 state: tuple((m, tuple(GUARDS[g] for g in m.guards)) for m in moves)
                 for state, moves in by_state.items()
             }
-            for direction, by_state in MOVES.items()
+            for direction, by_state in MOVES_BY_FLAVOUR[self.config.dialect_kind].items()
         }
         self._folds: tuple[_Fold, ...] = ()
 
@@ -184,7 +188,6 @@ class HotplugDecider:
             return Decision()  # the KVVM is not seen yet: nothing can be compared
         vm = world.vm
         session = _Session(state, f"{vm.namespace}/{vm.name}" if vm else "", vm.uid if vm else "")
-        self._grace(session, facts, trigger)
         asked: frozenset[tuple[str, str]] = frozenset()
         comparison = facts.comparison
         if comparison is not None and comparison.invalid is not None:
@@ -231,19 +234,6 @@ class HotplugDecider:
         return tuple(timing)
 
     # -- operations -----------------------------------------------------------------------
-
-    def _grace(self, session: _Session, facts: Facts, trigger: Trigger) -> None:
-        if not (isinstance(trigger, TimerFired) and trigger.name == GRACE):
-            return
-        op = session.state.by_stream(trigger.stream)
-        if (
-            op is not None
-            and self.config.may_skip_sdn_ready
-            and op.state == "AnnotationPatched"
-            and not op.waived
-            and not facts.sdn_ready(op.network)
-        ):
-            session.append(op.stream, GRACE_EXPIRED, {"at": trigger.deadline})
 
     def _walk(
         self, session: _Session, op: Operation, facts: Facts, now: float, trigger: Trigger
@@ -330,6 +320,8 @@ class HotplugDecider:
         for pod in world.pods:
             names.update({r.identity: r.if_name for r in pod.requested})
             names.update({s.identity: s.if_name for s in pod.reported})
+        if world.kvvm is not None and world.vm is not None:
+            names.update(kvvm_identities(world.kvvm, world.vm.namespace, self.config))
         desired = facts.desired_identities
         for identity, if_name in sorted(names.items()):
             if identity in desired or identity == "Main" or (identity, "unplug") in found:
@@ -386,6 +378,8 @@ class HotplugDecider:
             "target": target,
             "at": now,
         }
+        if self.config.dialect_kind != "deckhouse":
+            payload["flavour"] = self.config.dialect_kind
         return session.append(stream, OPENED, payload)
 
     # -- effects and timers ---------------------------------------------------------------
@@ -404,7 +398,7 @@ class HotplugDecider:
         comparison = facts.comparison
         needed = []
         if comparison is not None and comparison.invalid is None:
-            needed += pod_patches(facts, ops, vm, comparison)
+            needed += pod_patches(facts, ops, vm, comparison, self.config)
             needed += kvvm_patch(facts, ops, vm, comparison, self.config)
             needed += restarts_and_migrations(facts, ops, vm, self.config)
         needed += conditions(facts, ops, vm, self.config, asked)
@@ -479,11 +473,6 @@ class HotplugDecider:
                 cancel.append(TimerCancel(stream, DEADLINE))
             else:
                 arm.append(TimerRequest(stream, DEADLINE, op.entered_at + limit))
-            if self.config.may_skip_sdn_ready and op.direction == "plug":
-                if op.state == "AnnotationPatched":
-                    arm.append(TimerRequest(stream, GRACE, now + t.dynamic_networks_grace))
-                else:
-                    cancel.append(TimerCancel(stream, GRACE))
         reissued = {e.stream for e in effects if e.type != EmitEvent.TYPE}
         for stream in sorted(reissued):
             op = session.state.by_stream(stream)

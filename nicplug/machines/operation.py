@@ -67,6 +67,8 @@ class Operation:
     waived: bool = False
     migration: str | None = None
     retry_at: float | None = None
+    flavour: str = "deckhouse"
+    """Whose order the operation walks (`graph.FLAVOURS`); recorded when it opens."""
 
     @property
     def terminal(self) -> bool:
@@ -91,7 +93,7 @@ class Operation:
             "waived": self.waived,
             "migration": self.migration,
             "retry_at": self.retry_at,
-        }
+        } | ({} if self.flavour == "deckhouse" else {"flavour": self.flavour})
 
     @classmethod
     def from_snapshot(cls, stream: StreamId, state: str, s: Mapping[str, Any]) -> Operation:
@@ -115,6 +117,7 @@ class Operation:
             waived=bool(s.get("waived", False)),
             migration=s.get("migration"),
             retry_at=s.get("retry_at"),
+            flavour=_intern(str(s.get("flavour", "deckhouse"))),
         )
 
 
@@ -131,6 +134,7 @@ def opened(stream: StreamId, p: Mapping[str, Any]) -> Operation:
         target=str(p.get("target", "")),
         opened_at=at,
         entered_at=at,
+        flavour=_intern(str(p.get("flavour", "deckhouse"))),
     )
 
 
@@ -148,14 +152,14 @@ def apply(op: Operation, type_: str, p: Mapping[str, Any]) -> Operation:
             op.stream, op.vm, op.vm_uid, op.network, op.if_name, op.direction, op.attempt,
             op.target, dest, p.get("reason"), str(p.get("message", "")), (*op.history, dest),
             op.opened_at, float(p["at"]), (), op.issued_at, op.waived,
-            p.get("migration", op.migration), p.get("retry_at"),
+            p.get("migration", op.migration), p.get("retry_at"), op.flavour,
         )  # fmt: skip
     if type_ == EFFECTS_ISSUED:
         return Operation(
             op.stream, op.vm, op.vm_uid, op.network, op.if_name, op.direction, op.attempt,
             op.target, op.state, op.reason, op.message, op.history, op.opened_at,
             op.entered_at, tuple(int(k) for k in p["keys"]), float(p["at"]), op.waived,
-            op.migration, op.retry_at,
+            op.migration, op.retry_at, op.flavour,
         )  # fmt: skip
     if type_ == GRACE_EXPIRED:
         return replace(op, waived=True)

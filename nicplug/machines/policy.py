@@ -40,8 +40,8 @@ class Timeouts:
       to show the interface → `Failed(AttachTimeout)`.
     * `detach_timeout` (120): each step of an unplug on a running VM → `Failed(DetachTimeout)`.
     * `migration_timeout` (600): in `Migrating` → `Failed(MigrationTimeout)`.
-    * `dynamic_networks_grace` (15, as KubeVirt): multus only; after it the KVVM is patched
-      without `SDNReady`.
+    * `dynamic_networks_grace` (15): no longer changes a decision (the multus flavour
+      patches the KVVM first and lets KubeVirt plumb); kept so existing settings load.
     * `effect_reissue_after` (30): an effect issued while the world did not move is
       issued again.
     * `backoff_base` (5) / `backoff_max` (300): a failed operation is retried after
@@ -76,8 +76,3 @@ class MachineConfig:
     dialect_kind: DialectKind = "deckhouse"
     timeouts: Timeouts = field(default_factory=Timeouts)
     cluster_network_nad_namespace: str = "default"
-
-    @property
-    def may_skip_sdn_ready(self) -> bool:
-        """Only multus goes on without `SDNReady` after the dynamic-networks grace."""
-        return self.dialect_kind == "multus"

@@ -6,9 +6,14 @@ effect is needed only where the world differs from that target, and each is owne
 the operation that caused the difference. The two ordering invariants live here:
 
 * an interface is added to the KVVM of a running VM only once the SDN reports its
-  entry ready on every active launcher pod (multus: or once the grace period waived it);
+  entry ready on every active launcher pod;
 * an SDN entry leaves a pod only once the unplug has seen the guest detach it, and
   never while the VMI status still shows it attached.
+
+Both hold in the deckhouse flavour, where nicplug drives the whole order. In the
+multus (kubevirt) flavour KubeVirt owns the pod's networks annotation and the order:
+nicplug writes only the KVVM template (never a pod, never the template's networks
+annotation) and KubeVirt's virt-handler attaches only what multus reports.
 
 Pure: returns effects, never executes them.
 """
@@ -37,7 +42,16 @@ from nicplug.machines.effects import (
 from nicplug.machines.facts import Facts
 from nicplug.machines.operation import Operation
 from nicplug.machines.policy import MachineConfig
-from nicplug.machines.world import KVVM, MAIN_IF_NAME, DesiredVM, NetworkSpec, SDNRequest
+from nicplug.machines.world import (
+    KVVM,
+    MAIN_IF_NAME,
+    DesiredVM,
+    NetworkSpec,
+    NetworkType,
+    SDNRequest,
+    identity_of,
+    if_name_of,
+)
 
 Ops = Mapping[tuple[str, str], Operation]
 Owned = list[tuple[Operation, AnyEffect]]
@@ -63,8 +77,12 @@ def multus_network(config: MachineConfig, vm: DesiredVM, spec: NetworkSpec) -> s
     return f"{namespace}/{spec.name}"
 
 
-def pod_patches(facts: Facts, ops: Ops, vm: DesiredVM, comparison: Comparison) -> Owned:
+def pod_patches(
+    facts: Facts, ops: Ops, vm: DesiredVM, comparison: Comparison, config: MachineConfig
+) -> Owned:
     out: Owned = []
+    if not writes_pod_networks(config):
+        return out
     desired = [d for d in comparison.desired if d.type != "Main"]
     for pod in facts.pods:
         if pod.observation_error is not None:
@@ -88,6 +106,32 @@ def pod_patches(facts: Facts, ops: Ops, vm: DesiredVM, comparison: Comparison) -
             kept.sort(key=lambda e: rank.get(e.identity, len(rank)))  # desired order first
             out.append((owner, PatchPodNetworks(pod.namespace, pod.name, pod.uid, tuple(kept))))
     return out
+
+
+def kvvm_identities(kvvm: KVVM, namespace: str, config: MachineConfig) -> dict[str, str]:
+    """identity → ifName of the multus networks on the KVVM that nicplug named: where
+    KubeVirt writes the pods, the KVVM is the only place a network nicplug plugged is
+    sure to be found before the pods show it."""
+    found: dict[str, str] = {}
+    for network in kvvm.networks:
+        if network.multus_network is None:
+            continue
+        nad_namespace, _, nad = network.multus_network.rpartition("/")
+        nad_namespace = nad_namespace or namespace
+        places: tuple[tuple[NetworkType, str], ...] = (
+            ("Network", namespace),
+            ("ClusterNetwork", config.cluster_network_nad_namespace),
+        )
+        for type_, where in places:
+            if nad_namespace == where and if_name_of(type_, nad) == network.name:
+                found[identity_of(type_, nad)] = network.name
+    return found
+
+
+def writes_pod_networks(config: MachineConfig) -> bool:
+    """Does nicplug write the SDN request annotation (pods and KVVM template)? Not where
+    KubeVirt owns it: its virt-controller regenerates it from the VMI spec."""
+    return config.dialect_kind == "deckhouse"
 
 
 def _identify(kvvm: KVVM, comparison: Comparison, ops: Ops) -> dict[str, str]:
@@ -125,8 +169,8 @@ def kvvm_patch(
                 continue
             if spec.if_name in facts.kvvm_present:
                 continue
-            waived = config.may_skip_sdn_ready and plug.waived
-            if not (facts.sdn_ready(spec.identity) or waived):
+            ordered_by_kubevirt = not writes_pod_networks(config)
+            if not (ordered_by_kubevirt or facts.sdn_ready(spec.identity)):
                 continue
             adding.append((spec, plug))
         if not adding and not any(
@@ -175,7 +219,7 @@ def kvvm_patch(
         else known.get(e.identity, SDNRequest(e.identity, e.if_name))
         for e in entries
         if e.identity and e.identity != "Main" and not e.absent
-    )
+    ) if writes_pod_networks(config) else kvvm.template_requests
     if entries == current and requests == kvvm.template_requests:
         return []
     patch = PatchVirtualMachine(vm.namespace, vm.name, tuple(entries), requests)

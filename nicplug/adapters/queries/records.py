@@ -44,6 +44,7 @@ class OperationSummary(Answer):
     network: str
     if_name: str
     direction: str
+    flavour: str
     attempt: int
     state: str
     terminal: bool
@@ -62,6 +63,7 @@ class OperationSummary(Answer):
             id=view.stream, vm=str(s.get("vm") or view.key), vm_uid=str(s.get("vm_uid", "")),
             network=str(s.get("network", "")), if_name=str(s.get("if_name", "")),
             direction=str(s.get("direction", "")), attempt=int(s.get("attempt", 0)),
+            flavour=str(s.get("flavour", "deckhouse")),
             state=view.state, terminal=view.terminal, reason=s.get("reason"),
             message=str(s.get("message", "")),
             history=[str(h) for h in s.get("history", (view.state,))],

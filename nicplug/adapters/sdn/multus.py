@@ -65,6 +65,7 @@ class MultusDialect(Dialect):
     name: ClassVar[str] = "multus"
     request_annotation: ClassVar[str] = "k8s.v1.cni.cncf.io/networks"
     carries_ids: ClassVar[bool] = False
+    kubevirt_owns_requests: ClassVar[bool] = True
     status_annotation: ClassVar[str] = "k8s.v1.cni.cncf.io/network-status"
 
     def __init__(self, *, cluster_nad_namespace: str = DEFAULT_CLUSTER_NAD_NAMESPACE) -> None:

@@ -208,17 +208,39 @@ def test_failed_migration() -> None:
     assert d.failures()[0] == ("uid-1/Network/x/plug/1", "MigrationFailed")
 
 
-def test_multus_skips_sdn_ready_after_the_grace_period() -> None:
-    sim = Sim(networks=(MAIN, X), dynamic_networks=False, sdn_silent=frozenset({"Network/x"}))
+def test_multus_walks_kubevirts_order_and_never_writes_a_pod() -> None:
+    sim = Sim(networks=(MAIN, X), kubevirt_owns_pod=True)
     d = driver(sim, dialect_kind="multus")
-    d.multus = True
-    d.run(30)
+    d.multus = True  # the invariants: no pod patch, the template's annotation left alone
+    d.run(10)
     op = d.op(*PLUG)
-    assert op.waived
-    assert list(op.history)[:3] == ["Requested", "AnnotationPatched", "VMIPatched"]
-    assert op.state == "Attached"
+    assert list(op.history) == ["Requested", "VMIPatched", "AnnotationPatched", "SDNReady",
+                                "Attached"]  # fmt: skip
+    assert op.flavour == "multus"
     patch = next(e for e in d.effects if e.type == "PatchVirtualMachine")
     assert patch.payload["networks"][-1]["multus_network"] == "ns/x"
+    assert patch.payload["template_requests"] == []
+    sim.networks = (MAIN,)
+    d.run(10)
+    unplug = d.op("Network/x", "unplug")
+    assert list(unplug.history) == ["Requested", "VMIPatched", "AnnotationPatched",
+                                    "GuestDetached", "SDNReleased", "Detached"]  # fmt: skip
+    assert not any(e.type == "PatchPodNetworks" for e in d.effects)
+
+
+def test_multus_without_dynamic_networks_is_resolved_by_a_migration() -> None:
+    sim = Sim(networks=(MAIN, X), kubevirt_owns_pod=True, dynamic_networks=False)
+    d = driver(sim, dialect_kind="multus")
+    d.multus = True
+    d.run(12)
+    op = d.op(*PLUG)
+    assert list(op.history) == ["Requested", "VMIPatched", "AnnotationPatched",
+                                "MigrationRequired", "Migrating", "Attached"]  # fmt: skip
+    sim.networks = (MAIN,)
+    d.run(14)
+    unplug = d.op("Network/x", "unplug")
+    assert unplug.state == "Detached"
+    assert "MigrationRequired" in unplug.history and "Migrating" in unplug.history
 
 
 def test_user_reverts_mid_flight_and_the_reverse_cleans_up() -> None:
