@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from nicplug.simulator import networking as nw
 from nicplug.simulator import objects as ob
+from nicplug.simulator import pod_networks
 from nicplug.simulator.errors import AlreadyExists
 from nicplug.simulator.knobs import ROLLOUT_STRATEGIES, Knobs, RolloutStrategy
 from nicplug.simulator.networking import Json
@@ -87,7 +88,7 @@ def kvvm_for(knobs: Knobs, namespace: str, vm: str, extra: tuple[NetworkRef, ...
                 for t, n, _ in refs]
     interfaces = [nw.kubevirt_interface(t, n) for t, n, _ in refs]
     annotations: dict[str, str] = {}
-    if extra:
+    if extra and knobs.dialect == "deckhouse":  # multus: KubeVirt generates the pods' own
         entries = [request_entry(knobs, namespace, vm, t, n, i) for t, n, i in refs[1:]]
         annotations[ob.request_annotation(knobs.dialect)] = nw.dump_list(entries)
     return {
@@ -151,6 +152,10 @@ def _create_vm(store: Store, knobs: Knobs, rng: random.Random, namespace: str, v
     vmi = store.create(VMIS, ob.vmi_for(kvvm, KVVMS))
     request = (ob.dig(kvvm, "spec", "template", "metadata", "annotations") or {}).get(
         ob.request_annotation(knobs.dialect))
+    if knobs.dialect == "multus":
+        generated = pod_networks.generate(vmi.get("spec") or {}, namespace,
+                                          bindings=knobs.network_bindings)
+        request = generated or None
     suffix = "".join(rng.choice("bcdfghjklmnpqrstvwxz2456789") for _ in range(5))
     node = rng.choice(("node-a", "node-b", "node-c"))
     pod = ob.launcher_pod(vmi, VMIS, name=f"virt-launcher-{vm}-{suffix}", node=node,
