@@ -119,14 +119,14 @@ class KubeVirt(Reactor):
         target of an ordinal `source` pod keeps the ordinal names)."""
         if self.knobs.dialect == "multus":
             try:
-                value = pod_networks.generate(
+                generated = pod_networks.generate(
                     vmi.get("spec") or {}, vmi["metadata"]["namespace"],
                     bindings=self.knobs.network_bindings,
                     ordinal=pod_networks.ordinal_pod(source),
                 )
             except KeyError:
                 return None  # an unregistered binding plugin: KubeVirt writes nothing
-            return value or None
+            return generated or None
         annotations = ob.dig(kvvm, "spec", "template", "metadata", "annotations") or {}
         value = annotations.get(ob.request_annotation(self.knobs.dialect))
         return value if isinstance(value, str) else None
