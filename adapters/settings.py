@@ -19,7 +19,7 @@ from nicplug.machines.policy import MachineConfig, Timeouts
 
 Dialect = Literal["deckhouse", "multus"]
 Gating = Literal["rollout-strategy", "always-live"]
-Migrations = Literal["auto", "manual"]
+Migrations = Literal["auto", "opt-in", "never", "manual"]
 
 
 class Settings(BaseModel):

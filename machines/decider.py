@@ -55,9 +55,11 @@ from nicplug.machines.operation import (
 )
 from nicplug.machines.policy import MachineConfig
 from nicplug.machines.targets import (
+    MIGRATION_ADVICE,
     conditions,
     kvvm_identities,
     kvvm_patch,
+    migration_blocked,
     pod_patches,
     restarts_and_migrations,
 )
@@ -411,6 +413,10 @@ class HotplugDecider:
                 "Warning" if op.state in ("Failed", "MigrationRequired") else "Normal"
             )
             message = f"{op.network} {op.direction}: {' → '.join(path)}"
+            waiting = op.state == "MigrationRequired"
+            blocked = migration_blocked(facts, self.config) if waiting else None
+            if blocked:
+                message += f"; nicplug will not migrate the VM: {blocked}. {MIGRATION_ADVICE}"
             if op.reason:
                 message += f" ({op.reason}: {op.message})" if op.message else f" ({op.reason})"
             event = EmitEvent(

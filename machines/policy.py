@@ -15,7 +15,13 @@ from nicplug.machines.world import RolloutStrategy
 Gating = Literal["rollout-strategy", "always-live"]
 """`rollout-strategy` (default): consistent with CPU/memory; `always-live`: legacy KubeVirt."""
 
-MigrationPolicy = Literal["auto", "manual"]
+MigrationPolicy = Literal["auto", "opt-in", "never", "manual"]
+"""When nicplug may create the migration KubeVirt asks for: `auto` for any VM, `opt-in`
+only for VMs labelled `MIGRATION_OPT_IN_LABEL=true`, `never` (`manual` is the older
+spelling of it). Whatever the policy, a VM that cannot move is left alone and told."""
+
+MIGRATION_OPT_IN_LABEL = "nicplug.io/migrations"
+"""The label on the (KubeVirt or Deckhouse) VirtualMachine that opts it in."""
 DialectKind = Literal["deckhouse", "multus"]
 
 

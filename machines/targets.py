@@ -41,7 +41,7 @@ from nicplug.machines.effects import (
 )
 from nicplug.machines.facts import Facts
 from nicplug.machines.operation import Operation
-from nicplug.machines.policy import MachineConfig
+from nicplug.machines.policy import MIGRATION_OPT_IN_LABEL, MachineConfig
 from nicplug.machines.world import (
     KVVM,
     MAIN_IF_NAME,
@@ -258,22 +258,22 @@ def conditions(
     if restart:
         named = ", ".join(f"{o.network} ({o.message or o.direction})" for o in restart)
         wanted_restart = (REASON_RESTART, RESTART_PREFIX + named)
-    blocked = [
-        o for o in ordered if o.state == "MigrationRequired" and migration_blocked(facts, config)
-    ]
+    why_blocked = migration_blocked(facts, config)
+    blocked = [o for o in ordered if o.state == "MigrationRequired" and why_blocked]
     wanted_migration = None
-    if blocked:
-        why = (
-            "migrations are manual (--migrations=manual)"
-            if config.migrations == "manual"
-            else "the VMI is not LiveMigratable"
-        )
+    if blocked and why_blocked:
         named = ", ".join(f"{o.network} {o.direction}" for o in blocked)
-        wanted_migration = ("MigrationRequired", f"{named} waits for a live migration: {why}")
+        wanted_migration = (
+            "MigrationRequired",
+            f"{named} waits for a live migration that nicplug will not start: {why_blocked}. "
+            f"{MIGRATION_ADVICE}",
+        )
     failed = [o for o in ordered if o.state == "Failed" and (o.network, o.direction) in asked]
     wanted_failed = None
     if failed:
         named = "; ".join(f"{o.network} {o.direction}: {o.reason}: {o.message}" for o in failed)
+        if any(o.reason in ("MigrationFailed", "MigrationTimeout") for o in failed):
+            named += f". {MIGRATION_ADVICE}"
         wanted_failed = (failed[0].reason or "Failed", named)
     for type_, wanted, owners, clear in (
         (CONDITION_RESTART, wanted_restart, restart, "ChangesApplied"),
@@ -286,9 +286,33 @@ def conditions(
     return out
 
 
-def migration_blocked(facts: Facts, config: MachineConfig) -> bool:
-    vmi = facts.world.vmi
-    return config.migrations == "manual" or vmi is None or not vmi.live_migratable
+MIGRATION_ADVICE = (
+    "To apply it, ask a cluster admin to migrate the VM (virtctl migrate), or restart the VM"
+)
+
+
+def migration_blocked(facts: Facts, config: MachineConfig) -> str | None:
+    """Why nicplug may not or cannot migrate the VM now (None: it may): its policy,
+    the VM's opt-in and eviction settings, KubeVirt's `LiveMigratable`."""
+    world = facts.world
+    vmi, kvvm, vm = world.vmi, world.kvvm, world.vm
+    if config.migrations in ("never", "manual"):
+        return f"nicplug's migrations are off (--migrations={config.migrations})"
+    if config.migrations == "opt-in":
+        labels = {**(vm.labels if vm else {}), **(kvvm.labels if kvvm else {})}
+        if labels.get(MIGRATION_OPT_IN_LABEL) != "true":
+            return (
+                f"the VM has not opted in to nicplug's migrations (label "
+                f"{MIGRATION_OPT_IN_LABEL}=true, --migrations=opt-in)"
+            )
+    if kvvm is not None and kvvm.eviction_strategy == "None":
+        return "the VM's evictionStrategy is None: it is not to be migrated"
+    if vmi is None or not vmi.live_migratable:
+        cond = vmi.condition("LiveMigratable") if vmi else None
+        said = cond is not None and (cond.reason or cond.message)
+        detail = f" ({cond.reason}: {cond.message})" if cond is not None and said else ""
+        return f"the VMI is not LiveMigratable{detail}"
+    return None
 
 
 def restarts_and_migrations(facts: Facts, ops: Ops, vm: DesiredVM, config: MachineConfig) -> Owned:
@@ -305,7 +329,7 @@ def restarts_and_migrations(facts: Facts, ops: Ops, vm: DesiredVM, config: Machi
         waiting
         and vmi is not None
         and facts.live
-        and not migration_blocked(facts, config)
+        and migration_blocked(facts, config) is None
         and facts.running_migration() is None
     ):
         digest = zlib.crc32(waiting[0].stream.encode())

@@ -42,7 +42,11 @@ def run(
         str, _opt("gating", "rollout-strategy (obey vmRolloutStrategy) | always-live")
     ] = "rollout-strategy",
     migrations: Annotated[
-        str, _opt("migrations", "auto (create migrations when needed) | manual")
+        str, _opt(
+            "migrations",
+            "auto (create the migrations KubeVirt asks for) | opt-in (only for VMs labelled "
+            "nicplug.io/migrations=true) | never (manual: the older spelling)",
+        )
     ] = "auto",
     namespace: Annotated[
         str | None, _opt("namespace", "Watch only this namespace (default: all)")

@@ -103,6 +103,9 @@ class Sim:
     # from the VMI spec (new pods too), virt-handler waits for multus to report a link,
     # and without a dynamic-networks controller a running pod's status never changes
     kubevirt_owns_pod: bool = False
+    kvvm_labels: dict[str, str] = field(default_factory=dict)
+    eviction_strategy: str | None = None
+    live_migratable_reason: str = ""
     kubevirt_stuck: str = ""  # "sync": the VMI lags the KVVM; "annotation": the pod does
     names: dict[str, str] = field(default_factory=dict)
 
@@ -114,11 +117,13 @@ class Sim:
                 conditions=tuple(self.vm_conditions.values()),
             )  # fmt: skip
         kvvm = KVVM("1", self.running, tuple(self.kvvm_ifaces), tuple(self.kvvm_nets),
-                    tuple(self.template))  # fmt: skip
+                    tuple(self.template), dict(self.kvvm_labels),
+                    self.eviction_strategy)  # fmt: skip
         vmi = None
         pods: tuple[LauncherPod, ...] = ()
         if self.vmi_uid is not None:
-            conditions = [Condition("LiveMigratable", "True" if self.live_migratable else "False")]
+            conditions = [Condition("LiveMigratable", "True" if self.live_migratable else "False",
+                                    self.live_migratable_reason)]  # fmt: skip
             if self.migration_required:
                 reason = "AutoMigrationDueToLiveUpdate"
                 conditions.append(Condition("MigrationRequired", "True", reason))

@@ -201,11 +201,62 @@ def test_not_live_migratable_stays_and_says_so() -> None:
     assert "not LiveMigratable" in sim.vm_conditions[CONDITION_MIGRATION].message
 
 
+def _waiting_message(d: Driver) -> str:
+    events = [e for e in d.effects if e.type == "EmitEvent"
+              and "MigrationRequired" in str(e.payload.get("message"))]  # fmt: skip
+    assert events, "no Event for the wait"
+    assert events[-1].payload["type"] == "Warning"
+    return str(events[-1].payload["message"])
+
+
+def test_opt_in_migrates_only_labelled_vms_and_says_what_to_do() -> None:
+    sim = Sim(networks=(MAIN, X), dynamic_networks=False)
+    d = driver(sim, migrations="opt-in")
+    d.run(10)
+    assert d.op(*PLUG).state == "MigrationRequired"
+    condition = sim.vm_conditions[CONDITION_MIGRATION]
+    assert "nicplug.io/migrations=true" in condition.message
+    assert "virtctl migrate" in condition.message and "restart the VM" in condition.message
+    assert "not opted in" in _waiting_message(d)
+    assert not any(e.type == "CreateMigration" for e in d.effects)
+
+    sim.kvvm_labels["nicplug.io/migrations"] = "true"
+    d.run(10)
+    assert d.op(*PLUG).state == "Attached"
+    assert sum(e.type == "CreateMigration" for e in d.effects) == 1
+    assert sim.vm_conditions[CONDITION_MIGRATION].status == "False"
+
+
+def test_never_and_an_eviction_strategy_of_none_are_honoured() -> None:
+    for config, sim in (
+        ({"migrations": "never"}, Sim(networks=(MAIN, X), dynamic_networks=False)),
+        ({}, Sim(networks=(MAIN, X), dynamic_networks=False, eviction_strategy="None")),
+    ):
+        d = driver(sim, **config)
+        d.run(10)
+        assert d.op(*PLUG).state == "MigrationRequired"
+        assert not any(e.type == "CreateMigration" for e in d.effects)
+        message = sim.vm_conditions[CONDITION_MIGRATION].message
+        assert ("--migrations=never" in message) != ("evictionStrategy is None" in message)
+
+
+def test_not_live_migratable_names_kubevirts_reason() -> None:
+    sim = Sim(networks=(MAIN, X), dynamic_networks=False, live_migratable=False,
+              live_migratable_reason="InterfaceNotLiveMigratable")
+    d = driver(sim)
+    d.run(10)
+    assert "InterfaceNotLiveMigratable" in sim.vm_conditions[CONDITION_MIGRATION].message
+    assert "InterfaceNotLiveMigratable" in _waiting_message(d)
+
+
 def test_failed_migration() -> None:
     sim = Sim(networks=(MAIN, X), dynamic_networks=False, migration_fails=True)
     d = driver(sim)
     d.run(10)
     assert d.failures()[0] == ("uid-1/Network/x/plug/1", "MigrationFailed")
+    said = [e.payload["message"] for e in d.effects if e.type == "SetVMCondition"
+            and e.payload["type"] == CONDITION_FAILED and e.payload["status"] == "True"]
+    assert said and "virtctl migrate" in said[0]
 
 
 def test_multus_walks_kubevirts_order_and_never_writes_a_pod() -> None:
