@@ -68,6 +68,12 @@ class Metrics:
             ["kind"],
             registry=r,
         )
+        self.rollout_bypassed = Counter(
+            "nicplug_rollout_bypassed",
+            "Network changes KubeVirt applied to a running VM although vmRolloutStrategy "
+            "is Stage",
+            registry=r,
+        )
         self.leader = Gauge("nicplug_leader", "1 while this replica leads", registry=r)
 
     def render(self) -> bytes:

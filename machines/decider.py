@@ -47,6 +47,7 @@ from nicplug.machines.guards import GUARDS, Context, budget, budget_when, restar
 from nicplug.machines.operation import (
     EFFECTS_ISSUED,
     OPENED,
+    ROLLOUT_BYPASSED,
     TRANSITIONED,
     Operation,
     VMState,
@@ -56,6 +57,7 @@ from nicplug.machines.operation import (
 from nicplug.machines.policy import MachineConfig
 from nicplug.machines.targets import (
     MIGRATION_ADVICE,
+    ROLLOUT_ADVICE,
     conditions,
     kvvm_identities,
     kvvm_patch,
@@ -66,6 +68,8 @@ from nicplug.machines.targets import (
 from nicplug.machines.world import World
 
 DEADLINE, GRACE, REISSUE, RETRY = "deadline", "grace", "reissue", "retry"
+APPLIED_LIVE = frozenset({"sync_vmi", "patch_vm", "mark_absent"})
+"""The moves by which a running VMI took a NIC change (not at a boot)."""
 KEEP_ISSUED = 6
 NOTHING = Decision()
 
@@ -262,6 +266,16 @@ class HotplugDecider:
                 running = facts.running_migration()
                 payload["migration"] = running.name if running else None
             op = session.append(op.stream, TRANSITIONED, payload)
+            vmi = facts.world.vmi
+            if (
+                move.trigger in APPLIED_LIVE
+                and facts.live
+                and vmi is not None
+                and facts.world.cluster.rollout_strategy == "Stage"
+            ):
+                # KubeVirt applies NIC changes to the running VMI whatever the strategy
+                bypass = {"at": now, "strategy": "Stage", "vmi": vmi.uid}
+                op = session.append(op.stream, ROLLOUT_BYPASSED, bypass)
         raise RuntimeError(f"{op.stream}: the walk does not settle")  # a graph with a cycle
 
     def _message(self, move: Move, c: Context) -> str:
@@ -429,6 +443,15 @@ class HotplugDecider:
                 len(op.history),
             )
             requests.append(event.request(stream))
+            if any(e.stream == stream and e.type == ROLLOUT_BYPASSED for e in session.events):
+                bypassed = EmitEvent(
+                    vm.namespace, vm.name, "RolloutBypassed",
+                    f"{op.network} {op.direction} was applied to the running VM although "
+                    f"vmRolloutStrategy is Stage (KubeVirt applies NIC changes live); "
+                    f"{ROLLOUT_ADVICE}",
+                    "Warning", str(stream), len(op.history),
+                )  # fmt: skip
+                requests.append(bypassed.request(stream))
         return requests
 
     def _issued(

@@ -24,7 +24,10 @@ TRANSITIONED = "Transitioned"
 INITIAL_STATE = "Requested"
 EFFECTS_ISSUED = "EffectsIssued"
 GRACE_EXPIRED = "GraceExpired"
-EVENT_TYPES = (OPENED, TRANSITIONED, EFFECTS_ISSUED, GRACE_EXPIRED)
+ROLLOUT_BYPASSED = "RolloutBypassed"
+"""KubeVirt applied the change to the running VMI although `vmRolloutStrategy` is
+`Stage`: `{at, strategy, vmi}` (the VMI that got it live)."""
+EVENT_TYPES = (OPENED, TRANSITIONED, EFFECTS_ISSUED, GRACE_EXPIRED, ROLLOUT_BYPASSED)
 
 _intern = sys.intern
 
@@ -69,6 +72,8 @@ class Operation:
     retry_at: float | None = None
     flavour: str = "deckhouse"
     """Whose order the operation walks (`graph.FLAVOURS`); recorded when it opens."""
+    bypassed_vmi: str | None = None
+    """The VMI that got this change live although the rollout strategy is `Stage`."""
 
     @property
     def terminal(self) -> bool:
@@ -93,7 +98,9 @@ class Operation:
             "waived": self.waived,
             "migration": self.migration,
             "retry_at": self.retry_at,
-        } | ({} if self.flavour == "deckhouse" else {"flavour": self.flavour})
+        } | ({} if self.flavour == "deckhouse" else {"flavour": self.flavour}) | (
+            {} if self.bypassed_vmi is None else {"bypassed_vmi": self.bypassed_vmi}
+        )
 
     @classmethod
     def from_snapshot(cls, stream: StreamId, state: str, s: Mapping[str, Any]) -> Operation:
@@ -118,6 +125,7 @@ class Operation:
             migration=s.get("migration"),
             retry_at=s.get("retry_at"),
             flavour=_intern(str(s.get("flavour", "deckhouse"))),
+            bypassed_vmi=s.get("bypassed_vmi"),
         )
 
 
@@ -152,17 +160,19 @@ def apply(op: Operation, type_: str, p: Mapping[str, Any]) -> Operation:
             op.stream, op.vm, op.vm_uid, op.network, op.if_name, op.direction, op.attempt,
             op.target, dest, p.get("reason"), str(p.get("message", "")), (*op.history, dest),
             op.opened_at, float(p["at"]), (), op.issued_at, op.waived,
-            p.get("migration", op.migration), p.get("retry_at"), op.flavour,
+            p.get("migration", op.migration), p.get("retry_at"), op.flavour, op.bypassed_vmi,
         )  # fmt: skip
     if type_ == EFFECTS_ISSUED:
         return Operation(
             op.stream, op.vm, op.vm_uid, op.network, op.if_name, op.direction, op.attempt,
             op.target, op.state, op.reason, op.message, op.history, op.opened_at,
             op.entered_at, tuple(int(k) for k in p["keys"]), float(p["at"]), op.waived,
-            op.migration, op.retry_at, op.flavour,
+            op.migration, op.retry_at, op.flavour, op.bypassed_vmi,
         )  # fmt: skip
     if type_ == GRACE_EXPIRED:
         return replace(op, waived=True)
+    if type_ == ROLLOUT_BYPASSED:
+        return replace(op, bypassed_vmi=str(p["vmi"]))
     raise ValueError(f"unknown event type {type_!r}")
 
 

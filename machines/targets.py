@@ -29,6 +29,7 @@ from nicplug.machines.effects import (
     CONDITION_FAILED,
     CONDITION_MIGRATION,
     CONDITION_RESTART,
+    CONDITION_ROLLOUT,
     NICPLUG_CONDITIONS,
     REASON_RESTART,
     AnyEffect,
@@ -246,8 +247,11 @@ def _condition(
 def conditions(
     facts: Facts, ops: Ops, vm: DesiredVM, config: MachineConfig, asked: frozenset[tuple[str, str]]
 ) -> Owned:
+    vmi = facts.world.vmi
+    bypassed = [o for o in ops.values() if vmi is not None and o.bypassed_vmi == vmi.uid]
     if not ops or not (
-        any(o.state in CONDITIONED for o in ops.values())
+        bypassed
+        or any(o.state in CONDITIONED for o in ops.values())
         or any(c.type in NICPLUG_CONDITIONS and c.status == "True" for c in vm.conditions)
     ):
         return []  # nothing to say and nothing to clear
@@ -275,16 +279,28 @@ def conditions(
         if any(o.reason in ("MigrationFailed", "MigrationTimeout") for o in failed):
             named += f". {MIGRATION_ADVICE}"
         wanted_failed = (failed[0].reason or "Failed", named)
+    wanted_rollout = None
+    if bypassed:
+        bypassed.sort(key=lambda o: o.stream)
+        named = ", ".join(f"{o.network} {o.direction}" for o in bypassed)
+        wanted_rollout = (
+            "AppliedDespiteStage",
+            f"{named} applied to the running VM although vmRolloutStrategy is Stage "
+            f"(KubeVirt applies NIC changes live); {ROLLOUT_ADVICE}",
+        )
     for type_, wanted, owners, clear in (
         (CONDITION_RESTART, wanted_restart, restart, "ChangesApplied"),
         (CONDITION_MIGRATION, wanted_migration, blocked, "MigrationNotRequired"),
         (CONDITION_FAILED, wanted_failed, failed, "Recovered"),
+        (CONDITION_ROLLOUT, wanted_rollout, bypassed, "Restarted"),
     ):
         effect = _condition(vm, type_, wanted, clear)
         if effect is not None:
             out.append(((owners or ordered)[0], effect))
     return out
 
+
+ROLLOUT_ADVICE = "restart the VM to bring it in line with its rollout strategy"
 
 MIGRATION_ADVICE = (
     "To apply it, ask a cluster admin to migrate the VM (virtctl migrate), or restart the VM"

@@ -124,12 +124,19 @@ def explain(
         for t in sorted(record.timers, key=lambda t: (t.deadline, t.name))
     ]
     seen = record.last_observation
+    summary = (
+        f"{op.state} ({op.reason}); superseded by attempt {superseded_by}"
+        if superseded_by else _summary(op, waits, pending, now)
+    )
+    if op.bypassed_vmi is not None:
+        summary += (
+            f"; KubeVirt applied it to the running VMI {op.bypassed_vmi} although "
+            "vmRolloutStrategy is Stage (it applies NIC changes live whatever the strategy): "
+            "restart the VM to bring it in line with its rollout strategy"
+        )
     return Explanation(
         operation=op,
-        summary=(
-            f"{op.state} ({op.reason}); superseded by attempt {superseded_by}"
-            if superseded_by else _summary(op, waits, pending, now)
-        ),
+        summary=summary,
         superseded_by=superseded_by,
         in_state_for=max(0.0, now - op.entered_at),
         waits_for=waits,

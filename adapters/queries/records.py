@@ -54,6 +54,8 @@ class OperationSummary(Answer):
     opened_at: float
     entered_at: float
     retry_at: float | None
+    bypassed_vmi: str | None
+    """The VMI that took the change live although vmRolloutStrategy is Stage."""
     updated_wall: str
 
     @classmethod
@@ -68,7 +70,8 @@ class OperationSummary(Answer):
             message=str(s.get("message", "")),
             history=[str(h) for h in s.get("history", (view.state,))],
             opened_at=float(s.get("opened_at", 0.0)), entered_at=float(s.get("entered_at", 0.0)),
-            retry_at=s.get("retry_at"), updated_wall=rfc3339(stored.updated_wall),
+            retry_at=s.get("retry_at"), bypassed_vmi=s.get("bypassed_vmi"),
+            updated_wall=rfc3339(stored.updated_wall),
         )
 
 

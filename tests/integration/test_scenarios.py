@@ -293,6 +293,14 @@ async def test_always_live_gating_hotplugs_in_place_under_stage(
     assert vm_condition(cluster.store, VM, "AwaitingRestartToApplyConfiguration") is None
     assert_requests(cluster, VM, [USER_NET])
     assert_interface(cluster, VM, USER_NET, present=True)
+    # what the strategy hid is reported: on the VM, as an Event, in the metrics
+    await eventually(lambda: vm_condition(cluster.store, VM, "NetworkChangeBypassedRollout")
+                     is not None, what="the rollout-bypass condition")
+    condition = vm_condition(cluster.store, VM, "NetworkChangeBypassedRollout")
+    assert condition["status"] == "True" and "restart the VM" in condition["message"]
+    assert await ctl.metric("nicplug_rollout_bypassed_total") == 1
+    await eventually(lambda: any(e.get("reason") == "RolloutBypassed"
+                                 for e in cluster.events()), what="the RolloutBypassed Event")
     assert_healthy(cluster)
 
 

@@ -249,6 +249,37 @@ def test_not_live_migratable_names_kubevirts_reason() -> None:
     assert "InterfaceNotLiveMigratable" in _waiting_message(d)
 
 
+def test_a_change_kubevirt_applies_live_under_stage_is_reported() -> None:
+    """always-live gating under Stage: KubeVirt takes the NIC live; the VM is told a
+    restart brings it in line with its strategy, until the VM restarts."""
+    sim = Sim(networks=(MAIN, X), strategy="Stage", kubevirt_owns_pod=True)
+    d = driver(sim, dialect_kind="multus", gating="always-live")
+    d.multus = True
+    d.run(10)
+    op = d.op(*PLUG)
+    assert op.state == "Attached" and op.bypassed_vmi == "vmi-1"
+    bypassed = [e for _, dec in d.log for e in dec.events if e.type == "RolloutBypassed"]
+    assert len(bypassed) == 1 and bypassed[0].payload["strategy"] == "Stage"
+    condition = sim.vm_conditions["NetworkChangeBypassedRollout"]
+    assert condition.status == "True" and "restart the VM" in condition.message
+    events = [e for e in d.effects if e.type == "EmitEvent"
+              and e.payload["reason"] == "RolloutBypassed"]  # fmt: skip
+    assert len(events) == 1 and events[0].payload["type"] == "Warning"
+    sim.restart()
+    d.run(6)
+    assert sim.vm_conditions["NetworkChangeBypassedRollout"].status == "False"
+
+
+def test_no_bypass_under_live_update_or_when_nicplug_defers() -> None:
+    for strategy, gating in (("LiveUpdate", "always-live"), ("Stage", "rollout-strategy")):
+        sim = Sim(networks=(MAIN, X), strategy=strategy, kubevirt_owns_pod=True)
+        d = driver(sim, dialect_kind="multus", gating=gating)
+        d.multus = True
+        d.run(10)
+        assert d.op(*PLUG).bypassed_vmi is None
+        assert "NetworkChangeBypassedRollout" not in sim.vm_conditions
+
+
 def test_failed_migration() -> None:
     sim = Sim(networks=(MAIN, X), dynamic_networks=False, migration_fails=True)
     d = driver(sim)
