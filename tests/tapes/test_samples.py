@@ -46,7 +46,7 @@ def test_recorded_effects_agree_with_the_replay(sample: SampleTape) -> None:
 
 def test_an_effect_difference_is_reported_and_fails(tmp_path: Path) -> None:
     """A tape whose controller did one KVVM patch fewer than the replay decides."""
-    multus = "multus-multus-without-dynamic-networks-migration"
+    multus = "kubevirt-no-dynamic-networks-an-opted-in-vm-is-migrated"
     sample = next(s for s in SAMPLES if s.name == multus)
     lines = sample.tape.read_bytes().splitlines(keepends=True)
     dropped = next(i for i, line in enumerate(lines)
