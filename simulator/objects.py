@@ -12,6 +12,7 @@ from typing import Any
 
 from nicplug.simulator import networking as nw
 from nicplug.simulator.networking import Json
+from nicplug.simulator.pod_networks import network_migratable
 from nicplug.simulator.resources import Resource
 from nicplug.simulator.store import deep_copy
 
@@ -128,6 +129,16 @@ def launcher_pod(
         "status": {"phase": "Running", "hostIP": "192.0.2.1", "podIP": "10.0.0.1",
                    "conditions": [{"type": "Ready", "status": "True"}]},
     }
+
+
+def set_migratable(status: Json, vmi: Json, dialect: str) -> None:
+    """`LiveMigratable` as upstream KubeVirt's virt-handler computes it from the network
+    (multus); Deckhouse's KubeVirt migrates its pod-network VMs."""
+    why = network_migratable(vmi) if dialect == "multus" else None
+    if why is None:
+        set_condition(status, "LiveMigratable", "True", "")
+    else:
+        set_condition(status, "LiveMigratable", "False", "InterfaceNotLiveMigratable", why)
 
 
 def attached_interface(name: str, index: int, mac: str, *, multus: bool) -> Json:

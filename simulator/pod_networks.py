@@ -17,6 +17,12 @@ module re-derives those rules from that source, byte for byte where it matters:
   (`name`, `namespace`, `cni-args: {logicNetworkName}`), with no interface;
 * nothing left is `""` on a running pod, and no annotation on a new one.
 
+It also says whether KubeVirt calls a VMI live-migratable as far as its network goes
+(`pkg/network/vmispec/interface.go`, `VerifyVMIMigratable`): the interface on the pod
+network must use masquerade or passt, or bridge with the VMI annotation
+`kubevirt.io/allow-pod-bridge-network-live-migration` (a binding plugin counts only
+with a migration method, which the simulated bindings never declare).
+
 Pure functions over plain JSON; never touches the store.
 """
 
@@ -102,3 +108,30 @@ def change_required(spec: Json, status: Json) -> bool:
 def nw_interfaces(spec: Json) -> list[Json]:
     devices = (spec.get("domain") or {}).get("devices") or {}
     return list(devices.get("interfaces") or [])
+
+
+ALLOW_POD_BRIDGE_MIGRATION = "kubevirt.io/allow-pod-bridge-network-live-migration"
+NOT_MIGRATABLE = (
+    "cannot migrate VMI which does not use masquerade or a migratable plugin to connect to "
+    "the pod network"
+)
+
+
+def network_migratable(vmi: Json) -> str | None:
+    """None when the VMI's network allows a live migration; else KubeVirt's message."""
+    spec = vmi.get("spec") or {}
+    interfaces = nw_interfaces(spec)
+    if not interfaces:
+        return None
+    pod_network = next((n for n in spec.get("networks") or [] if "pod" in n), None)
+    if pod_network is None:
+        return None
+    primary = next((i for i in interfaces if i.get("name") == pod_network.get("name")), None)
+    if primary is None:
+        return f"no primary interface found for network {pod_network.get('name')}"
+    if "masquerade" in primary or "passtBinding" in primary:
+        return None
+    annotations = (vmi.get("metadata") or {}).get("annotations") or {}
+    if "bridge" in primary and ALLOW_POD_BRIDGE_MIGRATION in annotations:
+        return None
+    return NOT_MIGRATABLE

@@ -9,6 +9,9 @@ What it imitates (and what a controller driving it must cope with):
   (`pod_networks.py`), and regenerated on the running pod whenever an interface is
   plugged or unplugged (`""` once none is left); a migration target takes the ordinal
   names of an ordinal source.
+* Multus: `LiveMigratable` as KubeVirt computes it from the network: False
+  (`InterfaceNotLiveMigratable`) when the pod network's interface is a bridge without
+  the allow annotation (`pod_networks.network_migratable`).
 * Multus: KubeVirt's network controller reports an interface the pod's network-status
   lists before virt-handler attaches it: a VMI status entry with `infoSource`
   `multus-status` alone (virt-handler attaches only those).
@@ -142,7 +145,7 @@ class KubeVirt(Reactor):
             status = obj.setdefault("status", {})
             status.update({"phase": "Scheduled", "nodeName": node,
                            "activePods": {pod["metadata"]["uid"]: node}, "interfaces": []})
-            ob.set_condition(status, "LiveMigratable", "True", "")
+            ob.set_migratable(status, obj, self.knobs.dialect)
             ob.set_condition(status, "Ready", "False", "Booting")
 
         return self.edit(VMIS, vmi, scheduled, status=True)

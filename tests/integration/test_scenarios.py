@@ -387,3 +387,29 @@ async def test_multus_without_dynamic_networks_unplugs_by_migration(
     assert_interface(cluster, VM, USER_NET, present=False)
     assert attachment_spans(trail, VM, USER_NET)[-1] is False
     assert_healthy(cluster)
+
+
+async def test_a_vm_kubevirt_cannot_migrate_waits_and_says_why(
+    start_cluster, start_controller, user_of
+):
+    """Upstream KubeVirt will not live-migrate a VM bridged to the pod network: nicplug
+    creates no migration and the VM says why and what to do."""
+    cluster = await start_cluster(NO_DNC, Fixtures(vms=1, pod_network_binding="bridge"))
+    ctl = await start_controller(cluster)
+
+    await user_of(cluster).add_network(VM, *USER_NET)
+    op = await ctl.journal.wait_for(VM, "Network/user-net", "plug", {"MigrationRequired",
+                                                                     "Failed", "Attached"})
+
+    assert op.state == "MigrationRequired"
+    await eventually(
+        lambda: vm_condition(cluster.store, VM, "NetworkHotplugAwaitingMigration") is not None,
+        what="the NetworkHotplugAwaitingMigration condition",
+    )
+    message = vm_condition(cluster.store, VM, "NetworkHotplugAwaitingMigration")["message"]
+    assert "InterfaceNotLiveMigratable" in message and "restart the VM" in message
+    await eventually(lambda: any("InterfaceNotLiveMigratable" in str(e.get("message"))
+                                 and e.get("type") == "Warning" for e in cluster.events()),
+                     what="a Warning Event saying why")
+    assert _migrations_created(cluster) == 0
+    assert_healthy(cluster)

@@ -145,3 +145,28 @@ async def test_the_dynamic_networks_controller_keeps_no_order() -> None:
     assert store.get(VMIS, NS, VM)["status"]["phase"] == "Running"
     assert len(store.list(PODS, NS)[0]) == 1
     await cluster.stop()
+
+
+async def test_live_migratable_follows_kubevirts_rule_for_the_pod_network() -> None:
+    """A bridge on the pod network is not live-migratable upstream; masquerade is, and so
+    is a bridge the VMI allows by annotation (`pkg/network/vmispec/interface.go`)."""
+    assert pod_networks.network_migratable({"spec": vmi_spec(
+        {"name": "default", "masquerade": {}}, networks=[{"name": "default", "pod": {}}])}) is None
+    bridged = {"spec": vmi_spec({"name": "default", "bridge": {}},
+                                networks=[{"name": "default", "pod": {}}])}
+    assert pod_networks.network_migratable(bridged) == pod_networks.NOT_MIGRATABLE
+    allowed = bridged | {"metadata": {"annotations": {
+        pod_networks.ALLOW_POD_BRIDGE_MIGRATION: ""}}}
+    assert pod_networks.network_migratable(allowed) is None
+
+    for binding, expected in (("masquerade", ("True", "")),
+                              ("bridge", ("False", "InterfaceNotLiveMigratable"))):
+        knobs = Knobs(dialect="multus", delays=DELAYS)
+        cluster = SimulatedCluster(knobs, clock=VirtualSimClock(), serve=False,
+                                   fixtures=Fixtures(vms=1, pod_network_binding=binding))
+        await cluster.start()
+        assert d.condition(cluster.store, NS, VM, "LiveMigratable") == expected
+        cluster.store.delete(VMIS, NS, VM)  # a restart: the new VMI is judged the same way
+        await cluster.advance(2.0)
+        assert d.condition(cluster.store, NS, VM, "LiveMigratable") == expected
+        await cluster.stop()
