@@ -152,6 +152,8 @@ class KubeExecutor:
         networks: list[dict[str, Any]] = []
         for entry in e.networks:
             iface = dict(old_ifaces.get(entry.if_name) or {"name": entry.if_name, "bridge": {}})
+            if entry.mac is not None and "macAddress" not in iface:
+                iface["macAddress"] = entry.mac
             if entry.absent:
                 iface["state"] = "absent"
             else:

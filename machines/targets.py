@@ -78,6 +78,14 @@ def multus_network(config: MachineConfig, vm: DesiredVM, spec: NetworkSpec) -> s
     return f"{namespace}/{spec.name}"
 
 
+def interface_mac(config: MachineConfig, vm: DesiredVM, spec: NetworkSpec) -> str | None:
+    """Where KubeVirt writes the pod's request, the known MAC travels as the interface's
+    `macAddress` (KubeVirt takes `mac` from nowhere else)."""
+    if writes_pod_networks(config) or spec.type == "Main":
+        return None
+    return vm.macs.get(spec.identity)
+
+
 def pod_patches(
     facts: Facts, ops: Ops, vm: DesiredVM, comparison: Comparison, config: MachineConfig
 ) -> Owned:
@@ -187,7 +195,8 @@ def kvvm_patch(
     owner: Operation | None = None
     if not facts.live:
         entries = [
-            VMNetworkEntry(d.if_name, d.identity, False, multus_network(config, vm, d))
+            VMNetworkEntry(d.if_name, d.identity, False, multus_network(config, vm, d),
+                           interface_mac(config, vm, d))
             for d in comparison.desired
         ]
         entries += [e for e in current if not e.identity]  # not nicplug's to remove
@@ -198,7 +207,8 @@ def kvvm_patch(
         for spec, plug in adding:
             entries = [e for e in entries if e.if_name != spec.if_name]
             _insert(entries, VMNetworkEntry(spec.if_name, spec.identity, False,
-                                            multus_network(config, vm, spec)), order)  # fmt: skip
+                                            multus_network(config, vm, spec),
+                                            interface_mac(config, vm, spec)), order)  # fmt: skip
             owner = owner or plug
         for entry in list(entries):
             unplug = _live(ops, entry.identity, "unplug")

@@ -9,6 +9,7 @@ from dataclasses import replace
 
 import pytest
 
+from nicplug.simulator import networking as nw
 from nicplug.simulator import objects as ob
 from nicplug.simulator.cluster import SimulatedCluster
 from nicplug.simulator.fixtures import Fixtures
@@ -412,4 +413,34 @@ async def test_a_vm_kubevirt_cannot_migrate_waits_and_says_why(
                                  and e.get("type") == "Warning" for e in cluster.events()),
                      what="a Warning Event saying why")
     assert _migrations_created(cluster) == 0
+    assert_healthy(cluster)
+
+
+async def test_the_vms_mac_reaches_the_pod_through_kubevirt(
+    start_cluster, start_controller, user_of
+):
+    """Under multus nicplug passes a known MAC as the interface's macAddress, the one
+    place KubeVirt's generator takes the pod's `mac` from."""
+    knobs = DIALECTS["multus"]
+    cluster = await start_cluster(knobs)
+    ctl = await start_controller(cluster)
+    vm = cluster.store.get(VMS, *split(VM))
+    vm["status"]["networks"] = [*vm["status"].get("networks", []),
+                                {"type": "Network", "name": "user-net", "id": 2,
+                                 "macAddress": "02:aa:bb:cc:dd:ee"}]
+    cluster.store.update(VMS, vm, subresource="status")
+
+    await user_of(cluster).add_network(VM, *USER_NET)
+    op = await ctl.journal.wait_for(VM, "Network/user-net", "plug", {"Attached", "Failed"})
+
+    assert op.state == "Attached"
+    kvvm = cluster.store.get(KVVMS, *split(VM))
+    (iface,) = [i for i in ob.interfaces_of(kvvm["spec"]["template"]["spec"])
+                if i["name"] == if_name(USER_NET)]
+    assert iface["macAddress"] == "02:aa:bb:cc:dd:ee"
+    (pod,) = active_pods(cluster.store, VM)
+    assert nw.annotations_of(pod)[nw.MULTUS_REQUEST] == (
+        '[{"name":"user-net","namespace":"default","mac":"02:aa:bb:cc:dd:ee",'
+        f'"interface":"{nw.multus_pod_interface(if_name(USER_NET))}"}}]'
+    )
     assert_healthy(cluster)
