@@ -30,6 +30,7 @@ class Settings(BaseModel):
     dialect: Dialect = "deckhouse"
     gating: Gating = "rollout-strategy"
     migrations: Migrations = "auto"
+    max_migrations: int = Field(default=5, ge=1, le=1000)
     namespace: str | None = None
     metrics_addr: str = "127.0.0.1:8080"
     sdn_ready_timeout: float = Field(default=120.0, gt=0)

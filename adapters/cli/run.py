@@ -48,6 +48,10 @@ def run(
             "nicplug.io/migrations=true) | never (manual: the older spelling)",
         )
     ] = "auto",
+    max_migrations: Annotated[
+        int, _opt("max-migrations",
+                  "At most this many of nicplug's migrations run at once, cluster-wide")
+    ] = 5,
     namespace: Annotated[
         str | None, _opt("namespace", "Watch only this namespace (default: all)")
     ] = None,
@@ -110,7 +114,8 @@ def run(
     try:
         settings = Settings(
             kubeconfig=kubeconfig, journal=journal, dialect=dialect, gating=gating,
-            migrations=migrations, namespace=namespace, metrics_addr=metrics_addr,
+            migrations=migrations, max_migrations=max_migrations, namespace=namespace,
+            metrics_addr=metrics_addr,
             sdn_ready_timeout=sdn_ready_timeout, attach_timeout=attach_timeout,
             detach_timeout=detach_timeout, migration_timeout=migration_timeout,
             dynamic_networks_grace=dynamic_networks_grace,

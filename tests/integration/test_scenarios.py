@@ -444,3 +444,35 @@ async def test_the_vms_mac_reaches_the_pod_through_kubevirt(
         f'"interface":"{nw.multus_pod_interface(if_name(USER_NET))}"}}]'
     )
     assert_healthy(cluster)
+
+
+async def test_nicplugs_migrations_respect_the_cluster_wide_cap(
+    start_cluster, start_controller, follow, user_of
+):
+    """With room for one migration at a time, the second VM's waits for the first."""
+    cluster = await start_cluster(NO_DNC, Fixtures(vms=2))
+    trail = follow(cluster, VMIMS)
+    ctl = await start_controller(cluster, max_migrations=1)
+    user = user_of(cluster)
+    vms = ["default/vm-00000", "default/vm-00001"]
+
+    for vm in vms:
+        await user.add_network(vm, *USER_NET)
+    for vm in vms:
+        op = await ctl.journal.wait_for(vm, "Network/user-net", "plug", {"Attached", "Failed"},
+                                        within=30.0)
+        assert op.state == "Attached", op.label()
+
+    running: set[str] = set()
+    most = 0
+    for change in trail.changes:
+        name = change.obj["metadata"]["name"]
+        finished = (change.obj.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+        if change.type == "DELETED" or finished:
+            running.discard(name)
+        else:
+            running.add(name)
+        most = max(most, len(running))
+    assert most == 1
+    assert _migrations_created(cluster) == 2
+    assert_healthy(cluster)
