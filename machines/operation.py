@@ -47,8 +47,9 @@ class Operation:
 
     `target` pins what an `update` asked for (`id=3;pos=2`); `issued` holds digests of
     the effects issued since `issued_at`; `waived` records that the multus grace
-    period let the plug go on without `SDNReady`; `retry_at` when a failed operation
-    may be tried again (None: not retried).
+    period let the plug go on without `SDNReady` (no decision makes that move any
+    more: kept so that journals holding `GraceExpired` still fold); `retry_at` when a
+    failed operation may be tried again (None: not retried).
     """
 
     stream: StreamId

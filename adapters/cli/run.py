@@ -71,7 +71,7 @@ def run(
         float, _opt("migration-timeout", "Seconds a migration may take")
     ] = 600.0,
     dynamic_networks_grace: Annotated[
-        float, _opt("dynamic-networks-grace", "multus: seconds before patching without SDN")
+        float, _opt("dynamic-networks-grace", "Changes nothing; accepted for old settings")
     ] = 15.0,
     effect_reissue_after: Annotated[
         float, _opt("effect-reissue-after", "Re-issue an effect when the world did not move")
