@@ -293,6 +293,9 @@ class HotplugDecider:
             if not restart_only(op):
                 why += f", vmRolloutStrategy is {facts.world.cluster.rollout_strategy}"
             return why
+        if move.dest == "MigrationRequired":
+            blocked = migration_blocked(facts, self.config)
+            return f"nicplug will not migrate the VM: {blocked}" if blocked else ""
         if move.trigger == "SDNError":
             return facts.errors.get(op.network, "")
         if move.trigger.endswith("Timeout"):

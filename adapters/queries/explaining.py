@@ -161,9 +161,10 @@ def _summary(op: OperationSummary, waits: list[Move], pending: list[EffectEntry]
             when = f"in {due:.0f}s" if due > 0 else "now"
             return f"{why}; a new attempt may open {when} if the change is still asked"
         return f"done: {op.state} is terminal"
-    text = f"in {op.state}, waiting until " + "; or until ".join(
+    said = f" ({op.message})" if op.message else ""
+    text = f"in {op.state}{said}, waiting until " + "; or until ".join(
         f"{m.meaning} (→ {m.to})" for m in waits
-    ) if waits else f"in {op.state}, waiting only for a failure or a cancel"
+    ) if waits else f"in {op.state}{said}, waiting only for a failure or a cancel"
     if pending:
         text += "; effects not yet done: " + ", ".join(
             f"{e.type} {e.target} ({e.outcome})" for e in pending

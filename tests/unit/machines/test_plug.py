@@ -214,6 +214,7 @@ def test_opt_in_migrates_only_labelled_vms_and_says_what_to_do() -> None:
     d = driver(sim, migrations="opt-in")
     d.run(10)
     assert d.op(*PLUG).state == "MigrationRequired"
+    assert "not opted in" in d.op(*PLUG).message  # journaled: explain tells it
     condition = sim.vm_conditions[CONDITION_MIGRATION]
     assert "nicplug.io/migrations=true" in condition.message
     assert "virtctl migrate" in condition.message and "restart the VM" in condition.message
