@@ -57,6 +57,9 @@ class OperationSummary(Answer):
     bypassed_vmi: str | None
     """The VMI that took the change live although vmRolloutStrategy is Stage."""
     updated_wall: str
+    archived: str | None = None
+    """The archive file holding this finished operation's events (retention moved them
+    out of the journal; this summary is what stays)."""
 
     @classmethod
     def of(cls, stored: StoredView) -> OperationSummary:
@@ -71,7 +74,7 @@ class OperationSummary(Answer):
             history=[str(h) for h in s.get("history", (view.state,))],
             opened_at=float(s.get("opened_at", 0.0)), entered_at=float(s.get("entered_at", 0.0)),
             retry_at=s.get("retry_at"), bypassed_vmi=s.get("bypassed_vmi"),
-            updated_wall=rfc3339(stored.updated_wall),
+            updated_wall=rfc3339(stored.updated_wall), archived=stored.archived,
         )
 
 
