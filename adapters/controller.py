@@ -170,6 +170,7 @@ class Controller:
                 KubeCalls(connection),
                 self.dialect,
                 metrics=self.metrics,
+                max_migrations=self.settings.max_migrations,
             ),
             RealClock(),
             concurrency=self.settings.concurrency,
