@@ -23,11 +23,13 @@ from aiohttp import web
 
 from nicplug.adapters import __version__
 from nicplug.adapters.executor import KubeExecutor
+from nicplug.adapters.heap import loading_long_lived
 from nicplug.adapters.kube.calls import KubeCalls
 from nicplug.adapters.kube.client import ApiConnection, ClientSettings, connect
 from nicplug.adapters.kube.informer import Informer, WatchProgress, WatchSettings
 from nicplug.adapters.kube.lease import Leadership
 from nicplug.adapters.kube.resources import WATCHED, KindRef, Scope
+from nicplug.adapters.loop_lag import LoopLag
 from nicplug.adapters.observability import (
     Health,
     Metrics,
@@ -41,6 +43,7 @@ from nicplug.adapters.retention import archive_finished
 from nicplug.adapters.sdn import dialect_for
 from nicplug.adapters.settings import Settings
 from nicplug.adapters.tapes.writer import EffectTaping, TapeWriter
+from nicplug.adapters.worldview import cache_projection
 from nicplug.engine.clock import Clock, RealClock
 from nicplug.engine.errors import JournalError
 from nicplug.engine.runtime import Runtime
@@ -65,6 +68,13 @@ async def _hand_over(leadership: Leadership) -> None:
     except Exception as exc:
         log.warning("could not release the lease (a standby waits for it to expire): %r", exc)
 
+FEED_SLICE = 0.005
+"""Seconds of observing between yields to the event loop: well under the 50 ms a
+watch, a journal acknowledgement or the Lease renewal may wait."""
+
+LOAD_WITHOUT_COLLECTOR = 120.0
+"""Seconds the initial lists may load with the cyclic collector held off (`heap.py`)."""
+
 
 async def _open_journal(path: Path, settings: Settings, metrics: Metrics) -> SQLiteJournal:
     return await SQLiteJournal.open(
@@ -84,6 +94,7 @@ class Surroundings:
 
     clock: Clock = field(default_factory=RealClock)
     monotonic: Callable[[], float] = time.monotonic
+    work_clock: Callable[[], float] = time.perf_counter  # how long feeding has worked
     connect: Callable[[ClientSettings], Awaitable[ApiConnection]] = connect
     open_journal: Callable[[Path, Settings, Metrics], Awaitable[SQLiteJournal]] = _open_journal
     serve_http: bool = True
@@ -104,10 +115,13 @@ class Controller:
             on_hold=lambda _vm, _problem: self.metrics.observation_errors.labels("object").inc(),
             on_unreadable_pods=lambda _vm, _problem: self.metrics.observation_errors.labels(
                 "annotation").inc(),
+            time_slice=FEED_SLICE,
+            now=self.surroundings.work_clock,
         )
         self._tape: TapeWriter | None = None
         self._ready = False
         self._last_progress: dict[str, float] = {}
+        self.loop_lag = LoopLag(on_lag=self._lagged)
         self.metrics_port: int | None = None  # the bound port (`metrics_addr` may say 0)
 
     async def run(self) -> None:
@@ -128,6 +142,9 @@ class Controller:
             if self._tape is not None:
                 self._tape.close()
             raise
+        ticker = asyncio.create_task(
+            self.loop_lag.run(now=asyncio.get_running_loop().time), name="event loop lag"
+        )
         leadership = Leadership(
             connection,
             name=self.settings.lease_name,
@@ -142,12 +159,17 @@ class Controller:
             await leadership.run()
         finally:
             self._ready = False
+            ticker.cancel()
             await _hand_over(leadership)
             await connection.close()
             if runner is not None:
                 await runner.cleanup()
             if self._tape is not None:
                 self._tape.close()
+
+    def _lagged(self, lag: float) -> None:
+        self.metrics.loop_lag.observe(lag)
+        self.metrics.loop_lag_max.set(self.loop_lag.largest)
 
     async def _serve_http(self) -> web.AppRunner:
         host, port = parse_addr(self.settings.metrics_addr)
@@ -175,6 +197,7 @@ class Controller:
                 KubeCalls(connection),
                 self.dialect,
                 metrics=self.metrics,
+                max_migrations=self.settings.max_migrations,
             ),
             self.surroundings.clock,
             concurrency=self.settings.concurrency,
@@ -184,8 +207,11 @@ class Controller:
         tasks: list[asyncio.Task[None]] = []
         try:
             await runtime.start()
-            tasks = [asyncio.create_task(i.run(), name=f"watch {i.kind.name}") for i in informers]
-            await self._synced(informers, tasks)
+            with loading_long_lived(at_most=LOAD_WITHOUT_COLLECTOR,
+                                    later=asyncio.get_running_loop().call_later):
+                tasks = [asyncio.create_task(i.run(), name=f"watch {i.kind.name}")
+                         for i in informers]
+                await self._synced(informers, tasks)
             if self._tape is not None:
                 self._tape.initial_events_end()
             listener.seed(stored.view.state for stored in await journal.views())
@@ -234,6 +260,8 @@ class Controller:
                 on_progress=self._progress,
                 settings=WatchSettings(),
                 clock=self.surroundings.monotonic,
+                # a recorded tape keeps whole objects; otherwise only what is read
+                transform=None if self._tape is not None else cache_projection(kind),
             )
             for kind in WATCHED
         ]

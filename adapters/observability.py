@@ -70,12 +70,29 @@ class Metrics:
             ["kind"],
             registry=r,
         )
+        self.rollout_bypassed = Counter(
+            "nicplug_rollout_bypassed",
+            "Network changes KubeVirt applied to a running VM although vmRolloutStrategy "
+            "is Stage",
+            registry=r,
+        )
         self.snapshot_rebuilds = Counter(
             "nicplug_snapshot_rebuilds_total",
             "VMs whose stored snapshots could not be trusted and were folded from events",
             registry=r,
         )
         self.leader = Gauge("nicplug_leader", "1 while this replica leads", registry=r)
+        self.loop_lag = Histogram(
+            "nicplug_event_loop_lag_seconds",
+            "How much later than asked a 10 ms ticker woke: the event loop's stalls",
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.loop_lag_max = Gauge(
+            "nicplug_event_loop_lag_max_seconds",
+            "The largest stall of the event loop since the process started",
+            registry=r,
+        )
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -73,7 +73,8 @@ class Replica:
             record_tape=tape, **self._settings,
         )
         surroundings = Surroundings(
-            clock=LoopClock(), monotonic=virtual_now, connect=self._connect,
+            clock=LoopClock(), monotonic=virtual_now, work_clock=virtual_now,
+            connect=self._connect,
             open_journal=journal_opener(self.commit_faults), serve_http=False,
         )
         self.controller = Controller(settings, surroundings)
