@@ -36,6 +36,7 @@ class Livelock(RuntimeError):
     """The loop keeps running callbacks and time never moves: something spins."""
 
 
+MIN_STEP = 1e-6  # the smallest jump of virtual time
 SPIN_LIMIT = 200_000  # loop turns at one virtual instant before it counts as a livelock
 
 
@@ -46,10 +47,13 @@ class _VirtualSelector(selectors.DefaultSelector):
         super().__init__()
         self.now = 0.0
         self.on_livelock: Callable[[str], None] | None = None
+        self.runnable: Callable[[], int] = lambda: 0  # callbacks ready in the loop
         self._spins = 0
 
     def select(self, timeout: float | None = None) -> list[tuple[Any, int]]:
         ready: list[tuple[Any, int]] = super().select(0)
+        if not ready and timeout == 0 and not self.runnable():
+            timeout = MIN_STEP  # only a timer due at exactly now: let time pass it
         if ready or timeout == 0:
             self._spins += 1
             if self._spins > SPIN_LIMIT:
@@ -62,7 +66,9 @@ class _VirtualSelector(selectors.DefaultSelector):
             return ready
         if timeout is None:
             raise Deadlock("every task is waiting and no timer is armed")
-        self.now += timeout
+        # At least a microsecond: a wait shorter than the float spacing of `now` would
+        # leave time where it is, and whoever waits for a deadline would spin on it.
+        self.now += max(timeout, MIN_STEP)
         self._spins = 0
         return []
 
@@ -73,6 +79,11 @@ class VirtualTimeLoop(asyncio.SelectorEventLoop):
     def __init__(self) -> None:
         self._virtual = _VirtualSelector()
         super().__init__(self._virtual)
+        # asyncio fires a timer up to a clock resolution early: harmless when real time
+        # runs on, but on a clock that moves only when idle, whoever compares the time
+        # with the deadline it waited for would find it not yet reached, for ever.
+        self._clock_resolution = 0.0
+        self._virtual.runnable = lambda: len(self._ready)
 
     def time(self) -> float:
         return self._virtual.now
