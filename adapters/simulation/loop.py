@@ -83,7 +83,8 @@ class VirtualTimeLoop(asyncio.SelectorEventLoop):
         # runs on, but on a clock that moves only when idle, whoever compares the time
         # with the deadline it waited for would find it not yet reached, for ever.
         self._clock_resolution = 0.0
-        self._virtual.runnable = lambda: len(self._ready)
+        ready: Any = getattr(self, "_ready")  # noqa: B009  (asyncio's queue of callbacks)
+        self._virtual.runnable = lambda: len(ready)
 
     def time(self) -> float:
         return self._virtual.now
