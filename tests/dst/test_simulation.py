@@ -65,12 +65,12 @@ def test_the_same_seed_plays_the_same_run() -> None:
     assert (first.violation, first.steps_taken) == (second.violation, second.steps_taken)
 
 
-def test_a_run_does_not_depend_on_the_runs_before_it_nor_on_the_process() -> None:
+def test_a_run_does_not_depend_on_the_runs_before_it_nor_on_the_process(tmp_path: Path) -> None:
     simulate(draw(40))
     here = simulate(draw(41))
     alone = subprocess.run(
         [sys.executable, "-m", "nicplug.adapters.cli", "simulate", "--seed", "41",
-         "--shrink-budget", "0"],
+         "--shrink-budget", "0", "--out", str(tmp_path)],
         capture_output=True, text=True, check=False, timeout=120,
         env={**os.environ, "PYTHONHASHSEED": "123"},
     )
