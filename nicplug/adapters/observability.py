@@ -69,6 +69,10 @@ class Metrics:
             registry=r,
         )
         self.leader = Gauge("nicplug_leader", "1 while this replica leads", registry=r)
+        self.journal_writable = Gauge(
+            "nicplug_journal_writable", "0 while the journal refuses writes (disk full…)",
+            registry=r,
+        )
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

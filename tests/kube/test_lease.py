@@ -12,7 +12,7 @@ import asyncio
 import pytest
 
 from nicplug.adapters.kube.client import ApiConnection
-from nicplug.adapters.kube.lease import Leadership, LeaseTiming
+from nicplug.adapters.kube.lease import Leadership, LeaseTiming, Term
 from nicplug.simulator import resources as sim
 from tests.kube.conftest import ApiServer, eventually
 
@@ -31,7 +31,8 @@ class Candidate:
         )
         self.task = asyncio.create_task(self.leadership.run())
 
-    async def _work(self) -> None:
+    async def _work(self, term: Term) -> None:
+        self.term = term
         self.working.set()
         try:
             await asyncio.Event().wait()
@@ -139,7 +140,7 @@ async def test_a_failing_leaders_work_ends_the_term_and_is_raised(
     """A leader whose work fails (its journal refused) must not hold the lease idle."""
     stopped: list[str] = []
 
-    async def refuse() -> None:
+    async def refuse(_: Term) -> None:
         raise RuntimeError("journal refused")
 
     async def stop() -> None:
