@@ -22,6 +22,7 @@ import os
 import socket
 import time
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from aiohttp import web
@@ -40,7 +41,7 @@ from nicplug.adapters.sdn import dialect_for
 from nicplug.adapters.settings import Settings
 from nicplug.adapters.tapes.writer import EffectTaping, TapeWriter
 from nicplug.engine.clock import RealClock
-from nicplug.engine.errors import JournalError
+from nicplug.engine.errors import JournalError, JournalRefused
 from nicplug.engine.listening import RuntimeListener
 from nicplug.engine.runtime import Runtime
 from nicplug.engine.sqlite_journal import SQLiteJournal
@@ -80,8 +81,9 @@ async def _stop(runtime: Runtime[VMState, World], term: Term) -> None:
 class JournalHealth(RuntimeListener):
     """Whether the journal takes writes; says so once per change, in one line."""
 
-    def __init__(self, metrics: Metrics) -> None:
+    def __init__(self, metrics: Metrics, path: Path) -> None:
         self._metrics = metrics
+        self._path = path
         self.reset()
 
     def reset(self) -> None:
@@ -93,10 +95,12 @@ class JournalHealth(RuntimeListener):
         self.writable = error is None
         self._metrics.journal_writable.set(1 if error is None else 0)
         if error is None:
-            log.warning("the journal takes writes again; ready, deciding again what it refused")
-        else:
-            log.error("%s; not ready until it takes writes again (decisions are kept and "
-                      "retried)", error)
+            log.warning("journal %s takes writes again: ready, deciding again what it refused",
+                        self._path)
+            return
+        problem = error.problem if isinstance(error, JournalRefused) else str(error)
+        log.error("journal %s refuses writes (%s): not ready until it takes them again; the "
+                  "refused decisions are retried", self._path, problem)
 
 
 class Controller:
@@ -117,7 +121,7 @@ class Controller:
         self._tape: TapeWriter | None = None
         self._ready = False
         self._leadership: Leadership | None = None
-        self._journal_health = JournalHealth(self.metrics)
+        self._journal_health = JournalHealth(self.metrics, settings.journal)
         self._last_progress: dict[str, float] = {}
         self.metrics_port: int | None = None  # the bound port (`metrics_addr` may say 0)
 

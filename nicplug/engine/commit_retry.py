@@ -3,9 +3,10 @@
 When the journal refuses a commit (a full disk, an I/O error, a rejected unit), the
 input that caused it is not lost: the runtime puts back what it consumed and hands
 the input here, which submits it again after a backoff on the injected clock, per
-key. When any write succeeds again every waiting input is submitted at once, so the
-keys that failed are decided again as soon as the journal takes writes. The journal's
-state is reported on each change only: one line for an outage, not one per input.
+key. When one of them goes through, every other one waiting is submitted at once, so
+the keys that failed are decided again as soon as the journal takes writes. The
+journal's state is reported on each change only: one line for an outage, not one per
+input.
 This module never decides or journals; it only holds inputs and their timing.
 """
 
@@ -18,7 +19,7 @@ from collections.abc import Callable
 from nicplug.engine.clock import Clock
 from nicplug.engine.effects import RetryPolicy
 from nicplug.engine.errors import JournalError
-from nicplug.engine.model import Key, Trigger
+from nicplug.engine.model import Key, Observed, Trigger
 
 COMMIT_RETRY = RetryPolicy(initial=0.2, factor=2.0, max_delay=5.0, jitter=0.1)
 """A failed commit costs one rolled-back transaction: trying every few seconds is cheap,
@@ -26,6 +27,15 @@ and a journal that takes writes again is noticed within `max_delay`."""
 
 
 class CommitRetries:
+    """Refused inputs per key, their backoff, and whether the journal is refusing.
+
+    The journal counts as refusing from the first refused input until every refused
+    input has been decided again (a unit the journal keeps rejecting keeps it so,
+    rather than flapping with every other commit that succeeds). A refused input that
+    goes through proves the journal takes writes again: every other one waiting goes
+    at once instead of waiting out its backoff.
+    """
+
     def __init__(
         self,
         clock: Clock,
@@ -41,18 +51,18 @@ class CommitRetries:
         self._submit = submit
         self._on_change = on_change
         self._waiting: dict[Key, list[Trigger]] = {}
+        self._refused: dict[Key, list[Trigger]] = {}
         self._failures: dict[Key, int] = {}
         self._timers: dict[Key, asyncio.Task[None]] = {}
         self.failing: JournalError | None = None
-        """Why the journal refused the last write, while it refuses them."""
-
-    @property
-    def waiting(self) -> int:
-        return sum(len(triggers) for triggers in self._waiting.values())
+        """Why the journal refused a write, until every refused input went through."""
 
     def failed(self, key: Key, trigger: Trigger, error: JournalError) -> None:
         """`trigger` of `key` could not be committed: submit it again later."""
         self._waiting.setdefault(key, []).append(trigger)
+        refused = self._refused.setdefault(key, [])
+        if trigger not in refused:
+            refused.append(trigger)
         failures = self._failures[key] = self._failures.get(key, 0) + 1
         if key not in self._timers:
             retry_at = self._clock.now() + self._policy.delay(failures, self._rng)
@@ -65,14 +75,31 @@ class CommitRetries:
             self.failing = error
             self._on_change(error)
 
-    def committed(self, key: Key | None = None) -> None:
-        """A write succeeded (of `key`, when given): everything waiting goes again now."""
-        if key is not None:
-            self._failures.pop(key, None)
-        if self.failing is None:
-            return
-        self.failing = None
-        self._on_change(None)
+    def decided(self, key: Key, trigger: Trigger) -> None:
+        """`trigger` of `key` was decided without the journal refusing it. A newer
+        observation stands for an older one refused (worlds are level-based)."""
+        refused = self._refused.get(key)
+        if refused:
+            newer = isinstance(trigger, Observed)
+            left = [t for t in refused
+                    if t != trigger and not (newer and isinstance(t, Observed))]
+            if len(left) < len(refused):
+                self._wake_all()
+            if left:
+                self._refused[key] = left
+            else:
+                del self._refused[key]
+                self._failures.pop(key, None)
+        self.wrote()
+
+    def wrote(self) -> None:
+        """A write succeeded: the journal stops counting as refusing once nothing
+        refused is left to decide."""
+        if self.failing is not None and not self._refused:
+            self.failing = None
+            self._on_change(None)
+
+    def _wake_all(self) -> None:
         for waiting in list(self._timers):
             self._timers.pop(waiting).cancel()
             self._again(waiting)

@@ -175,6 +175,7 @@ class Runtime(Generic[S, W]):
         if isinstance(trigger, TimerFired):
             armed = self._timers.get((trigger.stream, trigger.name))
             if armed is None or armed[0] != trigger.deadline:
+                self._retries.decided(key, trigger)
                 return  # re-armed or cancelled since it fired
             del self._timers[(trigger.stream, trigger.name)]
             cancels = (TimerCancel(trigger.stream, trigger.name),)
@@ -191,6 +192,8 @@ class Runtime(Generic[S, W]):
             for update in updates:
                 self._updates.setdefault(update.effect_id, update)
             self._retries.failed(key, trigger, error)
+        else:
+            self._retries.decided(key, trigger)
 
     async def _decide_with_retries(
         self, key: Key, trigger: Trigger,
@@ -215,7 +218,7 @@ class Runtime(Generic[S, W]):
 
     def _journal_health(self, error: JournalError | None) -> None:
         if error is None:
-            self._retries.committed()
+            self._retries.wrote()
         elif not isinstance(error, JournalClosed | JournalConflict):
             self._retries.journal_failed(error)
 
@@ -249,7 +252,6 @@ class Runtime(Generic[S, W]):
             return
         started = time.perf_counter()
         appended = await self._journal.append(commit)
-        self._retries.committed(key)
         if appended.duplicate:
             await self._reload(key)
             return

@@ -22,7 +22,7 @@ from nicplug.engine.listening import RuntimeListener
 from nicplug.engine.model import Cause, Key
 from nicplug.engine.runtime import Runtime
 from nicplug.engine.sqlite_journal import SQLiteJournal
-from tests.engine.counter_machine import REMINDER, Counter, CounterMachine
+from tests.engine.counter_machine import REMINDER, Counter
 from tests.engine.test_runtime import Gate, eventually, make, stream, types_of
 
 A, B, C = Key("ns/a"), Key("ns/b"), Key("ns/c")
@@ -149,7 +149,7 @@ async def test_a_fired_timer_whose_commit_is_refused_fires_again(
     await runtime.stop()
 
 
-async def test_every_key_refused_is_decided_again_as_soon_as_a_write_succeeds(
+async def test_every_key_refused_is_decided_again_as_soon_as_one_goes_through(
     journal: SQLiteJournal,
 ) -> None:
     clock = VirtualClock()
@@ -159,18 +159,46 @@ async def test_every_key_refused_is_decided_again_as_soon_as_a_write_succeeds(
     refusals = Refusals(Path(journal.path))
     await runtime.start()
     refusals.arm(REFUSE_EVENTS)
-    for key in (A, B):
-        await runtime.observe(key, 1, Cause("observation", f"{key}@1"))
+    await runtime.observe(A, 1, Cause("observation", "a@1"))
     await runtime.drain()
-    await settle(runtime, clock, 10.0, journal=journal)  # the backoff has grown to its longest
+    await settle(runtime, clock, 10.0, journal=journal)  # A's backoff has grown to 5 s
+    await runtime.observe(B, 1, Cause("observation", "b@1"))  # B's is still short
+    await runtime.drain()
     assert await types_of(journal, A) == [] and await types_of(journal, B) == []
-    assert len(states.changes) == 1
+    assert len(states.changes) == 1, "one report for the whole outage"
+    assert runtime.journal_failing is not None
     refusals.disarm()
-    # A new observation of another key commits: A and B go again at once, without
-    # waiting out their backoff.
-    await runtime.observe(C, 1, Cause("observation", "c@1"))
-    await runtime.drain()
-    for key in (A, B, C):
+    await settle(runtime, clock, COMMIT_RETRY.initial * 1.5, journal=journal)
+    # B's retry went through, and A went with it instead of waiting out its backoff.
+    for key in (A, B):
         assert await types_of(journal, key) == ["Requested", "Bumped"], key
-    assert states.changes[-1] is None
+    assert states.changes[-1] is None and runtime.journal_failing is None
+    await runtime.stop()
+
+
+async def test_a_unit_refused_for_good_keeps_the_journal_refusing_without_flapping(
+    journal: SQLiteJournal,
+) -> None:
+    """Another key's commits succeed meanwhile: the journal still counts as refusing
+    (one report, not one per commit that succeeds) until the refused key goes through."""
+    clock = VirtualClock()
+    executor = RecordingExecutor(clock)
+    states = JournalStates()
+    runtime = make(journal, executor, clock, listeners=[states])
+    refusals = Refusals(Path(journal.path))
+    await runtime.start()
+    refusals.arm("""CREATE TRIGGER refuse BEFORE INSERT ON events WHEN NEW.key = 'ns/a'
+        BEGIN SELECT RAISE(ABORT, 'event refused'); END""")
+    await runtime.observe(A, 1, Cause("observation", "a@1"))
+    await runtime.drain()
+    for n in range(20):
+        await runtime.observe(B, n + 1, Cause("observation", f"b@{n}"))
+        await runtime.drain()
+    assert len(await types_of(journal, B)) == 40
+    assert states.changes == ["rejected: event refused"]
+    assert runtime.journal_failing is not None
+    refusals.disarm()
+    await settle(runtime, clock, LONGEST_WAIT, journal=journal)
+    assert await types_of(journal, A) == ["Requested", "Bumped"]
+    assert states.changes == ["rejected: event refused", None]
     await runtime.stop()
