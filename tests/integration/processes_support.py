@@ -129,8 +129,9 @@ async def start_controller(
     journal: Path | None = None, kubeconfig: Path | None = None,
     wrapper: Sequence[str] = (),
 ) -> ControllerProcess:
-    """`python -m nicplug run` against `cluster` (or whatever `kubeconfig` names),
-    logging to `directory/<identity>.log`; `wrapper` is a command that execs it."""
+    """`nicplug run` (as `python -m nicplug.adapters.cli`) against `cluster` (or
+    whatever `kubeconfig` names), logging to `directory/<identity>.log`; `wrapper` is a
+    command that execs it."""
     config = kubeconfig or (cluster.kubeconfig_path if cluster is not None else None)
     assert config is not None
     journal = journal or directory / f"{identity}.db"
@@ -139,9 +140,8 @@ async def start_controller(
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     with log.open("wb") as out:
         process = await asyncio.create_subprocess_exec(
-            *wrapper, sys.executable, "-m", "nicplug", "run",
-            "--kubeconfig", str(config),
-            "--journal", str(journal),
+            *wrapper, sys.executable, "-m", "nicplug.adapters.cli", "run",
+            "--kubeconfig", str(config), "--journal", str(journal),
             "--identity", identity, "--metrics-addr", f"127.0.0.1:{port}",
             "--synchronous", "NORMAL", *FAST_LEASE, *extra,
             cwd=REPO, env=env, stdin=asyncio.subprocess.DEVNULL, stdout=out,

@@ -173,7 +173,7 @@ async def serve_cluster(tmp_path: Path) -> tuple[asyncio.subprocess.Process, Pat
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     with (tmp_path / "sim.log").open("wb") as out:
         server = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "nicplug", "sim", "serve", "--vms", "2",
+            sys.executable, "-m", "nicplug.adapters.cli", "sim", "serve", "--vms", "2",
             "--kubeconfig", str(kubeconfig), cwd=REPO, env=env,
             stdin=asyncio.subprocess.DEVNULL, stdout=out, stderr=asyncio.subprocess.STDOUT)
     await eventually(lambda: kubeconfig.exists() and kubeconfig.stat().st_size > 0,
