@@ -151,12 +151,16 @@ class Leadership:
                 self._term.end()
 
     async def _try(self) -> bool:
+        """One try; a failure of any kind is a failed try (the deadline decides)."""
         try:
             return await self._calls.acquire_or_renew()
         except KubeError as exc:
             self._last_failure = str(exc)
             log.debug("%s: a try on the lease failed: %s", self.identity, exc)
-            return False
+        except Exception as exc:  # a body the client cannot read, say: never end the loop
+            self._last_failure = repr(exc)
+            log.warning("%s: a try on the lease failed: %r", self.identity, exc)
+        return False
 
     async def _acquire(self) -> Term:
         while True:
