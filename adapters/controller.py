@@ -108,7 +108,7 @@ class Controller:
         self.settings = settings
         self.identity = settings.identity or f"{socket.gethostname()}-{os.getpid()}"
         self.metrics = Metrics()
-        self.health = Health(ready=self._is_ready)
+        self.health = Health(ready=self._is_ready, why=self._not_ready_because)
         self.dialect = dialect_for(
             settings.dialect, cluster_nad_namespace=settings.cluster_network_namespace
         )
@@ -128,6 +128,13 @@ class Controller:
     def _is_ready(self) -> bool:
         leading = self._leadership is not None and self._leadership.leading
         return self._ready and leading and self._journal_health.writable
+
+    def _not_ready_because(self) -> str:
+        if self._leadership is None or not self._leadership.leading:
+            return "not leading (standing for the lease)"
+        if not self._journal_health.writable:
+            return f"the journal {self.settings.journal} refuses writes"
+        return "" if self._ready else "listing and recovering"
 
     async def run(self) -> None:
         """Serve metrics and health, stand for the Lease, lead while it is ours; when

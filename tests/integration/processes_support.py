@@ -85,6 +85,17 @@ class ControllerProcess:
         except (aiohttp.ClientError, TimeoutError):
             return False
 
+    async def readiness(self) -> str:
+        """What `/readyz` says ("" when it cannot be asked)."""
+        try:
+            timeout = aiohttp.ClientTimeout(total=1)
+            async with aiohttp.ClientSession(timeout=timeout) as session, session.get(
+                f"http://127.0.0.1:{self.metrics_port}/readyz"
+            ) as response:
+                return (await response.text()).strip()
+        except (aiohttp.ClientError, TimeoutError):
+            return ""
+
     async def metric(self, name: str) -> float | None:
         """The value of an unlabelled metric, None when it cannot be scraped."""
         try:

@@ -153,7 +153,8 @@ async def test_a_partitioned_leader_stops_before_a_standby_takes_over(
         await ready(b)
         assert a_stopped < b_took
         assert b_took - cut >= 2.0 - 0.3, "the Lease was taken before it expired"
-        assert not await leading(a) and not await a.ready()
+        assert not await leading(a)
+        assert await a.readiness() == "not ready: not leading (standing for the lease)"
         assert len(lines(a, LOST)) == 1, a.log_tail()
 
         # SIGTERM while every request of ctl-a hangs: it still ends within seconds.
@@ -337,6 +338,7 @@ async def test_a_full_disk_makes_the_controller_not_ready_and_loses_nothing(
     assert len(refused) == 1, ctl.log_tail()
     assert str(disk / "journal.db") in refused[0] and "full" in refused[0]
     assert await ctl.metric("nicplug_journal_writable") == 0.0
+    assert await ctl.readiness() == f"not ready: the journal {disk / 'journal.db'} refuses writes"
     assert operations(copied(seen, tmp_path / "during")) == []
 
     (seen / "filler").unlink()
