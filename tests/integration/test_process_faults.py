@@ -152,7 +152,8 @@ async def test_a_partitioned_leader_stops_before_a_standby_takes_over(
         b_took = time.monotonic()
         await ready(b)
         assert a_stopped < b_took
-        assert b_took - cut >= 2.0 - 0.3, "the Lease was taken before it expired"
+        # B waits out the Lease (2 s) from the last renewal it saw, a moment before the cut.
+        assert b_took - cut >= 1.0, "the Lease was taken before it expired"
         assert not await leading(a)
         assert await a.readiness() == "not ready: not leading (standing for the lease)"
         assert len(lines(a, LOST)) == 1, a.log_tail()
