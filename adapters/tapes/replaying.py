@@ -36,6 +36,7 @@ from nicplug.engine.sqlite_journal import SQLiteJournal
 from nicplug.engine.sqlite_opening import MEMORY
 from nicplug.machines.decider import HotplugDecider
 from nicplug.machines.operation import VMState
+from nicplug.machines.versions import schemas
 from nicplug.machines.world import World
 
 KEEP_MALFORMED = 100
@@ -124,7 +125,8 @@ class Replay:
 
     async def run(self, lines: Iterable[bytes]) -> ReplayResult:
         journal = await SQLiteJournal.open(
-            str(self.journal_path) if self.journal_path else MEMORY, synchronous="NORMAL"
+            str(self.journal_path) if self.journal_path else MEMORY, synchronous="NORMAL",
+            schemas=schemas(),
         )
         executor = EffectLog(self.clock)
         errors = _Errors()
