@@ -244,6 +244,7 @@ class Controller:
                 KubeCalls(connection, fence=term.check),
                 self.dialect,
                 metrics=self.metrics,
+                max_migrations=self.settings.max_migrations,
             ),
             RealClock(),
             concurrency=self.settings.concurrency,

@@ -19,7 +19,7 @@ from nicplug.machines.policy import MachineConfig, Timeouts
 
 Dialect = Literal["deckhouse", "multus"]
 Gating = Literal["rollout-strategy", "always-live"]
-Migrations = Literal["auto", "manual"]
+Migrations = Literal["auto", "opt-in", "never", "manual"]
 
 
 class Settings(BaseModel):
@@ -30,6 +30,7 @@ class Settings(BaseModel):
     dialect: Dialect = "deckhouse"
     gating: Gating = "rollout-strategy"
     migrations: Migrations = "auto"
+    max_migrations: int = Field(default=5, ge=1, le=1000)
     namespace: str | None = None
     metrics_addr: str = "127.0.0.1:8080"
     sdn_ready_timeout: float = Field(default=120.0, gt=0)

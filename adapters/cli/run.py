@@ -51,8 +51,16 @@ def run(
         str, _opt("gating", "rollout-strategy (obey vmRolloutStrategy) | always-live")
     ] = "rollout-strategy",
     migrations: Annotated[
-        str, _opt("migrations", "auto (create migrations when needed) | manual")
+        str, _opt(
+            "migrations",
+            "auto (create the migrations KubeVirt asks for) | opt-in (only for VMs labelled "
+            "nicplug.io/migrations=true) | never (manual: the older spelling)",
+        )
     ] = "auto",
+    max_migrations: Annotated[
+        int, _opt("max-migrations",
+                  "At most this many of nicplug's migrations run at once, cluster-wide")
+    ] = 5,
     namespace: Annotated[
         str | None, _opt("namespace", "Watch only this namespace (default: all)")
     ] = None,
@@ -72,7 +80,7 @@ def run(
         float, _opt("migration-timeout", "Seconds a migration may take")
     ] = 600.0,
     dynamic_networks_grace: Annotated[
-        float, _opt("dynamic-networks-grace", "multus: seconds before patching without SDN")
+        float, _opt("dynamic-networks-grace", "Changes nothing; accepted for old settings")
     ] = 15.0,
     effect_reissue_after: Annotated[
         float, _opt("effect-reissue-after", "Re-issue an effect when the world did not move")
@@ -121,7 +129,8 @@ def run(
     try:
         settings = Settings(
             kubeconfig=kubeconfig, journal=journal, dialect=dialect, gating=gating,
-            migrations=migrations, namespace=namespace, metrics_addr=metrics_addr,
+            migrations=migrations, max_migrations=max_migrations, namespace=namespace,
+            metrics_addr=metrics_addr,
             sdn_ready_timeout=sdn_ready_timeout, attach_timeout=attach_timeout,
             detach_timeout=detach_timeout, migration_timeout=migration_timeout,
             dynamic_networks_grace=dynamic_networks_grace,

@@ -186,6 +186,15 @@ class KubeCalls:
         return await fetch_object(self._custom.create_namespaced_custom_object(
             VMIMS.group, VMIMS.version, namespace, VMIMS.plural, body, **self._writing()))
 
+    async def list_migrations(self, *, label_selector: str) -> list[JsonObject]:
+        """Every VirtualMachineInstanceMigration matching `label_selector`, cluster-wide,
+        fresh from the server."""
+        listed = await fetch_object(self._custom.list_cluster_custom_object(
+            VMIMS.group, VMIMS.version, VMIMS.plural, label_selector=label_selector,
+            **self._options()))
+        items = listed.get("items")
+        return [i for i in items if isinstance(i, dict)] if isinstance(items, list) else []
+
     async def create_event(self, note: EventNote) -> JsonObject:
         """Record a core/v1 Event in the namespace of the involved object."""
         metadata = note.involved.get("metadata") or {}

@@ -41,6 +41,7 @@ class DeckhouseDialect(Dialect):
     name: ClassVar[str] = "deckhouse"
     request_annotation: ClassVar[str] = "network.deckhouse.io/networks-spec"
     carries_ids: ClassVar[bool] = True
+    kubevirt_owns_requests: ClassVar[bool] = False
     status_annotation: ClassVar[str] = "network.deckhouse.io/networks-status"
 
     def parse_requests(self, *, value: str | None, namespace: str) -> tuple[SDNRequest, ...]:

@@ -43,6 +43,9 @@ class Dialect(ABC):
     carries_ids: ClassVar[bool]
     """Whether a request entry keeps the network's `id` (parsed requests have None
     otherwise)."""
+    kubevirt_owns_requests: ClassVar[bool]
+    """Whether KubeVirt writes the request annotation itself (upstream KubeVirt with
+    multus): then nicplug only reads it, on pods and on the KVVM template alike."""
 
     @abstractmethod
     def parse_requests(self, *, value: str | None, namespace: str) -> tuple[SDNRequest, ...]:
