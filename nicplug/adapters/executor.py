@@ -121,8 +121,10 @@ class KubeExecutor:
         if isinstance(exc, kube_errors.Temporary):
             return TemporaryError(str(exc), delay=exc.delay)
         if isinstance(exc, kube_errors.NotFound):
-            # The object is gone: retrying cannot help; the next observation shows why.
-            return PermanentError(str(exc))
+            # The object is gone (a launcher pod of a stopping VM, a migration's source):
+            # the request cannot succeed as decided, and the next observation shows the
+            # world without it, so the machine decides again from that.
+            return RetryAfterObservation(str(exc))
         return PermanentError(str(exc))
 
     # -- the effects -------------------------------------------------------------------

@@ -185,6 +185,7 @@ class HotplugDecider:
         vm = world.vm
         session = _Session(state, f"{vm.namespace}/{vm.name}" if vm else "", vm.uid if vm else "")
         self._grace(session, facts, trigger)
+        _forget_refused(session, trigger)
         asked: frozenset[tuple[str, str]] = frozenset()
         comparison = facts.comparison
         if comparison is not None and comparison.invalid is not None:
@@ -490,6 +491,18 @@ class HotplugDecider:
             if op is not None and not op.terminal:
                 arm.append(TimerRequest(stream, REISSUE, now + t.effect_reissue_after))
         return tuple(arm), tuple(cancel)
+
+
+def _forget_refused(session: _Session, trigger: Trigger) -> None:
+    """An effect refused for a failed precondition (a 409, a failed `test`, a 404) was
+    decided from a world that is gone: forget that it was issued, so this decision,
+    taken from the newer world, asks again at once instead of `effect_reissue_after`
+    later."""
+    if not isinstance(trigger, EffectOutcome) or trigger.ok or trigger.permanent:
+        return
+    op = session.state.by_stream(trigger.stream)
+    if op is not None and op.issued:
+        session.append(op.stream, EFFECTS_ISSUED, {"keys": [], "at": op.issued_at})
 
 
 def _first_move(moves: tuple[tuple[Move, tuple[Guard, ...]], ...], ctx: Context) -> Move | None:

@@ -147,7 +147,9 @@ PLUG = MachineGraph(
         ("need_migration", "VMIPatched", "MigrationRequired", "vmi_requires_migration"),
         ("migrate", "MigrationRequired", "Migrating", "migration_running"),
         ("migrated", "Migrating", "Attached", ("migration_succeeded", "guest_has_interface")),
-        ("SDNError", ("Requested", "AnnotationPatched", "SDNReady"), "Failed", "sdn_reports_error"),
+        # (an SDN error reported after the KVVM patch is still the SDN's, with its message)
+        ("SDNError", ("Requested", "AnnotationPatched", "SDNReady", "VMIPatched"), "Failed",
+         "sdn_reports_error"),
         ("SDNTimeout", ("Requested", "AnnotationPatched"), "Failed", "deadline_passed"),
         ("AttachTimeout", ("SDNReady", "VMIPatched"), "Failed", "deadline_passed"),
         ("MigrationFailed", "Migrating", "Failed", "migration_failed"),

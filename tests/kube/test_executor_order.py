@@ -8,13 +8,16 @@ must not be sent over the newer.
 
 from __future__ import annotations
 
+import pytest
+
 from nicplug.adapters.executor import KubeExecutor
 from nicplug.adapters.kube.calls import KubeCalls
 from nicplug.adapters.kube.client import ApiConnection
 from nicplug.adapters.sdn import dialect_for
+from nicplug.engine.errors import PermanentError, RetryAfterObservation
 from nicplug.engine.journal import PendingEffect
 from nicplug.engine.model import Key, StreamId
-from nicplug.machines.effects import Effect, PatchVirtualMachine, VMNetworkEntry
+from nicplug.machines.effects import Effect, PatchPodNetworks, PatchVirtualMachine, VMNetworkEntry
 from nicplug.machines.world import SDNRequest
 from nicplug.simulator import networking as nw
 from nicplug.simulator.fixtures import kvvm_for
@@ -74,3 +77,16 @@ async def test_the_same_patch_tried_again_is_sent_again(
     await executor.execute(plug_b)
     await executor.execute(plug_b)  # a re-issue after a timeout: idempotent, still sent
     assert api_server.count("patch", "virtualmachines") == 2
+
+
+async def test_a_patch_of_a_vanished_launcher_pod_is_decided_again_not_rejected(
+    api_server: ApiServer, connection: ApiConnection
+) -> None:
+    api_server.store.create(NAMESPACES, {"metadata": {"name": "ns1"}})
+    executor = KubeExecutor(KubeCalls(connection), dialect_for("deckhouse"))
+    gone = PatchPodNetworks("ns1", "virt-launcher-vm-x", "pod-uid",
+                            (SDNRequest("Network/net-a", NET_A, id=2),))
+
+    with pytest.raises(RetryAfterObservation) as raised:
+        await executor.execute(pending(3, gone))
+    assert not isinstance(raised.value, PermanentError)
