@@ -49,6 +49,8 @@ from nicplug.machines.operation import (
     EFFECTS_ISSUED,
     GRACE_EXPIRED,
     OPENED,
+    PAUSED,
+    RESUMED,
     TRANSITIONED,
     Operation,
     VMState,
@@ -76,6 +78,9 @@ class Candidate:
     if_name: str
     target: str
     why: str
+    goal_shown: bool = False
+    """A failed attempt whose goal the world shows since: the next attempt adopts it at
+    once, without waiting for the backoff."""
 
 
 @dataclass(slots=True)
@@ -122,8 +127,8 @@ class _Session:
         assert op is not None, "an appended event always lands on a known stream"
         if type_ == TRANSITIONED:
             self.paths.setdefault(stream, [str(payload["from"])]).append(op.state)
-        elif type_ == OPENED:
-            self.paths.setdefault(stream, [op.state])
+        elif type_ in (OPENED, PAUSED, RESUMED):
+            self.paths.setdefault(stream, [op.state])  # (its timers are looked at again)
         return op
 
 
@@ -186,6 +191,8 @@ class HotplugDecider:
         session = _Session(state, f"{vm.namespace}/{vm.name}" if vm else "", vm.uid if vm else "")
         self._grace(session, facts, trigger)
         _forget_refused(session, trigger)
+        if facts.live:
+            _resume(session, now)
         asked: frozenset[tuple[str, str]] = frozenset()
         comparison = facts.comparison
         if comparison is not None and comparison.invalid is not None:
@@ -200,12 +207,14 @@ class HotplugDecider:
                 if not op.terminal:
                     self._walk(session, op, facts, now, trigger)
             if comparison is not None:
-                candidates = self._candidates(facts, comparison)
+                candidates = self._candidates(session.state, facts, comparison)
                 asked = frozenset((c.network, c.direction) for c in candidates)
                 for c in candidates:
                     opened = self._open(session, c, now)
                     if opened is not None:
                         self._walk(session, opened, facts, now, trigger)
+        if not facts.live:
+            _pause(session, now)
         effects = self._effects(session, facts, asked, now)
         timers, cancels = self._timers(session, facts, now, effects)
         self._folds = tuple(session.folds)
@@ -227,7 +236,7 @@ class HotplugDecider:
                 timing.append(op.retry_at is not None and now < op.retry_at)
             else:
                 limit = budget_when(op, live, self.config)
-                timing.append(limit is not None and now >= op.entered_at + limit)
+                timing.append(limit is not None and now >= op.deadline_base + limit)
             timing.append(bool(op.issued) and op.issued_at > horizon)
         return tuple(timing)
 
@@ -305,7 +314,9 @@ class HotplugDecider:
             return "the desired networks no longer ask for it"
         return ""
 
-    def _candidates(self, facts: Facts, comparison: Comparison) -> list[Candidate]:
+    def _candidates(
+        self, state: VMState, facts: Facts, comparison: Comparison
+    ) -> list[Candidate]:
         found = {
             (c.identity, c.direction): Candidate(
                 c.identity,
@@ -342,6 +353,16 @@ class HotplugDecider:
                 or identity in facts.lingering
             ):
                 found[(identity, "unplug")] = Candidate(identity, "unplug", if_name, "", "removed")
+        for (network, direction), op in state.ops.items():
+            if (
+                op.state == "Failed"
+                and direction != "update"
+                and (network, direction) not in found
+                and _goal_shown(op, facts)
+            ):
+                found[(network, direction)] = Candidate(
+                    network, direction, op.if_name, op.target, "done since", goal_shown=True
+                )
         return [found[k] for k in sorted(found)]
 
     def _open(self, session: _Session, c: Candidate, now: float) -> Operation | None:
@@ -349,7 +370,12 @@ class HotplugDecider:
         if latest is not None:
             if not latest.terminal:
                 return None
-            if latest.state == "Failed" and latest.retry_at is not None and now < latest.retry_at:
+            if (
+                latest.state == "Failed"
+                and latest.retry_at is not None
+                and now < latest.retry_at
+                and not c.goal_shown
+            ):
                 return None
         return self._append_opened(
             session, c.network, c.direction, c.if_name, c.target, latest, now
@@ -479,7 +505,7 @@ class HotplugDecider:
             if limit is None:
                 cancel.append(TimerCancel(stream, DEADLINE))
             else:
-                arm.append(TimerRequest(stream, DEADLINE, op.entered_at + limit))
+                arm.append(TimerRequest(stream, DEADLINE, op.deadline_base + limit))
             if self.config.may_skip_sdn_ready and op.direction == "plug":
                 if op.state == "AnnotationPatched":
                     arm.append(TimerRequest(stream, GRACE, now + t.dynamic_networks_grace))
@@ -491,6 +517,37 @@ class HotplugDecider:
             if op is not None and not op.terminal:
                 arm.append(TimerRequest(stream, REISSUE, now + t.effect_reissue_after))
         return tuple(arm), tuple(cancel)
+
+
+def _goal_shown(op: Operation, facts: Facts) -> bool:
+    """The world shows what the operation was for, though it failed on the way (a
+    deadline passed, then the NIC attached): a plug's interface in the KVVM and the
+    running guest, an unplug's gone from everything."""
+    desired = op.network in facts.desired_identities
+    name = op.if_name
+    if op.direction == "plug":
+        return desired and facts.live and name in facts.attached and name in facts.kvvm_present
+    return (
+        not desired
+        and name not in facts.attached
+        and name not in facts.kvvm_anywhere
+        and name not in facts.vmi_anywhere
+        and op.network not in facts.lingering
+    )
+
+
+def _pause(session: _Session, now: float) -> None:
+    """The VM is not live: its operations' budgets stop counting (`Paused`)."""
+    for op in list(session.state.ops.values()):
+        if not op.terminal and op.paused_at is None:
+            session.append(op.stream, PAUSED, {"at": now})
+
+
+def _resume(session: _Session, now: float) -> None:
+    """The VM is live again: the time it was not is credited to each budget."""
+    for op in list(session.state.ops.values()):
+        if not op.terminal and op.paused_at is not None:
+            session.append(op.stream, RESUMED, {"at": now})
 
 
 def _forget_refused(session: _Session, trigger: Trigger) -> None:

@@ -143,6 +143,9 @@ PLUG = MachineGraph(
          ("dynamic_networks_grace_expired", "vm_spec_holds_interface")),
         ("patch_vm", "SDNReady", "VMIPatched", "vm_spec_holds_interface"),
         ("write_for_boot", ("Requested", "RestartRequired"), "VMIPatched", "change_written"),
+        # (the VM stopped half-way: what it waited for comes with the next boot)
+        ("write_for_boot", ("AnnotationPatched", "SDNReady"), "VMIPatched",
+         ("vm_stopped", "change_written")),
         ("attach", ("VMIPatched", "MigrationRequired"), "Attached", "guest_has_interface"),
         ("need_migration", "VMIPatched", "MigrationRequired", "vmi_requires_migration"),
         ("migrate", "MigrationRequired", "Migrating", "migration_running"),

@@ -144,6 +144,10 @@ def change_written(c: Context) -> bool:
     )
 
 
+def vm_stopped(c: Context) -> bool:
+    return not c.facts.live
+
+
 def guest_has_interface(c: Context) -> bool:
     return c.facts.live and c.op.if_name in c.facts.attached
 
@@ -201,7 +205,7 @@ def sdn_reports_error(c: Context) -> bool:
 
 def deadline_passed(c: Context) -> bool:
     limit = budget(c.op, c.facts, c.config)
-    return limit is not None and c.now >= c.op.entered_at + limit
+    return limit is not None and c.now >= c.op.deadline_base + limit
 
 
 def effect_rejected(c: Context) -> bool:
@@ -222,6 +226,7 @@ GUARDS: Mapping[str, Callable[[Context], bool]] = {
         vm_spec_holds_interface,
         interface_released_in_spec,
         change_written,
+        vm_stopped,
         guest_has_interface,
         guest_lost_interface,
         pod_dropped_entry,

@@ -24,7 +24,9 @@ TRANSITIONED = "Transitioned"
 INITIAL_STATE = "Requested"
 EFFECTS_ISSUED = "EffectsIssued"
 GRACE_EXPIRED = "GraceExpired"
-EVENT_TYPES = (OPENED, TRANSITIONED, EFFECTS_ISSUED, GRACE_EXPIRED)
+PAUSED = "Paused"
+RESUMED = "Resumed"
+EVENT_TYPES = (OPENED, TRANSITIONED, EFFECTS_ISSUED, GRACE_EXPIRED, PAUSED, RESUMED)
 
 _intern = sys.intern
 
@@ -46,6 +48,10 @@ class Operation:
     the effects issued since `issued_at`; `waived` records that the multus grace
     period let the plug go on without `SDNReady`; `retry_at` when a failed operation
     may be tried again (None: not retried).
+
+    Deadlines measure time the VM was live: `paused_at` is when the VM was seen
+    stopped (None while it runs), `credit` the seconds it was stopped since the
+    operation entered its state; both restart with every state (`deadline_base`).
     """
 
     stream: StreamId
@@ -67,10 +73,18 @@ class Operation:
     waived: bool = False
     migration: str | None = None
     retry_at: float | None = None
+    paused_at: float | None = None
+    credit: float = 0.0
 
     @property
     def terminal(self) -> bool:
         return self.state in TERMINAL
+
+    @property
+    def deadline_base(self) -> float:
+        """Where a budget of the current state counts from: its entry, moved on by the
+        time the VM was not live since."""
+        return self.entered_at + self.credit
 
     def snapshot(self) -> dict[str, Any]:
         return {
@@ -91,6 +105,8 @@ class Operation:
             "waived": self.waived,
             "migration": self.migration,
             "retry_at": self.retry_at,
+            "paused_at": self.paused_at,
+            "credit": self.credit,
         }
 
     @classmethod
@@ -115,6 +131,8 @@ class Operation:
             waived=bool(s.get("waived", False)),
             migration=s.get("migration"),
             retry_at=s.get("retry_at"),
+            paused_at=s.get("paused_at"),
+            credit=float(s.get("credit", 0.0)),
         )
 
 
@@ -144,21 +162,28 @@ def apply(op: Operation, type_: str, p: Mapping[str, Any]) -> Operation:
         source, dest = str(p["from"]), _intern(str(p["to"]))
         if (op.direction, source, dest) not in ALLOWED or source != op.state:
             raise IllegalTransition(f"{op.stream}: {op.state} cannot go {source} → {dest}")
+        at = float(p["at"])
         return Operation(
             op.stream, op.vm, op.vm_uid, op.network, op.if_name, op.direction, op.attempt,
             op.target, dest, p.get("reason"), str(p.get("message", "")), (*op.history, dest),
-            op.opened_at, float(p["at"]), (), op.issued_at, op.waived,
+            op.opened_at, at, (), op.issued_at, op.waived,
             p.get("migration", op.migration), p.get("retry_at"),
+            at if op.paused_at is not None else None, 0.0,
         )  # fmt: skip
     if type_ == EFFECTS_ISSUED:
         return Operation(
             op.stream, op.vm, op.vm_uid, op.network, op.if_name, op.direction, op.attempt,
             op.target, op.state, op.reason, op.message, op.history, op.opened_at,
             op.entered_at, tuple(int(k) for k in p["keys"]), float(p["at"]), op.waived,
-            op.migration, op.retry_at,
+            op.migration, op.retry_at, op.paused_at, op.credit,
         )  # fmt: skip
     if type_ == GRACE_EXPIRED:
         return replace(op, waived=True)
+    if type_ == PAUSED:
+        return replace(op, paused_at=float(p["at"]))
+    if type_ == RESUMED:
+        since = max(op.paused_at if op.paused_at is not None else op.entered_at, op.entered_at)
+        return replace(op, paused_at=None, credit=op.credit + max(0.0, float(p["at"]) - since))
     raise ValueError(f"unknown event type {type_!r}")
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from nicplug.engine.model import EffectOutcome, EffectRequest
 from nicplug.machines.decider import HotplugDecider
-from nicplug.machines.policy import MachineConfig
+from nicplug.machines.policy import MachineConfig, Timeouts
 from nicplug.machines.world import SDNStatus
 from tests.unit.machines.sim import MAIN, Driver, Sim, net
 
@@ -52,3 +52,60 @@ def test_an_sdn_error_after_the_kvvm_patch_fails_the_plug_with_the_sdn_message()
     assert (op.state, op.reason) == ("Failed", "SDNError")
     assert "negotiation failed" in op.message
     assert d.now < 10  # not the attach timeout, minutes later
+
+
+def boot(d: Driver) -> None:
+    """The VM boots from its KVVM, and is observed once before its SDN and the guest
+    have caught up (the launcher pod is new: nothing reported, nothing attached yet)."""
+    d.sim.running = True
+    d.sim.start()
+    booted = (list(d.sim.reported), set(d.sim.attached))
+    d.sim.reported, d.sim.attached = [], {"default"}
+    d.observe()
+    d.sim.reported, d.sim.attached = booted
+
+
+def test_a_plug_waiting_for_the_sdn_does_not_time_out_for_the_minutes_the_vm_was_stopped() -> None:
+    d = driver(Sim(networks=(MAIN, X), sdn_silent=frozenset({"Network/x"})))
+    d.run(2)
+    assert d.op("Network/x", "plug").state == "AnnotationPatched"
+    d.sim.running = False
+    d.sim.stop()
+    d.run(3)
+    d.now += 600  # stopped for ten minutes
+    d.fire_due()
+
+    boot(d)
+    d.run(3)
+
+    assert d.failures() == []
+    assert d.op("Network/x", "plug").history == (
+        "Requested", "AnnotationPatched", "VMIPatched", "Attached")
+
+
+def test_a_plug_written_to_a_stopped_vm_waits_for_the_boot_and_attaches() -> None:
+    d = driver(Sim(networks=(MAIN, X), running=False, vmi_uid=None))
+    d.run(2)
+    assert d.op("Network/x", "plug").state == "VMIPatched"
+    d.now += 600
+    d.fire_due()
+
+    boot(d)
+    d.run(3)
+
+    assert d.failures() == []
+    assert not [e for e in d.effects if e.payload.get("reason") == "PlugFailed"]
+    assert d.op("Network/x", "plug").state == "Attached"
+
+
+def test_a_plug_failed_by_its_deadline_completes_when_the_nic_attaches_after_all() -> None:
+    d = driver(Sim(networks=(MAIN, X), handler_stuck=True), timeouts=Timeouts(backoff_base=900))
+    d.run(130)
+    assert d.failures() == [(d.op("Network/x", "plug").stream, "AttachTimeout")]
+
+    d.sim.handler_stuck = False  # virt-handler catches up: the guest has the NIC
+    d.run(2)
+
+    op = d.op("Network/x", "plug")
+    assert (op.attempt, op.state) == (2, "Attached")
+    assert d.sim.vm_conditions["NetworkHotplugFailed"].status == "False"
