@@ -157,7 +157,7 @@ PLUG = MachineGraph(
         ("AttachTimeout", ("SDNReady", "VMIPatched"), "Failed", "deadline_passed"),
         ("MigrationFailed", "Migrating", "Failed", "migration_failed"),
         ("MigrationFailed", "MigrationRequired", "Failed", "migration_rejected"),
-        ("MigrationTimeout", "Migrating", "Failed", "deadline_passed"),
+        ("MigrationTimeout", ("Migrating", "MigrationRequired"), "Failed", "deadline_passed"),
         ("PatchRejected", PLUG_LIVE, "Failed", "effect_rejected"),
     ),
 )  # fmt: skip
@@ -196,7 +196,7 @@ UNPLUG = MachineGraph(
         ("DetachTimeout", UNPLUG_LIVE[:5], "Failed", "deadline_passed"),
         ("MigrationFailed", "Migrating", "Failed", "migration_failed"),
         ("MigrationFailed", "MigrationRequired", "Failed", "migration_rejected"),
-        ("MigrationTimeout", "Migrating", "Failed", "deadline_passed"),
+        ("MigrationTimeout", ("Migrating", "MigrationRequired"), "Failed", "deadline_passed"),
         ("PatchRejected", UNPLUG_LIVE, "Failed", "effect_rejected"),
     ),
 )  # fmt: skip

@@ -264,7 +264,19 @@ def restarts_and_migrations(facts: Facts, ops: Ops, vm: DesiredVM, config: Machi
         and not migration_blocked(facts, config)
         and facts.running_migration() is None
     ):
-        digest = zlib.crc32(waiting[0].stream.encode())
-        name = f"nicplug-{vm.name}-{digest:08x}"
+        name = migration_name(facts, vm, waiting[0])
         out.append((waiting[0], CreateMigration(vm.namespace, vm.name, name)))
     return out
+
+
+def migration_name(facts: Facts, vm: DesiredVM, op: Operation) -> str:
+    """The operation's migration: a fixed name, so asking twice finds the first; a
+    migration of that name that already ended (failed before nicplug saw it run) is
+    never asked for again under the same name: the next free `-2`, `-3`… is."""
+    base = f"nicplug-{vm.name}-{zlib.crc32(op.stream.encode()):08x}"
+    taken = {m.name for m in facts.world.migrations if m.finished}
+    name, n = base, 1
+    while name in taken:
+        n += 1
+        name = f"{base}-{n}"
+    return name

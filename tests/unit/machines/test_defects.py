@@ -8,10 +8,12 @@ effect is decided again at once, an SDN error keeps the SDN's message.
 
 from __future__ import annotations
 
+import zlib
+
 from nicplug.engine.model import EffectOutcome, EffectRequest
 from nicplug.machines.decider import HotplugDecider
 from nicplug.machines.policy import MachineConfig, Timeouts
-from nicplug.machines.world import SDNStatus
+from nicplug.machines.world import Migration, SDNStatus
 from tests.unit.machines.sim import MAIN, Driver, Sim, net
 
 X = net("x", 2)
@@ -109,3 +111,42 @@ def test_a_plug_failed_by_its_deadline_completes_when_the_nic_attaches_after_all
     op = d.op("Network/x", "plug")
     assert (op.attempt, op.state) == (2, "Attached")
     assert d.sim.vm_conditions["NetworkHotplugFailed"].status == "False"
+
+
+def migrations_created(d: Driver) -> list[str]:
+    return [str(e.payload["migration"]) for e in d.effects if e.type == "CreateMigration"]
+
+
+def test_a_migration_failed_before_it_was_first_seen_is_not_asked_for_again_by_name() -> None:
+    d = driver(Sim(networks=(MAIN, X), dynamic_networks=False))
+    name = f"nicplug-vm-{zlib.crc32(b'uid-1/Network/x/plug/1'):08x}"
+    d.sim.migrations = [Migration(name, "old", "Failed")]  # ended before nicplug looked
+    d.run(40, dt=30)
+
+    assert migrations_created(d)[0] == f"{name}-2"
+    assert name not in migrations_created(d)
+    assert d.op("Network/x", "plug").state == "Attached"
+
+
+def test_migration_required_has_a_deadline() -> None:
+    d = driver(Sim(networks=(MAIN, X), dynamic_networks=False))
+
+    def vanish(request: EffectRequest) -> EffectOutcome | None:
+        if request.type != "CreateMigration":
+            return None  # accepted, and nothing ever runs it
+        return EffectOutcome(1, request.stream, request.type, True, False, None)
+
+    d.answer = vanish
+    d.run(22, dt=30)  # the 600 s budget, and a little more
+
+    assert [reason for _, reason in d.failures()] == ["MigrationTimeout"]
+    assert len(set(migrations_created(d))) == 1
+
+
+def test_a_migration_nicplug_may_not_drive_is_waited_for_with_its_reason() -> None:
+    d = driver(Sim(networks=(MAIN, X), dynamic_networks=False), migrations="manual")
+    d.run(40, dt=30)
+
+    assert d.failures() == []
+    assert d.op("Network/x", "plug").state == "MigrationRequired"
+    assert "manual" in d.sim.vm_conditions["NetworkHotplugAwaitingMigration"].message
