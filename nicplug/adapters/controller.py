@@ -137,7 +137,7 @@ class Controller:
         informers = self._informers(connection)
         tasks: list[asyncio.Task[None]] = []
         try:
-            await runtime.start()
+            await runtime.start(hold=True)  # re-issued effects wait for the synced world
             tasks = [asyncio.create_task(i.run(), name=f"watch {i.kind.name}") for i in informers]
             await self._synced(informers, tasks)
             if self._tape is not None:

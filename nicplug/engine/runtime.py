@@ -5,6 +5,12 @@ through the same path, one at a time per key: decide → append the events, the 
 derived from them, the effects and the timers in one commit → only then arm the timers
 and execute the effects. On start it resumes from the journal: live keys restored from
 the read model, timers re-armed, effects without a recorded outcome re-issued.
+
+A key whose world cannot be read is held (`hold`): nothing is decided for it, and the
+timers that fire and the outcomes that arrive meanwhile wait for its next observation,
+so it is held still rather than driven from its last readable world. `start(hold=True)`
+holds every key the journal resumes until it is first observed: a re-issued effect
+waits for the world it will meet.
 Decisions, timers and backoff take time only from the injected clock (the performance
 counter only measures commit latency for listeners), so a virtual clock and a
 recording executor replay deterministically. The runtime must never interpret events
@@ -96,6 +102,9 @@ class Runtime(Generic[S, W]):
         self._slots: dict[Key, _Slot[S]] = {}
         self._worlds: dict[Key, W] = {}
         self._held: dict[Key, list[EffectOutcome]] = {}
+        self._holding: set[Key] = set()
+        self._held_timers: dict[Key, list[TimerFired]] = {}
+        self._unsent: dict[Key, list[PendingEffect]] = {}
         self._updates: dict[int, EffectUpdate] = {}
         self._timers: dict[tuple[StreamId, str], tuple[float, asyncio.Task[None]]] = {}
         self._started = False
@@ -103,8 +112,9 @@ class Runtime(Generic[S, W]):
 
     # -- lifecycle ---------------------------------------------------------------------
 
-    async def start(self) -> None:
-        """Resume from the journal: live keys, armed timers, effects without outcome."""
+    async def start(self, *, hold: bool = False) -> None:
+        """Resume from the journal: live keys, armed timers, effects without outcome.
+        With `hold`, each resumed key is held until its first observation."""
         if self._started:
             raise RuntimeError("the runtime is started already")
         self._started = True
@@ -113,18 +123,35 @@ class Runtime(Generic[S, W]):
             by_key.setdefault(stored.view.key, []).append(stored)
         for key, stored_views in by_key.items():
             self._slots[key] = self._restored(key, stored_views)
-        for timer in await self._journal.timers():
+        timers, outbox = await self._journal.timers(), await self._journal.outbox()
+        if hold:
+            self._holding.update(by_key, (t.key for t in timers), (e.key for e in outbox))
+        for timer in timers:
             self._arm(timer.key, timer.stream, timer.name, timer.deadline)
-        for effect in await self._journal.outbox():
-            self._effects.run(effect)
+        for effect in outbox:
+            if effect.key in self._holding:
+                self._unsent.setdefault(effect.key, []).append(effect)
+            else:
+                self._effects.run(effect)
+
+    def hold(self, key: Key) -> None:
+        """The world of `key` cannot be read: decide nothing for it until it is observed
+        again (timers that fire and outcomes that arrive wait for that observation)."""
+        self._worlds.pop(key, None)
+        self._holding.add(key)
 
     async def observe(self, key: Key, world: W, cause: Cause) -> None:
         """The world of `key` is now `world`: decide again (coalescing with any
         observation of the key still waiting)."""
         self._require_running()
         self._worlds[key] = world
+        self._holding.discard(key)
+        for effect in self._unsent.pop(key, []):
+            self._effects.run(effect)
         for outcome in self._held.pop(key, []):
             self._dispatch.submit(key, outcome)
+        for fired in self._held_timers.pop(key, []):
+            self._dispatch.submit(key, fired)
         self._dispatch.submit(key, Observed(cause))
 
     async def drain(self) -> None:
@@ -270,6 +297,9 @@ class Runtime(Generic[S, W]):
 
     async def _wait(self, key: Key, fired: TimerFired) -> None:
         await self._clock.sleep_until(fired.deadline)
+        if key in self._holding:
+            self._held_timers.setdefault(key, []).append(fired)
+            return
         # A held outcome waits for the world to move; a timer is the machine's own
         # word that it has waited long enough (e.g. to re-issue what the world never
         # answered). Deliver the outcome first, or the re-issued effect finds the held
@@ -282,7 +312,7 @@ class Runtime(Generic[S, W]):
         self, key: Key, outcome: EffectOutcome, update: EffectUpdate, *, hold: bool
     ) -> None:
         self._updates[outcome.effect_id] = update
-        if hold:
+        if hold or key in self._holding:
             self._held.setdefault(key, []).append(outcome)
         else:
             self._dispatch.submit(key, outcome)
