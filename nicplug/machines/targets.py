@@ -34,7 +34,7 @@ from nicplug.machines.effects import (
     SetVMCondition,
     VMNetworkEntry,
 )
-from nicplug.machines.facts import Facts
+from nicplug.machines.facts import Facts, template_read
 from nicplug.machines.operation import Operation
 from nicplug.machines.policy import MachineConfig
 from nicplug.machines.world import KVVM, MAIN_IF_NAME, DesiredVM, NetworkSpec, SDNRequest
@@ -86,7 +86,8 @@ def pod_patches(facts: Facts, ops: Ops, vm: DesiredVM, comparison: Comparison) -
         if owner is not None:
             rank = {spec.identity: index for index, spec in enumerate(desired)}
             kept.sort(key=lambda e: rank.get(e.identity, len(rank)))  # desired order first
-            out.append((owner, PatchPodNetworks(pod.namespace, pod.name, pod.uid, tuple(kept))))
+            patch = PatchPodNetworks(pod.namespace, pod.name, pod.uid, tuple(kept), pod.requested)
+            out.append((owner, patch))
     return out
 
 
@@ -178,7 +179,10 @@ def kvvm_patch(
     )
     if entries == current and requests == kvvm.template_requests:
         return []
-    patch = PatchVirtualMachine(vm.namespace, vm.name, tuple(entries), requests)
+    pods = tuple(p.uid for p in facts.pods) if adding else ()  # whose SDN was ready
+    patch = PatchVirtualMachine(
+        vm.namespace, vm.name, tuple(entries), requests, template_read(kvvm), pods
+    )
     return [(owner, patch)]
 
 
