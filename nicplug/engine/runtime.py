@@ -6,6 +6,10 @@ derived from them, the effects and the timers in one commit → only then arm th
 and execute the effects. On start it resumes from the journal: live keys restored from
 the read model, timers re-armed, effects without a recorded outcome re-issued.
 
+An effect refused because the world moved (`RetryAfterObservation`) is decided again
+with the key's next observation, or at once when one newer than its decision's world
+has come in meanwhile (else it would wait for one that already came).
+
 A key whose world cannot be read is held (`hold`): nothing is decided for it, and the
 timers that fire and the outcomes that arrive meanwhile wait for its next observation,
 so it is held still rather than driven from its last readable world. `start(hold=True)`
@@ -105,6 +109,9 @@ class Runtime(Generic[S, W]):
         self._holding: set[Key] = set()
         self._held_timers: dict[Key, list[TimerFired]] = {}
         self._unsent: dict[Key, list[PendingEffect]] = {}
+        self._observations: dict[Key, int] = {}
+        self._decided_on: dict[int, int] = {}
+        """effect id → how many observations of its key its decision had seen"""
         self._updates: dict[int, EffectUpdate] = {}
         self._timers: dict[tuple[StreamId, str], tuple[float, asyncio.Task[None]]] = {}
         self._started = False
@@ -145,6 +152,7 @@ class Runtime(Generic[S, W]):
         observation of the key still waiting)."""
         self._require_running()
         self._worlds[key] = world
+        self._observations[key] = self._observations.get(key, 0) + 1
         self._holding.discard(key)
         for effect in self._unsent.pop(key, []):
             self._effects.run(effect)
@@ -209,6 +217,7 @@ class Runtime(Generic[S, W]):
         cancels: tuple[TimerCancel, ...], updates: tuple[EffectUpdate, ...],
     ) -> None:
         now, wall = self._clock.now(), self._clock.wall()
+        observations = self._observations.get(key, 0)
         decision = self._decider.decide(slot.state, Input(key, self._worlds.get(key), trigger), now)
         state, versions = slot.state, dict(slot.versions)
         for event in decision.events:
@@ -251,6 +260,7 @@ class Runtime(Generic[S, W]):
             self._listen.on_transition(recorded)
         for request, enqueued in zip(decision.effects, appended.effects, strict=True):
             if enqueued.new:
+                self._decided_on[enqueued.id] = observations
                 self._effects.run(PendingEffect(
                     id=enqueued.id, stream=request.stream, key=key, type=request.type,
                     payload=request.payload, idempotency_key=request.idempotency_key,
@@ -312,6 +322,9 @@ class Runtime(Generic[S, W]):
         self, key: Key, outcome: EffectOutcome, update: EffectUpdate, *, hold: bool
     ) -> None:
         self._updates[outcome.effect_id] = update
+        decided_on = self._decided_on.pop(outcome.effect_id, 0)
+        if hold and self._observations.get(key, 0) > decided_on:
+            hold = False  # the world it waits for is observed already: decide now
         if hold or key in self._holding:
             self._held.setdefault(key, []).append(outcome)
         else:
