@@ -41,7 +41,7 @@ from nicplug.machines.effects import (
     SetVMCondition,
     effect_from_payload,
 )
-from nicplug.machines.world import MAIN_IF_NAME, SDNRequest
+from nicplug.machines.world import MAIN_IF_NAME, RESTART_ANNOTATION, RUNNING, SDNRequest
 
 log = logging.getLogger(__name__)
 
@@ -252,14 +252,40 @@ class KubeExecutor:
         return {"condition": e.type, "status": e.status}
 
     async def _restart(self, e: RestartVM) -> Result:
-        try:
-            vmi = await self._calls.get(kinds.VMIS, e.namespace, e.name)
-        except kube_errors.NotFound:
-            return {"restarted": False, "reason": "no VMI"}
-        if (vmi.get("metadata") or {}).get("uid") != e.vmi_uid:
-            return {"restarted": False, "reason": "the VMI was already replaced"}
-        await self._calls.delete(kinds.VMIS, e.namespace, e.name, uid=e.vmi_uid)
-        return {"restarted": True}
+        """Halt (noting the strategy to put back) or start the KVVM, as `virtctl stop`
+        and `start` do; each a JSON patch testing what it changes."""
+        kvvm = await self._calls.get(kinds.KVVMS, e.namespace, e.name)
+        metadata = kvvm.get("metadata") or {}
+        spec = kvvm.get("spec") or {}
+        noted = (metadata.get("annotations") or {}).get(RESTART_ANNOTATION)
+        field = "running" if e.resumes == RUNNING else "runStrategy"
+        if e.step == "halt":
+            if noted is not None:
+                return {"halted": False, "reason": "halted for a restart already"}
+            try:
+                vmi = await self._calls.get(kinds.VMIS, e.namespace, e.name)
+            except kube_errors.NotFound:
+                return {"halted": False, "reason": "no VMI"}
+            if (vmi.get("metadata") or {}).get("uid") != e.vmi_uid:
+                return {"halted": False, "reason": "the VMI was already replaced"}
+            running, halted = (True, False) if field == "running" else (e.resumes, "Halted")
+            value: str | None = e.resumes
+        else:
+            if noted != e.resumes:
+                return {"started": False, "reason": "not halted by nicplug for this restart"}
+            running, halted = (False, True) if field == "running" else ("Halted", e.resumes)
+            value = None
+        ops: list[dict[str, Any]] = [
+            {"op": "test", "path": "/metadata/resourceVersion",
+             "value": metadata.get("resourceVersion")},
+            {"op": "test", "path": f"/spec/{field}", "value": running},
+            {"op": "replace", "path": f"/spec/{field}", "value": halted},
+            *_annotation_ops(kvvm, "/metadata", RESTART_ANNOTATION, value),
+        ]
+        if spec.get(field) != running:
+            raise RetryAfterObservation(f"KVVM {e.target}: {field} is not {running!r} any more")
+        await self._calls.patch(kinds.KVVMS, e.namespace, e.name, ops, content_type=JSON_PATCH)
+        return {"halted" if e.step == "halt" else "started": True}
 
     async def _migrate(self, e: CreateMigration) -> Result:
         try:

@@ -336,6 +336,20 @@ class HotplugDecider:
             if spec.if_name in facts.kvvm_present and spec.if_name not in facts.attached:
                 # in the KVVM but not in the guest: a plug adopted half-way
                 found[slot] = Candidate(spec.identity, "plug", spec.if_name, "", "not attached")
+        kvvm = world.kvvm
+        if (
+            kvvm is not None
+            and kvvm.resumes is not None
+            and not facts.live
+            and not any(not op.terminal for op in state.ops.values())
+        ):
+            # halted by nicplug for a restart nobody tracks (the journal was lost): adopt
+            # it through a change it wrote, so that someone starts the VM again
+            written = [w for w in comparison.desired if w.if_name in facts.kvvm_present]
+            adopt = next((w for w in written if w.type != "Main"), written[0] if written else None)
+            if adopt is not None and (adopt.identity, "plug") not in found:
+                found[(adopt.identity, "plug")] = Candidate(
+                    adopt.identity, "plug", adopt.if_name, "", "restart adopted")
         names: dict[str, str] = {}
         if world.kvvm is not None:
             names.update({r.identity: r.if_name for r in world.kvvm.template_requests})
@@ -353,15 +367,16 @@ class HotplugDecider:
                 or identity in facts.lingering
             ):
                 found[(identity, "unplug")] = Candidate(identity, "unplug", if_name, "", "removed")
-        for (network, direction), op in state.ops.items():
+        for op in state.ops.values():
+            slot = (op.network, op.direction)
             if (
                 op.state == "Failed"
-                and direction != "update"
-                and (network, direction) not in found
+                and op.direction != "update"
+                and slot not in found
                 and _goal_shown(op, facts)
             ):
-                found[(network, direction)] = Candidate(
-                    network, direction, op.if_name, op.target, "done since", goal_shown=True
+                found[slot] = Candidate(
+                    op.network, op.direction, op.if_name, op.target, "done since", goal_shown=True
                 )
         return [found[k] for k in sorted(found)]
 

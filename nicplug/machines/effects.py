@@ -235,12 +235,28 @@ class SetVMCondition(Effect):
 
 @dataclass(frozen=True, slots=True)
 class RestartVM(Effect):
-    """Restart the VM, but only while its VMI is still `vmi_uid` (a compare-and-swap)."""
+    """One step of a restart the platform performs: halt, (the change is written), start.
+
+    `halt`: only while the VMI is still `vmi_uid` and the KVVM's run strategy still
+    `resumes`, set it to halted and note `resumes` on the KVVM (`RESTART_ANNOTATION`);
+    `start`: only while that note says `resumes`, put the strategy back and drop it.
+    Never deletes a VMI: under a strategy that recreates it at once, the new VMI would
+    come from the template before the change is in it.
+    """
 
     TYPE: ClassVar[str] = "RestartVM"
     namespace: str
     name: str
     vmi_uid: str
+    step: Literal["halt", "start"] = "halt"
+    resumes: str = ""
+
+    @classmethod
+    def from_payload(cls, p: Mapping[str, Any]) -> RestartVM:
+        resumes = str(p.get("resumes", ""))
+        if p.get("step") == "start":
+            return cls(p["namespace"], p["name"], p["vmi_uid"], "start", resumes)
+        return cls(p["namespace"], p["name"], p["vmi_uid"], "halt", resumes)
 
     @property
     def target(self) -> str:

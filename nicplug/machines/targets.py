@@ -37,7 +37,14 @@ from nicplug.machines.effects import (
 from nicplug.machines.facts import Facts, template_read
 from nicplug.machines.operation import Operation
 from nicplug.machines.policy import MachineConfig
-from nicplug.machines.world import KVVM, MAIN_IF_NAME, DesiredVM, NetworkSpec, SDNRequest
+from nicplug.machines.world import (
+    KVVM,
+    MAIN_IF_NAME,
+    RESTARTABLE,
+    DesiredVM,
+    NetworkSpec,
+    SDNRequest,
+)
 
 Ops = Mapping[tuple[str, str], Operation]
 Owned = list[tuple[Operation, AnyEffect]]
@@ -217,6 +224,10 @@ def conditions(
     wanted_restart = None
     if restart:
         named = ", ".join(f"{o.network} ({o.message or o.direction})" for o in restart)
+        kvvm = facts.world.kvvm
+        if vm.approval == "Automatic" and kvvm is not None and not restartable(facts):
+            named += (f"; runStrategy {kvvm.run_strategy or 'unset'} would not bring a"
+                      " halted VM back, so nicplug leaves the restart to you")
         wanted_restart = (REASON_RESTART, RESTART_PREFIX + named)
     blocked = [
         o for o in ordered if o.state == "MigrationRequired" and migration_blocked(facts, config)
@@ -251,15 +262,37 @@ def migration_blocked(facts: Facts, config: MachineConfig) -> bool:
     return config.migrations == "manual" or vmi is None or not vmi.live_migratable
 
 
+def restartable(facts: Facts) -> bool:
+    """nicplug may restart this VM: its run strategy brings a halted VM back."""
+    kvvm = facts.world.kvvm
+    return kvvm is not None and kvvm.run_strategy in RESTARTABLE
+
+
 def restarts_and_migrations(facts: Facts, ops: Ops, vm: DesiredVM, config: MachineConfig) -> Owned:
     out: Owned = []
+    kvvm = facts.world.kvvm
+    ordered = sorted(ops.values(), key=lambda o: o.stream)
+    restart = [o for o in ordered if o.state == "RestartRequired"]
+    if kvvm is not None and kvvm.resumes is not None and not facts.live and not restart:
+        # halted by nicplug, and the change is written: start it again
+        comparison = facts.comparison
+        if ordered and comparison is not None and not comparison.changes:
+            owner = next((o for o in ordered if not o.terminal), ordered[0])
+            out.append((owner, RestartVM(vm.namespace, vm.name, "", "start", kvvm.resumes)))
     if not any(o.state in ("RestartRequired", "MigrationRequired") for o in ops.values()):
         return out
     vmi = facts.world.vmi
-    ordered = sorted(ops.values(), key=lambda o: o.stream)
-    restart = [o for o in ordered if o.state == "RestartRequired"]
-    if restart and vm.approval == "Automatic" and facts.live and vmi is not None:
-        out.append((restart[0], RestartVM(vm.namespace, vm.name, vmi.uid)))
+    if (
+        restart
+        and vm.approval == "Automatic"
+        and facts.live
+        and vmi is not None
+        and kvvm is not None
+        and kvvm.resumes is None
+        and restartable(facts)
+    ):
+        halt = RestartVM(vm.namespace, vm.name, vmi.uid, "halt", kvvm.run_strategy)
+        out.append((restart[0], halt))
     waiting = [o for o in ordered if o.state == "MigrationRequired"]
     if (
         waiting

@@ -28,9 +28,10 @@ from nicplug.machines.effects import (
     KVVMTemplate,
     PatchPodNetworks,
     PatchVirtualMachine,
+    RestartVM,
     VMNetworkEntry,
 )
-from nicplug.machines.world import SDNRequest
+from nicplug.machines.world import RESTART_ANNOTATION, SDNRequest
 from nicplug.simulator import networking as nw
 from nicplug.simulator.fixtures import kvvm_for
 from nicplug.simulator.knobs import Knobs
@@ -194,3 +195,29 @@ async def test_a_pod_patch_decided_from_requests_that_changed_since_is_not_sent(
         await executor.execute(pending(1, decided_on_nothing))
     annotations = store.get(PODS, "ns1", "virt-launcher-vm-x")["metadata"]["annotations"]
     assert annotations[deckhouse.request_annotation] == value
+
+
+async def test_a_restart_halts_the_kvvm_of_the_vmi_it_saw_then_starts_it_as_it_was(
+    api_server: ApiServer, connection: ApiConnection
+) -> None:
+    store = api_server.store
+    store.create(NAMESPACES, {"metadata": {"name": "ns1"}})
+    store.create(KVVMS, kvvm_for(Knobs(), "ns1", "vm", ()))
+    vmi = store.create(VMIS, {"metadata": {"name": "vm", "namespace": "ns1"}})
+    executor = KubeExecutor(KubeCalls(connection), dialect_for("deckhouse"))
+    strategy = store.get(KVVMS, "ns1", "vm")["spec"]["runStrategy"]
+
+    stale = RestartVM("ns1", "vm", "another-vmi", "halt", strategy)
+    assert (await executor.execute(pending(1, stale)))["halted"] is False
+    await executor.execute(pending(2, RestartVM("ns1", "vm", vmi["metadata"]["uid"], "halt",
+                                                strategy)))
+    halted = store.get(KVVMS, "ns1", "vm")
+    assert halted["spec"]["runStrategy"] == "Halted"
+    assert halted["metadata"]["annotations"][RESTART_ANNOTATION] == strategy
+    again = RestartVM("ns1", "vm", vmi["metadata"]["uid"], "halt", strategy)
+    assert (await executor.execute(pending(3, again)))["halted"] is False  # once per VMI
+
+    await executor.execute(pending(4, RestartVM("ns1", "vm", "", "start", strategy)))
+    started = store.get(KVVMS, "ns1", "vm")
+    assert started["spec"]["runStrategy"] == strategy
+    assert RESTART_ANNOTATION not in (started["metadata"].get("annotations") or {})

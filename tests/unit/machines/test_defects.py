@@ -150,3 +150,34 @@ def test_a_migration_nicplug_may_not_drive_is_waited_for_with_its_reason() -> No
     assert d.failures() == []
     assert d.op("Network/x", "plug").state == "MigrationRequired"
     assert "manual" in d.sim.vm_conditions["NetworkHotplugAwaitingMigration"].message
+
+
+def restarts(d: Driver) -> list[tuple[str, str]]:
+    """(step, VMI uid) of every restart effect: a delete of the VMI has no step."""
+    return [(str(e.payload.get("step", "delete")), str(e.payload["vmi_uid"]))
+            for e in d.effects if e.type == "RestartVM"]
+
+
+def test_a_restart_raced_by_kubevirt_recreating_the_vmi_is_not_repeated() -> None:
+    sim = Sim(networks=(MAIN, X), strategy="Stage", approval="Automatic",
+              recreate_at_once=True)  # fmt: skip
+    d = driver(sim)
+    d.run(40)
+
+    halts = [uid for step, uid in restarts(d) if step != "start"]
+    assert halts == ["vmi-1"]  # one restart, of the VMI that was running
+    assert d.op("Network/x", "plug").state == "Attached"
+    assert d.sim.run_strategy == "Always" and d.sim.resumes is None  # as the user had it
+
+
+def test_a_manual_run_strategy_vm_is_never_stopped_by_nicplug() -> None:
+    sim = Sim(networks=(MAIN, X), strategy="Stage", approval="Automatic",
+              run_strategy="Manual")  # fmt: skip
+    d = driver(sim)
+    d.run(20)
+
+    assert restarts(d) == []
+    assert d.sim.vmi_uid == "vmi-1"  # still running
+    assert d.op("Network/x", "plug").state == "RestartRequired"
+    message = d.sim.vm_conditions["AwaitingRestartToApplyConfiguration"].message
+    assert "runStrategy Manual" in message
