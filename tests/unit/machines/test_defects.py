@@ -181,3 +181,18 @@ def test_a_manual_run_strategy_vm_is_never_stopped_by_nicplug() -> None:
     assert d.op("Network/x", "plug").state == "RestartRequired"
     message = d.sim.vm_conditions["AwaitingRestartToApplyConfiguration"].message
     assert "runStrategy Manual" in message
+
+
+def test_an_unplug_failed_by_its_deadline_completes_when_the_guest_lets_go_after_all() -> None:
+    d = driver(Sim(networks=(MAIN, X)), timeouts=Timeouts(backoff_base=900))
+    d.run(8)
+    d.sim.networks, d.sim.handler_stuck = (MAIN,), True  # the guest holds on to it
+    d.run(130)
+    assert [reason for _, reason in d.failures()] == ["DetachTimeout"]
+
+    d.sim.handler_stuck = False
+    d.sim.restart()  # the user restarts the VM: the new pod and VMI come without it
+    d.run(6)
+
+    op = d.op("Network/x", "unplug")
+    assert (op.attempt, op.state) == (2, "Detached")
