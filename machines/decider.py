@@ -5,8 +5,11 @@ observed world of the VM: each live operation walks its graph as far as the worl
 already allows (so an operation adopted at any point skips what is done), new
 operations open where the comparator finds a change nobody handles, and the effects
 needed to move the world on are computed for all operations together and issued once
-(again after `effect_reissue_after` if the world did not move). Deterministic and pure:
-the same state, input and `now` give the same decision.
+(again after `effect_reissue_after` if the world did not move, at once when one was
+refused because the world moved). Budgets count only the time the VM was live
+(`Paused` / `Resumed`), and a failed operation whose goal the world shows since is
+followed at once by an attempt that adopts it. Deterministic and pure: the same state,
+input and `now` give the same decision.
 
 Two memos make it cheaper without changing any answer. An observation that found
 nothing to do leaves on the state it was decided from (`VMState.quiet`) the world and
