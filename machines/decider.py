@@ -43,6 +43,7 @@ from nicplug.engine.model import (
     TimerRequest,
     Trigger,
 )
+from nicplug.machines.candidates import Candidate, changes_needing_operations
 from nicplug.machines.comparator import Comparison, Direction
 from nicplug.machines.effects import AnyEffect, EmitEvent
 from nicplug.machines.facts import Facts, facts_of, same_for_decisions
@@ -70,20 +71,6 @@ NOTHING = Decision()
 
 Guard = Callable[[Context], bool]
 CompiledMoves = Mapping[str, Mapping[str, tuple[tuple[Move, tuple[Guard, ...]], ...]]]
-
-
-@dataclass(frozen=True, slots=True)
-class Candidate:
-    """A change that needs an operation: (network, direction) plus what it asks."""
-
-    network: str
-    direction: Direction
-    if_name: str
-    target: str
-    why: str
-    goal_shown: bool = False
-    """A failed attempt whose goal the world shows since: the next attempt adopts it at
-    once, without waiting for the backoff."""
 
 
 @dataclass(slots=True)
@@ -210,7 +197,7 @@ class HotplugDecider:
                 if not op.terminal:
                     self._walk(session, op, facts, now, trigger)
             if comparison is not None:
-                candidates = self._candidates(session.state, facts, comparison)
+                candidates = changes_needing_operations(session.state, facts, comparison)
                 asked = frozenset((c.network, c.direction) for c in candidates)
                 for c in candidates:
                     opened = self._open(session, c, now)
@@ -316,72 +303,6 @@ class HotplugDecider:
         if move.trigger == "Reverted":
             return "the desired networks no longer ask for it"
         return ""
-
-    def _candidates(
-        self, state: VMState, facts: Facts, comparison: Comparison
-    ) -> list[Candidate]:
-        found = {
-            (c.identity, c.direction): Candidate(
-                c.identity,
-                c.direction,
-                c.if_name,
-                comparison.signature(c.identity) if c.direction == "update" else "",
-                c.why,
-            )
-            for c in comparison.changes
-        }
-        world = facts.world
-        running = world.vmi is not None and world.vmi.phase == "Running"
-        for spec in comparison.desired:
-            slot: tuple[str, Direction] = (spec.identity, "plug")
-            if spec.type == "Main" or slot in found or not running:
-                continue
-            if spec.if_name in facts.kvvm_present and spec.if_name not in facts.attached:
-                # in the KVVM but not in the guest: a plug adopted half-way
-                found[slot] = Candidate(spec.identity, "plug", spec.if_name, "", "not attached")
-        kvvm = world.kvvm
-        if (
-            kvvm is not None
-            and kvvm.resumes is not None
-            and not facts.live
-            and not any(not op.terminal for op in state.ops.values())
-        ):
-            # halted by nicplug for a restart nobody tracks (the journal was lost): adopt
-            # it through a change it wrote, so that someone starts the VM again
-            written = [w for w in comparison.desired if w.if_name in facts.kvvm_present]
-            adopt = next((w for w in written if w.type != "Main"), written[0] if written else None)
-            if adopt is not None and (adopt.identity, "plug") not in found:
-                found[(adopt.identity, "plug")] = Candidate(
-                    adopt.identity, "plug", adopt.if_name, "", "restart adopted")
-        names: dict[str, str] = {}
-        if world.kvvm is not None:
-            names.update({r.identity: r.if_name for r in world.kvvm.template_requests})
-        for pod in world.pods:
-            names.update({r.identity: r.if_name for r in pod.requested})
-            names.update({s.identity: s.if_name for s in pod.reported})
-        desired = facts.desired_identities
-        for identity, if_name in sorted(names.items()):
-            if identity in desired or identity == "Main" or (identity, "unplug") in found:
-                continue
-            if (
-                if_name in facts.kvvm_anywhere
-                or if_name in facts.vmi_anywhere
-                or if_name in facts.attached
-                or identity in facts.lingering
-            ):
-                found[(identity, "unplug")] = Candidate(identity, "unplug", if_name, "", "removed")
-        for op in state.ops.values():
-            slot = (op.network, op.direction)
-            if (
-                op.state == "Failed"
-                and op.direction != "update"
-                and slot not in found
-                and _goal_shown(op, facts)
-            ):
-                found[slot] = Candidate(
-                    op.network, op.direction, op.if_name, op.target, "done since", goal_shown=True
-                )
-        return [found[k] for k in sorted(found)]
 
     def _open(self, session: _Session, c: Candidate, now: float) -> Operation | None:
         latest = session.state.ops.get((c.network, c.direction))
@@ -535,23 +456,6 @@ class HotplugDecider:
             if op is not None and not op.terminal:
                 arm.append(TimerRequest(stream, REISSUE, now + t.effect_reissue_after))
         return tuple(arm), tuple(cancel)
-
-
-def _goal_shown(op: Operation, facts: Facts) -> bool:
-    """The world shows what the operation was for, though it failed on the way (a
-    deadline passed, then the NIC attached): a plug's interface in the KVVM and the
-    running guest, an unplug's gone from everything."""
-    desired = op.network in facts.desired_identities
-    name = op.if_name
-    if op.direction == "plug":
-        return desired and facts.live and name in facts.attached and name in facts.kvvm_present
-    return (
-        not desired
-        and name not in facts.attached
-        and name not in facts.kvvm_anywhere
-        and name not in facts.vmi_anywhere
-        and op.network not in facts.lingering
-    )
 
 
 def _pause(session: _Session, now: float) -> None:
