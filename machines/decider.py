@@ -474,14 +474,17 @@ def _resume(session: _Session, now: float) -> None:
 
 def _forget_refused(session: _Session, trigger: Trigger) -> None:
     """An effect refused for a failed precondition (a 409, a failed `test`, a 404) was
-    decided from a world that is gone: forget that it was issued, so this decision,
-    taken from the newer world, asks again at once instead of `effect_reissue_after`
-    later."""
+    decided from a world that is gone: forget what was issued, so this decision, taken
+    from the newer world, asks again at once instead of `effect_reissue_after` later.
+
+    Every operation's memo, not only the refused effect's owner's: a later decision may
+    have asked for the same write (same key) under another owner while the refused one
+    was still pending, and the outbox took that for the pending one."""
     if not isinstance(trigger, EffectOutcome) or trigger.ok or trigger.permanent:
         return
-    op = session.state.by_stream(trigger.stream)
-    if op is not None and op.issued:
-        session.append(op.stream, EFFECTS_ISSUED, {"keys": [], "at": op.issued_at})
+    for op in list(session.state.ops.values()):
+        if op.issued:
+            session.append(op.stream, EFFECTS_ISSUED, {"keys": [], "at": op.issued_at})
 
 
 def _first_move(moves: tuple[tuple[Move, tuple[Guard, ...]], ...], ctx: Context) -> Move | None:
