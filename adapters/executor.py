@@ -30,7 +30,12 @@ from nicplug.adapters.kube.translate import records
 from nicplug.adapters.kube.translate.objects import KVVMObject, MalformedObject, read
 from nicplug.adapters.observability import Metrics
 from nicplug.adapters.sdn import Dialect, MalformedAnnotation
-from nicplug.engine.errors import PermanentError, RetryAfterObservation, TemporaryError
+from nicplug.engine.errors import (
+    EffectUndecodable,
+    PermanentError,
+    RetryAfterObservation,
+    TemporaryError,
+)
 from nicplug.engine.journal import PendingEffect
 from nicplug.machines.effects import (
     CreateMigration,
@@ -84,7 +89,10 @@ class KubeExecutor:
         try:
             decoded = effect_from_payload(effect.type, effect.payload)
         except (KeyError, TypeError, ValueError) as exc:
-            raise PermanentError(f"effect {effect.id} has an unreadable payload: {exc}") from exc
+            raise EffectUndecodable(
+                f"effect {effect.id} ({effect.type}, schema {effect.schema_version}) has a "
+                f"payload this nicplug cannot read ({exc!r}); dropped, the VM is decided again"
+            ) from exc
         if isinstance(decoded, PatchPodNetworks | PatchVirtualMachine):
             slot = (effect.type, decoded.target)
             if self._superseded(effect, slot):

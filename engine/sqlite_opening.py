@@ -4,16 +4,18 @@ Creates a missing file with mode 0600 before SQLite sees it, checks that an exis
 one is a healthy nicplug journal (integrity check, schema not newer than this code),
 and translates SQLite's errors into `JournalRefused` with what to do about them.
 Never deletes, truncates or recreates a file: a journal that cannot be opened is left
-exactly as it was found.
+exactly as it was found, and a reader never leaves a file beside it (`ReadMode`).
 """
 
 from __future__ import annotations
 
 import errno
+import fcntl
 import os
 import sqlite3
 from pathlib import Path
 from typing import Literal
+from urllib.parse import quote
 
 from nicplug.engine.errors import JournalError, JournalRefused
 from nicplug.engine.schema import latest_version, migrate, schema_version
@@ -22,6 +24,25 @@ IntegrityCheck = Literal["full", "quick", "none"]
 Synchronous = Literal["OFF", "NORMAL", "FULL", "EXTRA"]
 
 MEMORY = ":memory:"
+
+ReadMode = Literal["shared", "snapshot"]
+"""How a reader opens a journal. `shared`: a WAL reader beside the writer, through the
+writer's `-shm` index, so it sees every commit in one consistent snapshot. `snapshot`:
+when no `-wal`/`-shm` is beside the file, no writer holds it (a stopped controller, a
+backup, a read-only place); it is read as an immutable file, which creates nothing
+beside it and needs no write access to its directory. A WAL reader would create both
+files and leave them behind, even beside a journal it then refuses."""
+
+
+def read_mode(path: str) -> ReadMode:
+    """`shared` when a writer holds the journal (or left its WAL), else `snapshot`."""
+    beside = (Path(f"{path}-wal"), Path(f"{path}-shm"))
+    return "shared" if any(p.exists() for p in beside) else "snapshot"
+
+
+def reader_uri(path: str, mode: ReadMode) -> str:
+    uri = f"file:{quote(path)}?mode=ro"
+    return uri + "&immutable=1" if mode == "snapshot" else uri
 
 
 def prepare_file(path: str, *, read_only: bool) -> None:
@@ -48,6 +69,31 @@ def prepare_file(path: str, *, read_only: bool) -> None:
     except OSError as error:
         raise unwritable(path, error) from error
     os.close(fd)
+
+
+def hold(path: str, *, exclusive: bool) -> int:
+    """Take the journal's writer lock (`flock` on the file, apart from SQLite's own
+    locks) and return the descriptor that holds it until closed. Controllers share it;
+    offline work (`journal rebuild`, a restore) takes it alone, and each refuses while
+    the other holds it."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, (fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH) | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        if exclusive:
+            raise JournalRefused(
+                path, "is open for writing by a running nicplug",
+                "stop the controller first; this works on a journal nobody writes",
+            ) from None
+        raise JournalRefused(
+            path, "is held by an offline nicplug command (rebuild or restore)",
+            "wait for it to finish, then start again",
+        ) from None
+    except OSError:
+        os.close(fd)
+        raise
+    return fd
 
 
 def unwritable(path: str, error: OSError) -> JournalRefused:
@@ -115,6 +161,9 @@ def configure(
             problems = [str(r[0]) for r in conn.execute(f"PRAGMA {pragma}").fetchall()]
             if problems != ["ok"]:
                 raise corrupt(path, "; ".join(problems[:3]))
+        if not read_only and schema_version(conn) == 0:
+            # a new journal gives space freed by retention back in steps, without VACUUM
+            conn.execute("PRAGMA auto_vacuum = INCREMENTAL")
         if size_limit_bytes is not None:
             page = int(conn.execute("PRAGMA page_size").fetchone()[0])
             conn.execute(f"PRAGMA max_page_count = {max(1, size_limit_bytes // page)}")

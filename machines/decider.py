@@ -55,6 +55,7 @@ from nicplug.machines.operation import (
     OPENED,
     PAUSED,
     RESUMED,
+    SNAPSHOT_SCHEMA,
     TRANSITIONED,
     Operation,
     VMState,
@@ -63,6 +64,7 @@ from nicplug.machines.operation import (
 )
 from nicplug.machines.policy import MachineConfig
 from nicplug.machines.targets import conditions, kvvm_patch, pod_patches, restarts_and_migrations
+from nicplug.machines.versions import EVENT_SCHEMAS
 from nicplug.machines.world import World
 
 DEADLINE, GRACE, REISSUE, RETRY = "deadline", "grace", "reissue", "retry"
@@ -109,7 +111,7 @@ class _Session:
         self.paths: dict[StreamId, list[str]] = {}
 
     def append(self, stream: StreamId, type_: str, payload: Mapping[str, Any]) -> Operation:
-        self.events.append(NewEvent(stream, type_, payload))
+        self.events.append(NewEvent(stream, type_, payload, EVENT_SCHEMAS[type_]))
         before = self.state
         self.state = before.fold(stream, type_, payload)
         self.folds.append(_Fold(before, stream, type_, payload, self.state))
@@ -124,6 +126,8 @@ class _Session:
 
 class HotplugDecider:
     """Implements `nicplug.engine.model.Decider[VMState, World]`."""
+
+    snapshot_schema = SNAPSHOT_SCHEMA
 
     def __init__(self, config: MachineConfig | None = None) -> None:
         self.config = config or MachineConfig()
@@ -422,7 +426,7 @@ class HotplugDecider:
         for stream, digests in fresh.items():
             previous = ops[_slot(owners[stream])].issued if stream in recent else ()
             keys = [*previous, *digests][-KEEP_ISSUED:]
-            session.append(stream, EFFECTS_ISSUED, {"keys": keys, "at": now})
+            session.append(stream, EFFECTS_ISSUED, {"digests": keys, "at": now})
         return requests
 
     def _timers(
@@ -484,7 +488,7 @@ def _forget_refused(session: _Session, trigger: Trigger) -> None:
         return
     for op in list(session.state.ops.values()):
         if op.issued:
-            session.append(op.stream, EFFECTS_ISSUED, {"keys": [], "at": op.issued_at})
+            session.append(op.stream, EFFECTS_ISSUED, {"digests": [], "at": op.issued_at})
 
 
 def _first_move(moves: tuple[tuple[Move, tuple[Guard, ...]], ...], ctx: Context) -> Move | None:

@@ -12,7 +12,7 @@ import logging
 import signal
 from collections.abc import Coroutine
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, NoReturn
 
 import typer
 from pydantic import ValidationError
@@ -25,6 +25,15 @@ _STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 def _env(name: str) -> str:
     return "NICPLUG_" + name.upper().replace("-", "_")
+
+
+def _seconds(value: str, option: str) -> float:
+    from nicplug.adapters.queries import duration
+
+    try:
+        return duration(value)
+    except ValueError as exc:
+        raise typer.BadParameter(f"{option}: {exc}") from None
 
 
 def _opt(name: str, help_: str) -> Any:
@@ -98,6 +107,12 @@ def run(
     record_tape: Annotated[
         Path | None, _opt("record-tape", "Record every watch event and effect to this tape")
     ] = None,
+    retention: Annotated[str, _opt(
+        "retention", "Archive the events of operations finished longer ago (30d, 12h)"
+    )] = "30d",
+    archive_dir: Annotated[
+        Path | None, _opt("archive-dir", "Directory for archives (default: the journal's)")
+    ] = None,
     log_level: Annotated[str, _opt("log-level", "DEBUG | INFO | WARNING | ERROR")] = "INFO",
 ) -> None:
     """Run the controller: watch VMs and hot-plug/unplug their interfaces."""
@@ -115,21 +130,24 @@ def run(
             lease_name=lease_name, lease_namespace=lease_namespace, identity=identity,
             lease_duration=lease_duration, renew_deadline=renew_deadline,
             retry_period=retry_period, request_timeout=request_timeout, synchronous=synchronous,
-            record_tape=record_tape,
+            record_tape=record_tape, retention=_seconds(retention, "--retention"),
+            archive_dir=archive_dir,
         )
     except ValidationError as exc:
-        raise typer.BadParameter(_explain(exc)) from None
+        usage_error(_explain(exc))
     level = logging.getLevelName(log_level.upper())
     if not isinstance(level, int):
-        raise typer.BadParameter(f"--log-level: unknown level {log_level!r}")
+        usage_error(f"--log-level: unknown level {log_level!r}")
     configure_logging(level)
 
     from nicplug.adapters.controller import run_controller
     from nicplug.adapters.kube.client import ClientConfigError
+    from nicplug.adapters.observability import MetricsAddressError
+    from nicplug.adapters.tapes.writer import TapeUnwritable
 
     try:
         asyncio.run(until_signalled(run_controller(settings)))
-    except (JournalError, ClientConfigError) as exc:
+    except (JournalError, ClientConfigError, MetricsAddressError, TapeUnwritable) as exc:
         typer.echo(f"nicplug: {exc}", err=True)
         raise typer.Exit(1) from None
 
@@ -157,6 +175,12 @@ async def until_signalled(work: Coroutine[Any, Any, None]) -> None:
     finally:
         for sig in _STOP_SIGNALS:
             loop.remove_signal_handler(sig)
+
+
+def usage_error(message: str) -> NoReturn:
+    """A bad option: one line on stderr and exit code 2 (not a box: logs keep it whole)."""
+    typer.echo(f"nicplug: {message}", err=True)
+    raise typer.Exit(2)
 
 
 def _explain(exc: ValidationError) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -20,7 +21,7 @@ from nicplug.adapters.kube.client import ApiConnection
 from nicplug.adapters.kube.translate import records
 from nicplug.adapters.kube.translate.objects import KVVMObject, read
 from nicplug.adapters.sdn import dialect_for
-from nicplug.engine.errors import PermanentError, RetryAfterObservation
+from nicplug.engine.errors import EffectUndecodable, PermanentError, RetryAfterObservation
 from nicplug.engine.journal import PendingEffect
 from nicplug.engine.model import Key, StreamId
 from nicplug.machines.effects import (
@@ -221,3 +222,24 @@ async def test_a_restart_halts_the_kvvm_of_the_vmi_it_saw_then_starts_it_as_it_w
     started = store.get(KVVMS, "ns1", "vm")
     assert started["spec"]["runStrategy"] == strategy
     assert RESTART_ANNOTATION not in (started["metadata"].get("annotations") or {})
+
+
+async def test_an_effect_payload_no_version_can_read_is_dropped_not_rejected(
+    api_server: ApiServer, connection: ApiConnection
+) -> None:
+    store = api_server.store
+    store.create(NAMESPACES, {"metadata": {"name": "ns1"}})
+    store.create(KVVMS, kvvm_for(Knobs(), "ns1", "vm", (("Network", "net-a"),)))
+    before = store.get(KVVMS, "ns1", "vm")
+    executor = KubeExecutor(KubeCalls(connection), dialect_for("deckhouse"))
+    effect = pending(3, kvvm_patch(VMNetworkEntry(NET_B, "Network/net-b")))
+    # written by a newer nicplug: the field the patch lists its networks in is renamed
+    payload = {k: v for k, v in effect.payload.items() if k != "networks"}
+    unreadable = replace(effect, payload={**payload, "interfaces": []}, schema_version=9)
+
+    with pytest.raises(EffectUndecodable, match="schema 9") as raised:
+        await executor.execute(unreadable)
+
+    assert isinstance(raised.value, RetryAfterObservation)  # decided again, not Failed
+    assert not isinstance(raised.value, PermanentError)
+    assert store.get(KVVMS, "ns1", "vm") == before
