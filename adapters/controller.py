@@ -254,7 +254,7 @@ class Controller:
         informers = self._informers(connection)
         tasks: list[asyncio.Task[None]] = []
         try:
-            await runtime.start()
+            await runtime.start(hold=True)  # re-issued effects wait for the synced world
             with loading_long_lived(at_most=LOAD_WITHOUT_COLLECTOR,
                                     later=asyncio.get_running_loop().call_later):
                 tasks = [asyncio.create_task(i.run(), name=f"watch {i.kind.name}")

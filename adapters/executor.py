@@ -2,9 +2,13 @@
 
 Every effect is idempotent: patches carry whole desired lists, a migration has a name
 of the machine's choosing (creating it twice finds it), a restart is a compare-and-swap
-on the VMI's uid. KVVM and VM-status writes read the object fresh and patch with a JSON
-patch whose `test` op pins the `resourceVersion` read, so a concurrent writer is never
-overwritten: the patch fails and the machine decides again on the next observation.
+on the VMI's uid. A patch also carries what its decision read (the pod's requests, the
+KVVM template and its resourceVersion, the launcher pods whose SDN was ready): each
+attempt checks that against the object read fresh, and a world that moved since is
+`RetryAfterObservation` — decide again — however long the effect waited or retried.
+The write itself is a JSON patch whose `test` ops pin what was just read (the pod's uid
+and request annotation, the KVVM's resourceVersion), so a concurrent writer is never
+overwritten either.
 
 HTTP errors become the engine's: a conflict is `RetryAfterObservation`, 429/5xx and
 timeouts `TemporaryError` (with `Retry-After`), rejections `PermanentError`. This module
@@ -23,8 +27,10 @@ from typing import Any, Final
 from nicplug.adapters.kube import errors as kube_errors
 from nicplug.adapters.kube import resources as kinds
 from nicplug.adapters.kube.calls import EventNote, KubeCalls, pointer
+from nicplug.adapters.kube.translate import records
+from nicplug.adapters.kube.translate.objects import KVVMObject, MalformedObject, read
 from nicplug.adapters.observability import Metrics
-from nicplug.adapters.sdn import Dialect
+from nicplug.adapters.sdn import Dialect, MalformedAnnotation
 from nicplug.engine.errors import (
     EffectUndecodable,
     PermanentError,
@@ -41,7 +47,7 @@ from nicplug.machines.effects import (
     SetVMCondition,
     effect_from_payload,
 )
-from nicplug.machines.world import MAIN_IF_NAME, SDNRequest
+from nicplug.machines.world import MAIN_IF_NAME, RESTART_ANNOTATION, RUNNING, SDNRequest
 
 log = logging.getLogger(__name__)
 
@@ -136,8 +142,10 @@ class KubeExecutor:
         if isinstance(exc, kube_errors.Temporary):
             return TemporaryError(str(exc), delay=exc.delay)
         if isinstance(exc, kube_errors.NotFound):
-            # The object is gone: retrying cannot help; the next observation shows why.
-            return PermanentError(str(exc))
+            # The object is gone (a launcher pod of a stopping VM, a migration's source):
+            # the request cannot succeed as decided, and the next observation shows the
+            # world without it, so the machine decides again from that.
+            return RetryAfterObservation(str(exc))
         return PermanentError(str(exc))
 
     # -- the effects -------------------------------------------------------------------
@@ -145,10 +153,23 @@ class KubeExecutor:
     async def _patch_pod(self, e: PatchPodNetworks, effect: PendingEffect) -> Result:
         value = self._dialect.render_requests(requests=e.entries, namespace=e.namespace)
         pod = await self._calls.get(kinds.LAUNCHER_PODS, e.namespace, e.pod)
-        ops = _annotation_ops(pod, "/metadata", self._dialect.request_annotation, value)
+        key = self._dialect.request_annotation
+        current = ((pod.get("metadata") or {}).get("annotations") or {}).get(key)
+        if e.observed is not None:
+            try:
+                requested = self._dialect.parse_requests(value=current, namespace=e.namespace)
+            except MalformedAnnotation as exc:
+                raise RetryAfterObservation(f"pod {e.target}: {exc}") from exc
+            if requested != e.observed:
+                raise RetryAfterObservation(f"pod {e.target}: its SDN requests changed")
+        ops = _annotation_ops(pod, "/metadata", key, value)
         if not ops:
             return {"unchanged": True}
-        patch = [{"op": "test", "path": "/metadata/uid", "value": e.pod_uid}, *ops]
+        patch = [{"op": "test", "path": "/metadata/uid", "value": e.pod_uid}]
+        if isinstance(current, str):
+            patch.append({"op": "test", "path": "/metadata" + pointer("annotations", key),
+                          "value": current})
+        patch += ops
         if self._superseded(effect, (effect.type, e.target)):
             return {"superseded": True}
         await self._calls.patch_pod(e.namespace, e.pod, patch, content_type=JSON_PATCH)
@@ -156,6 +177,13 @@ class KubeExecutor:
 
     async def _patch_kvvm(self, e: PatchVirtualMachine, effect: PendingEffect) -> Result:
         kvvm = await self._calls.get(kinds.KVVMS, e.namespace, e.name)
+        self._check_template(e, kvvm)
+        if e.pods:
+            vmi = await self._calls.get(kinds.VMIS, e.namespace, e.name)
+            serving = (vmi.get("status") or {}).get("activePods") or {}
+            if not isinstance(serving, dict) or set(serving) != set(e.pods):
+                raise RetryAfterObservation(
+                    f"VMI {e.target} moved to other launcher pods since the decision")
         template = (kvvm.get("spec") or {}).get("template") or {}
         tspec = template.get("spec") or {}
         old_ifaces = {
@@ -203,6 +231,22 @@ class KubeExecutor:
         await self._cas(kinds.KVVMS, e.namespace, e.name, ops, version)
         return {"interfaces": [i["name"] for i in interfaces]}
 
+    def _check_template(self, e: PatchVirtualMachine, kvvm: Mapping[str, Any]) -> None:
+        """The KVVM template still reads as the decision saw it (when its
+        resourceVersion moved: status churn alone is no reason to decide again)."""
+        seen = e.observed
+        if seen is None or (kvvm.get("metadata") or {}).get("resourceVersion") == seen.version:
+            return
+        try:
+            now, _ = records.kvvm(
+                read(KVVMObject, kvvm, kind="KubeVirt VirtualMachine"),
+                dialect=self._dialect, vmi_exists=True,
+            )
+        except MalformedObject as exc:
+            raise RetryAfterObservation(str(exc)) from exc
+        if not seen.same_template(now.interfaces, now.networks, now.template_requests):
+            raise RetryAfterObservation(f"KVVM {e.target}: its template changed")
+
     async def _set_condition(self, e: SetVMCondition) -> Result:
         vm = await self._calls.get(kinds.VIRTUAL_MACHINES, e.namespace, e.name)
         status = vm.get("status") or {}
@@ -226,14 +270,40 @@ class KubeExecutor:
         return {"condition": e.type, "status": e.status}
 
     async def _restart(self, e: RestartVM) -> Result:
-        try:
-            vmi = await self._calls.get(kinds.VMIS, e.namespace, e.name)
-        except kube_errors.NotFound:
-            return {"restarted": False, "reason": "no VMI"}
-        if (vmi.get("metadata") or {}).get("uid") != e.vmi_uid:
-            return {"restarted": False, "reason": "the VMI was already replaced"}
-        await self._calls.delete(kinds.VMIS, e.namespace, e.name, uid=e.vmi_uid)
-        return {"restarted": True}
+        """Halt (noting the strategy to put back) or start the KVVM, as `virtctl stop`
+        and `start` do; each a JSON patch testing what it changes."""
+        kvvm = await self._calls.get(kinds.KVVMS, e.namespace, e.name)
+        metadata = kvvm.get("metadata") or {}
+        spec = kvvm.get("spec") or {}
+        noted = (metadata.get("annotations") or {}).get(RESTART_ANNOTATION)
+        field = "running" if e.resumes == RUNNING else "runStrategy"
+        if e.step == "halt":
+            if noted is not None:
+                return {"halted": False, "reason": "halted for a restart already"}
+            try:
+                vmi = await self._calls.get(kinds.VMIS, e.namespace, e.name)
+            except kube_errors.NotFound:
+                return {"halted": False, "reason": "no VMI"}
+            if (vmi.get("metadata") or {}).get("uid") != e.vmi_uid:
+                return {"halted": False, "reason": "the VMI was already replaced"}
+            running, halted = (True, False) if field == "running" else (e.resumes, "Halted")
+            value: str | None = e.resumes
+        else:
+            if noted != e.resumes:
+                return {"started": False, "reason": "not halted by nicplug for this restart"}
+            running, halted = (False, True) if field == "running" else ("Halted", e.resumes)
+            value = None
+        ops: list[dict[str, Any]] = [
+            {"op": "test", "path": "/metadata/resourceVersion",
+             "value": metadata.get("resourceVersion")},
+            {"op": "test", "path": f"/spec/{field}", "value": running},
+            {"op": "replace", "path": f"/spec/{field}", "value": halted},
+            *_annotation_ops(kvvm, "/metadata", RESTART_ANNOTATION, value),
+        ]
+        if spec.get(field) != running:
+            raise RetryAfterObservation(f"KVVM {e.target}: {field} is not {running!r} any more")
+        await self._calls.patch(kinds.KVVMS, e.namespace, e.name, ops, content_type=JSON_PATCH)
+        return {"halted" if e.step == "halt" else "started": True}
 
     async def _migrate(self, e: CreateMigration) -> Result:
         # one check-and-create at a time, so that the cap holds within this leader

@@ -5,8 +5,11 @@ feed the runtime through this one path, so a replay decides with exactly the cod
 live controller runs. A change is recorded in the `WorldIndex`, every VM it touches is
 marked dirty (a burst of changes of one VM coalesces into one observation), and
 `feed` hands each dirty VM's assembled `World` to `runtime.observe`. A VM whose objects
-are malformed is held still (not observed) until they are readable again; the other
-VMs go on. It never decides anything and never talks to a server.
+are malformed is held still (`runtime.hold`: no observation, and no timer decision from
+its last readable world) until they are readable again; the other VMs go on. A
+malformed KubeVirt CR concerns every VM, so it holds none: the last readable version
+stays in the index (none yet: KubeVirt's defaults) and the problem is reported. It never
+decides anything and never talks to a server.
 
 A live controller gives `feed` a time slice: assembling 10,000 worlds after the
 initial lists is seconds of work, and the watches, the journal's acknowledgements and
@@ -22,9 +25,9 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from nicplug.adapters.kube.resources import KindRef
+from nicplug.adapters.kube.resources import KUBEVIRTS, KindRef
 from nicplug.adapters.kube.translate.assemble import ReadMemo, assemble_world
-from nicplug.adapters.kube.translate.objects import MalformedObject
+from nicplug.adapters.kube.translate.objects import KubeVirtObject, MalformedObject, read
 from nicplug.adapters.sdn import Dialect
 from nicplug.adapters.worldview import WorldIndex
 from nicplug.engine.model import Cause, Key
@@ -79,6 +82,8 @@ class Observing:
     def changed(self, kind: KindRef, event_type: str, obj: dict[str, Any]) -> None:
         """One object changed (ADDED / MODIFIED / DELETED): mark the VMs it touches."""
         ref = object_ref(kind, obj)
+        if kind.name == KUBEVIRTS.name and event_type != "DELETED" and not self._readable(obj):
+            return  # the last readable configuration stands for every VM
         if event_type == "DELETED":
             self._memo.forget(obj)
         touched = self.index.apply(kind, event_type, obj)
@@ -104,7 +109,9 @@ class Observing:
         began = self._now() if budget is not None else 0.0
         for vm_key, ref in dirty.items():
             world = self.world(vm_key)
-            if world is not None:
+            if world is None:
+                runtime.hold(Key(vm_key))
+            else:
                 await runtime.observe(Key(vm_key), world, Cause("observation", ref))
                 fed += 1
             if budget is not None and self._now() - began >= budget:
@@ -148,6 +155,18 @@ class Observing:
         if self._unreadable_pods.get(vm_key) != problem:
             self._unreadable_pods[vm_key] = problem
             log.warning("vm=%s waits on an unreadable pod annotation: %s", vm_key, problem)
+
+    def _readable(self, kubevirt: dict[str, Any]) -> bool:
+        """Whether the KubeVirt CR reads; if not, say so (it is not indexed)."""
+        try:
+            read(KubeVirtObject, kubevirt, kind="KubeVirt")
+        except MalformedObject as exc:
+            if self._on_hold is not None:
+                self._on_hold("cluster", str(exc))
+            log.warning("%s unreadable, the last readable configuration stands: %s",
+                        object_ref(KUBEVIRTS, kubevirt), exc)
+            return False
+        return True
 
     def _hold(self, vm_key: str, problem: str) -> None:
         if self._on_hold is not None:

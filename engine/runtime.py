@@ -6,6 +6,16 @@ derived from them, the effects and the timers in one commit → only then arm th
 and execute the effects. On start it resumes from the journal: the state of each live
 key is the fold of its events, loaded as its snapshots (a cache, `recovery`) plus the
 events after them; timers are re-armed, effects without a recorded outcome re-issued.
+
+An effect refused because the world moved (`RetryAfterObservation`) is decided again
+with the key's next observation, or at once when one newer than its decision's world
+has come in meanwhile (else it would wait for one that already came).
+
+A key whose world cannot be read is held (`hold`): nothing is decided for it, and the
+timers that fire and the outcomes that arrive meanwhile wait for its next observation,
+so it is held still rather than driven from its last readable world. `start(hold=True)`
+holds every key the journal resumes until it is first observed: a re-issued effect
+waits for the world it will meet.
 Decisions, timers and backoff take time only from the injected clock (the performance
 counter only measures commit latency for listeners), so a virtual clock and a
 recording executor replay deterministically. The runtime must never interpret events
@@ -106,6 +116,12 @@ class Runtime(Generic[S, W]):
         self._slots: dict[Key, _Slot[S]] = {}
         self._worlds: dict[Key, W] = {}
         self._held: dict[Key, list[EffectOutcome]] = {}
+        self._holding: set[Key] = set()
+        self._held_timers: dict[Key, list[TimerFired]] = {}
+        self._unsent: dict[Key, list[PendingEffect]] = {}
+        self._observations: dict[Key, int] = {}
+        self._decided_on: dict[int, int] = {}
+        """effect id → how many observations of its key its decision had seen"""
         self._updates: dict[int, EffectUpdate] = {}
         self._timers: dict[tuple[StreamId, str], tuple[float, asyncio.Task[None]]] = {}
         self._started = False
@@ -113,8 +129,9 @@ class Runtime(Generic[S, W]):
 
     # -- lifecycle ---------------------------------------------------------------------
 
-    async def start(self) -> None:
-        """Resume from the journal: live keys, armed timers, effects without outcome."""
+    async def start(self, *, hold: bool = False) -> None:
+        """Resume from the journal: live keys, armed timers, effects without outcome.
+        With `hold`, each resumed key is held until its first observation."""
         if self._started:
             raise RuntimeError("the runtime is started already")
         self._started = True
@@ -125,10 +142,22 @@ class Runtime(Generic[S, W]):
         finally:
             if collecting:
                 gc.enable()
-        for timer in await self._journal.timers():
+        timers, outbox = await self._journal.timers(), await self._journal.outbox()
+        if hold:
+            self._holding.update(self._slots, (t.key for t in timers), (e.key for e in outbox))
+        for timer in timers:
             self._arm(timer.key, timer.stream, timer.name, timer.deadline)
-        for effect in await self._journal.outbox():
-            self._effects.run(effect)
+        for effect in outbox:
+            if effect.key in self._holding:
+                self._unsent.setdefault(effect.key, []).append(effect)
+            else:
+                self._effects.run(effect)
+
+    def hold(self, key: Key) -> None:
+        """The world of `key` cannot be read: decide nothing for it until it is observed
+        again (timers that fire and outcomes that arrive wait for that observation)."""
+        self._worlds.pop(key, None)
+        self._holding.add(key)
 
     async def _load(self) -> None:
         """Every key with a live stream, from its snapshots and the events after them."""
@@ -157,8 +186,14 @@ class Runtime(Generic[S, W]):
         observation of the key still waiting)."""
         self._require_running()
         self._worlds[key] = world
+        self._observations[key] = self._observations.get(key, 0) + 1
+        self._holding.discard(key)
+        for effect in self._unsent.pop(key, []):
+            self._effects.run(effect)
         for outcome in self._held.pop(key, []):
             self._dispatch.submit(key, outcome)
+        for fired in self._held_timers.pop(key, []):
+            self._dispatch.submit(key, fired)
         self._dispatch.submit(key, Observed(cause))
 
     async def drain(self) -> None:
@@ -254,6 +289,7 @@ class Runtime(Generic[S, W]):
         cancels: tuple[TimerCancel, ...], updates: tuple[EffectUpdate, ...],
     ) -> None:
         now, wall = self._clock.now(), self._clock.wall()
+        observations = self._observations.get(key, 0)
         decision = self._decider.decide(slot.state, Input(key, self._worlds.get(key), trigger), now)
         state, versions = slot.state, dict(slot.versions)
         for event in decision.events:
@@ -296,6 +332,7 @@ class Runtime(Generic[S, W]):
             self._listen.on_transition(recorded)
         for request, enqueued in zip(decision.effects, appended.effects, strict=True):
             if enqueued.new:
+                self._decided_on[enqueued.id] = observations
                 self._effects.run(PendingEffect(
                     id=enqueued.id, stream=request.stream, key=key, type=request.type,
                     payload=request.payload, idempotency_key=request.idempotency_key,
@@ -355,6 +392,9 @@ class Runtime(Generic[S, W]):
 
     async def _wait(self, key: Key, fired: TimerFired) -> None:
         await self._clock.sleep_until(fired.deadline)
+        if key in self._holding:
+            self._held_timers.setdefault(key, []).append(fired)
+            return
         # A held outcome waits for the world to move; a timer is the machine's own
         # word that it has waited long enough (e.g. to re-issue what the world never
         # answered). Deliver the outcome first, or the re-issued effect finds the held
@@ -367,7 +407,10 @@ class Runtime(Generic[S, W]):
         self, key: Key, outcome: EffectOutcome, update: EffectUpdate, *, hold: bool
     ) -> None:
         self._updates[outcome.effect_id] = update
-        if hold:
+        decided_on = self._decided_on.pop(outcome.effect_id, 0)
+        if hold and self._observations.get(key, 0) > decided_on:
+            hold = False  # the world it waits for is observed already: decide now
+        if hold or key in self._holding:
             self._held.setdefault(key, []).append(outcome)
         else:
             self._dispatch.submit(key, outcome)

@@ -20,6 +20,7 @@ from operator import attrgetter
 from typing import Any
 
 from nicplug.machines.comparator import Comparison, compare
+from nicplug.machines.effects import KVVMTemplate
 from nicplug.machines.world import (
     KVVM,
     VMI,
@@ -261,6 +262,14 @@ def facts_of(world: World) -> Facts:
         lingering=lingering,
         migration_required=migration_required,
         desired_identities=desired_identities,
+    )
+
+
+def template_read(kvvm: KVVM) -> KVVMTemplate:
+    """The KVVM template a decision read, as the precondition of its patch. The
+    resourceVersion is carried, never decided on (see `UNREAD_FIELDS`)."""
+    return KVVMTemplate(
+        kvvm.resource_version, kvvm.interfaces, kvvm.networks, kvvm.template_requests
     )
 
 

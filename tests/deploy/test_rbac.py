@@ -86,9 +86,9 @@ def test_the_scenarios_exercise_every_kind_of_write(runs: list[WorldRun]) -> Non
     P = manifests.Permission
     for needed in (
         P("", "pods", "patch"),  # PatchPodNetworks
-        P("kubevirt.io", "virtualmachines", "patch"),  # PatchVirtualMachine
+        P("kubevirt.io", "virtualmachines", "patch"),  # PatchVirtualMachine, RestartVM
+        P("kubevirt.io", "virtualmachineinstances", "get"),  # RestartVM, PatchVirtualMachine
         P("virtualization.deckhouse.io", "virtualmachines/status", "patch"),  # SetVMCondition
-        P("kubevirt.io", "virtualmachineinstances", "delete"),  # RestartVM
         P("kubevirt.io", "virtualmachineinstancemigrations", "create"),  # CreateMigration
         P("", "events", "create"),  # EmitEvent
         P("coordination.k8s.io", "leases", "create"),  # the first leader
