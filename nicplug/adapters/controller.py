@@ -25,7 +25,7 @@ from nicplug.adapters.kube.calls import KubeCalls
 from nicplug.adapters.kube.client import ApiConnection, ClientSettings, connect
 from nicplug.adapters.kube.informer import Informer, WatchProgress, WatchSettings
 from nicplug.adapters.kube.lease import Leadership
-from nicplug.adapters.kube.resources import WATCHED, KindRef, Scope
+from nicplug.adapters.kube.resources import KindRef, Scope
 from nicplug.adapters.observability import Health, Metrics, make_http_app, parse_addr
 from nicplug.adapters.observing import Observing
 from nicplug.adapters.reporting import MetricsListener
@@ -63,8 +63,10 @@ class Controller:
         self.dialect = dialect_for(
             settings.dialect, cluster_nad_namespace=settings.cluster_network_namespace
         )
+        self.flavour = settings.flavour()
         self._observing = Observing(
             self.dialect,
+            self.flavour,
             on_hold=lambda _vm, _problem: self.metrics.observation_errors.labels("object").inc(),
             on_unreadable_pods=lambda _vm, _problem: self.metrics.observation_errors.labels(
                 "annotation").inc(),
@@ -128,6 +130,7 @@ class Controller:
             KubeExecutor(
                 KubeCalls(connection),
                 self.dialect,
+                flavour=self.flavour,
                 metrics=self.metrics,
             ),
             RealClock(),
@@ -170,7 +173,7 @@ class Controller:
                 on_progress=self._progress,
                 settings=WatchSettings(),
             )
-            for kind in WATCHED
+            for kind in self.flavour.watched
         ]
 
     @staticmethod

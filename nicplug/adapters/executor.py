@@ -20,8 +20,9 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
 from nicplug.adapters.kube import errors as kube_errors
-from nicplug.adapters.kube import resources as kinds
 from nicplug.adapters.kube.calls import EventNote, KubeCalls, pointer
+from nicplug.adapters.kube.flavour import Flavour
+from nicplug.adapters.kube.resources import KindRef
 from nicplug.adapters.observability import Metrics
 from nicplug.adapters.sdn import Dialect
 from nicplug.engine.errors import PermanentError, RetryAfterObservation, TemporaryError
@@ -51,11 +52,13 @@ class KubeExecutor:
         calls: KubeCalls,
         dialect: Dialect,
         *,
+        flavour: Flavour,
         metrics: Metrics | None = None,
         now: Callable[[], datetime.datetime] | None = None,
     ) -> None:
         self._calls = calls
         self._dialect = dialect
+        self._kinds = flavour
         self._metrics = metrics
         self._now = now or (lambda: datetime.datetime.now(datetime.UTC))
         # (effect type, target) -> the newest effect started on it: see `_superseded`.
@@ -129,7 +132,7 @@ class KubeExecutor:
 
     async def _patch_pod(self, e: PatchPodNetworks, effect: PendingEffect) -> Result:
         value = self._dialect.render_requests(requests=e.entries, namespace=e.namespace)
-        pod = await self._calls.get(kinds.LAUNCHER_PODS, e.namespace, e.pod)
+        pod = await self._calls.get(self._kinds.launcher_pods, e.namespace, e.pod)
         ops = _annotation_ops(pod, "/metadata", self._dialect.request_annotation, value)
         if not ops:
             return {"unchanged": True}
@@ -140,7 +143,7 @@ class KubeExecutor:
         return {"annotation": value}
 
     async def _patch_kvvm(self, e: PatchVirtualMachine, effect: PendingEffect) -> Result:
-        kvvm = await self._calls.get(kinds.KVVMS, e.namespace, e.name)
+        kvvm = await self._calls.get(self._kinds.kvvms, e.namespace, e.name)
         template = (kvvm.get("spec") or {}).get("template") or {}
         tspec = template.get("spec") or {}
         old_ifaces = {
@@ -182,11 +185,11 @@ class KubeExecutor:
         )
         if self._superseded(effect, (effect.type, e.target)):
             return {"superseded": True}
-        await self._cas(kinds.KVVMS, e.namespace, e.name, ops, version)
+        await self._cas(self._kinds.kvvms, e.namespace, e.name, ops, version)
         return {"interfaces": [i["name"] for i in interfaces]}
 
     async def _set_condition(self, e: SetVMCondition) -> Result:
-        vm = await self._calls.get(kinds.VIRTUAL_MACHINES, e.namespace, e.name)
+        vm = await self._calls.get(self._kinds.virtual_machines, e.namespace, e.name)
         status = vm.get("status") or {}
         conditions: list[dict[str, Any]] = [
             c for c in status.get("conditions") or () if isinstance(c, dict)
@@ -204,23 +207,24 @@ class KubeExecutor:
             conditions.append(updated)
         version = (vm.get("metadata") or {}).get("resourceVersion")
         patch = {"metadata": {"resourceVersion": version}, "status": {"conditions": conditions}}
-        await self._calls.patch_status(kinds.VIRTUAL_MACHINES, e.namespace, e.name, patch)
+        await self._calls.patch_status(self._kinds.virtual_machines, e.namespace, e.name, patch)
         return {"condition": e.type, "status": e.status}
 
     async def _restart(self, e: RestartVM) -> Result:
         try:
-            vmi = await self._calls.get(kinds.VMIS, e.namespace, e.name)
+            vmi = await self._calls.get(self._kinds.vmis, e.namespace, e.name)
         except kube_errors.NotFound:
             return {"restarted": False, "reason": "no VMI"}
         if (vmi.get("metadata") or {}).get("uid") != e.vmi_uid:
             return {"restarted": False, "reason": "the VMI was already replaced"}
-        await self._calls.delete(kinds.VMIS, e.namespace, e.name, uid=e.vmi_uid)
+        await self._calls.delete(self._kinds.vmis, e.namespace, e.name, uid=e.vmi_uid)
         return {"restarted": True}
 
     async def _migrate(self, e: CreateMigration) -> Result:
         try:
             await self._calls.create_migration(
-                e.namespace, e.migration, e.vmi, labels={"app.kubernetes.io/managed-by": "nicplug"}
+                self._kinds.vmims, e.namespace, e.migration, e.vmi,
+                labels={"app.kubernetes.io/managed-by": "nicplug"},
             )
         except kube_errors.AlreadyExists:
             return {"created": False}
@@ -228,8 +232,8 @@ class KubeExecutor:
 
     async def _event(self, e: EmitEvent) -> Result:
         involved = {
-            "apiVersion": kinds.VIRTUAL_MACHINES.api_version,
-            "kind": kinds.VIRTUAL_MACHINES.kind,
+            "apiVersion": self._kinds.virtual_machines.api_version,
+            "kind": self._kinds.virtual_machines.kind,
             "metadata": {"namespace": e.namespace, "name": e.name},
         }
         await self._calls.create_event(
@@ -238,7 +242,7 @@ class KubeExecutor:
         return {}
 
     async def _cas(
-        self, kind: kinds.KindRef, namespace: str, name: str,
+        self, kind: KindRef, namespace: str, name: str,
         ops: Sequence[Mapping[str, Any]], version: object,
     ) -> None:
         """A JSON patch pinned to `version`; a failed `test` is the world moving."""

@@ -16,6 +16,7 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from nicplug.adapters.kube.flavour import Flavour
 from nicplug.adapters.kube.resources import KindRef
 from nicplug.adapters.kube.translate.assemble import ReadMemo, assemble_world
 from nicplug.adapters.kube.translate.objects import MalformedObject
@@ -50,12 +51,13 @@ class Observing:
     def __init__(
         self,
         dialect: Dialect,
+        flavour: Flavour,
         *,
         on_hold: Callable[[str, str], None] | None = None,
         on_unreadable_pods: Callable[[str, str], None] | None = None,
     ) -> None:
         self.dialect = dialect
-        self.index = WorldIndex()
+        self.index = WorldIndex(flavour)
         self._memo = ReadMemo()  # the index stores a new dict on every change
         self.wake = asyncio.Event()
         self._dirty: dict[str, str] = {}

@@ -13,6 +13,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from nicplug.adapters.kube.flavour import Flavour, FlavourName, default_for_dialect, flavour_for
 from nicplug.adapters.kube.lease import LeaseTiming
 from nicplug.adapters.observability import parse_addr
 from nicplug.machines.policy import MachineConfig, Timeouts
@@ -28,6 +29,7 @@ class Settings(BaseModel):
     kubeconfig: Path | None = None
     journal: Path = Path("nicplug-journal.db")
     dialect: Dialect = "deckhouse"
+    kubevirt_api: FlavourName | None = None  # None: the dialect's (see `flavour`)
     gating: Gating = "rollout-strategy"
     migrations: Migrations = "auto"
     namespace: str | None = None
@@ -77,6 +79,10 @@ class Settings(BaseModel):
                 f"{self.renew_deadline}, --retry-period {self.retry_period}: {exc}"
             ) from None
         return self
+
+    def flavour(self) -> Flavour:
+        """The KubeVirt API the cluster serves: as set, else the dialect's."""
+        return flavour_for(self.kubevirt_api or default_for_dialect(self.dialect))
 
     def lease_timing(self) -> LeaseTiming:
         return LeaseTiming(

@@ -25,6 +25,7 @@ from nicplug.simulator.actors.multus_dnc import DynamicNetworksController
 from nicplug.simulator.actors.reactor import Reactor
 from nicplug.simulator.actors.sdn_deckhouse import DeckhouseSDN
 from nicplug.simulator.actors.virt_handler import Crash, VirtHandler
+from nicplug.simulator.apis import served_api
 from nicplug.simulator.clock import RealSimClock, SimClock, VirtualSimClock
 from nicplug.simulator.faults import Faults
 from nicplug.simulator.fixtures import Fixtures, populate
@@ -90,7 +91,8 @@ class SimulatedCluster:
             raise
 
     async def _serve(self) -> None:
-        self._runner = web.AppRunner(make_app(self.store, self.faults))
+        app = make_app(self.store, self.faults, api=served_api(self.knobs.api))
+        self._runner = web.AppRunner(app)
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, self.port)
         await site.start()

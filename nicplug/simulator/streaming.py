@@ -109,7 +109,7 @@ async def serve_watch(
                 await _stall(request, faults, target, subscription)
                 if _gone(request):
                     break
-            await response.write(_line(event[0], event[1]))
+            await response.write(_line(event[0], call.api.outward(event[1])))
             next_bookmark = loop.time() + bookmark_interval
             if faults.drops(stream, target, sent=True):
                 break
@@ -134,7 +134,7 @@ async def _stall(
 
 def _bookmark(call: Call, store: Store) -> dict[str, Any]:
     return {
-        "kind": call.resource.kind,
-        "apiVersion": call.resource.api_version,
+        "kind": call.served.kind,
+        "apiVersion": call.served.api_version,
         "metadata": {"resourceVersion": str(store.resource_version)},
     }

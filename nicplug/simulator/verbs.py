@@ -21,12 +21,12 @@ Verb = Callable[[web.Request, Call, Store], Awaitable[web.Response]]
 
 
 def _list_body(call: Call, items: list[dict[str, Any]], rv: str) -> dict[str, Any]:
-    res = call.resource
+    res, outward = call.served, call.api.outward
     return {
         "kind": f"{res.kind}List",
         "apiVersion": res.api_version,
         "metadata": {"resourceVersion": rv},
-        "items": items,
+        "items": [outward(i) for i in items] if call.api.renames else items,
     }
 
 
@@ -34,7 +34,7 @@ def _selected(request: web.Request, call: Call, store: Store) -> tuple[list[dict
     return store.list_shared(
         call.resource,
         call.namespace,
-        label_selector=request.query.get("labelSelector"),
+        label_selector=call.api.inward_selector(request.query.get("labelSelector")),
         field_selector=request.query.get("fieldSelector"),
     )
 
@@ -50,23 +50,25 @@ async def list_objects(request: web.Request, call: Call, store: Store) -> web.Re
 
 
 async def get(request: web.Request, call: Call, store: Store) -> web.Response:
-    return json_response(store.get(call.resource, call.namespace, _name(call)))
+    return json_response(call.api.outward(store.get(call.resource, call.namespace, _name(call))))
 
 
 async def create(request: web.Request, call: Call, store: Store) -> web.Response:
     require_json(request)
-    body = place(call, await read_json(request))
-    return json_response(store.create(call.resource, body, drop_status=True), 201)
+    body = place(call, call.api.inward(await read_json(request)))
+    return json_response(call.api.outward(store.create(call.resource, body, drop_status=True)),
+                         201)
 
 
 async def update(request: web.Request, call: Call, store: Store) -> web.Response:
     require_json(request)
-    body = place(call, await read_json(request))
-    return json_response(store.update(call.resource, body, subresource=call.subresource))
+    body = place(call, call.api.inward(await read_json(request)))
+    return json_response(call.api.outward(
+        store.update(call.resource, body, subresource=call.subresource)))
 
 
 async def patch(request: web.Request, call: Call, store: Store) -> web.Response:
-    document = await read_json(request)
+    document = call.api.inward(await read_json(request))
     patched = store.patch(
         call.resource,
         call.namespace,
@@ -75,7 +77,7 @@ async def patch(request: web.Request, call: Call, store: Store) -> web.Response:
         content_type=request.headers.get("Content-Type", ""),
         subresource=call.subresource,
     )
-    return json_response(patched)
+    return json_response(call.api.outward(patched))
 
 
 async def delete(request: web.Request, call: Call, store: Store) -> web.Response:
@@ -89,7 +91,7 @@ async def delete(request: web.Request, call: Call, store: Store) -> web.Response
         uid=preconditions.get("uid"),
         resource_version=preconditions.get("resourceVersion"),
     )
-    return json_response(deleted)
+    return json_response(call.api.outward(deleted))
 
 
 async def delete_collection(request: web.Request, call: Call, store: Store) -> web.Response:

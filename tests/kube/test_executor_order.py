@@ -11,6 +11,7 @@ from __future__ import annotations
 from nicplug.adapters.executor import KubeExecutor
 from nicplug.adapters.kube.calls import KubeCalls
 from nicplug.adapters.kube.client import ApiConnection
+from nicplug.adapters.kube.flavour import UPSTREAM
 from nicplug.adapters.sdn import dialect_for
 from nicplug.engine.journal import PendingEffect
 from nicplug.engine.model import Key, StreamId
@@ -47,7 +48,7 @@ async def test_an_older_kvvm_patch_coming_back_after_a_newer_one_is_not_sent(
     store = api_server.store
     store.create(NAMESPACES, {"metadata": {"name": "ns1"}})
     store.create(KVVMS, kvvm_for(Knobs(), "ns1", "vm", (("Network", "net-a"),)))
-    executor = KubeExecutor(KubeCalls(connection), dialect_for("deckhouse"))
+    executor = KubeExecutor(KubeCalls(connection), dialect_for("deckhouse"), flavour=UPSTREAM)
     unplug_a = kvvm_patch(VMNetworkEntry(NET_A, "Network/net-a", absent=True))
     and_plug_b = kvvm_patch(VMNetworkEntry(NET_A, "Network/net-a", absent=True),
                             VMNetworkEntry(NET_B, "Network/net-b"))
@@ -68,7 +69,7 @@ async def test_the_same_patch_tried_again_is_sent_again(
     store = api_server.store
     store.create(NAMESPACES, {"metadata": {"name": "ns1"}})
     store.create(KVVMS, kvvm_for(Knobs(), "ns1", "vm", ()))
-    executor = KubeExecutor(KubeCalls(connection), dialect_for("deckhouse"))
+    executor = KubeExecutor(KubeCalls(connection), dialect_for("deckhouse"), flavour=UPSTREAM)
     plug_b = pending(3, kvvm_patch(VMNetworkEntry(NET_B, "Network/net-b")))
 
     await executor.execute(plug_b)

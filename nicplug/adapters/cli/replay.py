@@ -32,6 +32,9 @@ def replay(
     )] = False,
     strict: Annotated[bool, typer.Option(help="Stop at the first malformed line")] = False,
     dialect: Annotated[str, typer.Option(help="SDN dialect: deckhouse | multus")] = "deckhouse",
+    kubevirt_api: Annotated[str | None, typer.Option(
+        help="KubeVirt API: upstream | deckhouse (default: as the tape's objects name it)"
+    )] = None,
     gating: Annotated[
         str, typer.Option(help="rollout-strategy | always-live")
     ] = "rollout-strategy",
@@ -56,7 +59,7 @@ def replay(
 
     try:
         settings = Settings(
-            dialect=dialect, gating=gating, migrations=migrations,
+            dialect=dialect, kubevirt_api=kubevirt_api, gating=gating, migrations=migrations,
             sdn_ready_timeout=sdn_ready_timeout, attach_timeout=attach_timeout,
             detach_timeout=detach_timeout, migration_timeout=migration_timeout,
             dynamic_networks_grace=dynamic_networks_grace,

@@ -38,6 +38,9 @@ def run(
     ] = None,
     journal: Annotated[Path, _opt("journal", "SQLite journal file")] = Path("nicplug-journal.db"),
     dialect: Annotated[str, _opt("dialect", "SDN dialect: deckhouse | multus")] = "deckhouse",
+    kubevirt_api: Annotated[str | None, _opt(
+        "kubevirt-api", "KubeVirt API: upstream | deckhouse (default: the dialect's)"
+    )] = None,
     gating: Annotated[
         str, _opt("gating", "rollout-strategy (obey vmRolloutStrategy) | always-live")
     ] = "rollout-strategy",
@@ -105,7 +108,8 @@ def run(
 
     try:
         settings = Settings(
-            kubeconfig=kubeconfig, journal=journal, dialect=dialect, gating=gating,
+            kubeconfig=kubeconfig, journal=journal, dialect=dialect,
+            kubevirt_api=kubevirt_api, gating=gating,
             migrations=migrations, namespace=namespace, metrics_addr=metrics_addr,
             sdn_ready_timeout=sdn_ready_timeout, attach_timeout=attach_timeout,
             detach_timeout=detach_timeout, migration_timeout=migration_timeout,

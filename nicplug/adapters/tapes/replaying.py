@@ -15,11 +15,13 @@ world reaction to effects: the tape holds the world's reactions as they were rec
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from nicplug.adapters.kube.flavour import DECKHOUSE, UPSTREAM, Flavour
 from nicplug.adapters.kube.resources import object_key
 from nicplug.adapters.observing import Observing
 from nicplug.adapters.sdn import dialect_for
@@ -108,6 +110,29 @@ class _Errors(RuntimeListener):
         self.errors.append(f"{key}: {error}")
 
 
+_FLAVOUR_MARKS = (
+    (b'"apiVersion":"' + DECKHOUSE.kvvms.group.encode() + b"/", DECKHOUSE),
+    (b'"apiVersion":"' + UPSTREAM.kvvms.group.encode() + b"/", UPSTREAM),
+)
+
+
+def sniff_flavour(lines: Iterable[bytes], *, default: Flavour) -> tuple[Flavour, Iterable[bytes]]:
+    """The KubeVirt API flavour whose names the tape holds (the first KubeVirt object
+    tells), and the lines unchanged; `default` when no line names a KubeVirt kind.
+    Only the lines up to that object are held in memory."""
+    iterator = iter(lines)
+    seen: list[bytes] = []
+    found = default
+    for line in iterator:
+        seen.append(line)
+        compact = line.replace(b" ", b"")
+        match = next((f for mark, f in _FLAVOUR_MARKS if mark in compact), None)
+        if match is not None:
+            found = match
+            break
+    return found, itertools.chain(seen, iterator)
+
+
 class Replay:
     """One replay of one tape; `run(lines)` returns the result."""
 
@@ -118,11 +143,15 @@ class Replay:
         self.journal_path = journal
         self.strict = strict
         self.clock = VirtualClock()
-        self._observing = Observing(dialect_for(
+        self._dialect = dialect_for(
             settings.dialect, cluster_nad_namespace=settings.cluster_network_namespace
-        ))
+        )
+        self._observing = Observing(self._dialect, settings.flavour())
 
     async def run(self, lines: Iterable[bytes]) -> ReplayResult:
+        if self.settings.kubevirt_api is None:
+            flavour, lines = sniff_flavour(lines, default=self.settings.flavour())
+            self._observing = Observing(self._dialect, flavour)
         journal = await SQLiteJournal.open(
             str(self.journal_path) if self.journal_path else MEMORY, synchronous="NORMAL"
         )
