@@ -126,7 +126,7 @@ def start_world(vms: int, directory: Path, *, deadline: float = 300.0) -> World:
     port, journal = _free_port(), directory / "journal.db"
     with (directory / "controller.log").open("wb") as log:
         controller = _spawn(
-            ["-m", "nicplug", "run", "--kubeconfig", str(kubeconfig), "--journal",
+            ["-m", "nicplug.adapters.cli", "run", "--kubeconfig", str(kubeconfig), "--journal",
              str(journal), "--metrics-addr", f"127.0.0.1:{port}", "--identity", "bench"], log,
         )
     world = World(directory, cluster, controller, url, f"http://127.0.0.1:{port}", journal,

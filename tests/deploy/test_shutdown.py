@@ -26,7 +26,8 @@ GRACE = int(manifests.one("Deployment")["spec"]["template"]["spec"]
 def _nicplug(args: list[str], log: Path) -> subprocess.Popen[bytes]:
     env = {**os.environ, "PYTHONPATH": str(manifests.ROOT)}
     with log.open("wb") as out:
-        return subprocess.Popen([sys.executable, "-m", "nicplug", *args], cwd=manifests.ROOT,
+        return subprocess.Popen([sys.executable, "-m", "nicplug.adapters.cli", *args],
+                                cwd=manifests.ROOT,
                                 env=env, stdin=subprocess.DEVNULL, stdout=out,
                                 stderr=subprocess.STDOUT)
 

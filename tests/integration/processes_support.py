@@ -113,7 +113,8 @@ async def start_controller(
     cluster: SimulatedCluster, directory: Path, identity: str, *extra: str,
     journal: Path | None = None,
 ) -> ControllerProcess:
-    """`python -m nicplug run` against `cluster`, logging to `directory/<identity>.log`."""
+    """`nicplug run` (as `python -m nicplug.adapters.cli`) against `cluster`, logging to
+    `directory/<identity>.log`."""
     assert cluster.kubeconfig_path is not None
     journal = journal or directory / f"{identity}.db"
     port = free_port()
@@ -121,7 +122,7 @@ async def start_controller(
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     with log.open("wb") as out:
         process = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "nicplug", "run",
+            sys.executable, "-m", "nicplug.adapters.cli", "run",
             "--kubeconfig", str(cluster.kubeconfig_path), "--journal", str(journal),
             "--identity", identity, "--metrics-addr", f"127.0.0.1:{port}",
             "--synchronous", "NORMAL", *FAST_LEASE, *extra,

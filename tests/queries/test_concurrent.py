@@ -60,7 +60,8 @@ async def test_another_process_reads_while_the_controller_writes(tmp_path: Path)
     try:
         await cluster.run(3)
         process = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "nicplug", "status", "--journal", str(path), "--json",
+            sys.executable, "-m", "nicplug.adapters.cli", "status", "--journal", str(path),
+            "--json",
             cwd=ROOT, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
         )
         reading = asyncio.ensure_future(process.communicate())

@@ -94,7 +94,8 @@ def sim_serve(kubeconfig: Path, *argv: str) -> Iterator[list[str]]:
     checks on exit that Ctrl-C stopped it cleanly."""
     env = dict(os.environ, PYTHONPATH=str(ROOT), PYTHONUNBUFFERED="1")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "nicplug", "sim", "serve", "--kubeconfig", str(kubeconfig),
+        [sys.executable, "-m", "nicplug.adapters.cli", "sim", "serve",
+         "--kubeconfig", str(kubeconfig),
          *argv],
         cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )

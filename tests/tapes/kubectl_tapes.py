@@ -44,7 +44,7 @@ async def _nicplug(*args: str, log: Path) -> asyncio.subprocess.Process:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     with log.open("wb") as out:
         return await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "nicplug", *args, cwd=ROOT, env=env,
+            sys.executable, "-m", "nicplug.adapters.cli", *args, cwd=ROOT, env=env,
             stdin=asyncio.subprocess.DEVNULL, stdout=out, stderr=asyncio.subprocess.STDOUT,
         )
 

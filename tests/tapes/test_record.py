@@ -69,7 +69,8 @@ async def test_record_lists_then_watches_every_kind(tmp_path: Path) -> None:
 def test_record_without_a_kubeconfig_is_a_clear_error(tmp_path: Path) -> None:
     tape = tmp_path / "tape.jsonl"
     result = subprocess.run(
-        [sys.executable, "-m", "nicplug", "record", "--kubeconfig", str(tmp_path / "none"),
+        [sys.executable, "-m", "nicplug.adapters.cli", "record",
+         "--kubeconfig", str(tmp_path / "none"),
          "-o", str(tape), "--duration", "0.1"],
         cwd=ROOT, capture_output=True, text=True, timeout=60, check=False,
     )

@@ -56,7 +56,7 @@ async def _spawn(argv: list[str], log: Path) -> asyncio.subprocess.Process:
     out = log.open("wb")
     try:
         return await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "nicplug", *argv,
+            sys.executable, "-m", "nicplug.adapters.cli", *argv,
             stdin=asyncio.subprocess.DEVNULL, stdout=out, stderr=asyncio.subprocess.STDOUT,
         )
     finally:

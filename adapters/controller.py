@@ -19,7 +19,7 @@ from typing import Any
 
 from aiohttp import web
 
-from nicplug import __version__
+from nicplug.adapters import __version__
 from nicplug.adapters.executor import KubeExecutor
 from nicplug.adapters.kube.calls import KubeCalls
 from nicplug.adapters.kube.client import ApiConnection, ClientSettings, connect

@@ -16,6 +16,6 @@ app = typer.Typer(
 @app.command()
 def version() -> None:
     """Print nicplug's version."""
-    from nicplug import __version__
+    from nicplug.adapters import __version__
 
     typer.echo(__version__)

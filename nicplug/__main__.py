@@ -1,5 +1,0 @@
-"""`python -m nicplug` is the same as the `nicplug` console script."""
-
-from nicplug.adapters.cli import main
-
-main()
