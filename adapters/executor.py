@@ -32,6 +32,7 @@ from nicplug.machines.effects import (
     EmitEvent,
     PatchPodNetworks,
     PatchVirtualMachine,
+    RemoveVMCondition,
     RestartVM,
     SetVMCondition,
     effect_from_payload,
@@ -95,6 +96,8 @@ class KubeExecutor:
                     return await self._patch_kvvm(decoded, effect)
                 case SetVMCondition():
                     return await self._set_condition(decoded)
+                case RemoveVMCondition():
+                    return await self._remove_condition(decoded)
                 case RestartVM():
                     return await self._restart(decoded)
                 case CreateMigration():
@@ -132,6 +135,8 @@ class KubeExecutor:
 
     async def _patch_pod(self, e: PatchPodNetworks, effect: PendingEffect) -> Result:
         value = self._dialect.render_requests(requests=e.entries, namespace=e.namespace)
+        if value is None:
+            value = self._dialect.empty_pod_requests
         pod = await self._calls.get(self._kinds.launcher_pods, e.namespace, e.pod)
         ops = _annotation_ops(pod, "/metadata", self._dialect.request_annotation, value)
         if not ops:
@@ -153,8 +158,15 @@ class KubeExecutor:
         old_nets = {n.get("name"): n for n in tspec.get("networks") or ()}
         interfaces: list[dict[str, Any]] = []
         networks: list[dict[str, Any]] = []
+        wanted = {r.if_name: r for r in e.template_requests}
         for entry in e.networks:
-            iface = dict(old_ifaces.get(entry.if_name) or {"name": entry.if_name, "bridge": {}})
+            current = old_ifaces.get(entry.if_name)
+            if entry.identity in ("", "Main") or entry.if_name == MAIN_IF_NAME or (
+                    entry.absent and current):
+                iface = dict(current or {"name": entry.if_name, "bridge": {}})
+            else:
+                request = wanted.get(entry.if_name) or SDNRequest(entry.identity, entry.if_name)
+                iface = self._dialect.kubevirt_interface(request=request, current=current)
             if entry.absent:
                 iface["state"] = "absent"
             else:
@@ -210,6 +222,18 @@ class KubeExecutor:
         await self._calls.patch_status(self._kinds.virtual_machines, e.namespace, e.name, patch)
         return {"condition": e.type, "status": e.status}
 
+    async def _remove_condition(self, e: RemoveVMCondition) -> Result:
+        vm = await self._calls.get(self._kinds.virtual_machines, e.namespace, e.name)
+        status = vm.get("status") or {}
+        conditions = [c for c in status.get("conditions") or () if isinstance(c, dict)]
+        kept = [c for c in conditions if c.get("type") != e.type]
+        if len(kept) == len(conditions):
+            return {"unchanged": True}
+        version = (vm.get("metadata") or {}).get("resourceVersion")
+        patch = {"metadata": {"resourceVersion": version}, "status": {"conditions": kept}}
+        await self._calls.patch_status(self._kinds.virtual_machines, e.namespace, e.name, patch)
+        return {"removed": e.type}
+
     async def _restart(self, e: RestartVM) -> Result:
         try:
             vmi = await self._calls.get(self._kinds.vmis, e.namespace, e.name)
@@ -217,6 +241,17 @@ class KubeExecutor:
             return {"restarted": False, "reason": "no VMI"}
         if (vmi.get("metadata") or {}).get("uid") != e.vmi_uid:
             return {"restarted": False, "reason": "the VMI was already replaced"}
+        if self._kinds.restart_by_operation:
+            # one operation per VMI: asking again for the same VMI is AlreadyExists
+            name = f"nicplug-restart-{e.name}"[:244] + f"-{e.vmi_uid[:8]}"
+            try:
+                await self._calls.create_operation(
+                    self._kinds.operations, e.namespace, name, type_="Restart",
+                    vm_name=e.name, labels={"app.kubernetes.io/managed-by": "nicplug"},
+                )
+            except kube_errors.AlreadyExists:
+                return {"restarted": False, "reason": f"VirtualMachineOperation {name} exists"}
+            return {"restarted": True, "operation": name}
         await self._calls.delete(self._kinds.vmis, e.namespace, e.name, uid=e.vmi_uid)
         return {"restarted": True}
 

@@ -170,6 +170,23 @@ class SetVMCondition(Effect):
 
 
 @dataclass(frozen=True, slots=True)
+class RemoveVMCondition(Effect):
+    """Remove one condition from the VirtualMachine status, as the platform does with
+    `AwaitingRestartToApplyConfiguration` once the change is applied (its only
+    reasons are `ChangesPendingRestart`, `NoRestartRequired`, `UnexpectedState`:
+    `api/core/v1alpha2/vmcondition/condition.go`), rather than leave it `False`."""
+
+    TYPE: ClassVar[str] = "RemoveVMCondition"
+    namespace: str
+    name: str
+    type: str
+
+    @property
+    def target(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+@dataclass(frozen=True, slots=True)
 class RestartVM(Effect):
     """Restart the VM, but only while its VMI is still `vmi_uid` (a compare-and-swap)."""
 
@@ -219,6 +236,7 @@ AnyEffect = (
     PatchPodNetworks
     | PatchVirtualMachine
     | SetVMCondition
+    | RemoveVMCondition
     | RestartVM
     | CreateMigration
     | EmitEvent
@@ -230,6 +248,7 @@ EFFECT_TYPES: Mapping[str, Any] = {
         PatchPodNetworks,
         PatchVirtualMachine,
         SetVMCondition,
+        RemoveVMCondition,
         RestartVM,
         CreateMigration,
         EmitEvent,

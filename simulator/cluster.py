@@ -20,6 +20,7 @@ from types import TracebackType
 
 from aiohttp import web
 
+from nicplug.simulator.actors.deckhouse_operations import VirtualMachineOperations
 from nicplug.simulator.actors.kubevirt import KubeVirt
 from nicplug.simulator.actors.multus_dnc import DynamicNetworksController
 from nicplug.simulator.actors.reactor import Reactor
@@ -67,6 +68,7 @@ class SimulatedCluster:
         self.actors: list[Reactor] = [self.kubevirt, self.virt_handler]
         if self.knobs.dialect == "deckhouse":
             self.actors.append(DeckhouseSDN(self.store, self.knobs, self.clock))
+            self.actors.append(VirtualMachineOperations(self.store, self.knobs, self.clock))
         elif self.knobs.dynamic_networks_controller:
             self.actors.append(DynamicNetworksController(self.store, self.knobs, self.clock))
         self._tasks: list[asyncio.Task[None]] = []

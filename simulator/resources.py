@@ -58,6 +58,11 @@ VMIMS = Resource(
 )
 KUBEVIRTS = Resource("kubevirt.io", "v1", "kubevirts", "KubeVirt", namespaced=True,
                      has_status=True, short_names=("kv", "kvs"), categories=("all",))
+VMOPS = Resource(
+    "virtualization.deckhouse.io", "v1alpha2", "virtualmachineoperations",
+    "VirtualMachineOperation", namespaced=True, has_status=True, short_names=("vmop",),
+    categories=("virtualization",),
+)
 NETWORKS = Resource(
     "network.deckhouse.io", "v1alpha1", "networks", "Network", namespaced=True, has_status=True
 )
@@ -67,6 +72,6 @@ CLUSTER_NETWORKS = Resource(
 )
 
 ALL: tuple[Resource, ...] = (
-    NAMESPACES, PODS, EVENTS, LEASES, VMS, KVVMS, VMIS, VMIMS, KUBEVIRTS, NETWORKS,
+    NAMESPACES, PODS, EVENTS, LEASES, VMS, KVVMS, VMIS, VMIMS, KUBEVIRTS, VMOPS, NETWORKS,
     CLUSTER_NETWORKS,
 )

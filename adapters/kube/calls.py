@@ -178,6 +178,22 @@ class KubeCalls:
         return await fetch_object(self._custom.create_namespaced_custom_object(
             kind.group, kind.version, namespace, kind.plural, body, **self._options()))
 
+    async def create_operation(
+        self, kind: KindRef, namespace: str, name: str, *, type_: str, vm_name: str,
+        labels: Mapping[str, str] | None = None,
+    ) -> JsonObject:
+        """Create a Deckhouse VirtualMachineOperation `{type, virtualMachineName}`.
+
+        The name is the caller's, so that creating twice yields `AlreadyExists`."""
+        body = {
+            "apiVersion": kind.api_version,
+            "kind": kind.kind,
+            "metadata": {"name": name, "namespace": namespace, "labels": dict(labels or {})},
+            "spec": {"type": type_, "virtualMachineName": vm_name},
+        }
+        return await fetch_object(self._custom.create_namespaced_custom_object(
+            kind.group, kind.version, namespace, kind.plural, body, **self._options()))
+
     async def create_event(self, note: EventNote) -> JsonObject:
         """Record a core/v1 Event in the namespace of the involved object."""
         metadata = note.involved.get("metadata") or {}

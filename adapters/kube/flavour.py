@@ -25,6 +25,7 @@ from nicplug.adapters.kube.resources import (
     EVENTS,
     LEASES,
     NETWORKS,
+    VIRTUAL_MACHINE_OPERATIONS,
     VIRTUAL_MACHINES,
     KindRef,
 )
@@ -45,6 +46,11 @@ class Flavour:
     `created_by_label` holds the VMI uid on each of its launcher pods (the migration
     target too); `vm_name_label` holds only the sanitized hostname, so it is never used
     to find a pod (`pkg/virt-controller/services/template.go`).
+
+    `restart_by_operation`: a VM is restarted by creating a `VirtualMachineOperation`
+    of type `Restart` (Deckhouse: its controller gives most run policies
+    `runStrategy: Manual`, under which deleting the VMI stops the VM for good); else
+    by deleting the VMI, which KubeVirt starts again.
     """
 
     name: FlavourName
@@ -54,12 +60,14 @@ class Flavour:
     kubevirts: KindRef
     created_by_label: str
     vm_name_label: str
+    restart_by_operation: bool
     launcher_pods: KindRef = field(init=False)
     virtual_machines: KindRef = field(default=VIRTUAL_MACHINES, init=False)
     networks: KindRef = field(default=NETWORKS, init=False)
     cluster_networks: KindRef = field(default=CLUSTER_NETWORKS, init=False)
     events: KindRef = field(default=EVENTS, init=False)
     leases: KindRef = field(default=LEASES, init=False)
+    operations: KindRef = field(default=VIRTUAL_MACHINE_OPERATIONS, init=False)
 
     def __post_init__(self) -> None:
         # KubeVirt labels each launcher pod (a migration's target too) with its VMI's uid
@@ -98,6 +106,7 @@ def _flavour(name: FlavourName) -> Flavour:
         kubevirts=_kubevirt_kind(_UPSTREAM_GROUP, "kubevirts", "KubeVirt", renamed=renamed),
         created_by_label=f"{label_domain}/created-by",
         vm_name_label=f"{vm_domain}/name",
+        restart_by_operation=renamed,
     )
 
 
@@ -136,11 +145,18 @@ def rbac_rules(flavour: Flavour) -> tuple[Grant, ...]:
     it is meant for (a test checks it), so a rename never leaves the RBAC behind.
     """
     f = flavour
+    restart = (
+        (Grant(f.operations.group, (f.operations.plural,), ("create",)),)
+        if f.restart_by_operation else ()
+    )
+    vmi_verbs = ("get", "list", "watch") if f.restart_by_operation else (
+        "get", "list", "watch", "delete")
     return (
+        *restart,
         Grant(f.virtual_machines.group, (f.virtual_machines.plural,), ("get", "list", "watch")),
         Grant(f.virtual_machines.group, (f.virtual_machines.plural + "/status",), ("patch",)),
         Grant(f.kvvms.group, (f.kvvms.plural,), ("get", "list", "watch", "patch")),
-        Grant(f.vmis.group, (f.vmis.plural,), ("get", "list", "watch", "delete")),
+        Grant(f.vmis.group, (f.vmis.plural,), vmi_verbs),
         Grant(f.vmims.group, (f.vmims.plural,), ("list", "watch", "create")),
         Grant(f.kubevirts.group, (f.kubevirts.plural,), ("list", "watch")),
         Grant(f.networks.group, (f.networks.plural, f.cluster_networks.plural),

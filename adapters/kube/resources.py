@@ -43,6 +43,11 @@ class KindRef:
 VIRTUAL_MACHINES = KindRef(
     "virtualization.deckhouse.io", "v1alpha2", "virtualmachines", "VirtualMachine", True
 )
+VIRTUAL_MACHINE_OPERATIONS = KindRef(
+    "virtualization.deckhouse.io", "v1alpha2", "virtualmachineoperations",
+    "VirtualMachineOperation", True,
+)
+"""How Deckhouse asks its controller to start, stop or restart a VM."""
 NETWORKS = KindRef("network.deckhouse.io", "v1alpha1", "networks", "Network", True)
 CLUSTER_NETWORKS = KindRef(
     "network.deckhouse.io", "v1alpha1", "clusternetworks", "ClusterNetwork", False

@@ -97,7 +97,7 @@ def test_the_scenarios_exercise_every_kind_of_write(runs: list[WorldRun]) -> Non
          P(kv, "internalvirtualizationvirtualmachines", "patch")),
         (P("virtualization.deckhouse.io", "virtualmachines/status", "patch"),),  # SetVMCondition
         (P("kubevirt.io", "virtualmachineinstances", "delete"),  # RestartVM
-         P(kv, "internalvirtualizationvirtualmachineinstances", "delete")),
+         P("virtualization.deckhouse.io", "virtualmachineoperations", "create")),
         (P("kubevirt.io", "virtualmachineinstancemigrations", "create"),  # CreateMigration
          P(kv, "internalvirtualizationvirtualmachineinstancemigrations", "create")),
         (P("", "events", "create"),),  # EmitEvent

@@ -13,7 +13,7 @@ from nicplug.simulator import objects as ob
 from nicplug.simulator.cluster import SimulatedCluster
 from nicplug.simulator.fixtures import Fixtures
 from nicplug.simulator.knobs import Failures, Knobs
-from nicplug.simulator.resources import KVVMS, PODS, VMIMS, VMIS, VMS
+from nicplug.simulator.resources import KVVMS, PODS, VMIMS, VMIS, VMOPS, VMS
 from tests.integration.cluster_view import (
     Trail,
     active_pods,
@@ -123,23 +123,29 @@ async def test_two_networks_at_once(knobs, start_cluster, start_controller, foll
     assert_healthy(cluster)
 
 
-async def test_sdn_failure_fails_the_plug_with_a_reason(start_cluster, start_controller, user_of):
-    """Deckhouse only: the multus dynamic-networks controller reports no errors (a
-    network it cannot set up is simply never listed)."""
+async def test_sdn_failure_waits_then_times_out_with_the_sdns_words(
+    start_cluster, start_controller, user_of
+):
+    """Deckhouse only: its SDN's `False` means "not yet" (as Deckhouse's controller reads
+    it), so the plug waits until the SDN deadline and fails with what the SDN last said.
+    The multus dynamic-networks controller reports no errors (a network it cannot set up
+    is simply never listed)."""
     knobs = Knobs(delays=QUICK, failures=Failures(sdn_networks=frozenset({"Network/broken-net"})))
     cluster = await start_cluster(knobs, Fixtures(vms=1, networks=("user-net", "broken-net")))
-    ctl = await start_controller(cluster, backoff_base=300.0)  # no second attempt meanwhile
+    ctl = await start_controller(cluster, backoff_base=300.0,  # no second attempt meanwhile
+                                 sdn_ready_timeout=3.0)
     broken = ("Network", "broken-net")
 
     await user_of(cluster).add_network(VM, *broken)
     op = await ctl.journal.wait_for(VM, "Network/broken-net", "plug", {"Attached", "Failed"})
 
-    assert (op.state, op.reason) == ("Failed", "SDNError")
+    assert (op.state, op.reason) == ("Failed", "SDNTimeout")
     assert await ctl.journal.path_of(op.stream) == ["Requested", "AnnotationPatched", "Failed"]
+    assert "the SDN says:" in op.message and "ConfigurationFailed" in op.message, op.message
     await eventually(lambda: vm_condition(cluster.store, VM, "NetworkHotplugFailed") is not None,
                      what="the NetworkHotplugFailed condition")
     condition = vm_condition(cluster.store, VM, "NetworkHotplugFailed")
-    assert (condition["status"], condition["reason"]) == ("True", "SDNError")
+    assert (condition["status"], condition["reason"]) == ("True", "SDNTimeout")
     assert "Network/broken-net" in condition["message"]
     # the pod still asks for it (a later attempt may succeed); the KVVM never got it
     assert_requests(cluster, VM, [broken], template=[])
@@ -231,6 +237,16 @@ async def test_stage_with_automatic_approval_applies_at_restart(
         "Requested", "RestartRequired", "VMIPatched", "Attached"
     ]
     assert _vmi_uid(cluster) != before  # nicplug restarted the VM itself
+    restarts = [(r.verb, r.group, r.resource) for r in cluster.requests
+                if r.verb in ("create", "delete") and r.resource.endswith(
+                    ("virtualmachineinstances", "virtualmachineoperations"))]
+    if knobs.dialect == "deckhouse":  # never a VMI deletion: under runStrategy Manual it stops
+        assert restarts == [("create", "virtualization.deckhouse.io", "virtualmachineoperations")]
+        (operation,), _ = cluster.store.list(VMOPS, split(VM)[0])
+        assert operation["spec"] == {"type": "Restart", "virtualMachineName": split(VM)[1]}
+        assert operation["status"]["phase"] == "Completed"
+    else:
+        assert restarts == [("delete", "kubevirt.io", "virtualmachineinstances")]
     assert _restart_flagged(trail)
     await eventually(lambda: not restart_pending(cluster, VM),
                      what="the restart condition to clear")
