@@ -134,6 +134,8 @@ class _Api:
                 field_selector=query.get("fieldSelector"),
                 bookmarks=flag(query.get("allowWatchBookmarks")),
                 timeout=_timeout(query.get("timeoutSeconds")),
+                send_initial_events=flag(query.get("sendInitialEvents")),
+                resource_version_match=query.get("resourceVersionMatch"),
             )
             return await serve_watch(
                 request, call, params, self.store, self.faults, self.bookmark_interval,

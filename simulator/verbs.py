@@ -13,6 +13,7 @@ from typing import Any
 
 from aiohttp import web
 
+from nicplug.simulator.errors import BadRequest
 from nicplug.simulator.routing import Call
 from nicplug.simulator.store import Store
 from nicplug.simulator.wire import json_response, place, read_json, require_json
@@ -45,8 +46,33 @@ def _name(call: Call) -> str:
 
 
 async def list_objects(request: web.Request, call: Call, store: Store) -> web.Response:
-    items, rv = _selected(request, call, store)  # the stored dicts: serialised, not copied
-    return json_response(_list_body(call, items, rv))
+    limit = _limit(request.query.get("limit"))
+    token = request.query.get("continue")
+    if limit is None and not token:
+        items, rv = _selected(request, call, store)  # the stored dicts: serialised, not copied
+        return json_response(_list_body(call, items, rv))
+    items, rv, next_token, remaining = store.page(
+        call.resource, call.namespace, limit=limit or 500, token=token,
+        label_selector=call.api.inward_selector(request.query.get("labelSelector")),
+        field_selector=request.query.get("fieldSelector"),
+    )
+    body = _list_body(call, items, rv)
+    if next_token is not None:
+        body["metadata"] |= {"continue": next_token, "remainingItemCount": remaining}
+    return json_response(body)
+
+
+def _limit(value: str | None) -> int | None:
+    """`limit`: a positive page size; absent or 0 means the whole list."""
+    if value is None:
+        return None
+    try:
+        limit = int(value)
+    except ValueError as e:
+        raise BadRequest(f"invalid limit {value!r}") from e
+    if limit < 0:
+        raise BadRequest(f"limit must not be negative, not {limit}")
+    return limit or None
 
 
 async def get(request: web.Request, call: Call, store: Store) -> web.Response:
