@@ -28,12 +28,13 @@ from nicplug.simulator.actors.sdn_deckhouse import DeckhouseSDN
 from nicplug.simulator.actors.virt_handler import Crash, VirtHandler
 from nicplug.simulator.apis import served_api
 from nicplug.simulator.clock import RealSimClock, SimClock, VirtualSimClock
+from nicplug.simulator.definitions import definitions
 from nicplug.simulator.faults import Faults
 from nicplug.simulator.fixtures import Fixtures, populate
 from nicplug.simulator.knobs import Knobs
 from nicplug.simulator.kubeconfig import write_kubeconfig
 from nicplug.simulator.networking import Json
-from nicplug.simulator.resources import EVENTS
+from nicplug.simulator.resources import CRDS, EVENTS
 from nicplug.simulator.server import REQUEST_LOG, RequestRecord, make_app
 from nicplug.simulator.store import Store
 
@@ -80,6 +81,8 @@ class SimulatedCluster:
 
     async def start(self) -> None:
         self.vms = populate(self.store, self.knobs, self.fixtures)
+        for crd in definitions(served_api(self.knobs.api)):
+            self.store.create(CRDS, crd)
         if isinstance(self.clock, VirtualSimClock):
             self.clock.settle = self.settle
         self._tasks = [asyncio.create_task(a.run(), name=type(a).__name__)

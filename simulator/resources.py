@@ -71,7 +71,12 @@ CLUSTER_NETWORKS = Resource(
     namespaced=False, has_status=True,
 )
 
+CRDS = Resource(
+    "apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition",
+    namespaced=False, has_status=True, short_names=("crd", "crds"),
+)
+
 ALL: tuple[Resource, ...] = (
-    NAMESPACES, PODS, EVENTS, LEASES, VMS, KVVMS, VMIS, VMIMS, KUBEVIRTS, VMOPS, NETWORKS,
+    NAMESPACES, PODS, EVENTS, LEASES, CRDS, VMS, KVVMS, VMIS, VMIMS, KUBEVIRTS, VMOPS, NETWORKS,
     CLUSTER_NETWORKS,
 )

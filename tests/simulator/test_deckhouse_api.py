@@ -9,9 +9,12 @@ test checks that the table and the server agree.
 
 from __future__ import annotations
 
+import asyncio
+import shutil
 from typing import Any
 
 import aiohttp
+from kubernetes_asyncio import client, config
 
 from nicplug.adapters.kube.flavour import DECKHOUSE, UPSTREAM
 from nicplug.simulator.apis import served_api
@@ -102,3 +105,29 @@ def test_nicplugs_flavour_table_names_what_each_server_serves() -> None:
                                                    "vm.kubevirt.io/name": "v"}}})
         assert pod["metadata"]["labels"] == {flavour.created_by_label: "u",
                                              flavour.vm_name_label: "v"}
+
+
+async def test_every_custom_kind_has_its_crd_for_kubernetes_asyncio_and_kubectl() -> None:
+    async with SimulatedCluster(Knobs(dialect="deckhouse"), clock=VirtualSimClock(),
+                                fixtures=Fixtures(vms=1)) as cluster:
+        assert cluster.kubeconfig_path is not None
+        api = await config.new_client_from_config(str(cluster.kubeconfig_path))
+        async with api:
+            crds = await client.ApiextensionsV1Api(api).list_custom_resource_definition()
+        by_name = {c.metadata.name: c for c in crds.items}
+        vmi = by_name[f"internalvirtualizationvirtualmachineinstances.{GROUP}"]
+        assert (vmi.spec.names.short_names, vmi.spec.names.categories) == (
+            ["intvirtvmi"], ["intvirt"])
+        assert by_name["virtualmachines.virtualization.deckhouse.io"].spec.names.short_names == [
+            "vm"]
+        assert not [n for n in by_name if n.endswith(".kubevirt.io")]
+        if shutil.which("kubectl") is None:
+            return  # kubernetes_asyncio has checked the objects; kubectl is optional here
+        for args in (["get", "crd", "-o", "name"], ["get", "vm", "-A", "-o", "name"],
+                     ["get", "intvirt", "-A", "-o", "name"]):
+            kubectl = await asyncio.create_subprocess_exec(
+                "kubectl", "--kubeconfig", str(cluster.kubeconfig_path), *args,
+                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+            out, err = await asyncio.wait_for(kubectl.communicate(), 30)
+            assert kubectl.returncode == 0, (args, err)
+            assert out.strip(), args
