@@ -67,6 +67,7 @@ class Controller:
         self._observing = Observing(
             self.dialect,
             self.flavour,
+            scope=settings.scope(),
             on_hold=lambda _vm, _problem: self.metrics.observation_errors.labels("object").inc(),
             on_unreadable_pods=lambda _vm, _problem: self.metrics.observation_errors.labels(
                 "annotation").inc(),

@@ -20,6 +20,7 @@ from nicplug.adapters.kube.flavour import Flavour
 from nicplug.adapters.kube.resources import KindRef
 from nicplug.adapters.kube.translate.assemble import ReadMemo, assemble_world
 from nicplug.adapters.kube.translate.objects import MalformedObject
+from nicplug.adapters.scope import VMScope
 from nicplug.adapters.sdn import Dialect
 from nicplug.adapters.worldview import WorldIndex
 from nicplug.engine.model import Cause, Key
@@ -55,8 +56,10 @@ class Observing:
         *,
         on_hold: Callable[[str, str], None] | None = None,
         on_unreadable_pods: Callable[[str, str], None] | None = None,
+        scope: VMScope | None = None,
     ) -> None:
         self.dialect = dialect
+        self.scope = scope or VMScope()
         self.index = WorldIndex(flavour)
         self._memo = ReadMemo()  # the index stores a new dict on every change
         self.wake = asyncio.Event()
@@ -91,11 +94,26 @@ class Observing:
         self.wake.clear()
         fed = 0
         for vm_key, ref in dirty.items():
+            if not self.in_scope(vm_key):
+                continue  # another controller's VM: never observed, never touched
             world = self.world(vm_key)
             if world is not None:
                 await runtime.observe(Key(vm_key), world, Cause("observation", ref))
                 fed += 1
         return fed
+
+    def in_scope(self, vm_key: str) -> bool:
+        """Is the VM one nicplug manages? A VM already gone is judged by its namespace
+        alone, so that the operations of a managed VM can still end."""
+        if self.scope.everything:
+            return True
+        namespace = vm_key.partition("/")[0]
+        vm = self.index.vm_body(vm_key)
+        if vm is None:
+            return not self.scope.namespaces or namespace in self.scope.namespaces
+        meta = vm.get("metadata")
+        labels = meta.get("labels") if isinstance(meta, dict) else None
+        return self.scope.covers(namespace, labels if isinstance(labels, dict) else {})
 
     def world(self, vm_key: str) -> World | None:
         """The VM's assembled world, or None while it must be held still."""

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from nicplug.adapters.kube.flavour import Flavour, FlavourName, default_for_dialect, flavour_for
 from nicplug.adapters.kube.lease import LeaseTiming
 from nicplug.adapters.observability import parse_addr
+from nicplug.adapters.scope import VMScope
 from nicplug.machines.policy import MachineConfig, Timeouts
 
 Dialect = Literal["deckhouse", "multus"]
@@ -33,6 +34,8 @@ class Settings(BaseModel):
     gating: Gating = "rollout-strategy"
     migrations: Migrations = "auto"
     namespace: str | None = None
+    namespaces: tuple[str, ...] = ()  # the scope: manage VMs only in these (empty: all)
+    vm_selector: str = ""  # the scope: manage only VMs whose labels match
     metrics_addr: str = "127.0.0.1:8080"
     sdn_ready_timeout: float = Field(default=120.0, gt=0)
     attach_timeout: float = Field(default=120.0, gt=0)
@@ -53,6 +56,15 @@ class Settings(BaseModel):
     synchronous: Literal["FULL", "NORMAL"] = "FULL"
     concurrency: int = Field(default=64, ge=1, le=4096)
     record_tape: Path | None = None
+
+    @field_validator("vm_selector")
+    @classmethod
+    def _selector(cls, value: str) -> str:
+        VMScope(selector=value)
+        return value
+
+    def scope(self) -> VMScope:
+        return VMScope(selector=self.vm_selector, namespaces=frozenset(self.namespaces))
 
     @field_validator("metrics_addr")
     @classmethod

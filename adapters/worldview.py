@@ -166,6 +166,10 @@ class WorldIndex:
         keys.update(self._objects[self.flavour.kvvms.name])
         return keys
 
+    def vm_body(self, vm_key: str) -> Body | None:
+        """The VirtualMachine `vm_key`, as last seen."""
+        return self._objects[self.flavour.virtual_machines.name].get(vm_key)
+
     def objects_of(self, vm_key: str) -> VMObjects:
         namespace, _, name = vm_key.partition("/")
         table, kinds = self._objects, self.flavour

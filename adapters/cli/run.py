@@ -50,6 +50,14 @@ def run(
     namespace: Annotated[
         str | None, _opt("namespace", "Watch only this namespace (default: all)")
     ] = None,
+    namespaces: Annotated[
+        str, _opt("namespaces", "Manage VMs only in these namespaces, comma-separated "
+                  "(default: all)")
+    ] = "",
+    vm_selector: Annotated[
+        str, _opt("vm-selector", "Manage only VMs whose labels match this label selector "
+                  "(default: all)")
+    ] = "",
     metrics_addr: Annotated[
         str, _opt("metrics-addr", "HOST:PORT of /metrics, /healthz, /readyz")
     ] = "127.0.0.1:8080",
@@ -111,6 +119,8 @@ def run(
             kubeconfig=kubeconfig, journal=journal, dialect=dialect,
             kubevirt_api=kubevirt_api, gating=gating,
             migrations=migrations, namespace=namespace, metrics_addr=metrics_addr,
+            namespaces=tuple(n.strip() for n in namespaces.split(",") if n.strip()),
+            vm_selector=vm_selector,
             sdn_ready_timeout=sdn_ready_timeout, attach_timeout=attach_timeout,
             detach_timeout=detach_timeout, migration_timeout=migration_timeout,
             dynamic_networks_grace=dynamic_networks_grace,

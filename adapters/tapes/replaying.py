@@ -146,12 +146,13 @@ class Replay:
         self._dialect = dialect_for(
             settings.dialect, cluster_nad_namespace=settings.cluster_network_namespace
         )
-        self._observing = Observing(self._dialect, settings.flavour())
+        self._observing = Observing(self._dialect, settings.flavour(), scope=settings.scope())
 
     async def run(self, lines: Iterable[bytes]) -> ReplayResult:
+        settings_scope = self.settings.scope()
         if self.settings.kubevirt_api is None:
             flavour, lines = sniff_flavour(lines, default=self.settings.flavour())
-            self._observing = Observing(self._dialect, flavour)
+            self._observing = Observing(self._dialect, flavour, scope=settings_scope)
         journal = await SQLiteJournal.open(
             str(self.journal_path) if self.journal_path else MEMORY, synchronous="NORMAL"
         )
