@@ -161,7 +161,8 @@ def _create_vm(store: Store, knobs: Knobs, rng: random.Random, namespace: str, v
                           dialect=knobs.dialect, request=request)
     if knobs.dialect == "deckhouse" and request:
         pod["metadata"]["annotations"][nw.DECKHOUSE_STATUS] = nw.dump_list(
-            [nw.deckhouse_status(r) for r in nw.parse_list(request) or []])
+            [nw.deckhouse_status(r, mac=nw.mac_for(namespace, vm, str(r.get("ifName"))))
+             for r in nw.parse_list(request) or []])
     pod = store.create(PODS, pod)
     spec = vmi.get("spec") or {}
     links = ob.links_in(pod, spec, knobs.dialect)

@@ -141,7 +141,7 @@ async def test_sdn_failure_waits_then_times_out_with_the_sdns_words(
 
     assert (op.state, op.reason) == ("Failed", "SDNTimeout")
     assert await ctl.journal.path_of(op.stream) == ["Requested", "AnnotationPatched", "Failed"]
-    assert "the SDN says:" in op.message and "ConfigurationFailed" in op.message, op.message
+    assert "the SDN says:" in op.message and "ConfigurationError" in op.message, op.message
     await eventually(lambda: vm_condition(cluster.store, VM, "NetworkHotplugFailed") is not None,
                      what="the NetworkHotplugFailed condition")
     condition = vm_condition(cluster.store, VM, "NetworkHotplugFailed")
