@@ -29,18 +29,22 @@ from nicplug.adapters.kube.resources import KindRef, Scope
 from nicplug.adapters.observability import Health, Metrics, make_http_app, parse_addr
 from nicplug.adapters.observing import Observing
 from nicplug.adapters.reporting import MetricsListener
+from nicplug.adapters.retention import archive_finished
 from nicplug.adapters.sdn import dialect_for
 from nicplug.adapters.settings import Settings
 from nicplug.adapters.tapes.writer import EffectTaping, TapeWriter
 from nicplug.engine.clock import RealClock
+from nicplug.engine.errors import JournalError
 from nicplug.engine.runtime import Runtime
 from nicplug.engine.sqlite_journal import SQLiteJournal
 from nicplug.machines.decider import HotplugDecider
 from nicplug.machines.operation import VMState
+from nicplug.machines.versions import schemas
 from nicplug.machines.world import World
 
 log = logging.getLogger(__name__)
 
+RETENTION_EVERY = 3600.0  # seconds between retention runs
 _RELEASE_BUDGET = 5.0  # seconds a clean stop spends handing the lease over
 
 
@@ -122,6 +126,7 @@ class Controller:
         journal = await SQLiteJournal.open(
             self.settings.journal,
             synchronous=self.settings.synchronous,
+            schemas=schemas(),
             on_group=lambda _units, seconds: self.metrics.commit_latency.observe(seconds),
         )
         listener = MetricsListener(self.metrics)
@@ -151,6 +156,7 @@ class Controller:
                 self._mark(str(stored.view.key), "recovery")
             for key in self._observing.index.vm_keys():
                 self._mark(key, "initial list")
+            tasks.append(asyncio.create_task(self._retain(journal), name="retention"))
             self._ready = True
             log.info("ready: %d VMs listed, recovery done", self._observing.pending)
             await self._feed(runtime, tasks)
@@ -162,6 +168,22 @@ class Controller:
             await asyncio.gather(*tasks, return_exceptions=True)
             await runtime.stop()
             await journal.close()
+
+    async def _retain(self, journal: SQLiteJournal) -> None:
+        """Archive what finished before the retention window, once an hour (the first
+        time at once). A failed run is logged and tried again the next hour."""
+        into = self.settings.archives()
+        while True:
+            try:
+                done = await archive_finished(
+                    journal, window=self.settings.retention, into=into, now=time.time()
+                )
+                if done is not None:
+                    log.info("archived %d events of %d finished operations to %s",
+                             done.events, done.streams, done.file)
+            except (JournalError, OSError) as error:
+                log.error("retention: archiving failed, tried again in an hour: %s", error)
+            await asyncio.sleep(RETENTION_EVERY)
 
     def _informers(self, connection: ApiConnection) -> list[Informer]:
         scope = Scope(self.settings.namespace)

@@ -25,7 +25,12 @@ from nicplug.adapters.kube.flavour import Flavour
 from nicplug.adapters.kube.resources import KindRef
 from nicplug.adapters.observability import Metrics
 from nicplug.adapters.sdn import Dialect
-from nicplug.engine.errors import PermanentError, RetryAfterObservation, TemporaryError
+from nicplug.engine.errors import (
+    EffectUndecodable,
+    PermanentError,
+    RetryAfterObservation,
+    TemporaryError,
+)
 from nicplug.engine.journal import PendingEffect
 from nicplug.machines.effects import (
     CreateMigration,
@@ -82,7 +87,10 @@ class KubeExecutor:
         try:
             decoded = effect_from_payload(effect.type, effect.payload)
         except (KeyError, TypeError, ValueError) as exc:
-            raise PermanentError(f"effect {effect.id} has an unreadable payload: {exc}") from exc
+            raise EffectUndecodable(
+                f"effect {effect.id} ({effect.type}, schema {effect.schema_version}) has a "
+                f"payload this nicplug cannot read ({exc!r}); dropped, the VM is decided again"
+            ) from exc
         if isinstance(decoded, PatchPodNetworks | PatchVirtualMachine):
             slot = (effect.type, decoded.target)
             if self._superseded(effect, slot):

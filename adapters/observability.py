@@ -68,6 +68,11 @@ class Metrics:
             ["kind"],
             registry=r,
         )
+        self.snapshot_rebuilds = Counter(
+            "nicplug_snapshot_rebuilds_total",
+            "VMs whose stored snapshots could not be trusted and were folded from events",
+            registry=r,
+        )
         self.leader = Gauge("nicplug_leader", "1 while this replica leads", registry=r)
 
     def render(self) -> bytes:

@@ -52,5 +52,9 @@ class MetricsListener(RuntimeListener):
             log.warning("vm=%s op=%s effect=%s %s: %s", effect.key, effect.stream, effect.type,
                         phase, error or "-")
 
+    def on_rebuild(self, key: Key, reason: str) -> None:
+        self._metrics.snapshot_rebuilds.inc()
+        log.warning("vm=%s snapshot not trusted, state folded from its events: %s", key, reason)
+
     def on_error(self, key: Key, error: BaseException) -> None:
         log.error("vm=%s decide/journal failed: %s", key, error)

@@ -56,6 +56,10 @@ class Settings(BaseModel):
     synchronous: Literal["FULL", "NORMAL"] = "FULL"
     concurrency: int = Field(default=64, ge=1, le=4096)
     record_tape: Path | None = None
+    retention: float = Field(default=30 * 86400.0, gt=0)
+    """Seconds after which a finished operation's events are archived."""
+    archive_dir: Path | None = None
+    """Where archives go; None: beside the journal."""
 
     @field_validator("vm_selector")
     @classmethod
@@ -80,6 +84,17 @@ class Settings(BaseModel):
         if value is not None and value.is_dir():
             raise ValueError(f"{value} is a directory")
         return value
+
+    @field_validator("archive_dir")
+    @classmethod
+    def _archive_dir(cls, value: Path | None) -> Path | None:
+        if value is not None and not value.is_dir():
+            raise ValueError(f"no directory {value} to write archives in")
+        return value
+
+    def archives(self) -> Path:
+        """The directory retention writes its archives to (absolute)."""
+        return (self.archive_dir or self.journal.absolute().parent).absolute()
 
     @model_validator(mode="after")
     def _lease_timing(self) -> Settings:

@@ -6,10 +6,16 @@ Appends of the same rows (about 200 bytes of JSON each, ten events a commit), al
 (a) raw `sqlite3` `executemany`, 1000 rows a transaction, into the journal's own events
     table — the ceiling; (b) nicplug's journal with many concurrent appenders (group
     commit); (c) `eventsourcing`'s `SQLiteApplicationRecorder`, appenders on threads.
-Then, on a journal of 1M events (100k with --quick, as printed), the history query of
-one stream and recovery (open with the default checks + load every live key's views).
-Medians of three interleaved rounds (ratios: median of the
-per-round ratios). Prints a table, then one JSON line.
+Then, on a journal of 1M events of real plug operations (100k with --quick, as
+printed), 10,000 of them live (1,000): the history query of one stream; recovery (open
+with the default checks + `Runtime.start`: snapshots loaded, the events after them
+folded, a tenth of the live operations with a tail of two events); and a full
+`journal rebuild` (every stream folded from its events, every row rewritten). Last,
+churn: 40 VMs plug and unplug a network for ten rounds through the real decider and
+runtime (the tests' simulated VM worlds), retention archiving what finished after
+each round: journal bytes per plug+unplug, and the file's growth from round 2 to 10.
+Medians of three interleaved rounds (ratios: median of the per-round ratios). Prints a
+table, then one JSON line.
 """
 
 from __future__ import annotations
@@ -24,15 +30,33 @@ import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
 
 from eventsourcing.persistence import StoredEvent
 from eventsourcing.sqlite import SQLiteApplicationRecorder, SQLiteDatastore
 
+from nicplug.adapters.cli.journal_upkeep import rebuild_read_model
+from nicplug.adapters.retention import archive_finished
+from nicplug.engine.clock import VirtualClock
+from nicplug.engine.effects import RecordingExecutor
 from nicplug.engine.journal import Commit
 from nicplug.engine.model import Cause, Key, NewEvent, StreamId
+from nicplug.engine.runtime import Runtime
 from nicplug.engine.schema import migrate
 from nicplug.engine.sqlite_journal import SQLiteJournal
 from nicplug.engine.sqlite_writes import to_json
+from nicplug.machines.decider import HotplugDecider
+from nicplug.machines.operation import (
+    EFFECTS_ISSUED,
+    OPENED,
+    SNAPSHOT_SCHEMA,
+    TRANSITIONED,
+    VMState,
+)
+from nicplug.machines.versions import EVENT_SCHEMAS, schemas
+from nicplug.machines.world import World
+from tests.queries.journal_worlds import X, start, stop
+from tests.unit.machines.sim import MAIN, Sim
 
 PAYLOAD = {"vm": "ns/vm-000001", "network": "Network/user-net", "pad": "x" * 140}
 PAYLOAD_JSON = to_json(PAYLOAD)
@@ -40,6 +64,8 @@ PER_COMMIT = 10
 APPENDERS = 100  # one append each in flight: groups of 1000 events, as (a)
 THREADS = 8
 RUNS = 3
+CHURN_VMS = 40
+CHURN_ROUNDS = 10
 
 
 @dataclass(frozen=True)
@@ -132,24 +158,67 @@ def eventsourcing_appends(path: str, events: int) -> float:
     return commits // THREADS * THREADS * PER_COMMIT / elapsed
 
 
+def _operation_events(s: int, live: bool) -> list[tuple[str, dict[str, object]]]:
+    """The ten events of one plug as the decider writes them: opened, four effects
+    issued and three (live) or four (finished) transitions."""
+    at = 1_000.0 + s
+    vm = s // 2
+    events: list[tuple[str, dict[str, object]]] = [(OPENED, {
+        "vm": f"ns/vm-{vm:06d}", "vm_uid": f"uid-{vm:06d}", "network": f"Network/net-{s % 2}",
+        "if_name": f"veth_n{s % 2:08x}", "direction": "plug", "attempt": 1, "target": "",
+        "at": at,
+    })]
+    path = ["Requested", "AnnotationPatched", "SDNReady", "VMIPatched", "Attached"]
+    for step in range(1, 5):
+        events.append((EFFECTS_ISSUED, {"digests": [s * 8 + step, s * 8 + step + 4],
+                                        "at": at + step}))
+        if step < 4 or not live:
+            events.append((TRANSITIONED, {"from": path[step - 1], "to": path[step],
+                                          "at": at + step + 0.5, "reason": None,
+                                          "message": ""}))
+    while len(events) < PER_COMMIT:
+        events.append((EFFECTS_ISSUED, {"digests": [s], "at": at + len(events)}))
+    return events
+
+
+def _stream_of(s: int) -> str:
+    return f"uid-{s // 2:06d}/Network/net-{s % 2}/plug/1"
+
+
 def build_journal(path: str, sizes: Sizes) -> None:
-    """A journal of `sizes.journal` events in streams of ten, interleaved like a busy
-    controller writes them; `sizes.live` streams are not terminal."""
+    """A journal of `sizes.journal` events of real plug operations (ten events each, two
+    per VM), interleaved like a busy controller writes them; `sizes.live` of them are
+    still going, and a tenth of those have a snapshot two events behind (a tail)."""
     conn = _schema(path, "OFF")
     streams = sizes.journal // PER_COMMIT
+    live = set(random.Random(1).sample(range(streams), sizes.live))
+    behind = set(sorted(live)[:: 10])
+    histories = [_operation_events(s, s in live) for s in range(streams)]
     conn.execute("BEGIN")
     for version in range(1, PER_COMMIT + 1):
         first = (version - 1) * streams
-        conn.executemany(_INSERT, (
-            _event_row(first + s + 1, f"op-{s}", version) for s in range(streams)
-        ))
-    live = set(random.Random(1).sample(range(streams), sizes.live))
-    snapshot = to_json({"network": "Network/user-net", "direction": "plug", "attempt": 1})
+        rows = []
+        for s in range(streams):
+            type_, payload = histories[s][version - 1]
+            rows.append((first + s + 1, _stream_of(s), f"ns/vm-{s // 2:06d}", version, type_,
+                         EVENT_SCHEMAS[type_], to_json(payload), "observation",
+                         f"VirtualMachine/ns/vm-{s // 2:06d}@{version}", None, 1.0, 2.0))
+        conn.executemany(_INSERT, rows)
+    views = []
+    for s in range(streams):
+        stream, key = StreamId(_stream_of(s)), Key(f"ns/vm-{s // 2:06d}")
+        through = PER_COMMIT - 2 if s in behind else PER_COMMIT
+        state = VMState(key, {})
+        for type_, payload in histories[s][:through]:
+            state = state.fold(stream, type_, payload)
+        op = state.by_stream(stream)
+        assert op is not None
+        views.append((stream, key, PER_COMMIT, op.state, int(op.terminal),
+                      to_json(op.snapshot()), SNAPSHOT_SCHEMA, through))
     conn.executemany(
-        "INSERT INTO streams VALUES (?, ?, ?, ?, ?, ?, 1.0, 2.0)",
-        ((f"op-{s}", f"op-{s}", PER_COMMIT, "SDNReady" if s in live else "Attached",
-          int(s not in live), snapshot) for s in range(streams)),
-    )
+        "INSERT INTO streams (stream, key, version, state, terminal, snapshot, snapshot_schema,"
+        " snapshot_through, updated_wall, updated_logical) VALUES (?, ?, ?, ?, ?, ?, ?, ?,"
+        " 1.0, 2.0)", views)
     conn.execute("COMMIT")
     conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     conn.close()
@@ -160,7 +229,7 @@ async def history_ms(path: str, sizes: Sizes) -> list[float]:
     rng = random.Random(2)
     timings = []
     for _ in range(300):
-        stream = StreamId(f"op-{rng.randrange(sizes.journal // PER_COMMIT)}")
+        stream = StreamId(_stream_of(rng.randrange(sizes.journal // PER_COMMIT)))
         started = time.perf_counter()
         found = await journal.history(stream=stream)
         timings.append((time.perf_counter() - started) * 1000)
@@ -171,16 +240,79 @@ async def history_ms(path: str, sizes: Sizes) -> list[float]:
 
 
 async def recovery(path: str, sizes: Sizes) -> tuple[float, float]:
-    """Seconds to open (default checks: quick_check) and to load the live keys' views."""
+    """Seconds to open (default checks: quick_check) and to start the runtime: every live
+    VM's snapshots loaded and the events after them folded (`Runtime.start`)."""
     started = time.perf_counter()
-    journal = await SQLiteJournal.open(path)
+    journal = await SQLiteJournal.open(path, schemas=schemas())
     opened = time.perf_counter()
-    views = await journal.views(live=True)
+    clock = VirtualClock()
+    runtime: Runtime[VMState, World] = Runtime(
+        HotplugDecider(), journal, RecordingExecutor(clock), clock)
+    await runtime.start()
     loaded = time.perf_counter()
+    live = sum(
+        1 for key in {f"ns/vm-{s // 2:06d}" for s in range(sizes.journal // PER_COMMIT)}
+        if (state := runtime.state_of(Key(key))) is not None
+        for op in state.ops.values() if not op.terminal
+    )
+    await runtime.stop(drain=False)
     await journal.close()
-    if len(views) != sizes.live:
-        raise RuntimeError(f"loaded {len(views)} live views, expected {sizes.live}")
+    if live != sizes.live:
+        raise RuntimeError(f"recovered {live} live operations, expected {sizes.live}")
     return opened - started, loaded - opened
+
+
+async def rebuild_rate(path: str, sizes: Sizes, first: bool) -> float:
+    """Events per second of `nicplug journal rebuild`: open alone, fold every stream from
+    its events, rewrite every read-model row."""
+    started = time.perf_counter()
+    journal = await SQLiteJournal.open(path, schemas=schemas(), exclusive=True)
+    try:
+        rows, events, differed = await rebuild_read_model(journal)
+    finally:
+        await journal.close()
+    elapsed = time.perf_counter() - started
+    behind = len(range(0, sizes.live, 10)) if first else 0  # the first run catches them up
+    if (rows, events, differed) != (sizes.journal // PER_COMMIT, sizes.journal, behind):
+        raise RuntimeError(f"rebuilt {rows} rows from {events} events, {differed} differed")
+    return events / elapsed
+
+
+def _size(path: Path) -> int:
+    return os.path.getsize(path)
+
+
+async def churn(directory: str, vms: int, rounds: int) -> tuple[float, list[int]]:
+    """Rounds of plug then unplug of one network on `vms` VMs through the real decider,
+    runtime and journal, retention archiving everything finished after each round.
+    Returns the journal bytes one plug+unplug took in round 1 (before retention) and the
+    file's size after each round."""
+    path = Path(directory) / "churn.db"
+    archives = Path(directory) / "archives"
+    archives.mkdir()
+    sims = {f"ns/vm-{n}": Sim(networks=(MAIN,)) for n in range(vms)}
+    cluster = await start(path, sims)
+    await cluster.journal.checkpoint()
+    empty = _size(path)
+    sizes = []
+    try:
+        for round_ in range(rounds):
+            for sim in sims.values():
+                sim.networks = (MAIN, X)
+            await cluster.run(8)
+            for sim in sims.values():
+                sim.networks = (MAIN,)
+            await cluster.run(8)
+            await cluster.journal.checkpoint()
+            if round_ == 0:
+                per_operation = (_size(path) - empty) / vms
+            await archive_finished(
+                cluster.journal, window=0.0, into=archives, now=cluster.clock.wall() + 1)
+            await cluster.journal.checkpoint()
+            sizes.append(_size(path))
+    finally:
+        await stop(cluster)
+    return per_operation, sizes
 
 
 def main(argv: list[str]) -> int:
@@ -213,9 +345,13 @@ def main(argv: list[str]) -> int:
         history = asyncio.run(history_ms(big, sizes))
         phases = [asyncio.run(recovery(big, sizes)) for _ in range(RUNS)]
         size_mb = os.path.getsize(big) / 1e6
+        rebuilds = [asyncio.run(rebuild_rate(big, sizes, n == 0)) for n in range(RUNS)]
+        per_operation, churned = asyncio.run(churn(directory, CHURN_VMS, CHURN_ROUNDS))
     open_s = statistics.median(p[0] for p in phases)
     load_s = statistics.median(p[1] for p in phases)
     recovery_s = statistics.median(p[0] + p[1] for p in phases)
+    rebuild_s = statistics.median(rebuilds)
+    growth = churned[-1] / churned[1]
     p50 = statistics.median(history)
     p99 = sorted(history)[int(len(history) * 0.99) - 1]
     scale = "QUICK run: smaller sizes than the targets name" if quick else "full run"
@@ -236,8 +372,16 @@ def main(argv: list[str]) -> int:
         ("history of one stream, p50 (target < 1 ms)", f"{p50:.3f} ms"),
         ("history of one stream, p99", f"{p99:.3f} ms"),
         ("recovery: open incl. quick_check + migrations check", f"{open_s:.3f} s"),
-        (f"recovery: load views of {sizes.live:,} live streams", f"{load_s:.3f} s"),
-        ("recovery total (target < 2 s)", f"{recovery_s:.3f} s"),
+        (f"recovery: runtime start, {sizes.live:,} live operations (snapshot + tail)",
+         f"{load_s:.3f} s"),
+        ("recovery total (target <= 2 s)", f"{recovery_s:.3f} s"),
+        (f"rebuild from events, {sizes.journal:,} events (target >= 100k)",
+         f"{rebuild_s:,.0f} ev/s"),
+        ("journal bytes per plug+unplug (round 1, before retention)",
+         f"{per_operation:,.0f} B"),
+        (f"churn: {CHURN_VMS} VMs x {CHURN_ROUNDS} rounds, file after round 2 / 10",
+         f"{churned[1]:,} / {churned[-1]:,} B"),
+        ("churn growth, round 10 / round 2 (target <= 1.10)", f"{growth:.3f}"),
     ]
     for name, value in table:
         print(f"{name:<58} {value:>14}")
@@ -247,6 +391,9 @@ def main(argv: list[str]) -> int:
         "ratio_vs_eventsourcing": round(to_es, 3),
         "history_query_ms_p50": round(p50, 4),
         "recovery_s": round(recovery_s, 3),
+        "rebuild_events_per_s": round(rebuild_s),
+        "bytes_per_operation": round(per_operation),
+        "churn_growth_ratio": round(growth, 3),
         "sqlite_ceiling_events_per_s": round(sqlite_rate),
         "eventsourcing_events_per_s": round(es_rate),
         "journal_events": sizes.journal,

@@ -60,3 +60,14 @@ class RetryAfterObservation(TemporaryError):
 
 class PermanentError(Exception):
     """An effect failed and retrying cannot help (the request is rejected as invalid)."""
+
+
+class UnknownSchema(JournalError):
+    """A persisted payload this code cannot read: a type it does not know, or a schema
+    version newer than it writes. Never guessed at: the reader stops and says so."""
+
+
+class EffectUndecodable(RetryAfterObservation):
+    """An outbox payload that no upcaster can make readable (written by another
+    version). It is dropped, never sent and never failed as rejected: the machine
+    decides the key again from the world, which issues the effect it needs now."""

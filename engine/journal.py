@@ -98,12 +98,21 @@ class Appended:
 
 @dataclass(frozen=True, slots=True)
 class StoredView:
-    """A read-model row with what the journal adds to the machine's view."""
+    """A read-model row with what the journal adds to the machine's view.
+
+    `version` is the stream's last event version; `through` the version its snapshot
+    is folded through (older when the last events did not change the view, 0 when a
+    journal of the first format wrote it); `stored_schema` the snapshot's schema as
+    written, before any upcaster ran; `archived` the archive file holding the events
+    of a finished operation the retention removed from the journal."""
 
     view: StreamView
     version: int
     updated_wall: float
     updated_logical: float
+    through: int = 0
+    stored_schema: int = 1
+    archived: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,6 +129,7 @@ class PendingEffect:
     attempts: int
     next_attempt_at: float | None
     last_error: str | None
+    schema_version: int = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,6 +157,16 @@ class Journal(Protocol):
 
     async def read_all(self, *, after: int = 0, limit: int = 1000) -> Sequence[RecordedEvent]:
         """Events after a global position, in position order (tailing, export)."""
+        ...
+
+    async def tail(self, *, key: Key | None = None, live: bool = False) -> Sequence[RecordedEvent]:
+        """The events each stored snapshot does not include yet (version above its
+        `through`), of one key or of every key `views(live=True)` returns, in position
+        order: what recovery folds onto the snapshots."""
+        ...
+
+    async def events_of(self, *, key: Key) -> Sequence[RecordedEvent]:
+        """Every event of a key's streams, in position order (a rebuild's fold)."""
         ...
 
     async def outbox(

@@ -33,6 +33,10 @@ class RuntimeListener:
         """An effect started, succeeded, will be retried, failed for good, or was
         superseded (the world moved; the machine decides again)."""
 
+    def on_rebuild(self, key: Key, reason: str) -> None:
+        """The snapshots of `key` could not be trusted (`reason`); its state was folded
+        from its events instead."""
+
     def on_error(self, key: Key, error: BaseException) -> None:
         """Deciding or journaling for `key` failed; the input is dropped (the next
         observation of the key decides again)."""
@@ -55,6 +59,11 @@ class Listeners(RuntimeListener):
     def on_effect(self, effect: PendingEffect, phase: EffectPhase, error: str | None) -> None:
         for listener in self._listeners:
             _shielded(listener.on_effect, effect, phase, error)
+
+    def on_rebuild(self, key: Key, reason: str) -> None:
+        log.warning("key %s: state rebuilt from its events: %s", key, reason)
+        for listener in self._listeners:
+            _shielded(listener.on_rebuild, key, reason)
 
     def on_error(self, key: Key, error: BaseException) -> None:
         log.error("key %s: %s", key, error, exc_info=error)

@@ -73,6 +73,7 @@ class EffectRequest:
     type: str
     payload: Mapping[str, Any]
     idempotency_key: str
+    schema_version: int = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,6 +158,8 @@ class StreamView:
     state: str
     terminal: bool
     snapshot: Mapping[str, Any]
+    schema: int = 1
+    """The schema version `snapshot` is written in."""
 
 
 class Decider(Protocol[S, W]):
@@ -166,8 +169,13 @@ class Decider(Protocol[S, W]):
     * `decide(state, input, now)`: the answer to one input; must be deterministic.
     * `evolve(state, event)`: fold one recorded event into the state.
     * `views(state)`: the read-model rows of the key's streams.
-    * `restore(key, views)`: rebuild the state from read-model rows (recovery).
+    * `restore(key, views)`: the state as of read-model rows of `snapshot_schema`
+      (recovery folds the events after them); raises `ValueError` for a row it cannot
+      read, and the runtime then folds the key from its events instead.
+    * `snapshot_schema`: the version of the snapshots `views` writes.
     """
+
+    snapshot_schema: int
 
     def initial(self, key: Key) -> S: ...
 

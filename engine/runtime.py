@@ -3,8 +3,9 @@
 Every input of a key (an observation, a timer that fired, an effect's outcome) goes
 through the same path, one at a time per key: decide → append the events, the views
 derived from them, the effects and the timers in one commit → only then arm the timers
-and execute the effects. On start it resumes from the journal: live keys restored from
-the read model, timers re-armed, effects without a recorded outcome re-issued.
+and execute the effects. On start it resumes from the journal: the state of each live
+key is the fold of its events, loaded as its snapshots (a cache, `recovery`) plus the
+events after them; timers are re-armed, effects without a recorded outcome re-issued.
 Decisions, timers and backoff take time only from the injected clock (the performance
 counter only measures commit latency for listeners), so a virtual clock and a
 recording executor replay deterministically. The runtime must never interpret events
@@ -14,6 +15,7 @@ or effects itself.
 from __future__ import annotations
 
 import asyncio
+import gc
 import random
 import time
 from collections.abc import Sequence
@@ -23,7 +25,7 @@ from typing import Generic, TypeVar
 from nicplug.engine.clock import Clock
 from nicplug.engine.dispatch import Activity, Dispatch
 from nicplug.engine.effects import EffectExecutor, RetryPolicy
-from nicplug.engine.errors import JournalConflict
+from nicplug.engine.errors import JournalConflict, JournalError, UnknownSchema
 from nicplug.engine.journal import Commit, EffectUpdate, Journal, PendingEffect, StoredView
 from nicplug.engine.listening import Listeners, RuntimeListener
 from nicplug.engine.model import (
@@ -41,6 +43,7 @@ from nicplug.engine.model import (
     Trigger,
 )
 from nicplug.engine.outbox import EffectRunner
+from nicplug.engine.recovery import Distrust, rebuild, restore
 
 S = TypeVar("S")
 W = TypeVar("W")
@@ -108,15 +111,39 @@ class Runtime(Generic[S, W]):
         if self._started:
             raise RuntimeError("the runtime is started already")
         self._started = True
-        by_key: dict[Key, list[StoredView]] = {}
-        for stored in await self._journal.views(live=True):
-            by_key.setdefault(stored.view.key, []).append(stored)
-        for key, stored_views in by_key.items():
-            self._slots[key] = self._restored(key, stored_views)
+        collecting = gc.isenabled()
+        gc.disable()  # loading builds many long-lived objects: collections would only rescan them
+        try:
+            await self._load()
+        finally:
+            if collecting:
+                gc.enable()
         for timer in await self._journal.timers():
             self._arm(timer.key, timer.stream, timer.name, timer.deadline)
         for effect in await self._journal.outbox():
             self._effects.run(effect)
+
+    async def _load(self) -> None:
+        """Every key with a live stream, from its snapshots and the events after them."""
+        by_key: dict[Key, list[StoredView]] = {}
+        for stored in await self._journal.views(live=True):
+            by_key.setdefault(stored.view.key, []).append(stored)
+        tails: dict[Key, list[RecordedEvent]] | None = None
+        try:
+            bulk: dict[Key, list[RecordedEvent]] = {}
+            for event in await self._journal.tail(live=True):
+                bulk.setdefault(event.key, []).append(event)
+            tails = bulk
+        except UnknownSchema:
+            pass  # some key has an event this code cannot read: read them key by key
+        for key, stored_views in by_key.items():
+            try:
+                tail = list(await self._journal.tail(key=key)) if tails is None else tails.get(
+                    key, [])
+                self._slots[key] = await self._recovered(key, stored_views, tail)
+            except (JournalError, ValueError, KeyError, TypeError) as error:
+                # this key cannot be loaded; the others are served (its inputs fail alone)
+                self._listen.on_error(key, error)
 
     async def observe(self, key: Key, world: W, cause: Cause) -> None:
         """The world of `key` is now `world`: decide again (coalescing with any
@@ -240,18 +267,31 @@ class Runtime(Generic[S, W]):
 
     async def _reload(self, key: Key) -> _Slot[S]:
         stored = list(await self._journal.views(key=key))
-        slot = self._restored(key, stored)
+        tail = list(await self._journal.tail(key=key)) if stored else []
+        slot = await self._recovered(key, stored, tail)
         self._slots[key] = slot
         return slot
 
-    def _restored(self, key: Key, stored: list[StoredView]) -> _Slot[S]:
+    async def _recovered(
+        self, key: Key, stored: list[StoredView], tail: list[RecordedEvent]
+    ) -> _Slot[S]:
+        """The state of `key`: its snapshots plus the events after them, or, when a
+        snapshot cannot be trusted, the fold of all its events (said in the log and to
+        the listeners)."""
         if not stored:
             return _Slot(self._decider.initial(key))
-        views = [s.view for s in stored]
+        loaded = restore(self._decider, key, stored, tail)
+        if isinstance(loaded, Distrust):
+            self._listen.on_rebuild(key, loaded.reason)
+            archived = [s.view for s in stored if s.archived is not None]
+            loaded = rebuild(
+                self._decider, key, archived, await self._journal.events_of(key=key)
+            )
+            return _Slot(loaded, versions={s.view.stream: s.version for s in stored})
         return _Slot(
-            self._decider.restore(key, views),
+            loaded,
             versions={s.view.stream: s.version for s in stored},
-            views={v.stream: v for v in views},
+            views={s.view.stream: s.view for s in stored if s.through == s.version},
         )
 
     def state_of(self, key: Key) -> S | None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import sqlite3
 import time
 from collections import deque
@@ -21,8 +22,9 @@ from typing import Any, TypeVar, cast
 from urllib.parse import quote
 
 import aiosqlite
-import orjson
 
+from nicplug.engine import sqlite_upkeep as upkeep
+from nicplug.engine.audit import AuditInput
 from nicplug.engine.errors import JournalClosed, JournalError, JournalRefused
 from nicplug.engine.inspection import Census, JournalInspection, StreamRecord, ViewQuery
 from nicplug.engine.journal import (
@@ -39,22 +41,33 @@ from nicplug.engine.sqlite_opening import (
     IntegrityCheck,
     Synchronous,
     configure,
+    hold,
     prepare_file,
     translate,
 )
-from nicplug.engine.sqlite_reads import EVENT_COLUMNS, event_of
+from nicplug.engine.sqlite_reads import (
+    EVENT_COLUMNS,
+    VIEW_COLUMNS,
+    effect_payload,
+    event_of,
+    view_of,
+)
 from nicplug.engine.sqlite_reads import census as read_census
 from nicplug.engine.sqlite_reads import find_views as read_views
 from nicplug.engine.sqlite_reads import stream_record as read_stream
 from nicplug.engine.sqlite_writes import write_group
-from nicplug.engine.upcasting import Upcasters
+from nicplug.engine.upcasting import Schemas, Upcasters
 
 T = TypeVar("T")
 
 _EFFECT_COLUMNS = (
     "id, stream, key, type, payload, idempotency_key, status, attempts, next_attempt_at,"
-    " last_error"
+    " last_error, schema_version"
 )
+_PREFIXED = ", ".join(f"e.{column.strip()}" for column in EVENT_COLUMNS.split(","))
+UNDECODABLE: dict[str, Any] = {}
+"""The payload of an outbox row no upcaster could read: an empty mapping, which no
+effect type decodes, so the executor drops it (`EffectUndecodable`)."""
 
 
 @dataclass
@@ -79,14 +92,17 @@ class SQLiteJournal:
         *,
         path: str,
         read_only: bool,
-        upcasters: Upcasters,
+        schemas: Schemas,
         max_group: int,
         on_group: Callable[[int, float], None] | None,
+        lock: int | None = None,
     ) -> None:
         self._conn = conn
+        self._lock = lock
         self.path = path
         self.read_only = read_only
-        self._upcasters = upcasters
+        self.schemas = schemas
+        self._upcasters = schemas.events
         self._max_group = max_group
         self._on_group = on_group
         self._queue: deque[_Queued] = deque()
@@ -106,27 +122,37 @@ class SQLiteJournal:
         integrity: IntegrityCheck = "quick",
         size_limit_bytes: int | None = None,
         upcasters: Upcasters | None = None,
+        schemas: Schemas | None = None,
         max_group: int = 2000,
         on_group: Callable[[int, float], None] | None = None,
+        exclusive: bool = False,
     ) -> SQLiteJournal:
         """Open (creating with mode 0600 when missing) or refuse with `JournalRefused`.
 
         `":memory:"` gives a private in-memory journal. `read_only` opens an existing
         journal for queries while a writer may have it open. `on_group(units, seconds)`
-        is called after every group commit (metrics).
+        is called after every group commit (metrics). `schemas` are the upcasters of
+        events, snapshots and effects (`upcasters` alone: of events only). A writer
+        shares the journal's writer lock with other writers; `exclusive` (offline
+        work) refuses a journal any writer holds.
         """
         name = str(path)
         if read_only and name == MEMORY:
             raise JournalRefused(name, "an in-memory journal cannot be opened read-only",
                                  "open it for writing")
+        lock = None
         if name != MEMORY:
             prepare_file(name, read_only=read_only)
+            if not read_only:
+                lock = hold(name, exclusive=exclusive)
         target = f"file:{quote(name)}?mode=ro" if read_only else name
         try:
             conn = await aiosqlite.connect(
                 target, uri=read_only, isolation_level=None, check_same_thread=False
             )
         except sqlite3.Error as error:
+            if lock is not None:
+                os.close(lock)
             raise translate(error, name) from error
         try:
             await _on_thread(conn, partial(
@@ -135,9 +161,13 @@ class SQLiteJournal:
             ))
         except BaseException:
             await conn.close()
+            if lock is not None:
+                os.close(lock)
             raise
-        return cls(conn, path=name, read_only=read_only, upcasters=upcasters or Upcasters(),
-                   max_group=max_group, on_group=on_group)
+        if schemas is None:
+            schemas = Schemas(events=upcasters)
+        return cls(conn, path=name, read_only=read_only, schemas=schemas,
+                   max_group=max_group, on_group=on_group, lock=lock)
 
     # -- writing -----------------------------------------------------------------------
 
@@ -206,10 +236,7 @@ class SQLiteJournal:
             raise translate(error, self.path) from error
 
     async def views(self, *, key: Key | None = None, live: bool = False) -> Sequence[StoredView]:
-        sql = (
-            "SELECT stream, key, state, terminal, snapshot, version, updated_wall,"
-            " updated_logical FROM streams WHERE state IS NOT NULL"
-        )
+        sql = f"SELECT {VIEW_COLUMNS} FROM streams WHERE state IS NOT NULL"
         params: list[Any] = []
         if key is not None:
             sql += " AND key = ?"
@@ -217,16 +244,8 @@ class SQLiteJournal:
         if live:
             sql += " AND key IN (SELECT key FROM streams WHERE terminal = 0 AND state IS NOT NULL)"
         rows = await self._rows(sql + " ORDER BY key, stream", params)
-        return [
-            StoredView(
-                view=StreamView(
-                    stream=StreamId(r[0]), key=Key(r[1]), state=r[2], terminal=bool(r[3]),
-                    snapshot=orjson.loads(r[4]),
-                ),
-                version=r[5], updated_wall=r[6], updated_logical=r[7],
-            )
-            for r in rows
-        ]
+        snapshots = self.schemas.snapshots
+        return [view_of(r, snapshots) for r in rows]
 
     async def history(self, *, stream: StreamId) -> Sequence[RecordedEvent]:
         rows = await self._rows(
@@ -241,6 +260,28 @@ class SQLiteJournal:
         )
         return [self._event(r) for r in rows]
 
+    async def tail(self, *, key: Key | None = None, live: bool = False) -> Sequence[RecordedEvent]:
+        sql = (
+            f"SELECT {_PREFIXED} FROM streams s JOIN events e ON e.stream = s.stream"
+            " AND e.version > s.snapshot_through WHERE s.state IS NOT NULL"
+            " AND s.version > s.snapshot_through"
+        )
+        params: list[Any] = []
+        if key is not None:
+            sql += " AND s.key = ?"
+            params.append(key)
+        if live:
+            sql += (" AND s.key IN (SELECT key FROM streams WHERE terminal = 0"
+                    " AND state IS NOT NULL)")
+        rows = await self._rows(sql + " ORDER BY e.position", params)
+        return [self._event(r) for r in rows]
+
+    async def events_of(self, *, key: Key) -> Sequence[RecordedEvent]:
+        rows = await self._rows(
+            f"SELECT {EVENT_COLUMNS} FROM events WHERE key = ? ORDER BY position", (key,)
+        )
+        return [self._event(r) for r in rows]
+
     async def outbox(
         self, *, stream: StreamId | None = None, pending_only: bool = True
     ) -> Sequence[PendingEffect]:
@@ -252,14 +293,17 @@ class SQLiteJournal:
         if pending_only:
             sql += " AND status = 'issued'"
         rows = await self._rows(sql + " ORDER BY id", params)
-        return [
-            PendingEffect(
+        upcasters = self.schemas.effects
+        effects = []
+        for r in rows:
+            schema, payload = effect_payload(r[3], r[10], r[4], upcasters)
+            effects.append(PendingEffect(
                 id=r[0], stream=StreamId(r[1]), key=Key(r[2]), type=r[3],
-                payload=orjson.loads(r[4]), idempotency_key=r[5], status=r[6], attempts=r[7],
-                next_attempt_at=r[8], last_error=r[9],
-            )
-            for r in rows
-        ]
+                payload=payload if payload is not None else UNDECODABLE,
+                idempotency_key=r[5], status=r[6], attempts=r[7], next_attempt_at=r[8],
+                last_error=r[9], schema_version=schema,
+            ))
+        return effects
 
     async def timers(self, *, due_by: float | None = None) -> Sequence[ArmedTimer]:
         sql = "SELECT stream, name, key, deadline FROM timers"
@@ -289,15 +333,54 @@ class SQLiteJournal:
 
     async def find_views(self, query: ViewQuery) -> Sequence[StoredView]:
         """Read-model rows matching `query` (values bound, never pasted into SQL)."""
-        return await self._read(partial(read_views, query=query))
+        return await self._read(partial(read_views, query=query, schemas=self.schemas))
 
     async def stream_record(self, stream: StreamId) -> StreamRecord | None:
         """View, events, outbox rows and timers of one stream, in one snapshot."""
-        return await self._read(partial(read_stream, stream=stream, upcasters=self._upcasters))
+        return await self._read(partial(read_stream, stream=stream, schemas=self.schemas))
 
     async def census(self) -> Census:
         """Counts of events, streams, effects by status and timers; the schema version."""
         return await self._read(read_census)
+
+    # -- upkeep (`sqlite_upkeep`) ------------------------------------------------------
+
+    async def audit_input(self, fold: upkeep.Fold) -> AuditInput:
+        """Every row an audit compares, each stream folded by `fold`, in one snapshot."""
+        return await self._read(partial(upkeep.audit_input, schemas=self.schemas, fold=fold))
+
+    async def rewrite_views(self, views: Sequence[StreamView]) -> int:
+        """Replace read-model rows by `views` folded from the events (offline rebuild)."""
+        self._writable()
+        return await self._read(partial(upkeep.rewrite_views, views=views))
+
+    async def archivable(self, cutoff_wall: float) -> list[StoredView]:
+        return await self._read(partial(upkeep.archivable, cutoff_wall=cutoff_wall))
+
+    async def archive(self, **job: Any) -> upkeep.Archived:
+        """`sqlite_upkeep.archive` on this journal (see there)."""
+        self._writable()
+        return await self._read(partial(upkeep.archive, schemas=self.schemas, **job))
+
+    async def archives(self) -> list[tuple[str, int, int, float]]:
+        return await self._read(upkeep.archives)
+
+    async def checkpoint(self) -> None:
+        """Move the WAL's pages into the database file and truncate the WAL."""
+        self._writable()
+        await self._read(lambda conn: conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall())
+
+    async def vacuum(self) -> None:
+        self._writable()
+        await self._read(upkeep.vacuum)
+
+    async def backup(self, target: Path) -> int:
+        """A consistent copy at `target` (SQLite's online backup), taken between groups."""
+        return await self._read(partial(upkeep.backup, target=target))
+
+    def _writable(self) -> None:
+        if self.read_only:
+            raise JournalRefused(self.path, "is open read-only", "open it for writing")
 
     # -- closing -----------------------------------------------------------------------
 
@@ -313,6 +396,9 @@ class SQLiteJournal:
                 await self._writer
         self._closed = True
         await self._conn.close()
+        if self._lock is not None:
+            os.close(self._lock)
+            self._lock = None
 
 
 async def _on_thread(conn: aiosqlite.Connection, job: Callable[..., T]) -> T:

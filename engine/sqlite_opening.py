@@ -10,6 +10,7 @@ exactly as it was found.
 from __future__ import annotations
 
 import errno
+import fcntl
 import os
 import sqlite3
 from pathlib import Path
@@ -48,6 +49,31 @@ def prepare_file(path: str, *, read_only: bool) -> None:
     except OSError as error:
         raise unwritable(path, error) from error
     os.close(fd)
+
+
+def hold(path: str, *, exclusive: bool) -> int:
+    """Take the journal's writer lock (`flock` on the file, apart from SQLite's own
+    locks) and return the descriptor that holds it until closed. Controllers share it;
+    offline work (`journal rebuild`, a restore) takes it alone, and each refuses while
+    the other holds it."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, (fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH) | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        if exclusive:
+            raise JournalRefused(
+                path, "is open for writing by a running nicplug",
+                "stop the controller first; this works on a journal nobody writes",
+            ) from None
+        raise JournalRefused(
+            path, "is held by an offline nicplug command (rebuild or restore)",
+            "wait for it to finish, then start again",
+        ) from None
+    except OSError:
+        os.close(fd)
+        raise
+    return fd
 
 
 def unwritable(path: str, error: OSError) -> JournalRefused:
@@ -115,6 +141,9 @@ def configure(
             problems = [str(r[0]) for r in conn.execute(f"PRAGMA {pragma}").fetchall()]
             if problems != ["ok"]:
                 raise corrupt(path, "; ".join(problems[:3]))
+        if not read_only and schema_version(conn) == 0:
+            # a new journal gives space freed by retention back in steps, without VACUUM
+            conn.execute("PRAGMA auto_vacuum = INCREMENTAL")
         if size_limit_bytes is not None:
             page = int(conn.execute("PRAGMA page_size").fetchone()[0])
             conn.execute(f"PRAGMA max_page_count = {max(1, size_limit_bytes // page)}")

@@ -15,11 +15,12 @@ from typing import Any, TypeVar
 
 import orjson
 
+from nicplug.engine.errors import UnknownSchema
 from nicplug.engine.inspection import Census, EffectRecord, StreamRecord, ViewQuery
 from nicplug.engine.journal import ArmedTimer, StoredView
 from nicplug.engine.model import Cause, Key, RecordedEvent, StreamId, StreamView
 from nicplug.engine.schema import schema_version
-from nicplug.engine.upcasting import Upcasters
+from nicplug.engine.upcasting import SNAPSHOT, Schemas, Upcasters
 
 T = TypeVar("T")
 
@@ -27,12 +28,13 @@ EVENT_COLUMNS = (
     "position, stream, key, version, type, schema_version, payload, cause_kind, cause_ref,"
     " dedup_key, wall_time, logical_time"
 )
-_VIEW_COLUMNS = (
-    "stream, key, state, terminal, snapshot, version, updated_wall, updated_logical"
+VIEW_COLUMNS = (
+    "stream, key, state, terminal, snapshot, version, updated_wall, updated_logical,"
+    " snapshot_schema, snapshot_through, archived"
 )
 _EFFECT_COLUMNS = (
     "id, stream, key, type, payload, idempotency_key, status, attempts, next_attempt_at,"
-    " last_error, created_wall, created_logical, updated_wall, updated_logical"
+    " last_error, created_wall, created_logical, updated_wall, updated_logical, schema_version"
 )
 
 
@@ -48,22 +50,44 @@ def event_of(r: sqlite3.Row | tuple[Any, ...], upcasters: Upcasters) -> Recorded
     )
 
 
-def _view_of(r: tuple[Any, ...]) -> StoredView:
+def view_of(r: sqlite3.Row | tuple[Any, ...], upcasters: Upcasters) -> StoredView:
+    """One `streams` row (selected as `VIEW_COLUMNS`), its snapshot upcast. A snapshot
+    of the first format (stored schema 0, before snapshots were versioned) is schema 1."""
+    stored = r[8] or 1
+    schema, snapshot = stored, orjson.loads(r[4])
+    if upcasters:
+        schema, snapshot = upcasters.upcast(SNAPSHOT, stored, snapshot)
     return StoredView(
         view=StreamView(
             stream=StreamId(r[0]), key=Key(r[1]), state=r[2], terminal=bool(r[3]),
-            snapshot=orjson.loads(r[4]),
+            snapshot=snapshot, schema=schema,
         ),
-        version=r[5], updated_wall=r[6], updated_logical=r[7],
+        version=r[5], updated_wall=r[6], updated_logical=r[7], through=r[9],
+        stored_schema=stored, archived=r[10],
     )
 
 
-def _effect_of(r: tuple[Any, ...]) -> EffectRecord:
+def effect_payload(
+    type_: str, schema: int, payload: str, upcasters: Upcasters
+) -> tuple[int, Any]:
+    """An outbox payload as stored, upcast; an unreadable one comes back as `None`
+    (the executor drops it and the machine decides again: `EffectUndecodable`)."""
+    try:
+        decoded = orjson.loads(payload)
+        if upcasters:
+            return upcasters.upcast(type_, schema, decoded)
+        return schema, decoded
+    except (orjson.JSONDecodeError, UnknownSchema, KeyError, TypeError, ValueError):
+        return schema, None
+
+
+def _effect_of(r: tuple[Any, ...], upcasters: Upcasters) -> EffectRecord:
+    _, payload = effect_payload(r[3], r[14], r[4], upcasters)
     return EffectRecord(
-        id=r[0], stream=StreamId(r[1]), key=Key(r[2]), type=r[3], payload=orjson.loads(r[4]),
-        idempotency_key=r[5], status=r[6], attempts=r[7], next_attempt_at=r[8],
-        last_error=r[9], created_wall=r[10], created_logical=r[11], updated_wall=r[12],
-        updated_logical=r[13],
+        id=r[0], stream=StreamId(r[1]), key=Key(r[2]), type=r[3],
+        payload=payload if payload is not None else {}, idempotency_key=r[5], status=r[6],
+        attempts=r[7], next_attempt_at=r[8], last_error=r[9], created_wall=r[10],
+        created_logical=r[11], updated_wall=r[12], updated_logical=r[13],
     )
 
 
@@ -76,8 +100,10 @@ def _snapshot(conn: sqlite3.Connection, job: Callable[[], T]) -> T:
         conn.execute("COMMIT")
 
 
-def find_views(conn: sqlite3.Connection, query: ViewQuery) -> list[StoredView]:
-    sql = f"SELECT {_VIEW_COLUMNS} FROM streams WHERE state IS NOT NULL"
+def find_views(
+    conn: sqlite3.Connection, query: ViewQuery, schemas: Schemas
+) -> list[StoredView]:
+    sql = f"SELECT {VIEW_COLUMNS} FROM streams WHERE state IS NOT NULL"
     params: list[Any] = []
     for clause, value in (
         (" AND key = ?", query.key),
@@ -98,15 +124,18 @@ def find_views(conn: sqlite3.Connection, query: ViewQuery) -> list[StoredView]:
     if query.limit is not None:
         sql += " LIMIT ?"
         params.append(query.limit)
-    return [_view_of(r) for r in conn.execute(sql, params).fetchall()]
+    rows = conn.execute(sql, params).fetchall()
+    return [view_of(r, schemas.snapshots) for r in rows]
 
 
 def stream_record(
-    conn: sqlite3.Connection, stream: StreamId, upcasters: Upcasters
+    conn: sqlite3.Connection, stream: StreamId, schemas: Schemas
 ) -> StreamRecord | None:
+    upcasters = schemas.events
+
     def read() -> StreamRecord | None:
         row = conn.execute(
-            f"SELECT {_VIEW_COLUMNS} FROM streams WHERE stream = ?", (stream,)
+            f"SELECT {VIEW_COLUMNS} FROM streams WHERE stream = ?", (stream,)
         ).fetchone()
         if row is None:
             return None
@@ -129,9 +158,9 @@ def stream_record(
             (key,),
         ).fetchone()
         return StreamRecord(
-            view=_view_of(row) if row[2] is not None else None,
+            view=view_of(row, schemas.snapshots) if row[2] is not None else None,
             events=tuple(event_of(r, upcasters) for r in events),
-            effects=tuple(_effect_of(r) for r in effects),
+            effects=tuple(_effect_of(r, schemas.effects) for r in effects),
             timers=tuple(ArmedTimer(StreamId(r[0]), r[1], Key(r[2]), r[3]) for r in timers),
             last_observation=event_of(observed, upcasters) if observed else None,
         )

@@ -30,16 +30,20 @@ _TOUCH_STREAM = (
     " VALUES (?, ?, ?, ?, ?) ON CONFLICT (stream) DO UPDATE SET version = excluded.version,"
     " updated_wall = excluded.updated_wall, updated_logical = excluded.updated_logical"
 )
+# A view is the fold of its stream's events so far: the stream row was touched with
+# this unit's events just before, so its version is what the snapshot is folded through.
 _PUT_VIEW = (
-    "INSERT INTO streams (stream, key, version, state, terminal, snapshot, updated_wall,"
-    " updated_logical) VALUES (?, ?, 0, ?, ?, ?, ?, ?) ON CONFLICT (stream) DO UPDATE SET"
-    " state = excluded.state, terminal = excluded.terminal, snapshot = excluded.snapshot,"
-    " updated_wall = excluded.updated_wall, updated_logical = excluded.updated_logical"
+    "INSERT INTO streams (stream, key, version, state, terminal, snapshot, snapshot_schema,"
+    " snapshot_through, updated_wall, updated_logical) VALUES (?, ?, 0, ?, ?, ?, ?, 0, ?, ?)"
+    " ON CONFLICT (stream) DO UPDATE SET state = excluded.state, terminal = excluded.terminal,"
+    " snapshot = excluded.snapshot, snapshot_schema = excluded.snapshot_schema,"
+    " snapshot_through = streams.version, updated_wall = excluded.updated_wall,"
+    " updated_logical = excluded.updated_logical"
 )
 _INSERT_EFFECT = (
-    "INSERT INTO effects (stream, key, type, payload, idempotency_key, status, attempts,"
-    " created_wall, created_logical, updated_wall, updated_logical)"
-    " VALUES (?, ?, ?, ?, ?, 'issued', 0, ?, ?, ?, ?) ON CONFLICT DO NOTHING"
+    "INSERT INTO effects (stream, key, type, payload, schema_version, idempotency_key, status,"
+    " attempts, created_wall, created_logical, updated_wall, updated_logical)"
+    " VALUES (?, ?, ?, ?, ?, ?, 'issued', 0, ?, ?, ?, ?) ON CONFLICT DO NOTHING"
 )
 _UPDATE_EFFECT = (
     "UPDATE effects SET status = ?, attempts = ?, next_attempt_at = ?, last_error = ?,"
@@ -216,7 +220,7 @@ def _write(
         for view in unit.views:
             view_rows.append((
                 view.stream, view.key, view.state, int(view.terminal), to_json(view.snapshot),
-                wall, logical,
+                view.schema, wall, logical,
             ))
     conn.executemany(_INSERT_EVENT, event_rows)
     conn.executemany(_TOUCH_STREAM, stream_rows)
@@ -240,7 +244,7 @@ def _write_side_effects(conn: sqlite3.Connection, unit: Commit) -> tuple[Enqueue
     enqueued = []
     for effect in unit.effects:
         cursor = conn.execute(_INSERT_EFFECT, (
-            effect.stream, unit.key, effect.type, to_json(effect.payload),
+            effect.stream, unit.key, effect.type, to_json(effect.payload), effect.schema_version,
             effect.idempotency_key, wall, logical, wall, logical,
         ))
         if cursor.rowcount == 1 and cursor.lastrowid is not None:

@@ -49,6 +49,7 @@ from nicplug.machines.operation import (
     EFFECTS_ISSUED,
     GRACE_EXPIRED,
     OPENED,
+    SNAPSHOT_SCHEMA,
     TRANSITIONED,
     Operation,
     VMState,
@@ -57,6 +58,7 @@ from nicplug.machines.operation import (
 )
 from nicplug.machines.policy import MachineConfig
 from nicplug.machines.targets import conditions, kvvm_patch, pod_patches, restarts_and_migrations
+from nicplug.machines.versions import EVENT_SCHEMAS
 from nicplug.machines.world import World
 
 DEADLINE, GRACE, REISSUE, RETRY = "deadline", "grace", "reissue", "retry"
@@ -114,7 +116,7 @@ class _Session:
         self.paths: dict[StreamId, list[str]] = {}
 
     def append(self, stream: StreamId, type_: str, payload: Mapping[str, Any]) -> Operation:
-        self.events.append(NewEvent(stream, type_, payload))
+        self.events.append(NewEvent(stream, type_, payload, EVENT_SCHEMAS[type_]))
         before = self.state
         self.state = before.fold(stream, type_, payload)
         self.folds.append(_Fold(before, stream, type_, payload, self.state))
@@ -129,6 +131,8 @@ class _Session:
 
 class HotplugDecider:
     """Implements `nicplug.engine.model.Decider[VMState, World]`."""
+
+    snapshot_schema = SNAPSHOT_SCHEMA
 
     def __init__(self, config: MachineConfig | None = None) -> None:
         self.config = config or MachineConfig()
@@ -458,7 +462,7 @@ class HotplugDecider:
         for stream, digests in fresh.items():
             previous = ops[_slot(owners[stream])].issued if stream in recent else ()
             keys = [*previous, *digests][-KEEP_ISSUED:]
-            session.append(stream, EFFECTS_ISSUED, {"keys": keys, "at": now})
+            session.append(stream, EFFECTS_ISSUED, {"digests": keys, "at": now})
         return requests
 
     def _timers(

@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from nicplug.engine.audit import Step
 from nicplug.engine.model import Key, StreamId, StreamView
 from nicplug.machines.comparator import Direction
 from nicplug.machines.graph import ALLOWED, TERMINAL
@@ -25,6 +26,8 @@ INITIAL_STATE = "Requested"
 EFFECTS_ISSUED = "EffectsIssued"
 GRACE_EXPIRED = "GraceExpired"
 EVENT_TYPES = (OPENED, TRANSITIONED, EFFECTS_ISSUED, GRACE_EXPIRED)
+SNAPSHOT_SCHEMA = 2
+"""The version of `Operation.snapshot()` (`versions` says what changed)."""
 
 _intern = sys.intern
 
@@ -86,7 +89,7 @@ class Operation:
             "history": list(self.history),
             "opened_at": self.opened_at,
             "entered_at": self.entered_at,
-            "issued": list(self.issued),
+            "digests": list(self.issued),
             "issued_at": self.issued_at,
             "waived": self.waived,
             "migration": self.migration,
@@ -95,6 +98,8 @@ class Operation:
 
     @classmethod
     def from_snapshot(cls, stream: StreamId, state: str, s: Mapping[str, Any]) -> Operation:
+        """The operation a current snapshot holds; a missing field raises `KeyError` (the
+        snapshot is then not trusted and the events are folded instead), never a default."""
         return cls(
             stream=stream,
             vm=_intern(str(s["vm"])),
@@ -103,19 +108,53 @@ class Operation:
             if_name=_intern(str(s["if_name"])),
             direction=s["direction"],
             attempt=int(s["attempt"]),
-            target=str(s.get("target", "")),
+            target=str(s["target"]),
             state=_intern(state),
-            reason=s.get("reason"),
-            message=str(s.get("message", "")),
-            history=tuple(_intern(str(h)) for h in s.get("history", (state,))),
-            opened_at=float(s.get("opened_at", 0.0)),
-            entered_at=float(s.get("entered_at", 0.0)),
-            issued=tuple(int(k) for k in s.get("issued", ())),
-            issued_at=float(s.get("issued_at", 0.0)),
-            waived=bool(s.get("waived", False)),
-            migration=s.get("migration"),
-            retry_at=s.get("retry_at"),
+            reason=s["reason"],
+            message=str(s["message"]),
+            history=tuple(_intern(str(h)) for h in s["history"]),
+            opened_at=float(s["opened_at"]),
+            entered_at=float(s["entered_at"]),
+            issued=tuple(int(k) for k in s["digests"]),
+            issued_at=float(s["issued_at"]),
+            waived=bool(s["waived"]),
+            migration=s["migration"],
+            retry_at=s["retry_at"],
         )
+
+
+def fold_view(key: Key, stream: StreamId, events: Sequence[Step]) -> StreamView | None:
+    """The row of one stream from its own events: what `VMState.fold` and `views` give
+    for it, without the VM around it (a rebuild folds every stream of a journal)."""
+    op: Operation | None = None
+    for event in events:
+        if event.type == OPENED:
+            op = opened(stream, event.payload)
+        elif op is not None:
+            op = apply(op, event.type, event.payload)
+    if op is None:
+        return None
+    return StreamView(stream, key, op.state, op.terminal, op.snapshot(), SNAPSHOT_SCHEMA)
+
+
+def summaries_to_keep(views: Sequence[StreamView]) -> set[StreamId]:
+    """Of a VM's rows, the newest attempt of each (network, direction): what an archive
+    keeps as a summary, so the next attempt is numbered on and `status` still shows
+    the last outcome. Older attempts leave the read model with their events."""
+    newest: dict[tuple[str, str, str], tuple[int, StreamId]] = {}
+    for view in views:
+        s = view.snapshot
+        slot = (view.key, str(s["network"]), str(s["direction"]))
+        attempt = int(s["attempt"])
+        if slot not in newest or newest[slot][0] < attempt:
+            newest[slot] = (attempt, view.stream)
+    return {stream for _, stream in newest.values()}
+
+
+def retrying(view: StreamView) -> bool:
+    """Whether a finished operation's row says it will be tried again (its `retry`
+    timer stays armed)."""
+    return view.snapshot.get("retry_at") is not None
 
 
 def opened(stream: StreamId, p: Mapping[str, Any]) -> Operation:
@@ -154,7 +193,7 @@ def apply(op: Operation, type_: str, p: Mapping[str, Any]) -> Operation:
         return Operation(
             op.stream, op.vm, op.vm_uid, op.network, op.if_name, op.direction, op.attempt,
             op.target, op.state, op.reason, op.message, op.history, op.opened_at,
-            op.entered_at, tuple(int(k) for k in p["keys"]), float(p["at"]), op.waived,
+            op.entered_at, tuple(int(k) for k in p["digests"]), float(p["at"]), op.waived,
             op.migration, op.retry_at,
         )  # fmt: skip
     if type_ == GRACE_EXPIRED:
@@ -204,7 +243,7 @@ class VMState:
 
     def views(self) -> list[StreamView]:
         return [
-            StreamView(op.stream, self.key, op.state, op.terminal, op.snapshot())
+            StreamView(op.stream, self.key, op.state, op.terminal, op.snapshot(), SNAPSHOT_SCHEMA)
             for op in sorted((*self.ops.values(), *self.retired.values()), key=lambda o: o.stream)
         ]
 

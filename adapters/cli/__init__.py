@@ -7,6 +7,7 @@ from nicplug.adapters.cli import diagram as _diagram  # noqa: F401  (registers t
 from nicplug.adapters.cli import explain as _explain  # noqa: F401  (registers `explain`)
 from nicplug.adapters.cli import history as _history  # noqa: F401  (registers `history`)
 from nicplug.adapters.cli import journal as _journal  # noqa: F401  (registers `journal`)
+from nicplug.adapters.cli import journal_upkeep as _upkeep  # noqa: F401  (its subcommands)
 from nicplug.adapters.cli import record as _record  # noqa: F401  (registers `record`)
 from nicplug.adapters.cli import replay as _replay  # noqa: F401  (registers `replay`)
 from nicplug.adapters.cli import run as _run  # noqa: F401  (registers `run`)

@@ -96,7 +96,9 @@ def history(
         table = Table(
             title=plain(f"{op.vm} {op.network} {op.direction}#{op.attempt}: ")
             + styled_state(op.state),
-            caption=plain(op.id), title_justify="left", caption_justify="left",
+            caption=plain(op.id if not op.archived else
+                          f"{op.id}: the detail is archived in {op.archived}"),
+            title_justify="left", caption_justify="left",
         )
         table.add_column("t", no_wrap=True, justify="right")
         table.add_column("wall time", no_wrap=True)

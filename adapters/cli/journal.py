@@ -1,11 +1,14 @@
 """`nicplug journal verify|export`: is the journal healthy, and every event as JSON lines.
 
-`verify` runs SQLite's full integrity check and prints the schema version and how much
-the journal holds; it exits 1 when the journal is damaged. `export` writes every event,
-in position order, up to the last one committed when it started, one JSON object per
-line. Both open the journal read-only (safe beside a running controller); `export`
-writes its output through a temporary file, so a failed export leaves no half file,
-and refuses to write over the journal itself.
+`verify` runs SQLite's full integrity check, then holds the caches against the truth:
+every stream folded from its events and compared with its read-model row, the outbox
+and timers checked against the streams (`nicplug.engine.audit`); it prints the schema
+version and how much the journal holds, names every mismatch, and exits 1 when there
+is one. `export` writes every event, in position order, up to the last one committed
+when it started, one JSON object per line. Both open the journal read-only (safe
+beside a running controller); `export` writes its output through a temporary file, so
+a failed export leaves no half file, and refuses to write over the journal itself.
+The commands that write (`rebuild`, `archive`, `backup`) live in `journal_upkeep`.
 """
 
 from __future__ import annotations
@@ -13,10 +16,10 @@ from __future__ import annotations
 import os
 import sys
 import tempfile
+from dataclasses import asdict
 from pathlib import Path
 from typing import IO, Annotated, Any
 
-import orjson
 import typer
 
 from nicplug.adapters.cli.app import app
@@ -30,20 +33,25 @@ from nicplug.adapters.cli.querying import (
     plain,
     print_json,
 )
+from nicplug.adapters.exporting import event_line
+from nicplug.engine.audit import Mismatch, audit, folder
 from nicplug.engine.errors import JournalRefused
 from nicplug.engine.inspection import JournalInspection
-from nicplug.engine.model import RecordedEvent
 from nicplug.engine.schema import latest_version
+from nicplug.engine.sqlite_journal import SQLiteJournal
+from nicplug.machines.decider import HotplugDecider
+from nicplug.machines.operation import fold_view, retrying
 
 journal_app = typer.Typer(
-    name="journal", help="Check or export the journal (read-only).", no_args_is_help=True
+    name="journal", help="Check, export, rebuild, archive or back up the journal.",
+    no_args_is_help=True,
 )
 app.add_typer(journal_app)
 
 _PAGE = 1000
 
 
-async def _verify(journal: JournalInspection) -> dict[str, Any]:
+async def _verify(journal: SQLiteJournal) -> dict[str, Any]:
     try:
         problems = await journal.integrity()
     except JournalRefused as error:  # so damaged that the check itself gives up
@@ -61,20 +69,34 @@ async def _verify(journal: JournalInspection) -> dict[str, Any]:
         events=census.events, last_position=census.last_position, streams=census.streams,
         live_streams=census.live_streams, effects=dict(census.effects), timers=census.timers,
     )
+    if report["ok"]:
+        decider = HotplugDecider()
+        given = await journal.audit_input(folder(fold_view))
+        mismatches = audit(decider, given, retrying)
+        report["mismatches"] = [asdict(m) for m in mismatches]
+        report["ok"] = not mismatches
     return report
 
 
 @journal_app.command()
 def verify(journal: JournalPath = DEFAULT_JOURNAL, json_: JsonFlag = False) -> None:
-    """Check the journal's integrity; print its schema version and counts."""
+    """Check the journal's integrity and that its read model, outbox and timers agree
+    with its events; print its schema version and counts."""
     report = ask(journal, _verify, integrity="none")
     report = {"journal": str(journal), **report}
     if json_:
         print_json(report)
     else:
         out = console()
+        mismatches = [Mismatch(**m) for m in report.get("mismatches", [])]
         if report["ok"]:
             out.print(plain(f"{journal}: ok"))
+        elif mismatches:
+            out.print(plain(f"{journal}: {len(mismatches)} mismatches between the events and "
+                            "what the journal keeps from them; `nicplug journal rebuild` "
+                            "(controller stopped) rewrites the read model from the events"))
+            for mismatch in mismatches[:50]:
+                out.print(plain(f"  {mismatch.line()}"))
         else:
             out.print(plain(f"{journal}: DAMAGED"))
             for problem in report["integrity"][:20]:
@@ -89,17 +111,6 @@ def verify(journal: JournalPath = DEFAULT_JOURNAL, json_: JsonFlag = False) -> N
             )
     if not report["ok"]:
         raise typer.Exit(1)
-
-
-def event_line(event: RecordedEvent) -> bytes:
-    return orjson.dumps({
-        "position": event.position, "stream": event.stream, "key": event.key,
-        "version": event.version, "type": event.type, "schema_version": event.schema_version,
-        "payload": event.payload,
-        "cause": {"kind": event.cause.kind, "ref": event.cause.ref,
-                  "dedup_key": event.cause.dedup_key},
-        "wall_time": event.wall_time, "logical_time": event.logical_time,
-    }) + b"\n"
 
 
 async def _export(journal: JournalInspection, sink: IO[bytes]) -> int:

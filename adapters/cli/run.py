@@ -27,6 +27,15 @@ def _env(name: str) -> str:
     return "NICPLUG_" + name.upper().replace("-", "_")
 
 
+def _seconds(value: str, option: str) -> float:
+    from nicplug.adapters.queries import duration
+
+    try:
+        return duration(value)
+    except ValueError as exc:
+        raise typer.BadParameter(f"{option}: {exc}") from None
+
+
 def _opt(name: str, help_: str) -> Any:
     return typer.Option(f"--{name}", envvar=_env(name), help=help_, show_default=True)
 
@@ -109,6 +118,12 @@ def run(
     record_tape: Annotated[
         Path | None, _opt("record-tape", "Record every watch event and effect to this tape")
     ] = None,
+    retention: Annotated[str, _opt(
+        "retention", "Archive the events of operations finished longer ago (30d, 12h)"
+    )] = "30d",
+    archive_dir: Annotated[
+        Path | None, _opt("archive-dir", "Directory for archives (default: the journal's)")
+    ] = None,
     log_level: Annotated[str, _opt("log-level", "DEBUG | INFO | WARNING | ERROR")] = "INFO",
 ) -> None:
     """Run the controller: watch VMs and hot-plug/unplug their interfaces."""
@@ -129,7 +144,8 @@ def run(
             lease_name=lease_name, lease_namespace=lease_namespace, identity=identity,
             lease_duration=lease_duration, renew_deadline=renew_deadline,
             retry_period=retry_period, request_timeout=request_timeout, synchronous=synchronous,
-            record_tape=record_tape,
+            record_tape=record_tape, retention=_seconds(retention, "--retention"),
+            archive_dir=archive_dir,
         )
     except ValidationError as exc:
         raise typer.BadParameter(_explain(exc)) from None

@@ -64,3 +64,8 @@ def status(
             "" if op.terminal else age(now - op.entered_at), plain(" → ".join(op.history)),
         )
     out.print(table)
+    archived = sorted({op.archived for op in found if op.archived})
+    if archived:
+        count = sum(1 for op in found if op.archived)
+        out.print(plain(f"{count} finished operations are summaries: their events are "
+                        f"archived in {', '.join(archived)}"))

@@ -15,6 +15,7 @@ from rich.table import Table
 
 from nicplug.engine.errors import JournalError
 from nicplug.engine.sqlite_journal import SQLiteJournal
+from nicplug.machines.versions import schemas
 
 Row = Mapping[str, Any]
 
@@ -38,7 +39,9 @@ class Board:
                 if not path.exists():
                     continue
                 try:
-                    journal = await SQLiteJournal.open(path, read_only=True, integrity="none")
+                    journal = await SQLiteJournal.open(
+                        path, read_only=True, integrity="none", schemas=schemas()
+                    )
                 except JournalError:
                     continue  # not created yet by the controller: try again next time
                 self._open[world] = journal

@@ -17,6 +17,7 @@ from nicplug.engine.inspection import JournalInspection, StreamRecord
 from nicplug.engine.model import StreamId
 from nicplug.engine.sqlite_journal import SQLiteJournal
 from nicplug.engine.sqlite_opening import IntegrityCheck
+from nicplug.machines.versions import schemas
 
 DEFAULT_JOURNAL = Path("nicplug-journal.db")
 EVERYTHING = Selection()
@@ -26,7 +27,9 @@ async def open_for_queries(
     path: Path | str, *, integrity: IntegrityCheck = "quick"
 ) -> SQLiteJournal:
     """The journal at `path`, read-only; `JournalRefused` when missing, damaged or newer."""
-    return await SQLiteJournal.open(path, read_only=True, integrity=integrity)
+    return await SQLiteJournal.open(
+        path, read_only=True, integrity=integrity, schemas=schemas()
+    )
 
 
 def _order(op: OperationSummary) -> tuple[str, str, str, int]:

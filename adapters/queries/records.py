@@ -54,6 +54,9 @@ class OperationSummary(Answer):
     entered_at: float
     retry_at: float | None
     updated_wall: str
+    archived: str | None = None
+    """The archive file holding this finished operation's events (retention moved them
+    out of the journal; this summary is what stays)."""
 
     @classmethod
     def of(cls, stored: StoredView) -> OperationSummary:
@@ -67,6 +70,7 @@ class OperationSummary(Answer):
             history=[str(h) for h in s.get("history", (view.state,))],
             opened_at=float(s.get("opened_at", 0.0)), entered_at=float(s.get("entered_at", 0.0)),
             retry_at=s.get("retry_at"), updated_wall=rfc3339(stored.updated_wall),
+            archived=stored.archived,
         )
 
 

@@ -38,6 +38,7 @@ from nicplug.engine.sqlite_journal import SQLiteJournal
 from nicplug.engine.sqlite_opening import MEMORY
 from nicplug.machines.decider import HotplugDecider
 from nicplug.machines.operation import VMState
+from nicplug.machines.versions import schemas
 from nicplug.machines.world import World
 
 KEEP_MALFORMED = 100
@@ -154,7 +155,8 @@ class Replay:
             flavour, lines = sniff_flavour(lines, default=self.settings.flavour())
             self._observing = Observing(self._dialect, flavour, scope=settings_scope)
         journal = await SQLiteJournal.open(
-            str(self.journal_path) if self.journal_path else MEMORY, synchronous="NORMAL"
+            str(self.journal_path) if self.journal_path else MEMORY, synchronous="NORMAL",
+            schemas=schemas(),
         )
         executor = EffectLog(self.clock)
         errors = _Errors()

@@ -49,6 +49,8 @@ class Counter:
 
 
 class CounterMachine:
+    snapshot_schema = 1
+
     def __init__(self) -> None:
         self.decisions = 0
 

@@ -8,11 +8,16 @@ must not be sent over the newer.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+import pytest
+
 from nicplug.adapters.executor import KubeExecutor
 from nicplug.adapters.kube.calls import KubeCalls
 from nicplug.adapters.kube.client import ApiConnection
 from nicplug.adapters.kube.flavour import UPSTREAM
 from nicplug.adapters.sdn import dialect_for
+from nicplug.engine.errors import EffectUndecodable, PermanentError, RetryAfterObservation
 from nicplug.engine.journal import PendingEffect
 from nicplug.engine.model import Key, StreamId
 from nicplug.machines.effects import Effect, PatchVirtualMachine, VMNetworkEntry
@@ -75,3 +80,24 @@ async def test_the_same_patch_tried_again_is_sent_again(
     await executor.execute(plug_b)
     await executor.execute(plug_b)  # a re-issue after a timeout: idempotent, still sent
     assert api_server.count("patch", "virtualmachines") == 2
+
+
+async def test_an_effect_payload_no_version_can_read_is_dropped_not_rejected(
+    api_server: ApiServer, connection: ApiConnection
+) -> None:
+    store = api_server.store
+    store.create(NAMESPACES, {"metadata": {"name": "ns1"}})
+    store.create(KVVMS, kvvm_for(Knobs(), "ns1", "vm", (("Network", "net-a"),)))
+    before = store.get(KVVMS, "ns1", "vm")
+    executor = KubeExecutor(KubeCalls(connection), dialect_for("deckhouse"))
+    effect = pending(3, kvvm_patch(VMNetworkEntry(NET_B, "Network/net-b")))
+    # written by a newer nicplug: the field the patch lists its networks in is renamed
+    payload = {k: v for k, v in effect.payload.items() if k != "networks"}
+    unreadable = replace(effect, payload={**payload, "interfaces": []}, schema_version=9)
+
+    with pytest.raises(EffectUndecodable, match="schema 9") as raised:
+        await executor.execute(unreadable)
+
+    assert isinstance(raised.value, RetryAfterObservation)  # decided again, not Failed
+    assert not isinstance(raised.value, PermanentError)
+    assert store.get(KVVMS, "ns1", "vm") == before

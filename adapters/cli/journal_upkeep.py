@@ -1,0 +1,193 @@
+"""`nicplug journal rebuild|archive|backup`: the journal commands that write.
+
+* `rebuild` folds every stream from its events and rewrites the read model (state,
+  snapshot, schema) from the fold. Offline: it takes the journal's writer lock alone,
+  so it refuses a journal a controller holds open, and a controller refuses to start
+  while it runs. Events it cannot read stop it before anything is written.
+* `archive` moves the events of operations finished longer ago than the retention
+  window into a JSON-lines file (`journal export`'s format), then deletes them in one
+  transaction; the newest attempt of each (VM, network, direction) keeps its read-model
+  row as a summary naming the file. It may run beside the controller.
+* `check-archive FILE` reads an archive (or an export) back whole.
+* `backup OUT` copies the journal with SQLite's online backup API, beside a running
+  controller, into a new file (never over an existing one), through a temporary file.
+
+Every refusal is one line on stderr and exit 1 (the journal) or 2 (the input); a
+refused command changes nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Annotated, TypeVar
+
+import typer
+
+from nicplug.adapters.cli.journal import journal_app
+from nicplug.adapters.cli.querying import DEFAULT_JOURNAL, fail
+from nicplug.adapters.exporting import ArchiveDamaged, read_events
+from nicplug.adapters.queries import duration
+from nicplug.adapters.retention import archive_finished
+from nicplug.engine.audit import folder
+from nicplug.engine.errors import JournalError
+from nicplug.engine.model import StreamView
+from nicplug.engine.sqlite_journal import SQLiteJournal
+from nicplug.machines.operation import fold_view
+from nicplug.machines.versions import schemas
+
+T = TypeVar("T")
+
+WritableJournal = Annotated[
+    Path,
+    typer.Option("--journal", envvar="NICPLUG_JOURNAL", show_default=True,
+                 help="SQLite journal file"),
+]
+
+
+def _with(
+    path: Path, job: Callable[[SQLiteJournal], Awaitable[T]], *, read_only: bool = False,
+    exclusive: bool = False,
+) -> T:
+    if not path.is_file():
+        fail(f"journal {path}: no journal file here; give the path of an existing journal", 1)
+
+    async def run() -> T:
+        journal = await SQLiteJournal.open(
+            path, read_only=read_only, exclusive=exclusive, schemas=schemas(),
+            integrity="quick",
+        )
+        try:
+            return await job(journal)
+        finally:
+            await journal.close()
+
+    try:
+        return asyncio.run(run())
+    except JournalError as error:
+        fail(str(error), 1)
+    except OSError as error:
+        fail(f"{error.filename or path}: {error.strerror or error}", 2)
+
+
+class _Unreadable(JournalError):
+    pass
+
+
+async def rebuild_read_model(journal: SQLiteJournal) -> tuple[int, int, int]:
+    """Rewrite every read-model row from its stream's events: (rows, events, rows that
+    differed). Refuses, writing nothing, when a stream cannot be folded."""
+    given = await journal.audit_input(folder(fold_view))
+    problems = {s: f.problem for s, f in given.folded.items() if f.problem}
+    if problems:
+        stream, why = next(iter(problems.items()))
+        raise _Unreadable(
+            f"journal {journal.path}: {len(problems)} streams cannot be folded by this nicplug "
+            f"(first: {stream}: {why}); run the nicplug that wrote them; nothing was changed"
+        )
+    rewritten: list[StreamView] = []
+    differed = 0
+    for row in given.rows:
+        result = given.folded.get(row.view.stream)
+        if row.archived is not None or result is None or result.view is None:
+            continue
+        rewritten.append(result.view)
+        differed += row.view != result.view or row.through != row.version
+    await journal.rewrite_views(rewritten)
+    return len(rewritten), sum(f.events for f in given.folded.values()), differed
+
+
+@journal_app.command()
+def rebuild(journal: WritableJournal = DEFAULT_JOURNAL) -> None:
+    """Rewrite the read model from the events (stop the controller first)."""
+    rows, events, differed = _with(journal, rebuild_read_model, exclusive=True)
+    typer.echo(f"{journal}: {rows} read-model rows rebuilt from {events} events "
+               f"({differed} differed from the fold)")
+
+
+@journal_app.command()
+def backup(
+    out: Annotated[Path, typer.Argument(help="The new backup file")],
+    journal: WritableJournal = DEFAULT_JOURNAL,
+) -> None:
+    """Copy the journal online (safe while the controller runs) into a new file."""
+    if out.exists() or out.is_symlink():
+        fail(f"backup target {out} exists; a backup never overwrites: choose a new file", 2)
+    directory = out.absolute().parent
+    if not directory.is_dir():
+        fail(f"backup target {out}: no directory {directory}", 2)
+    if not os.access(directory, os.W_OK):
+        fail(f"backup target {out}: cannot write in {directory}; choose a writable place", 2)
+    try:  # empty and private (0600) like the journal; SQLite fills it
+        handle, temporary = tempfile.mkstemp(dir=directory, prefix=f".{out.name}.")
+    except OSError as error:
+        fail(f"backup target {out}: cannot write in {directory} ({error.strerror}); "
+             "choose a writable place", 2)
+    os.close(handle)
+
+    async def copy(source: SQLiteJournal) -> int:
+        return await source.backup(Path(temporary))
+
+    try:
+        pages = _with(journal, copy, read_only=True)
+        fd = os.open(temporary, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.link(temporary, out)  # fails, changing nothing, should `out` have appeared
+    except FileExistsError:
+        fail(f"backup target {out} appeared meanwhile; nothing was written to it", 2)
+    finally:
+        Path(temporary).unlink(missing_ok=True)
+    typer.echo(f"{journal}: backed up to {out} ({pages} pages)")
+
+
+@journal_app.command()
+def archive(
+    into: Annotated[Path, typer.Option(help="Directory the archive file is written to")],
+    older_than: Annotated[
+        str, typer.Option(help="Archive operations finished longer ago than this (30d, 12h)")
+    ] = "30d",
+    journal: WritableJournal = DEFAULT_JOURNAL,
+) -> None:
+    """Move the events of long-finished operations into a JSON-lines archive."""
+    try:
+        window = duration(older_than)
+    except ValueError as error:
+        fail(f"--older-than: {error}", 2)
+    if not into.is_dir():
+        fail(f"--into {into}: not a directory", 2)
+    if not os.access(into, os.W_OK):
+        fail(f"--into {into}: cannot write there; choose a writable directory", 2)
+    directory = into.resolve()
+    done = _with(
+        journal, lambda j: archive_finished(j, window=window, into=directory, now=time.time())
+    )
+    if done is None:
+        typer.echo(f"{journal}: no operation finished before the last {older_than}")
+        return
+    typer.echo(f"{journal}: archived {done.events} events of {done.streams} operations to "
+               f"{done.file}")
+
+
+@journal_app.command("check-archive")
+def check_archive(
+    file: Annotated[Path, typer.Argument(help="An archive or export (JSON lines)")],
+) -> None:
+    """Read an archive back whole: how many events of how many operations it holds."""
+    streams: set[str] = set()
+    count = 0
+    try:
+        for event in read_events(file):
+            streams.add(str(event["stream"]))
+            count += 1
+    except ArchiveDamaged as error:
+        fail(str(error), 1)
+    except OSError as error:
+        fail(f"archive {file}: {error.strerror or error}", 1)
+    typer.echo(f"{file}: {count} events of {len(streams)} operations, whole")

@@ -1,0 +1,213 @@
+"""Keeping an SQLite journal: reading it whole for an audit, rewriting its read model
+from the events, archiving finished streams, giving space back, copying it online.
+
+These run on the connection's thread like `sqlite_writes` and `sqlite_reads`. Each
+writing job is one transaction: it happens whole or not at all. Archiving writes the
+archive file (fsynced) before the transaction that deletes what it holds commits, so a
+crash between the two leaves the events in both places, never in neither. Must never
+touch the event loop, and never creates, truncates or deletes the journal file.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+import orjson
+
+from nicplug.engine.audit import AuditInput, Folded, Issued, Step
+from nicplug.engine.errors import JournalError
+from nicplug.engine.journal import ArmedTimer, StoredView
+from nicplug.engine.model import Key, RecordedEvent, StreamId, StreamView
+from nicplug.engine.sqlite_reads import EVENT_COLUMNS, VIEW_COLUMNS, event_of, view_of
+from nicplug.engine.sqlite_writes import to_json
+from nicplug.engine.upcasting import Schemas
+
+Fold = Callable[[Key, StreamId, Sequence[Step]], Folded]
+
+
+def audit_input(conn: sqlite3.Connection, schemas: Schemas, fold: Fold) -> AuditInput:
+    """Every read-model row, every stream folded (`fold`, one stream's events in memory
+    at a time), the pending effects and timers, in one read transaction. What cannot be
+    read (a snapshot or an event of an unknown schema) is a `Folded` problem."""
+    conn.execute("BEGIN")
+    try:
+        rows: list[StoredView] = []
+        folded: dict[StreamId, Folded] = {}
+        for r in conn.execute(
+            f"SELECT {VIEW_COLUMNS} FROM streams WHERE state IS NOT NULL ORDER BY key, stream"
+        ):
+            try:
+                rows.append(view_of(r, schemas.snapshots))
+            except JournalError as error:
+                folded[StreamId(r[0])] = Folded(None, r[5], 0, f"unreadable snapshot ({error})")
+                rows.append(view_of(r, Schemas().snapshots))
+        stream: StreamId | None = None
+        key = Key("")
+        events: list[Step] = []
+        problem: str | None = None
+        upcast = schemas.events.upcast if schemas.events else None
+
+        def done() -> None:
+            if stream is not None and stream not in folded:
+                folded[stream] = (Folded(None, 0, len(events), problem) if problem
+                                  else fold(key, stream, events))
+
+        for r in conn.execute(
+            "SELECT position, stream, key, version, type, schema_version, payload FROM events"
+            " ORDER BY stream, version"
+        ):
+            if r[1] != stream:
+                done()
+                stream, key, events, problem = StreamId(r[1]), Key(r[2]), [], None
+            if problem is None:
+                try:
+                    schema, payload = r[5], orjson.loads(r[6])
+                    if upcast is not None:
+                        schema, payload = upcast(r[4], schema, payload)
+                    events.append(Step(r[0], StreamId(r[1]), key, r[3], r[4], schema, payload))
+                except (JournalError, orjson.JSONDecodeError) as error:
+                    problem = f"event {r[0]} unreadable ({error})"
+        done()
+        issued = [
+            Issued(r[0], StreamId(r[1]), Key(r[2]), r[3]) for r in conn.execute(
+                "SELECT id, stream, key, type FROM effects WHERE status = 'issued' ORDER BY id")
+        ]
+        timers = [
+            ArmedTimer(StreamId(r[0]), r[1], Key(r[2]), r[3]) for r in conn.execute(
+                "SELECT stream, name, key, deadline FROM timers ORDER BY stream, name")
+        ]
+    finally:
+        conn.execute("COMMIT")
+    return AuditInput(rows, folded, issued, timers)
+
+
+def rewrite_views(conn: sqlite3.Connection, views: Sequence[StreamView]) -> int:
+    """Replace read-model rows by `views` (each folded through its stream's last event)."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        conn.executemany(
+            "UPDATE streams SET state = ?, terminal = ?, snapshot = ?, snapshot_schema = ?,"
+            " snapshot_through = version WHERE stream = ?",
+            [(v.state, int(v.terminal), to_json(v.snapshot), v.schema, v.stream) for v in views],
+        )
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+    return len(views)
+
+
+@dataclass(frozen=True, slots=True)
+class Archived:
+    file: str
+    streams: int
+    events: int
+    summaries: int
+
+
+def archivable(conn: sqlite3.Connection, cutoff_wall: float) -> list[StoredView]:
+    """Finished streams last changed before `cutoff_wall`, with no pending effect and no
+    armed timer, whose events are still in the journal."""
+    rows = conn.execute(
+        f"SELECT {VIEW_COLUMNS} FROM streams s WHERE terminal = 1 AND archived IS NULL"
+        " AND state IS NOT NULL AND updated_wall < ?"
+        " AND NOT EXISTS (SELECT 1 FROM effects e WHERE e.stream = s.stream"
+        " AND e.status = 'issued')"
+        " AND NOT EXISTS (SELECT 1 FROM timers t WHERE t.stream = s.stream)"
+        " ORDER BY key, stream",
+        (cutoff_wall,),
+    ).fetchall()
+    return [view_of(r, Schemas().snapshots) for r in rows]
+
+
+def archive(
+    conn: sqlite3.Connection,
+    *,
+    streams: Sequence[StreamId],
+    keep: Iterable[StreamId],
+    superseded: Sequence[StreamId],
+    sink: IO[bytes],
+    publish: Callable[[], None],
+    file: str,
+    line: Callable[[RecordedEvent], bytes],
+    schemas: Schemas,
+    cutoff_wall: float,
+    now_wall: float,
+) -> Archived:
+    """Write the events of `streams` to `sink` (JSON lines, position order), make it
+    durable and `publish` it (put it in place), then in one transaction delete them and
+    their outbox rows; of their read-model rows, those in `keep` stay as summaries
+    (`archived` names the file), the others go, and so do the summaries of earlier
+    runs now `superseded`. One `archives` row records the run."""
+    kept = set(keep)
+    count = 0
+    for first in range(0, len(streams), 500):
+        chunk = list(streams[first : first + 500])
+        marks = ", ".join("?" * len(chunk))
+        for r in conn.execute(
+            f"SELECT {EVENT_COLUMNS} FROM events WHERE stream IN ({marks}) ORDER BY position",
+            chunk,
+        ):
+            sink.write(line(event_of(r, schemas.events)))
+            count += 1
+    sink.flush()
+    os.fsync(sink.fileno())
+    publish()
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        for first in range(0, len(streams), 500):
+            chunk = list(streams[first : first + 500])
+            marks = ", ".join("?" * len(chunk))
+            conn.execute(f"DELETE FROM events WHERE stream IN ({marks})", chunk)
+            conn.execute(f"DELETE FROM effects WHERE stream IN ({marks})", chunk)
+            going = [s for s in chunk if s not in kept]
+            if going:
+                conn.execute(
+                    f"DELETE FROM streams WHERE stream IN ({', '.join('?' * len(going))})",
+                    going,
+                )
+        conn.executemany("DELETE FROM streams WHERE stream = ? AND archived IS NOT NULL",
+                         [(s,) for s in superseded])
+        conn.executemany("UPDATE streams SET archived = ? WHERE stream = ?",
+                         [(file, s) for s in streams if s in kept])
+        conn.execute(
+            "INSERT INTO archives (file, streams, events, cutoff_wall, written_wall)"
+            " VALUES (?, ?, ?, ?, ?)", (file, len(streams), count, cutoff_wall, now_wall),
+        )
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+    conn.execute("PRAGMA incremental_vacuum").fetchall()  # one page a step: step them all
+    return Archived(file, len(streams), count, len([s for s in streams if s in kept]))
+
+
+def archives(conn: sqlite3.Connection) -> list[tuple[str, int, int, float]]:
+    """(file, streams, events, written_wall) of every archive written, newest first."""
+    return [(str(r[0]), int(r[1]), int(r[2]), float(r[3])) for r in conn.execute(
+        "SELECT file, streams, events, written_wall FROM archives ORDER BY id DESC")]
+
+
+def vacuum(conn: sqlite3.Connection) -> None:
+    """Give every free page back to the file system (rewrites the file; offline use)."""
+    conn.execute("VACUUM")
+
+
+def backup(conn: sqlite3.Connection, target: Path) -> int:
+    """Copy the journal to `target` with SQLite's online backup API (a consistent copy
+    while writers go on); returns the pages copied. `target` is new and empty."""
+    copy = sqlite3.connect(target)
+    try:
+        conn.backup(copy, pages=1024)
+        pages = int(copy.execute("PRAGMA page_count").fetchone()[0])
+        copy.execute("PRAGMA journal_mode = DELETE")
+    finally:
+        copy.close()
+    return pages

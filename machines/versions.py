@@ -1,0 +1,46 @@
+"""The schema versions of everything the machines persist, and the upcasters that read
+older ones.
+
+Events, the operation snapshot and effect payloads each have a version; this is the one
+place they are bumped. A change of shape adds the new version here with a pure upcaster
+from the one before, so a journal written by an older nicplug reads as if written
+today. Versions so far:
+
+* `EffectsIssued` 2: the digests of the issued effects are `digests` (1: `keys`, which
+  read as if they were idempotency keys).
+* snapshot 2: `digests` likewise (1: `issued`); a snapshot is a cache, so recovery folds
+  the events again rather than trusting an older one (`nicplug.engine.recovery`).
+* effects 1: as first written.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from nicplug.engine.upcasting import SNAPSHOT, Payload, Schemas, Upcasters
+from nicplug.machines.effects import EFFECT_TYPES
+from nicplug.machines.operation import (
+    EFFECTS_ISSUED,
+    GRACE_EXPIRED,
+    OPENED,
+    SNAPSHOT_SCHEMA,
+    TRANSITIONED,
+)
+
+EVENT_SCHEMAS = {OPENED: 1, TRANSITIONED: 1, EFFECTS_ISSUED: 2, GRACE_EXPIRED: 1}
+EFFECT_SCHEMAS = dict.fromkeys(EFFECT_TYPES, 1)
+
+
+def _renamed(payload: Payload, old: str, new: str) -> dict[str, Any]:
+    renamed = {k: v for k, v in payload.items() if k != old}
+    renamed[new] = payload[old]
+    return renamed
+
+
+def schemas() -> Schemas:
+    """The registries a journal of nicplug's machines is read through."""
+    events = Upcasters(EVENT_SCHEMAS)
+    events.register(EFFECTS_ISSUED, 1, lambda p: _renamed(p, "keys", "digests"))
+    snapshots = Upcasters({SNAPSHOT: SNAPSHOT_SCHEMA})
+    snapshots.register(SNAPSHOT, 1, lambda p: _renamed(p, "issued", "digests"))
+    return Schemas(events=events, snapshots=snapshots, effects=Upcasters(EFFECT_SCHEMAS))
