@@ -89,7 +89,7 @@ async def test_an_effect_payload_no_version_can_read_is_dropped_not_rejected(
     store.create(NAMESPACES, {"metadata": {"name": "ns1"}})
     store.create(KVVMS, kvvm_for(Knobs(), "ns1", "vm", (("Network", "net-a"),)))
     before = store.get(KVVMS, "ns1", "vm")
-    executor = KubeExecutor(KubeCalls(connection), dialect_for("deckhouse"))
+    executor = KubeExecutor(KubeCalls(connection), dialect_for("deckhouse"), flavour=UPSTREAM)
     effect = pending(3, kvvm_patch(VMNetworkEntry(NET_B, "Network/net-b")))
     # written by a newer nicplug: the field the patch lists its networks in is renamed
     payload = {k: v for k, v in effect.payload.items() if k != "networks"}
