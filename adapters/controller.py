@@ -21,18 +21,27 @@ from aiohttp import web
 
 from nicplug.adapters import __version__
 from nicplug.adapters.executor import KubeExecutor
+from nicplug.adapters.heap import loading_long_lived
 from nicplug.adapters.kube.calls import KubeCalls
 from nicplug.adapters.kube.client import ApiConnection, ClientSettings, connect
 from nicplug.adapters.kube.informer import Informer, WatchProgress, WatchSettings
 from nicplug.adapters.kube.lease import Leadership
 from nicplug.adapters.kube.resources import KindRef, Scope
-from nicplug.adapters.observability import Health, Metrics, make_http_app, parse_addr
+from nicplug.adapters.loop_lag import LoopLag
+from nicplug.adapters.observability import (
+    Health,
+    Metrics,
+    bind_refused,
+    make_http_app,
+    parse_addr,
+)
 from nicplug.adapters.observing import Observing
 from nicplug.adapters.reporting import MetricsListener
 from nicplug.adapters.retention import archive_finished
 from nicplug.adapters.sdn import dialect_for
 from nicplug.adapters.settings import Settings
 from nicplug.adapters.tapes.writer import EffectTaping, TapeWriter
+from nicplug.adapters.worldview import cache_projection
 from nicplug.engine.clock import RealClock
 from nicplug.engine.errors import JournalError
 from nicplug.engine.runtime import Runtime
@@ -57,6 +66,13 @@ async def _hand_over(leadership: Leadership) -> None:
     except Exception as exc:
         log.warning("could not release the lease (a standby waits for it to expire): %r", exc)
 
+FEED_SLICE = 0.005
+"""Seconds of observing between yields to the event loop: well under the 50 ms a
+watch, a journal acknowledgement or the Lease renewal may wait."""
+
+LOAD_WITHOUT_COLLECTOR = 120.0
+"""Seconds the initial lists may load with the cyclic collector held off (`heap.py`)."""
+
 
 class Controller:
     def __init__(self, settings: Settings) -> None:
@@ -75,22 +91,33 @@ class Controller:
             on_hold=lambda _vm, _problem: self.metrics.observation_errors.labels("object").inc(),
             on_unreadable_pods=lambda _vm, _problem: self.metrics.observation_errors.labels(
                 "annotation").inc(),
+            time_slice=FEED_SLICE,
         )
         self._tape: TapeWriter | None = None
         self._ready = False
         self._last_progress: dict[str, float] = {}
+        self.loop_lag = LoopLag(on_lag=self._lagged)
         self.metrics_port: int | None = None  # the bound port (`metrics_addr` may say 0)
 
     async def run(self) -> None:
         """Serve metrics and health, stand for the Lease, lead while it is ours; when
         cancelled (a clean stop), end the term and release the Lease."""
         runner = await self._serve_http()
-        connection = await connect(ClientSettings(
-            kubeconfig=self.settings.kubeconfig, read_timeout=self.settings.request_timeout,
-            user_agent=f"nicplug/{__version__} ({self.identity})",
-        ))
-        if self.settings.record_tape is not None:
-            self._tape = TapeWriter(self.settings.record_tape, now=time.time)
+        try:
+            if self.settings.record_tape is not None:  # before connecting: fails alone
+                self._tape = TapeWriter(self.settings.record_tape, now=time.time)
+            connection = await connect(ClientSettings(
+                kubeconfig=self.settings.kubeconfig, read_timeout=self.settings.request_timeout,
+                user_agent=f"nicplug/{__version__} ({self.identity})",
+            ))
+        except BaseException:
+            await runner.cleanup()
+            if self._tape is not None:
+                self._tape.close()
+            raise
+        ticker = asyncio.create_task(
+            self.loop_lag.run(now=asyncio.get_running_loop().time), name="event loop lag"
+        )
         leadership = Leadership(
             connection,
             name=self.settings.lease_name,
@@ -105,18 +132,27 @@ class Controller:
             await leadership.run()
         finally:
             self._ready = False
+            ticker.cancel()
             await _hand_over(leadership)
             await connection.close()
             await runner.cleanup()
             if self._tape is not None:
                 self._tape.close()
 
+    def _lagged(self, lag: float) -> None:
+        self.metrics.loop_lag.observe(lag)
+        self.metrics.loop_lag_max.set(self.loop_lag.largest)
+
     async def _serve_http(self) -> web.AppRunner:
         host, port = parse_addr(self.settings.metrics_addr)
         app = make_http_app(self.metrics, self.health, journal=self.settings.journal)
         runner = web.AppRunner(app, access_log=None)
         await runner.setup()
-        await web.TCPSite(runner, host, port).start()
+        try:
+            await web.TCPSite(runner, host, port).start()
+        except OSError as error:  # in use, not this host's, unknown host: one line
+            await runner.cleanup()
+            raise bind_refused(self.settings.metrics_addr, error) from error
         self.metrics_port = int(runner.addresses[0][1])
         log.info("metrics and health on http://%s:%d", host, self.metrics_port)
         return runner
@@ -147,8 +183,11 @@ class Controller:
         tasks: list[asyncio.Task[None]] = []
         try:
             await runtime.start()
-            tasks = [asyncio.create_task(i.run(), name=f"watch {i.kind.name}") for i in informers]
-            await self._synced(informers, tasks)
+            with loading_long_lived(at_most=LOAD_WITHOUT_COLLECTOR,
+                                    later=asyncio.get_running_loop().call_later):
+                tasks = [asyncio.create_task(i.run(), name=f"watch {i.kind.name}")
+                         for i in informers]
+                await self._synced(informers, tasks)
             if self._tape is not None:
                 self._tape.initial_events_end()
             listener.seed(stored.view.state for stored in await journal.views())
@@ -195,6 +234,8 @@ class Controller:
                 on_change=self._changed,
                 on_progress=self._progress,
                 settings=WatchSettings(),
+                # a recorded tape keeps whole objects; otherwise only what is read
+                transform=None if self._tape is not None else cache_projection(kind),
             )
             for kind in self.flavour.watched
         ]

@@ -9,6 +9,8 @@ scraper's problem.
 
 from __future__ import annotations
 
+import errno
+import socket
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -74,6 +76,17 @@ class Metrics:
             registry=r,
         )
         self.leader = Gauge("nicplug_leader", "1 while this replica leads", registry=r)
+        self.loop_lag = Histogram(
+            "nicplug_event_loop_lag_seconds",
+            "How much later than asked a 10 ms ticker woke: the event loop's stalls",
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.loop_lag_max = Gauge(
+            "nicplug_event_loop_lag_max_seconds",
+            "The largest stall of the event loop since the process started",
+            registry=r,
+        )
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
@@ -109,6 +122,26 @@ def make_http_app(
     if journal is not None:
         add_operation_routes(app, journal)
     return app
+
+
+class MetricsAddressError(Exception):
+    """The metrics address cannot be served: in use, not this host's, unknown."""
+
+
+def bind_refused(value: str, error: OSError) -> MetricsAddressError:
+    """Why `HOST:PORT` could not be bound, in one line that says what to change."""
+    host, _ = parse_addr(value)
+    if isinstance(error, socket.gaierror):
+        problem = f"unknown host {host!r}"
+    elif error.errno == errno.EADDRINUSE:
+        problem = "the address is in use (another nicplug on this host?); choose another port"
+    elif error.errno == errno.EADDRNOTAVAIL:
+        problem = f"{host} is not an address of this host"
+    elif error.errno == errno.EACCES:
+        problem = "permission denied (ports below 1024 need privileges); choose another port"
+    else:
+        problem = error.strerror or str(error)
+    return MetricsAddressError(f"--metrics-addr {value}: {problem}")
 
 
 def parse_addr(value: str) -> tuple[str, int]:

@@ -7,12 +7,18 @@ marked dirty (a burst of changes of one VM coalesces into one observation), and
 `feed` hands each dirty VM's assembled `World` to `runtime.observe`. A VM whose objects
 are malformed is held still (not observed) until they are readable again; the other
 VMs go on. It never decides anything and never talks to a server.
+
+A live controller gives `feed` a time slice: assembling 10,000 worlds after the
+initial lists is seconds of work, and the watches, the journal's acknowledgements and
+the Lease renewal share the loop, so `feed` yields to them after each slice. A replay
+feeds in one go: its journal must not depend on how the work interleaves.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -57,9 +63,15 @@ class Observing:
         on_hold: Callable[[str, str], None] | None = None,
         on_unreadable_pods: Callable[[str, str], None] | None = None,
         scope: VMScope | None = None,
+        time_slice: float | None = None,
+        now: Callable[[], float] = time.perf_counter,
     ) -> None:
+        """`time_slice`: seconds of `feed`'s work between yields to the event loop
+        (None: no yield); `now` is the clock it is measured with."""
         self.dialect = dialect
         self.scope = scope or VMScope()
+        self._time_slice = time_slice
+        self._now = now
         self.index = WorldIndex(flavour)
         self._memo = ReadMemo()  # the index stores a new dict on every change
         self.wake = asyncio.Event()
@@ -93,6 +105,8 @@ class Observing:
         dirty, self._dirty = self._dirty, {}
         self.wake.clear()
         fed = 0
+        budget = self._time_slice
+        began = self._now() if budget is not None else 0.0
         for vm_key, ref in dirty.items():
             if not self.in_scope(vm_key):
                 continue  # another controller's VM: never observed, never touched
@@ -100,6 +114,9 @@ class Observing:
             if world is not None:
                 await runtime.observe(Key(vm_key), world, Cause("observation", ref))
                 fed += 1
+            if budget is not None and self._now() - began >= budget:
+                await asyncio.sleep(0)
+                began = self._now()
         return fed
 
     def in_scope(self, vm_key: str) -> bool:

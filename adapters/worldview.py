@@ -3,25 +3,39 @@
 The informers keep every object of a kind; this index keeps, for each VM
 (`namespace/name`), the keys of its launcher pods and migrations (kinds named as the
 cluster's KubeVirt `Flavour` names them), so assembling one
-VM's world never scans a namespace. It holds references to the informers' dicts, never
-copies, and never decides anything: it only answers "which VMs does this change touch"
-and "what are the objects of this VM".
+VM's world never scans a namespace, and for each Network and ClusterNetwork the VMs
+whose `spec.networks` ask for it, so a Network's change touches only those VMs and a
+world holds only the networks its VM asks for. A KubeVirt CR's change touches every
+VM, but only when something nicplug reads of it changed (its status churns). It holds
+references to the informers' dicts, never copies, and never decides anything: it only
+answers "which VMs does this change touch" and "what are the objects of this VM".
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from nicplug.adapters.kube.flavour import Flavour
+from nicplug.adapters.kube import resources as kinds
+from nicplug.adapters.kube.flavour import DECKHOUSE, UPSTREAM, Flavour
 from nicplug.adapters.kube.resources import KindRef, object_key
+from nicplug.adapters.kube.translate import objects as read
 from nicplug.adapters.kube.translate.assemble import VMObjects, active_pod_uids
+from nicplug.adapters.kube.translate.projection import Shape, projector
 
 _MAPPING = (dict, Mapping)
 """`isinstance` of a JSON body: dict first, an exact type check (the ABC's is slow)."""
 
 Body = dict[str, Any]
+
+# kinds are told apart by name: a string compare, where a KindRef compares every field
+_VMS = kinds.VIRTUAL_MACHINES.name
+_NETWORKS, _CLUSTER_NETWORKS = kinds.NETWORKS.name, kinds.CLUSTER_NETWORKS.name
+_ASKED = frozenset({_NETWORKS, _CLUSTER_NETWORKS})
+
+NetworkRef = tuple[str, str]
+"""(kind name, object key) of a Network (`namespace/name`) or ClusterNetwork (`name`)."""
 
 
 def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -41,19 +55,16 @@ class WorldIndex:
 
     def __init__(self, flavour: Flavour) -> None:
         self.flavour = flavour
-        kinds = flavour
-        # kinds are told apart by name: a string compare, where a KindRef compares
-        # every field
         self._pods, self._vmims, self._vmis = (
-            kinds.launcher_pods.name, kinds.vmims.name, kinds.vmis.name)
-        self._every_vm = frozenset(
-            {k.name for k in (kinds.kubevirts, kinds.networks, kinds.cluster_networks)})
-        self._named_after_vm = frozenset(
-            {k.name for k in (kinds.virtual_machines, kinds.kvvms, kinds.vmis)})
+            flavour.launcher_pods.name, flavour.vmims.name, flavour.vmis.name)
+        self._kvvms, self._kubevirts = flavour.kvvms.name, flavour.kubevirts.name
+        self._named_after_vm = frozenset({_VMS, self._kvvms, self._vmis})
         self._created_by = flavour.created_by_label
         self._objects: dict[str, dict[str, Body]] = defaultdict(dict)
         self._migrations_of: dict[str, set[str]] = defaultdict(set)
         self._owner: dict[tuple[str, str], str] = {}
+        self._asks: dict[str, frozenset[NetworkRef]] = {}  # VM → the networks it asks for
+        self._askers: dict[NetworkRef, set[str]] = defaultdict(set)  # network → VMs
         self._pods_by_creator: dict[str, set[str]] = defaultdict(set)  # VMI uid → pod keys
         self._pod_by_uid: dict[str, str] = {}  # pod uid → pod key
         self._pod_links: dict[str, tuple[str, str]] = {}  # pod key → (creator, own uid)
@@ -64,8 +75,8 @@ class WorldIndex:
     def apply(self, kind: KindRef, event_type: str, obj: Body) -> set[str]:
         """Record one change; return the VM keys (`ns/name`) whose world it changes.
 
-        A change of the KubeVirt configuration or of a Network concerns every VM
-        (the caller may then re-observe all of them).
+        A Network or ClusterNetwork concerns the VMs that ask for it; a KubeVirt CR
+        every VM, when what nicplug reads of it changed.
         """
         try:
             key = object_key(obj)
@@ -73,8 +84,9 @@ class WorldIndex:
             return set()
         table = self._objects[kind.name]
         if event_type == "DELETED":
-            table.pop(key, None)
+            before = table.pop(key, None)
         else:
+            before = table.get(key)
             table[key] = obj
         if kind.name == self._pods:
             return self._apply_pod(key, event_type, obj)
@@ -97,7 +109,14 @@ class WorldIndex:
                     self._migrations_of[vm_key].add(key)
                     self._owner[(kind.name, key)] = vm_key
             touched.add(vm_key)
-        if kind.name in self._every_vm:
+        if kind.name == _VMS and vm_key is not None:
+            self._ask(vm_key, None if event_type == "DELETED" else obj)
+        elif kind.name in _ASKED:
+            touched.update(self._askers.get((kind.name, key), ()))
+        elif kind.name == self._kubevirts and (
+            before is None or event_type == "DELETED"
+            or kubevirt_reads(before) != kubevirt_reads(obj)
+        ):
             touched.update(self.vm_keys())
         return touched
 
@@ -141,6 +160,33 @@ class WorldIndex:
         found = {self._vm_of_vmi_uid.get(creator), self._vm_of_pod_uid.get(uid)}
         return {vm for vm in found if vm is not None}
 
+    def _pod_keys_of(self, vmi: Body | None) -> list[str]:
+        if vmi is None:
+            return []
+        uid = _meta(vmi).get("uid")
+        keys = set(self._pods_by_creator.get(uid, ())) if isinstance(uid, str) else set()
+        keys.update(k for u in active_pod_uids(vmi) if (k := self._pod_by_uid.get(u)))
+        return sorted(keys)
+
+    def _ask(self, vm_key: str, vm: Body | None) -> None:
+        """Keep the network → VMs index current for one VM's (new) spec."""
+        asks = frozenset(_asked_networks(vm_key, vm)) if vm is not None else frozenset()
+        old = self._asks.get(vm_key, frozenset())
+        if asks == old:
+            return
+        for ref in old - asks:
+            askers = self._askers.get(ref)
+            if askers is not None:
+                askers.discard(vm_key)
+                if not askers:
+                    del self._askers[ref]
+        for ref in asks - old:
+            self._askers[ref].add(vm_key)
+        if asks:
+            self._asks[vm_key] = asks
+        else:
+            self._asks.pop(vm_key, None)
+
     def _vm_of(self, kind: KindRef, namespace: str, obj: Mapping[str, Any]) -> str | None:
         name: object = None
         if kind.name in self._named_after_vm:
@@ -152,35 +198,27 @@ class WorldIndex:
             return f"{namespace}/{name}"
         return None
 
-    def _pod_keys_of(self, vmi: Body | None) -> list[str]:
-        if vmi is None:
-            return []
-        uid = _meta(vmi).get("uid")
-        keys = set(self._pods_by_creator.get(uid, ())) if isinstance(uid, str) else set()
-        keys.update(k for u in active_pod_uids(vmi) if (k := self._pod_by_uid.get(u)))
-        return sorted(keys)
-
     def vm_keys(self) -> Iterable[str]:
         """Every VM known by any of its objects."""
-        keys = set(self._objects[self.flavour.virtual_machines.name])
-        keys.update(self._objects[self.flavour.kvvms.name])
+        keys = set(self._objects[_VMS])
+        keys.update(self._objects[self._kvvms])
         return keys
 
     def vm_body(self, vm_key: str) -> Body | None:
         """The VirtualMachine `vm_key`, as last seen."""
-        return self._objects[self.flavour.virtual_machines.name].get(vm_key)
+        return self._objects[_VMS].get(vm_key)
 
     def objects_of(self, vm_key: str) -> VMObjects:
         namespace, _, name = vm_key.partition("/")
-        table, kinds = self._objects, self.flavour
-        pods = table[kinds.launcher_pods.name]
-        migrations = table[kinds.vmims.name]
-        vmi = table[kinds.vmis.name].get(vm_key)
+        table = self._objects
+        pods = table[self._pods]
+        migrations = table[self._vmims]
+        vmi = table[self._vmis].get(vm_key)
         return VMObjects(
             namespace=namespace,
             name=name,
-            vm=table[kinds.virtual_machines.name].get(vm_key),
-            kvvm=table[kinds.kvvms.name].get(vm_key),
+            vm=table[_VMS].get(vm_key),
+            kvvm=table[self._kvvms].get(vm_key),
             vmi=vmi,
             pods=[pods[k] for k in self._pod_keys_of(vmi) if k in pods],
             migrations=[
@@ -188,15 +226,75 @@ class WorldIndex:
                 for k in sorted(self._migrations_of.get(vm_key, ()))
                 if k in migrations
             ],
-            kubevirts=list(table[kinds.kubevirts.name].values()),
-            networks=[
-                body for k, body in table[kinds.networks.name].items()
-                if k.startswith(namespace + "/")
-            ],
-            cluster_networks=list(table[kinds.cluster_networks.name].values()),
-            created_by_label=kinds.created_by_label,
+            kubevirts=list(table[self._kubevirts].values()),
+            networks=self._networks_asked(vm_key, _NETWORKS),
+            cluster_networks=self._networks_asked(vm_key, _CLUSTER_NETWORKS),
+            created_by_label=self._created_by,
         )
+
+    def _networks_asked(self, vm_key: str, kind_name: str) -> list[Body]:
+        table = self._objects[kind_name]
+        found = [table.get(key) for kind, key in self._asks.get(vm_key, ()) if kind == kind_name]
+        return [body for body in found if body is not None]
 
     def version_of(self, kind: KindRef, key: str) -> str:
         obj = self._objects[kind.name].get(key)
         return str(_meta(obj).get("resourceVersion") or "") if obj else ""
+
+
+def _asked_networks(vm_key: str, vm: Body) -> list[NetworkRef]:
+    """The Networks and ClusterNetworks a raw VM's `spec.networks` name; whatever is
+    unreadable names nothing (the translation reports it)."""
+    spec = vm.get("spec")
+    networks = spec.get("networks") if isinstance(spec, _MAPPING) else None
+    if not isinstance(networks, list):
+        return []
+    namespace = vm_key.partition("/")[0]
+    found: list[NetworkRef] = []
+    for entry in networks:
+        if not isinstance(entry, _MAPPING):
+            continue
+        type_, name = entry.get("type"), entry.get("name")
+        if not isinstance(name, str) or not name:
+            continue
+        if type_ == "Network":
+            found.append((_NETWORKS, f"{namespace}/{name}"))
+        elif type_ == "ClusterNetwork":
+            found.append((_CLUSTER_NETWORKS, name))
+    return found
+
+
+def kubevirt_reads(body: Body) -> object:
+    """What nicplug reads of a KubeVirt CR (its resourceVersion aside): equal before and
+    after a change, the change concerns no VM."""
+    meta, spec, status = (body.get(part) for part in ("metadata", "spec", "status"))
+    meta = dict(meta) if isinstance(meta, _MAPPING) else meta
+    if isinstance(meta, dict):
+        meta.pop("resourceVersion", None)
+        meta.pop("managedFields", None)
+    phase = status.get("phase") if isinstance(status, _MAPPING) else status
+    return (meta, spec, phase)
+
+
+_READ_AS: dict[str, type[read.KubeObject]] = {
+    kinds.VIRTUAL_MACHINES.name: read.VirtualMachineObject,
+    kinds.NETWORKS.name: read.SDNNetworkObject,
+    kinds.CLUSTER_NETWORKS.name: read.SDNNetworkObject,
+    **{
+        name: model
+        for f in (UPSTREAM, DECKHOUSE)
+        for name, model in (
+            (f.kvvms.name, read.KVVMObject), (f.vmis.name, read.VMIObject),
+            (f.launcher_pods.name, read.PodObject), (f.vmims.name, read.VMIMObject),
+            (f.kubevirts.name, read.KubeVirtObject),
+        )
+    },
+}
+_ENVELOPE: Shape = {"apiVersion": None, "kind": None}  # how tapes and logs tell kinds apart
+
+
+def cache_projection(kind: KindRef) -> Callable[[Body], Body] | None:
+    """What to keep of each object of `kind` as it arrives: the fields the translation
+    reads (`translate/projection.py`); None for a kind it does not read."""
+    model = _READ_AS.get(kind.name)
+    return projector(model, keep=_ENVELOPE) if model is not None else None

@@ -3,11 +3,16 @@
 It runs the same `SimulatedCluster` as `nicplug sim serve`, on the real clock with
 every simulated delay at zero, and taps the store: each committed write of a VM's
 objects (VM, KVVM, VMI, launcher pod, migration) is recorded as (resourceVersion,
-epoch seconds at the commit, kind, `namespace/vm`). It prints the server's URL once it
-serves, and on SIGTERM / SIGINT writes the record as JSON lines to `--writes` and exits.
-It measures nothing itself and never acts on the cluster.
+epoch seconds at the commit, kind, `namespace/vm`, and for a VMI the interfaces its
+status shows attached to the guest). Every resource request the API server answers is
+recorded as (epoch seconds, User-Agent, verb, resource), so two controllers run one
+after the other are told apart by their clients. Both records are appended as JSON
+lines to `--writes` and `--requests` while it runs (every quarter second), so the
+benchmark can follow them. It prints the server's URL once it serves and exits on
+SIGTERM / SIGINT. It measures nothing itself and never acts on the cluster.
 
-`python -m bench._timed_cluster --vms N --kubeconfig PATH --writes PATH`
+`python -m bench._timed_cluster --vms N --kubeconfig PATH --writes PATH --requests PATH
+[--networks N]`
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ import signal
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import orjson
 
@@ -31,11 +37,23 @@ from nicplug.simulator.watching import Change
 TIMED = frozenset({VMS, KVVMS, VMIS, PODS, VMIMS})
 ZERO_DELAYS = Delays(sdn_configure=0, kubevirt_sync=0, attach=0, migration=0, restart=0)
 
-Write = tuple[int, float, str, str]
+FLUSH_EVERY = 0.25  # seconds between appends to the record files
+
+Write = tuple[int, float, str, str, list[str] | None]
+
+
+def attached(vmi: dict[str, Any]) -> list[str]:
+    """The interfaces a VMI's status shows attached to the guest (`domain` in infoSource)."""
+    status = vmi.get("status") or {}
+    return sorted(
+        str(i.get("name")) for i in status.get("interfaces") or ()
+        if "domain" in [s.strip() for s in str(i.get("infoSource") or "").split(",")]
+    )
 
 
 class WriteLog:
-    """(rv, commit time, kind, vm) of every write of a VM's objects, in commit order."""
+    """(rv, commit time, kind, vm, attached) of every write of a VM's objects, in commit
+    order; `attached` only for a VMI."""
 
     def __init__(self) -> None:
         self.writes: list[Write] = []
@@ -46,26 +64,57 @@ class WriteLog:
         owner = vm_key(change.resource, change.obj)
         if owner is not None:
             kind = "KVVM" if change.resource == KVVMS else change.resource.kind
-            self.writes.append((change.rv, time.time(), kind, f"{owner[0]}/{owner[1]}"))
+            guest = attached(change.obj) if change.resource == VMIS else None
+            self.writes.append((change.rv, time.time(), kind, f"{owner[0]}/{owner[1]}", guest))
 
-    def dump(self, path: Path) -> None:
-        path.write_bytes(b"".join(orjson.dumps(w) + b"\n" for w in self.writes))
+    def take(self) -> list[Write]:
+        taken, self.writes = self.writes, []
+        return taken
 
 
-async def serve(vms: int, kubeconfig: Path, writes: Path) -> None:
+def _append(path: Path, rows: list[Any]) -> None:
+    if rows:
+        with path.open("ab") as out:
+            out.write(b"".join(orjson.dumps(row) + b"\n" for row in rows))
+
+
+async def _record(cluster: SimulatedCluster, log: WriteLog, writes: Path,
+                  requests: Path) -> None:
+    """Append what happened since the last round; the request time is the round's."""
+    while True:
+        await asyncio.sleep(FLUSH_EVERY)
+        _flush(cluster, log, writes, requests)
+
+
+def _flush(cluster: SimulatedCluster, log: WriteLog, writes: Path, requests: Path) -> None:
+    now = time.time()
+    _append(writes, log.take())
+    _append(requests, [(now, r.user_agent, r.verb, r.resource) for r in cluster.take_requests()])
+
+
+def network_names(extra: int) -> tuple[str, ...]:
+    """`user-net` (which the VMs ask for) and `extra` Networks nobody asks for."""
+    return ("user-net", *(f"unused-{i:04d}" for i in range(extra)))
+
+
+async def serve(vms: int, kubeconfig: Path, writes: Path, requests: Path,
+                networks: int = 0) -> None:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     cluster = SimulatedCluster(
-        Knobs(delays=ZERO_DELAYS), fixtures=Fixtures(vms=vms), kubeconfig_path=kubeconfig
+        Knobs(delays=ZERO_DELAYS), fixtures=Fixtures(vms=vms, networks=network_names(networks)),
+        kubeconfig_path=kubeconfig,
     )
     log = WriteLog()
     cluster.store.tap(log)
     async with cluster:
+        recording = asyncio.create_task(_record(cluster, log, writes, requests))
         print(f"serving {cluster.url}", flush=True)
         await stop.wait()
-    log.dump(writes)
+        recording.cancel()
+        _flush(cluster, log, writes, requests)
 
 
 def main(argv: list[str]) -> int:
@@ -73,8 +122,13 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--vms", type=int, required=True)
     parser.add_argument("--kubeconfig", type=Path, required=True)
     parser.add_argument("--writes", type=Path, required=True)
+    parser.add_argument("--requests", type=Path, required=True)
+    parser.add_argument("--networks", type=int, default=0,
+                        help="Networks nobody asks for, beside user-net")
     args = parser.parse_args(argv)
-    asyncio.run(serve(args.vms, args.kubeconfig, args.writes))
+    args.writes.write_bytes(b"")
+    args.requests.write_bytes(b"")
+    asyncio.run(serve(args.vms, args.kubeconfig, args.writes, args.requests, args.networks))
     return 0
 
 

@@ -19,7 +19,6 @@ from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar, cast
-from urllib.parse import quote
 
 import aiosqlite
 
@@ -39,10 +38,13 @@ from nicplug.engine.model import Key, RecordedEvent, StreamId, StreamView
 from nicplug.engine.sqlite_opening import (
     MEMORY,
     IntegrityCheck,
+    ReadMode,
     Synchronous,
     configure,
     hold,
     prepare_file,
+    read_mode,
+    reader_uri,
     translate,
 )
 from nicplug.engine.sqlite_reads import (
@@ -93,6 +95,7 @@ class SQLiteJournal:
         path: str,
         read_only: bool,
         schemas: Schemas,
+        read_mode: ReadMode | None = None,
         max_group: int,
         on_group: Callable[[int, float], None] | None,
         lock: int | None = None,
@@ -103,6 +106,8 @@ class SQLiteJournal:
         self.read_only = read_only
         self.schemas = schemas
         self._upcasters = schemas.events
+        self.read_mode = read_mode
+        """How a read-only journal was opened (`ReadMode`); None when writable."""
         self._max_group = max_group
         self._on_group = on_group
         self._queue: deque[_Queued] = deque()
@@ -130,11 +135,12 @@ class SQLiteJournal:
         """Open (creating with mode 0600 when missing) or refuse with `JournalRefused`.
 
         `":memory:"` gives a private in-memory journal. `read_only` opens an existing
-        journal for queries while a writer may have it open. `on_group(units, seconds)`
-        is called after every group commit (metrics). `schemas` are the upcasters of
-        events, snapshots and effects (`upcasters` alone: of events only). A writer
-        shares the journal's writer lock with other writers; `exclusive` (offline
-        work) refuses a journal any writer holds.
+        journal for queries: beside the writer that holds it, or as an immutable snapshot
+        when none does (`read_mode` says which); it never creates a file. `on_group(units,
+        seconds)` is called after every group commit (metrics). `schemas` are the
+        upcasters of events, snapshots and effects (`upcasters` alone: of events only).
+        A writer shares the journal's writer lock with other writers; `exclusive`
+        (offline work) refuses a journal any writer holds.
         """
         name = str(path)
         if read_only and name == MEMORY:
@@ -145,7 +151,8 @@ class SQLiteJournal:
             prepare_file(name, read_only=read_only)
             if not read_only:
                 lock = hold(name, exclusive=exclusive)
-        target = f"file:{quote(name)}?mode=ro" if read_only else name
+        mode = read_mode(name) if read_only else None
+        target = reader_uri(name, mode) if mode is not None else name
         try:
             conn = await aiosqlite.connect(
                 target, uri=read_only, isolation_level=None, check_same_thread=False
@@ -166,7 +173,7 @@ class SQLiteJournal:
             raise
         if schemas is None:
             schemas = Schemas(events=upcasters)
-        return cls(conn, path=name, read_only=read_only, schemas=schemas,
+        return cls(conn, path=name, read_only=read_only, schemas=schemas, read_mode=mode,
                    max_group=max_group, on_group=on_group, lock=lock)
 
     # -- writing -----------------------------------------------------------------------

@@ -4,7 +4,7 @@ Creates a missing file with mode 0600 before SQLite sees it, checks that an exis
 one is a healthy nicplug journal (integrity check, schema not newer than this code),
 and translates SQLite's errors into `JournalRefused` with what to do about them.
 Never deletes, truncates or recreates a file: a journal that cannot be opened is left
-exactly as it was found.
+exactly as it was found, and a reader never leaves a file beside it (`ReadMode`).
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import os
 import sqlite3
 from pathlib import Path
 from typing import Literal
+from urllib.parse import quote
 
 from nicplug.engine.errors import JournalError, JournalRefused
 from nicplug.engine.schema import latest_version, migrate, schema_version
@@ -23,6 +24,25 @@ IntegrityCheck = Literal["full", "quick", "none"]
 Synchronous = Literal["OFF", "NORMAL", "FULL", "EXTRA"]
 
 MEMORY = ":memory:"
+
+ReadMode = Literal["shared", "snapshot"]
+"""How a reader opens a journal. `shared`: a WAL reader beside the writer, through the
+writer's `-shm` index, so it sees every commit in one consistent snapshot. `snapshot`:
+when no `-wal`/`-shm` is beside the file, no writer holds it (a stopped controller, a
+backup, a read-only place); it is read as an immutable file, which creates nothing
+beside it and needs no write access to its directory. A WAL reader would create both
+files and leave them behind, even beside a journal it then refuses."""
+
+
+def read_mode(path: str) -> ReadMode:
+    """`shared` when a writer holds the journal (or left its WAL), else `snapshot`."""
+    beside = (Path(f"{path}-wal"), Path(f"{path}-shm"))
+    return "shared" if any(p.exists() for p in beside) else "snapshot"
+
+
+def reader_uri(path: str, mode: ReadMode) -> str:
+    uri = f"file:{quote(path)}?mode=ro"
+    return uri + "&immutable=1" if mode == "snapshot" else uri
 
 
 def prepare_file(path: str, *, read_only: bool) -> None:

@@ -176,6 +176,16 @@ class SimulatedCluster:
         served: deque[RequestRecord] = self._runner.app[REQUEST_LOG]
         return list(served)
 
+    def take_requests(self) -> list[RequestRecord]:
+        """Remove and return the requests answered since the last call, oldest first: for
+        a caller that keeps a record longer than the server's bounded log."""
+        if self._runner is None:
+            return []
+        served: deque[RequestRecord] = self._runner.app[REQUEST_LOG]
+        taken = list(served)
+        served.clear()
+        return taken
+
     @property
     def actor_errors(self) -> list[str]:
         return [e for a in self.actors for e in a.errors]

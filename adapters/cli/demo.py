@@ -29,6 +29,14 @@ def demo(
     console = make_console()
     if directory is None:
         directory = Path(tempfile.mkdtemp(prefix="nicplug-demo-"))
-    directory.mkdir(parents=True, exist_ok=True)
+    if directory.exists() and not directory.is_dir():
+        typer.echo(f"nicplug: --dir {directory} exists and is not a directory", err=True)
+        raise typer.Exit(2)
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        typer.echo(f"nicplug: --dir {directory}: cannot create it "
+                   f"({error.strerror or error})", err=True)
+        raise typer.Exit(2) from None
     code = asyncio.run(play(directory.resolve(), console, budget=budget))
     raise typer.Exit(code)

@@ -25,9 +25,11 @@ import typer
 from nicplug.adapters.cli.app import app
 from nicplug.adapters.cli.querying import (
     DEFAULT_JOURNAL,
+    READ_MODES,
     JournalPath,
     JsonFlag,
     ask,
+    ask_saying_how,
     console,
     fail,
     plain,
@@ -82,13 +84,14 @@ async def _verify(journal: SQLiteJournal) -> dict[str, Any]:
 def verify(journal: JournalPath = DEFAULT_JOURNAL, json_: JsonFlag = False) -> None:
     """Check the journal's integrity and that its read model, outbox and timers agree
     with its events; print its schema version and counts."""
-    report = ask(journal, _verify, integrity="none")
-    report = {"journal": str(journal), **report}
+    report, mode = ask_saying_how(journal, _verify, integrity="none")
+    report = {"journal": str(journal), "read_mode": mode, **report}
     if json_:
         print_json(report)
     else:
         out = console()
         mismatches = [Mismatch(**m) for m in report.get("mismatches", [])]
+        out.print(plain(f"{journal}: read {READ_MODES[mode]}"))
         if report["ok"]:
             out.print(plain(f"{journal}: ok"))
         elif mismatches:
@@ -152,11 +155,19 @@ def export(
     directory = output.resolve().parent
     if not directory.is_dir():
         fail(f"--output {output}: no directory {directory}", 2)
-    handle, temporary = tempfile.mkstemp(dir=directory, prefix=f".{output.name}.")
+    if output.is_dir():
+        fail(f"--output {output} is a directory; name a file", 2)
+    try:
+        handle, temporary = tempfile.mkstemp(dir=directory, prefix=f".{output.name}.")
+    except OSError as error:
+        fail(f"--output {output}: cannot write in {directory} ({error.strerror or error})", 2)
     try:
         with os.fdopen(handle, "wb") as sink:
             count = ask(journal, lambda j: _export(j, sink))
         os.replace(temporary, output)
+    except OSError as error:  # the disk filled, or `output` became unwritable meanwhile
+        Path(temporary).unlink(missing_ok=True)
+        fail(f"--output {output}: cannot write ({error.strerror or error})", 1)
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
         raise

@@ -2,9 +2,11 @@
 read-only, one-line errors, JSON and time formatting.
 
 The journal is opened read-only (a controller may be writing it), so nothing a query
-command does can change it. A missing, damaged or newer journal, and bad input, end
-in one line on stderr and a non-zero exit (1: the journal, 2: the input), never a
-traceback. Holds no command of its own.
+command does can change it or leave a file beside it; a journal no controller holds is
+read as a snapshot (`status` and `journal verify` say which way it was read). A
+missing, damaged or newer journal, content this nicplug cannot read, and bad input,
+end in one line on stderr and a non-zero exit (1: the journal, naming it; 2: the
+input), never a traceback. Holds no command of its own.
 """
 
 from __future__ import annotations
@@ -20,10 +22,10 @@ from rich.console import Console
 from rich.markup import escape
 
 from nicplug.adapters.cli.console import make_console
-from nicplug.adapters.queries import DEFAULT_JOURNAL, open_for_queries
+from nicplug.adapters.queries import DEFAULT_JOURNAL, BadSelection, open_for_queries
 from nicplug.engine.errors import JournalError
 from nicplug.engine.sqlite_journal import SQLiteJournal
-from nicplug.engine.sqlite_opening import IntegrityCheck
+from nicplug.engine.sqlite_opening import IntegrityCheck, ReadMode
 
 T = TypeVar("T")
 
@@ -59,11 +61,25 @@ def ask(
     *, integrity: IntegrityCheck = "quick",
 ) -> T:
     """Open `journal` read-only, put `question` to it, close it."""
+    return ask_saying_how(journal, question, integrity=integrity)[0]
 
-    async def asking() -> T:
+
+READ_MODES = {
+    "shared": "through its write-ahead log (a controller holds it, or left its WAL)",
+    "snapshot": "as a snapshot: no controller holds it",
+}
+
+
+def ask_saying_how(
+    journal: Path, question: Callable[[SQLiteJournal], Awaitable[T]],
+    *, integrity: IntegrityCheck = "quick",
+) -> tuple[T, ReadMode]:
+    """`ask`, and how the journal was read (`ReadMode`, described by `READ_MODES`)."""
+
+    async def asking() -> tuple[T, ReadMode]:
         opened = await open_for_queries(journal, integrity=integrity)
         try:
-            return await question(opened)
+            return await question(opened), opened.read_mode or "shared"
         finally:
             await opened.close()
 
@@ -71,8 +87,12 @@ def ask(
         return asyncio.run(asking())
     except JournalError as error:
         fail(str(error), 1)
-    except ValueError as error:  # input that only the journal could show to be wrong
+    except BadSelection as error:  # input that only the journal could show to be wrong
         fail(str(error), 2)
+    except (ValueError, TypeError, KeyError, AttributeError) as error:
+        detail = " ".join(f"{type(error).__name__}: {error}".split())[:200]
+        fail(f"journal {journal}: holds content this nicplug cannot read ({detail}); "
+             "check it with `nicplug journal verify` and restore it from a backup", 1)
 
 
 def print_json(data: Any) -> None:

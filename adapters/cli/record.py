@@ -58,8 +58,13 @@ def record(
             request_timeout=request_timeout, stop=stop,
         )
 
+    from nicplug.adapters.tapes.writer import TapeUnwritable
+
     try:
         lines = asyncio.run(recording())
+    except TapeUnwritable as exc:
+        typer.echo(f"nicplug: {exc}", err=True)
+        raise typer.Exit(1) from None
     except OSError as exc:
         typer.echo(f"nicplug: cannot record to {output}: {exc.strerror or exc}", err=True)
         raise typer.Exit(1) from None

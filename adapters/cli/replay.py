@@ -2,8 +2,11 @@
 
 Takes the options of `nicplug run` that change decisions (dialect, gating, migrations,
 timeouts), runs on a virtual clock, executes no effect against any server, and prints
-a report, or `--json` (DESIGN §7). Exit codes: 0 done; 1 `--compare-effects` found a
-difference, or a `--strict` replay met a malformed line; 2 bad options or no tape.
+a report, or `--json` (DESIGN §7). `--until TIME|+DURATION` ends the replay at a time
+(later lines are not fed) or lets time pass after the last line, so the timers of a
+tape's quiet end fire. Exit codes: 0 done; 1 `--compare-effects` found a difference,
+or a `--strict` replay met a malformed line or time going backwards, or the journal
+failed; 2 bad options or no tape.
 """
 
 from __future__ import annotations
@@ -11,13 +14,16 @@ from __future__ import annotations
 import asyncio
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from pydantic import ValidationError
 
 from nicplug.adapters.cli.app import app
-from nicplug.adapters.cli.run import _explain
+from nicplug.adapters.cli.run import _explain, usage_error
+
+if TYPE_CHECKING:
+    from nicplug.adapters.tapes.replaying import Until
 
 
 @app.command()
@@ -30,7 +36,12 @@ def replay(
     compare_effects: Annotated[bool, typer.Option(
         "--compare-effects", help="Exit 1 when the effects differ from the tape's EFFECT lines"
     )] = False,
-    strict: Annotated[bool, typer.Option(help="Stop at the first malformed line")] = False,
+    strict: Annotated[bool, typer.Option(
+        help="Stop at the first malformed line or line whose time goes backwards"
+    )] = False,
+    until: Annotated[str | None, typer.Option(
+        help="End at this RFC 3339 time, or +DURATION (90s, 10m, 1h30m) after the last line"
+    )] = None,
     dialect: Annotated[str, typer.Option(help="SDN dialect: deckhouse | multus")] = "deckhouse",
     kubevirt_api: Annotated[str | None, typer.Option(
         help="KubeVirt API: upstream | deckhouse (default: as the tape's objects name it)"
@@ -67,7 +78,11 @@ def replay(
             backoff_max=backoff_max, cluster_network_namespace=cluster_network_namespace,
         )
     except ValidationError as exc:
-        raise typer.BadParameter(_explain(exc)) from None
+        usage_error(_explain(exc))
+    try:
+        end = _until(until)
+    except ValueError as exc:
+        usage_error(f"--until: {exc}")
     if journal is not None and journal.exists():
         typer.echo(f"nicplug: {journal} exists; a replay writes a new journal", err=True)
         raise typer.Exit(2)
@@ -78,7 +93,8 @@ def replay(
         raise typer.Exit(2) from None
     try:
         with source:
-            result = asyncio.run(Replay(settings, journal=journal, strict=strict).run(source))
+            result = asyncio.run(Replay(
+                settings, journal=journal, strict=strict, until=end).run(source))
     except TapeMalformed as exc:
         typer.echo(f"nicplug: {tape}: {exc}", err=True)
         raise typer.Exit(1) from None
@@ -88,7 +104,7 @@ def replay(
     if json_output:
         sys.stdout.buffer.write(replay_json(result))
         sys.stdout.buffer.flush()
-        for m in result.malformed:
+        for m in [*result.malformed, *result.backwards]:
             typer.echo(f"nicplug: {tape}: line {m.line}: {m.problem}", err=True)
     else:
         console = make_console()
@@ -100,3 +116,14 @@ def replay(
         if differences:
             raise typer.Exit(1)
         typer.echo(f"effects agree with the tape's {len(result.taped)} EFFECT lines", err=True)
+
+
+def _until(text: str | None) -> Until | None:
+    from nicplug.adapters.tapes.replaying import Until
+    from nicplug.adapters.tapes.times import parse_at, parse_duration
+
+    if text is None:
+        return None
+    if text.startswith("+"):
+        return Until(after=parse_duration(text[1:]))
+    return Until(moment=parse_at(text))

@@ -12,7 +12,7 @@ import logging
 import signal
 from collections.abc import Coroutine
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, NoReturn
 
 import typer
 from pydantic import ValidationError
@@ -148,18 +148,20 @@ def run(
             archive_dir=archive_dir,
         )
     except ValidationError as exc:
-        raise typer.BadParameter(_explain(exc)) from None
+        usage_error(_explain(exc))
     level = logging.getLevelName(log_level.upper())
     if not isinstance(level, int):
-        raise typer.BadParameter(f"--log-level: unknown level {log_level!r}")
+        usage_error(f"--log-level: unknown level {log_level!r}")
     configure_logging(level)
 
     from nicplug.adapters.controller import run_controller
     from nicplug.adapters.kube.client import ClientConfigError
+    from nicplug.adapters.observability import MetricsAddressError
+    from nicplug.adapters.tapes.writer import TapeUnwritable
 
     try:
         asyncio.run(until_signalled(run_controller(settings)))
-    except (JournalError, ClientConfigError) as exc:
+    except (JournalError, ClientConfigError, MetricsAddressError, TapeUnwritable) as exc:
         typer.echo(f"nicplug: {exc}", err=True)
         raise typer.Exit(1) from None
 
@@ -187,6 +189,12 @@ async def until_signalled(work: Coroutine[Any, Any, None]) -> None:
     finally:
         for sig in _STOP_SIGNALS:
             loop.remove_signal_handler(sig)
+
+
+def usage_error(message: str) -> NoReturn:
+    """A bad option: one line on stderr and exit code 2 (not a box: logs keep it whole)."""
+    typer.echo(f"nicplug: {message}", err=True)
+    raise typer.Exit(2)
 
 
 def _explain(exc: ValidationError) -> str:

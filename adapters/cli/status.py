@@ -15,10 +15,11 @@ from rich.table import Table
 from nicplug.adapters.cli.app import app
 from nicplug.adapters.cli.querying import (
     DEFAULT_JOURNAL,
+    READ_MODES,
     JournalPath,
     JsonFlag,
     age,
-    ask,
+    ask_saying_how,
     checked,
     console,
     plain,
@@ -44,16 +45,17 @@ def status(
         vm=checked(vm_ref, vm, "--vm"), state=checked(state_ref, state, "--state"),
         network=checked(network_ref, network, "--network"),
     )
-    found = ask(journal, lambda j: operations(j, selection))
+    found, mode = ask_saying_how(journal, lambda j: operations(j, selection))
     if json_:
         print_json({"operations": [op.to_json() for op in found]})
         return
     out = console()
     if not found:
-        out.print(plain(f"no operations match in {journal}"))
+        out.print(plain(f"no operations match in {journal} (read {READ_MODES[mode]})"))
         return
     now = time.time()
-    table = Table(title=plain(f"operations in {journal}"))
+    table = Table(title=plain(f"operations in {journal}"),
+                  caption=plain(f"read {READ_MODES[mode]}"))
     for column in ("vm", "network", "op", "state", "reason", "in state"):
         table.add_column(column, no_wrap=True)
     table.add_column("path", overflow="fold")

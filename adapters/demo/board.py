@@ -44,6 +44,9 @@ class Board:
                     )
                 except JournalError:
                     continue  # not created yet by the controller: try again next time
+                if journal.read_mode != "shared":  # a snapshot would not follow a writer
+                    await journal.close()
+                    continue
                 self._open[world] = journal
             for stored in await journal.views():
                 view = stored.view

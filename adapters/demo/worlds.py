@@ -17,6 +17,8 @@ from pathlib import Path
 
 import aiohttp
 
+from nicplug.adapters.private_files import open_private
+
 
 @dataclass(frozen=True, slots=True)
 class WorldSpec:
@@ -53,7 +55,7 @@ def free_port() -> int:
 
 
 async def _spawn(argv: list[str], log: Path) -> asyncio.subprocess.Process:
-    out = log.open("wb")
+    out = open_private(log)  # the logs show whole objects, like the journal
     try:
         return await asyncio.create_subprocess_exec(
             sys.executable, "-m", "nicplug.adapters.cli", *argv,

@@ -87,7 +87,7 @@ async def connect(settings: ClientSettings) -> ApiConnection:
     try:
         if settings.kubeconfig is not None:
             if not settings.kubeconfig.is_file():
-                raise ClientConfigError(f"kubeconfig {settings.kubeconfig} does not exist")
+                raise ClientConfigError(_not_a_kubeconfig(settings.kubeconfig))
             await load_kube_config(
                 config_file=str(settings.kubeconfig), context=settings.context,
                 client_configuration=configuration, persist_config=False,
@@ -110,6 +110,14 @@ async def connect(settings: ClientSettings) -> ApiConnection:
         client.user_agent = settings.user_agent
     _skip_environment_lookups(client, configuration.host or "")
     return ApiConnection(client=client, settings=settings)
+
+
+def _not_a_kubeconfig(path: Path) -> str:
+    if path.is_dir():
+        return f"kubeconfig {path} is a directory; give the kubeconfig file in it"
+    if path.exists():
+        return f"kubeconfig {path} is not a regular file"
+    return f"kubeconfig {path} does not exist"
 
 
 def _skip_environment_lookups(client: ApiClient, server: str) -> None:

@@ -39,6 +39,11 @@ from nicplug.adapters.kube.wire import JsonObject, failure, fetch_object, send
 
 log = logging.getLogger(__name__)
 
+EMIT_SLICE = 256
+"""Objects taken in (projected) or changes handed on between yields to the event loop
+while a list is applied: each takes tens of microseconds, so a slice stays within a
+few milliseconds."""
+
 Sleep = Callable[[float], Awaitable[None]]
 Clock = Callable[[], float]
 ChangeHandler = Callable[[KindRef, str, JsonObject], None]
@@ -98,8 +103,12 @@ class Informer:
         settings: WatchSettings = WatchSettings(),
         sleep: Sleep = asyncio.sleep,
         clock: Clock = time.monotonic,
+        transform: Callable[[JsonObject], JsonObject] | None = None,
     ) -> None:
+        """`transform` is applied to each object as it arrives, before it is cached or
+        handed on: a projection keeps only what the consumer reads."""
         self.kind = kind
+        self._transform = transform
         self.namespace = namespace if kind.namespaced else None
         self.settings = settings
         self.stats = InformerStats()
@@ -174,10 +183,12 @@ class Informer:
                 _request_timeout=self._connection.request_timeout,
             ))
             self.stats.lists += 1
-            for item in page.get("items") or ():
+            for number, item in enumerate(page.get("items") or (), 1):
                 key = self._key_of(item)
                 if key is not None:
                     fresh[key] = self._with_kind(item)
+                if number % EMIT_SLICE == 0:
+                    await asyncio.sleep(0)  # a server may ignore `limit`: one huge page
             metadata = page.get("metadata") or {}
             token = metadata.get("continue") or None
             if token is None:
@@ -187,15 +198,22 @@ class Informer:
             raise KubeError(f"{self.kind.name}: the list carries no resourceVersion")
         previous, self._cache = self._cache, fresh
         self.resource_version = version
+        emitted = 0
         for key, obj in previous.items():
             if key not in fresh:
                 self._emit("DELETED", obj)
+                emitted += 1
         for key, obj in fresh.items():
             old = previous.get(key)
             if old is None:
                 self._emit("ADDED", obj)
             elif _version_of(old) != _version_of(obj):
                 self._emit("MODIFIED", obj)
+            else:
+                continue
+            emitted += 1
+            if emitted % EMIT_SLICE == 0:
+                await asyncio.sleep(0)  # a list of 10,000 objects must not stall the loop
         self.synced.set()
 
     def _list_call(self, **kwargs: Any) -> Awaitable[Any]:
@@ -296,10 +314,11 @@ class Informer:
             return None
 
     def _with_kind(self, obj: JsonObject) -> JsonObject:
-        """Lists omit apiVersion/kind on items; put them back so consumers can tell."""
+        """Lists omit apiVersion/kind on items; put them back so consumers can tell.
+        Then the transform, if any."""
         obj.setdefault("apiVersion", self.kind.api_version)
         obj.setdefault("kind", self.kind.kind)
-        return obj
+        return obj if self._transform is None else self._transform(obj)
 
     def _emit(self, event_type: str, obj: JsonObject) -> None:
         if self._on_change is None:

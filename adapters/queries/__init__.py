@@ -14,11 +14,12 @@ from nicplug.adapters.queries.reading import (
     timeline,
 )
 from nicplug.adapters.queries.records import OperationSummary, Timeline
-from nicplug.adapters.queries.selection import Selection, duration
+from nicplug.adapters.queries.selection import BadSelection, Selection, duration
 
 __all__ = [
     "DEFAULT_JOURNAL",
     "Ambiguous",
+    "BadSelection",
     "Dossier",
     "Explanation",
     "OperationSummary",

@@ -2,8 +2,11 @@
 default): `GET /operations` (query parameters `vm`, `state`, `network`, `direction`)
 and `GET /operations/{id}` (timeline and explanation), both JSON.
 
-The journal is opened read-only on the first request and kept open; while it does not
-exist yet (no leader has written it) the views answer 503 and try again next time.
+The journal is opened read-only on the first request and kept open while a controller
+holds it (a `shared` reader follows the writer); one nobody holds is read as a
+snapshot for one request and closed, since an immutable snapshot would not see a
+leader that starts writing later. While it does not exist yet (no leader has written
+it) the views answer 503 and try again next time.
 Bad parameters get a 400 naming them. Read-only: never writes, never blocks the
 controller (SQLite runs on its own thread, WAL keeps readers off the writer's way).
 """
@@ -11,8 +14,9 @@ controller (SQLite runs on its own thread, WAL keeps readers off the writer's wa
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 from aiohttp import web
@@ -33,11 +37,21 @@ class JournalSource:
         self._journal: SQLiteJournal | None = None
         self._lock = asyncio.Lock()
 
-    async def journal(self) -> SQLiteJournal:
+    @contextlib.asynccontextmanager
+    async def journal(self) -> AsyncIterator[SQLiteJournal]:
+        """The kept shared reader, or a snapshot for this request alone."""
         async with self._lock:
             if self._journal is None:
-                self._journal = await open_for_queries(self.path, integrity="none")
-            return self._journal
+                opened = await open_for_queries(self.path, integrity="none")
+                if opened.read_mode != "shared":
+                    try:
+                        yield opened
+                    finally:
+                        await opened.close()
+                    return
+                self._journal = opened
+            kept = self._journal
+        yield kept
 
     async def close(self) -> None:
         async with self._lock:
@@ -65,7 +79,8 @@ def add_operation_routes(
         except ValueError as error:
             return _error(400, str(error))
         try:
-            found = await operations(await source.journal(), selection)
+            async with source.journal() as journal:
+                found = await operations(journal, selection)
         except JournalError as error:
             return _error(503, str(error))
         return web.json_response({"operations": [op.to_json() for op in found]})
@@ -73,7 +88,8 @@ def add_operation_routes(
     async def detail_view(request: web.Request) -> web.Response:
         operation = request.match_info["id"]
         try:
-            found = await dossier(await source.journal(), operation, now=now())
+            async with source.journal() as journal:
+                found = await dossier(journal, operation, now=now())
         except JournalError as error:
             return _error(503, str(error))
         if found is None:

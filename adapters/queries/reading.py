@@ -12,7 +12,13 @@ from pathlib import Path
 
 from nicplug.adapters.queries.explaining import Dossier, Explanation, explain
 from nicplug.adapters.queries.records import OperationSummary, Timeline
-from nicplug.adapters.queries.selection import Selection, direction_ref, network_ref, vm_ref
+from nicplug.adapters.queries.selection import (
+    BadSelection,
+    Selection,
+    direction_ref,
+    network_ref,
+    vm_ref,
+)
 from nicplug.engine.inspection import JournalInspection, StreamRecord
 from nicplug.engine.model import StreamId
 from nicplug.engine.sqlite_journal import SQLiteJournal
@@ -92,7 +98,7 @@ async def _explained(
     return explain(record, now=now, superseded_by=newest)
 
 
-class Ambiguous(ValueError):
+class Ambiguous(BadSelection):
     """More than one operation fits and nothing says which one."""
 
 
@@ -105,7 +111,7 @@ async def resolve(
     the one that changed last. None when nothing fits."""
     if network is None:
         if direction is not None:
-            raise ValueError("--direction needs NS/NAME and NETWORK, not an operation id")
+            raise BadSelection("--direction needs NS/NAME and NETWORK, not an operation id")
         found = await journal.find_views(Selection().query(stream=StreamId(operation)))
         return found[0].view.stream if found else None
     selection = Selection(

@@ -2,7 +2,7 @@
 
 A VM is `namespace/name`, a network `Main`, `Network/<name>` or `ClusterNetwork/<name>`,
 a state one of the machines' states, a direction `plug`, `unplug` or `update`, a
-duration `30s`, `5m`, `1h30m`. Anything else is a `ValueError` saying what was expected,
+duration `30s`, `5m`, `1h30m`. Anything else is a `BadSelection` saying what was expected,
 so a typo gives an error instead of an empty answer. Values only ever reach the journal
 as bound parameters. Never reads the journal.
 """
@@ -26,15 +26,19 @@ _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 
 
+class BadSelection(ValueError):
+    """What the user asked for cannot be a selection (a usage error, exit code 2)."""
+
+
 def vm_ref(value: str) -> str:
     if not _VM.match(value):
-        raise ValueError(f"a VM is NAMESPACE/NAME (lower case), got {value!r}")
+        raise BadSelection(f"a VM is NAMESPACE/NAME (lower case), got {value!r}")
     return value
 
 
 def network_ref(value: str) -> str:
     if not _NETWORK.match(value):
-        raise ValueError(
+        raise BadSelection(
             f"a network is Main, Network/NAME or ClusterNetwork/NAME, got {value!r}"
         )
     return value
@@ -42,13 +46,13 @@ def network_ref(value: str) -> str:
 
 def state_ref(value: str) -> str:
     if value not in STATES:
-        raise ValueError(f"unknown state {value!r}; states: {', '.join(sorted(STATES))}")
+        raise BadSelection(f"unknown state {value!r}; states: {', '.join(sorted(STATES))}")
     return value
 
 
 def direction_ref(value: str) -> str:
     if value not in DIRECTIONS:
-        raise ValueError(f"a direction is {' | '.join(DIRECTIONS)}, got {value!r}")
+        raise BadSelection(f"a direction is {' | '.join(DIRECTIONS)}, got {value!r}")
     return value
 
 
@@ -60,12 +64,12 @@ def duration(value: str) -> float:
     except ValueError:
         parts = _DURATION.findall(text)
         if not parts or "".join(n + u for n, u in parts) != text:
-            raise ValueError(
+            raise BadSelection(
                 f"a duration is like 30s, 5m, 1h or 1h30m, got {value!r}"
             ) from None
         seconds = sum(float(n) * _UNITS[u] for n, u in parts)
     if seconds < 0 or seconds != seconds or seconds == float("inf"):
-        raise ValueError(f"a duration must be a finite number of seconds >= 0, got {value!r}")
+        raise BadSelection(f"a duration must be a finite number of seconds >= 0, got {value!r}")
     return seconds
 
 
@@ -83,7 +87,7 @@ class Selection:
         cls, *, vm: str | None = None, state: str | None = None, network: str | None = None,
         direction: str | None = None,
     ) -> Selection:
-        """The selection, each given value checked (a `ValueError` names the bad one)."""
+        """The selection, each given value checked (a `BadSelection` names the bad one)."""
         return cls(
             vm=vm_ref(vm) if vm is not None else None,
             state=state_ref(state) if state is not None else None,

@@ -70,6 +70,15 @@ class TapedEffect:
 
 
 @dataclass(frozen=True, slots=True)
+class Bookmark:
+    """A line that feeds nothing but says what time it was (a BOOKMARK, or an ERROR
+    with an `at`): on replay it moves the clock, so a quiet period fires its timers."""
+
+    line: int
+    at: float | None
+
+
+@dataclass(frozen=True, slots=True)
 class InitialEventsEnd:
     """Every kind has been listed: what came before is the initial state."""
 

@@ -3,9 +3,13 @@
 A tape may hold one JSON object per line (what `nicplug record` writes), objects
 concatenated on a line, or pretty-printed objects spanning lines (what `kubectl get
 --watch --output-watch-events -o json` prints). The reader holds at most one object's
-text at a time, so memory does not grow with the tape's length. Every line that cannot
-be read becomes a `Malformed` item naming its line number, and reading goes on; unknown
-kinds, bookmarks and ERROR events are counted and skipped. It never feeds anything.
+text at a time, and a stream is cut into lines by `framing` (a line over the value cap
+is never held), so memory is bounded by the cap whatever the input. Every line that
+cannot be read becomes a `Malformed` item naming its line number, and reading goes on:
+so does an event of a watched kind whose object has no usable `metadata` (no name, or
+no namespace for a namespaced kind), which the live controller could not index either.
+Unknown kinds and ERROR events are counted and skipped; a bookmark is an item only for
+its time. It never feeds anything.
 """
 
 from __future__ import annotations
@@ -14,17 +18,19 @@ import datetime
 import json
 import re
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
 from pydantic import ValidationError
 
+from nicplug.adapters.tapes.framing import MAX_VALUE_BYTES, Overlong, Readable, lines_of
 from nicplug.adapters.tapes.lines import (
     EFFECT,
     LINE_TYPES,
     WATCH_TYPES,
+    Bookmark,
     EffectObject,
     InitialEventsEnd,
     Malformed,
@@ -37,13 +43,11 @@ from nicplug.adapters.tapes.lines import (
 )
 from nicplug.adapters.tapes.times import epoch_of
 
-Item = WatchEvent | TapedEffect | InitialEventsEnd | Malformed
+Item = WatchEvent | TapedEffect | InitialEventsEnd | Bookmark | Malformed
 
-MAX_VALUE_BYTES = 16 * 1024 * 1024
-"""A value spanning lines longer than this is taken as unterminated (the API server
-refuses objects over 3 MiB)."""
-
-_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"')
+_STRING = re.compile(rb'"(?:[^"\\]++|\\.)*+"')
+"""A JSON string. Possessive: the backtracking form keeps a frame per character of a
+string that never closes (1.2 GB for a 10 MB line); this one keeps none."""
 _DECODER = json.JSONDecoder()
 
 
@@ -67,11 +71,19 @@ def _depth(line: bytes) -> int:
     return line.count(b"{") + line.count(b"[") - line.count(b"}") - line.count(b"]")
 
 
-def _texts(lines: Iterable[bytes]) -> Iterator[tuple[int, bytes | None, str]]:
+def _texts(lines: Iterable[bytes | Overlong]) -> Iterator[tuple[int, bytes | None, str]]:
     """(line number, the text of one top-level value or None, problem if None)."""
     buffer: list[bytes] = []
     start = depth = size = 0
     for number, raw in enumerate(lines, 1):
+        if isinstance(raw, Overlong):
+            if buffer:
+                yield start, None, f"a JSON value longer than {MAX_VALUE_BYTES} bytes"
+                buffer = []
+            else:
+                yield number, None, (f"a line of {raw.size} bytes, longer than the "
+                                     f"{MAX_VALUE_BYTES} a tape line may hold")
+            continue
         if buffer:
             if raw[:1] == b"{":  # a new top-level value: the one before never closed
                 yield start, None, "a JSON object that never closes"
@@ -124,8 +136,10 @@ def _split(text: bytes) -> list[object] | None:
 class TapeReader:
     """Iterates the items of a tape; `stats` counts what was skipped."""
 
-    def __init__(self, lines: Iterable[bytes]) -> None:
-        self._lines = lines
+    def __init__(self, source: Readable | Iterable[bytes | Overlong]) -> None:
+        """`source`: a binary stream (cut into lines here), or lines already cut."""
+        # a file is iterable too, by lines of any length: read it through `lines_of`
+        self._lines = lines_of(source) if isinstance(source, Readable) else source
         self.stats = TapeStats()
         self._last_at: tuple[str, float | None] = ("", None)
 
@@ -203,8 +217,10 @@ class TapeReader:
             kind = kind_of(obj)
             if isinstance(kind, str):
                 self.stats.unknown_kinds[kind] += 1
-            elif not selected(kind, obj):
-                self.stats.unselected += 1
+            elif isinstance(obj.get("metadata"), dict) and not selected(kind, obj):
+                self.stats.unselected += 1  # a pod the live watch's selector leaves out
+            elif (problem := _unaddressable(obj, namespaced=kind.namespaced)) is not None:
+                yield self._malformed(number, f"{type_} {kind.kind}: {problem}")
             else:
                 self.stats.events += 1
                 yield WatchEvent(number, type_, kind, obj, at)
@@ -220,8 +236,28 @@ class TapeReader:
             self.stats.bookmarks += 1
             if initial_events_end(obj):
                 yield InitialEventsEnd(number, at)
+            elif at is not None:
+                yield Bookmark(number, at)
         else:
             self.stats.errors += 1
+            if at is not None:
+                yield Bookmark(number, at)
+
+
+def _unaddressable(obj: Mapping[str, Any], *, namespaced: bool) -> str | None:
+    """Why the object cannot be indexed (as the live controller keys it), or None."""
+    meta = obj.get("metadata")
+    if meta is None:
+        return "the object has no metadata"
+    if not isinstance(meta, dict):
+        return f"the object's metadata is a {type(meta).__name__}, not an object"
+    name = meta.get("name")
+    if not isinstance(name, str) or not name:
+        return "the object has no metadata.name"
+    namespace = meta.get("namespace")
+    if namespaced and (not isinstance(namespace, str) or not namespace):
+        return "the object has no metadata.namespace"
+    return None
 
 
 def _explain(exc: ValidationError) -> str:

@@ -33,10 +33,11 @@ async def record_cluster(
 ) -> int:
     """Record until `duration` seconds have passed or `stop` is set; return the lines
     written. An informer that fails before it has listed raises its error."""
-    connection = await connect(ClientSettings(kubeconfig=kubeconfig, read_timeout=request_timeout))
     scope = Scope(namespace)
     stop = stop or asyncio.Event()
-    with TapeWriter(tape, now=time.time) as writer:
+    with TapeWriter(tape, now=time.time) as writer:  # first: a tape it cannot write fails alone
+        connection = await connect(
+            ClientSettings(kubeconfig=kubeconfig, read_timeout=request_timeout))
         informers = [
             Informer(connection, kind, namespace=scope.namespace_for(kind),
                      on_change=writer.watch_event, settings=WatchSettings())

@@ -3,14 +3,18 @@
 Watch events go through `Observing` (index → dirty VMs → assembled worlds →
 `runtime.observe`), exactly as in `nicplug run`, into a `Runtime` over the
 `HotplugDecider`, with a `VirtualClock` and an executor that only writes effects down.
-Time is each event's `at`, or one second after the previous event where it is missing
-(never backwards). Like the live controller, nothing is observed until the initial
-events (the lists) are all in (`_Listing`). Events sharing one `at` are applied
-together and observed once per VM, as the live controller coalesces a burst; timers
-due at or before an event's time fire before it is fed; after each moment the runtime
-is drained, so the order of everything is fixed and the same tape gives the same
-journal and the same report. The replay ends at the last event's time. There is no
-world reaction to effects: the tape holds the world's reactions as they were recorded.
+Time is every line's `at` (bookmarks, ERROR and EFFECT lines too, so a quiet period
+recorded as bookmarks fires its timers), or one second after the previous event where
+an event has none. Time never goes backwards: a line whose `at` is before the clock is
+reported with its number (`--strict` refuses it) and taken at the clock's time. Like
+the live controller, nothing is observed until the initial events (the lists) are all
+in (`_Listing`). Events sharing one `at` are applied together and observed once per
+VM, as the live controller coalesces a burst; timers due at or before a line's time
+fire before it is fed; after each moment the runtime is drained, so the order of
+everything is fixed and the same tape gives the same journal and the same report. The
+replay ends at the last line's time, or at `until` (`Until`): an absolute time stops
+it there, a duration lets that much time pass after the last line. There is no world
+reaction to effects: the tape holds the world's reactions as they were recorded.
 """
 
 from __future__ import annotations
@@ -26,8 +30,15 @@ from nicplug.adapters.kube.resources import object_key
 from nicplug.adapters.observing import Observing
 from nicplug.adapters.sdn import dialect_for
 from nicplug.adapters.settings import Settings
-from nicplug.adapters.tapes.lines import InitialEventsEnd, Malformed, TapedEffect, WatchEvent
-from nicplug.adapters.tapes.reader import TapeReader, TapeStats
+from nicplug.adapters.tapes.framing import Overlong, Readable, lines_of
+from nicplug.adapters.tapes.lines import (
+    InitialEventsEnd,
+    Malformed,
+    TapedEffect,
+    WatchEvent,
+)
+from nicplug.adapters.tapes.reader import Item, TapeReader, TapeStats
+from nicplug.adapters.tapes.times import format_at
 from nicplug.adapters.tapes.writer import effect_target
 from nicplug.engine.clock import VirtualClock
 from nicplug.engine.journal import PendingEffect, StoredView
@@ -46,11 +57,20 @@ KEEP_MALFORMED = 100
 
 
 class TapeMalformed(Exception):
-    """A malformed line in a `--strict` replay."""
+    """A malformed line, or time going backwards, in a `--strict` replay."""
 
     def __init__(self, malformed: Malformed) -> None:
         super().__init__(f"line {malformed.line}: {malformed.problem}")
         self.malformed = malformed
+
+
+@dataclass(frozen=True, slots=True)
+class Until:
+    """Where a replay ends: at `moment` (epoch seconds; later lines are not fed), or
+    `after` seconds past the last line's time."""
+
+    moment: float | None = None
+    after: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +97,11 @@ class ReplayResult:
     effects: list[ReplayedEffect] = field(default_factory=list)
     taped: list[TapedEffect] = field(default_factory=list)
     malformed: list[Malformed] = field(default_factory=list)
+    backwards: list[Malformed] = field(default_factory=list)
+    """Lines whose `at` was before the clock (first `KEEP_MALFORMED`)."""
+    backwards_count: int = 0
+    stopped_at_line: int | None = None
+    """The first line not fed because it is after `Until.moment`."""
     stats: TapeStats = field(default_factory=TapeStats)
     observations: int = 0
     held: frozenset[str] = frozenset()
@@ -117,15 +142,19 @@ _FLAVOUR_MARKS = (
 )
 
 
-def sniff_flavour(lines: Iterable[bytes], *, default: Flavour) -> tuple[Flavour, Iterable[bytes]]:
+def sniff_flavour(
+    lines: Iterable[bytes | Overlong], *, default: Flavour
+) -> tuple[Flavour, Iterable[bytes | Overlong]]:
     """The KubeVirt API flavour whose names the tape holds (the first KubeVirt object
     tells), and the lines unchanged; `default` when no line names a KubeVirt kind.
     Only the lines up to that object are held in memory."""
     iterator = iter(lines)
-    seen: list[bytes] = []
+    seen: list[bytes | Overlong] = []
     found = default
     for line in iterator:
         seen.append(line)
+        if isinstance(line, Overlong):
+            continue
         compact = line.replace(b" ", b"")
         match = next((f for mark, f in _FLAVOUR_MARKS if mark in compact), None)
         if match is not None:
@@ -138,22 +167,25 @@ class Replay:
     """One replay of one tape; `run(lines)` returns the result."""
 
     def __init__(
-        self, settings: Settings, *, journal: Path | None = None, strict: bool = False
+        self, settings: Settings, *, journal: Path | None = None, strict: bool = False,
+        until: Until | None = None,
     ) -> None:
         self.settings = settings
         self.journal_path = journal
         self.strict = strict
+        self.until = until or Until()
         self.clock = VirtualClock()
         self._dialect = dialect_for(
             settings.dialect, cluster_nad_namespace=settings.cluster_network_namespace
         )
         self._observing = Observing(self._dialect, settings.flavour(), scope=settings.scope())
 
-    async def run(self, lines: Iterable[bytes]) -> ReplayResult:
-        settings_scope = self.settings.scope()
+    async def run(self, lines: Readable | Iterable[bytes | Overlong]) -> ReplayResult:
+        """Replay a tape: a binary stream, or its lines already cut."""
         if self.settings.kubevirt_api is None:
-            flavour, lines = sniff_flavour(lines, default=self.settings.flavour())
-            self._observing = Observing(self._dialect, flavour, scope=settings_scope)
+            cut = lines_of(lines) if isinstance(lines, Readable) else lines
+            flavour, lines = sniff_flavour(cut, default=self.settings.flavour())
+            self._observing = Observing(self._dialect, flavour, scope=self.settings.scope())
         journal = await SQLiteJournal.open(
             str(self.journal_path) if self.journal_path else MEMORY, synchronous="NORMAL",
             schemas=schemas(),
@@ -194,26 +226,53 @@ class Replay:
                 if len(result.malformed) < KEEP_MALFORMED:
                     result.malformed.append(item)
                 continue
+            at = self._time_of(item, moment, result)
+            if at is not None and self.until.moment is not None and at > self.until.moment:
+                result.stopped_at_line = item.line
+                if isinstance(item, WatchEvent):
+                    reader.stats.events -= 1  # read, but not fed
+                break
             if isinstance(item, TapedEffect):
                 result.taped.append(item)
-                continue
-            if isinstance(item, InitialEventsEnd) or not listing.goes_on(item):
-                if listing.ends():
-                    result.observations += await self._settle(runtime)
-                if isinstance(item, InitialEventsEnd):
-                    continue
-            at = item.at if item.at is not None else (moment or 0.0) + 1.0
-            at = max(at, self.clock.now())
-            if at != moment:
+            elif _ends_listing(item, listing) and listing.ends():
+                result.observations += await self._settle(runtime)
+            if at is not None and at != moment:
                 if not listing.active:
                     result.observations += await self._settle(runtime)
                 await self._until(at, runtime)
                 moment = at
                 if result.started is None:
                     result.started = at
-            self._observing.changed(item.kind, item.type, item.object)
+            if isinstance(item, WatchEvent):
+                self._observing.changed(item.kind, item.type, item.object)
         result.observations += await self._settle(runtime)
+        end = self.until.moment
+        if self.until.after is not None:
+            end = (moment if moment is not None else self.clock.now()) + self.until.after
+        if end is not None and end > self.clock.now():
+            await self._until(end, runtime)
+            result.observations += await self._settle(runtime)
+            moment = end
         result.ended = moment
+
+    def _time_of(self, item: Item, moment: float | None, result: ReplayResult) -> float | None:
+        """The time a line moves the clock to (None: it does not); a line whose `at` is
+        before the clock is reported and taken at the clock's time."""
+        at = item.at if not isinstance(item, Malformed) else None
+        if at is None:
+            return (moment or 0.0) + 1.0 if isinstance(item, WatchEvent) else None
+        now = self.clock.now()
+        if moment is None or at >= now:
+            return at
+        went_back = Malformed(item.line, (
+            f"time goes backwards: at {format_at(at)} is {now - at:.3f} s before the "
+            f"replay's clock ({format_at(now)})"))
+        if self.strict:
+            raise TapeMalformed(went_back)
+        result.backwards_count += 1
+        if len(result.backwards) < KEEP_MALFORMED:
+            result.backwards.append(went_back)
+        return now
 
     async def _settle(self, runtime: Runtime[VMState, World]) -> int:
         """Observe the VMs the current moment changed, and wait until all is decided."""
@@ -230,6 +289,12 @@ class Replay:
             self.clock.set(max(deadline, self.clock.now()))
             await runtime.drain()
         self.clock.set(moment)
+
+
+def _ends_listing(item: Item, listing: _Listing) -> bool:
+    if isinstance(item, InitialEventsEnd):
+        return True
+    return isinstance(item, WatchEvent) and not listing.goes_on(item)
 
 
 class _Listing:

@@ -15,6 +15,7 @@ from typing import Any
 
 import orjson
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from nicplug.adapters.tapes.replaying import ReplayResult
@@ -86,10 +87,17 @@ def print_report(result: ReplayResult, console: Console) -> None:
     if result.effects:
         console.print(_effect_counts(result.effects_by_type()))
     for m in result.malformed:
-        console.print(f"[yellow]malformed line {m.line}[/]: {m.problem}")
+        console.print(f"[yellow]malformed line {m.line}[/]: {escape(m.problem)}")
     if stats.malformed > len(result.malformed):
         console.print(f"[yellow]… {stats.malformed - len(result.malformed)} more malformed "
                       "lines[/]")
+    for m in result.backwards:
+        console.print(f"[yellow]line {m.line}[/]: {escape(m.problem)}")
+    if result.backwards_count > len(result.backwards):
+        console.print(f"[yellow]… {result.backwards_count - len(result.backwards)} more lines "
+                      "whose time goes backwards[/]")
+    if result.stopped_at_line is not None:
+        console.print(f"stopped at line {result.stopped_at_line}: after --until")
     for vm in sorted(result.held):
         console.print(f"[yellow]held still[/] (unreadable objects at the end): {vm}")
     for error in result.errors:

@@ -1,12 +1,14 @@
 """The `at` times of tapes: RFC 3339 in UTC, to the millisecond, both ways.
 
 One spelling for every time a tape or a replay report prints, so the same instant is
-always the same text (byte-identical reports). Never reads a clock.
+always the same text (byte-identical reports), and the two spellings of where a replay
+ends (`--until`: a time, or `+` a duration). Never reads a clock.
 """
 
 from __future__ import annotations
 
 import datetime
+import re
 
 _UTC = datetime.UTC
 
@@ -22,4 +24,31 @@ def epoch_of(moment: datetime.datetime) -> float:
     """A parsed time → epoch seconds; a time without a zone is taken as UTC."""
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=_UTC)
+    return moment.timestamp()
+
+
+_UNITS = {"d": 86400.0, "h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|[dhms])")
+
+
+def parse_duration(text: str) -> float:
+    """`90`, `90s`, `10m`, `1h30m`, `1.5h`, `250ms` → seconds; `ValueError` otherwise."""
+    spelled = text.strip()
+    if re.fullmatch(r"\d+(?:\.\d+)?", spelled):
+        return float(spelled)
+    parts = _DURATION.findall(spelled)
+    if not parts or "".join(n + u for n, u in parts) != spelled:
+        raise ValueError(f"{text!r} is not a duration (like 90s, 10m, 1h30m)")
+    return sum(float(n) * _UNITS[u] for n, u in parts)
+
+
+def parse_at(text: str) -> float:
+    """An RFC 3339 time with its zone (`2026-01-02T03:04:05Z`) → epoch seconds."""
+    try:
+        moment = datetime.datetime.fromisoformat(text)
+    except ValueError:
+        raise ValueError(f"{text!r} is not an RFC 3339 time") from None
+    if moment.tzinfo is None or "T" not in text:
+        raise ValueError(f"{text!r} is not an RFC 3339 time with its zone (like "
+                         "2026-01-02T03:04:05Z)")
     return moment.timestamp()

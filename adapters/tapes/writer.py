@@ -3,6 +3,7 @@
 `TapeWriter` appends watch events (the object exactly as received, with `apiVersion`
 and `kind` filled in from the watched kind, since list items may lack them) and
 `EFFECT` lines; each line is flushed, so a recording cut short keeps every line written.
+A tape holds whole objects, so it is written 0600 like the journal.
 `EffectTaping` is the runtime listener that writes an `EFFECT` line when an effect is
 first started. Nothing here decides or changes what it writes down.
 """
@@ -17,11 +18,16 @@ from typing import IO, Any
 import orjson
 
 from nicplug.adapters.kube.resources import KindRef
+from nicplug.adapters.private_files import open_private
 from nicplug.adapters.tapes.lines import EFFECT, INITIAL_EVENTS_END
 from nicplug.adapters.tapes.times import format_at
 from nicplug.engine.journal import PendingEffect
 from nicplug.engine.listening import EffectPhase, RuntimeListener
 from nicplug.machines.effects import effect_from_payload
+
+
+class TapeUnwritable(Exception):
+    """The tape file cannot be created or written over (one line for the operator)."""
 
 
 class TapeWriter:
@@ -30,7 +36,11 @@ class TapeWriter:
     def __init__(self, path: Path, *, now: Callable[[], float]) -> None:
         self.path = path
         self._now = now
-        self._file: IO[bytes] = path.open("wb")
+        try:
+            self._file: IO[bytes] = open_private(path)
+        except OSError as error:
+            raise TapeUnwritable(
+                f"cannot write the tape {path}: {error.strerror or error}") from error
         self.lines = 0
 
     def watch_event(self, kind: KindRef, event_type: str, obj: dict[str, Any]) -> None:

@@ -310,3 +310,26 @@ async def test_a_watch_that_never_answers_trips_the_watchdog(
             "labels": {"kubevirt.io/created-by": "vmi-a"}}})
         await eventually(lambda: informer.get("ns9/virt-launcher-a") is not None)
     assert api_server.count("watch") <= informer.stats.stalls + 1
+
+
+async def test_a_transform_applies_to_listed_and_watched_objects_before_they_are_cached(
+    api_server: ApiServer, connection: ApiConnection
+) -> None:
+    store = api_server.store
+    kvvm(store, "vm1")
+    handed: list[dict[str, Any]] = []
+
+    def only_the_spec(obj: dict[str, Any]) -> dict[str, Any]:
+        return {"kind": obj["kind"], "metadata": {"name": obj["metadata"]["name"],
+                "namespace": obj["metadata"]["namespace"]}, "spec": obj["spec"]}
+
+    informer = Informer(connection, KVVMS, on_change=lambda _k, _t, o: handed.append(o),
+                        sleep=Sleeps(), transform=only_the_spec)
+    async with running(informer):
+        kvvm(store, "vm2")
+        await eventually(lambda: len(handed) == 2)
+        assert informer.get("ns1/vm1") == {
+            "kind": "VirtualMachine", "metadata": {"name": "vm1", "namespace": "ns1"},
+            "spec": {"running": True}}
+        assert handed[1] is informer.get("ns1/vm2")
+        assert "resourceVersion" not in handed[1]["metadata"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -93,3 +94,35 @@ async def test_without_a_journal_there_are_no_operation_views() -> None:
         assert (await client.get("/metrics")).status == 200
     finally:
         await client.close()
+
+
+async def test_a_journal_nobody_holds_is_read_afresh_once_a_writer_comes(
+    standard_journal: Path, tmp_path: Path
+) -> None:
+    """A snapshot is read for one request only: a leader that starts writing later is
+    seen by the next request, and nothing is ever left beside the journal."""
+    import sqlite3
+
+    path = tmp_path / "journal.db"
+    shutil.copyfile(standard_journal, path)
+    app = web.Application()
+    add_operation_routes(app, path, now=lambda: NOW)
+    client = await _client(app)
+    writer: sqlite3.Connection | None = None
+    try:
+        response = await client.get("/operations", params={"state": "Cancelled"})
+        assert response.status == 200
+        before = [o["id"] for o in (await response.json())["operations"]]
+        assert sorted(os.listdir(tmp_path)) == ["journal.db"]
+        writer = sqlite3.connect(path)
+        assert writer.execute("PRAGMA journal_mode = WAL").fetchone() == ("wal",)
+        writer.execute("UPDATE streams SET state = 'Cancelled' WHERE stream = ?",
+                       ("uid-silent/ClusterNetwork/y/plug/1",))
+        writer.commit()
+        response = await client.get("/operations", params={"state": "Cancelled"})
+        after = [o["id"] for o in (await response.json())["operations"]]
+        assert set(after) == {*before, "uid-silent/ClusterNetwork/y/plug/1"}
+    finally:
+        await client.close()
+        if writer is not None:
+            writer.close()

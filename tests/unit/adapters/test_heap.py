@@ -1,0 +1,71 @@
+"""Loading the cache holds the cyclic collector off, then freezes what was loaded."""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from nicplug.adapters.heap import loading_long_lived
+
+
+@pytest.fixture(autouse=True)
+def _collector_restored() -> Iterator[None]:
+    enabled = gc.isenabled()
+    yield
+    gc.unfreeze()
+    if enabled:
+        gc.enable()
+
+
+class Later:
+    """`call_later` on a clock of our own: `fire()` runs what is due."""
+
+    def __init__(self) -> None:
+        self.asked: list[tuple[float, Callable[[], None]]] = []
+        self.cancelled = False
+
+    def __call__(self, delay: float, callback: Callable[[], None]) -> Later:
+        self.asked.append((delay, callback))
+        return self
+
+    def cancel(self) -> None:
+        self.cancelled = True
+
+    def fire(self) -> None:
+        for _, callback in self.asked:
+            callback()
+
+
+def test_the_collector_is_off_while_loading_and_what_was_loaded_is_frozen_after() -> None:
+    gc.enable()
+    frozen_before = gc.get_freeze_count()
+    later = Later()
+    with loading_long_lived(at_most=120.0, later=later):
+        assert not gc.isenabled()
+        cache = [{"metadata": {"name": f"vm-{i}"}, "items": [i]} for i in range(1000)]
+    assert gc.isenabled()
+    assert gc.get_freeze_count() >= frozen_before + len(cache)
+    assert [delay for delay, _ in later.asked] == [120.0] and later.cancelled
+
+
+def test_a_load_that_does_not_end_gets_the_collector_back() -> None:
+    gc.enable()
+    later = Later()
+    with loading_long_lived(at_most=120.0, later=later):
+        later.fire()  # 120 s later, the lists still loading
+        assert gc.isenabled()
+    assert gc.isenabled()
+
+
+def test_a_disabled_collector_stays_disabled_and_a_failure_still_freezes() -> None:
+    gc.disable()
+    frozen_before = gc.get_freeze_count()
+    later = Later()
+    with pytest.raises(RuntimeError), loading_long_lived(at_most=1.0, later=later):
+        cache = [[i] for i in range(100)]
+        raise RuntimeError(len(cache))
+    assert not gc.isenabled()
+    assert later.asked == []
+    assert gc.get_freeze_count() > frozen_before

@@ -1,0 +1,101 @@
+"""The world index: which VMs a change touches, and the objects of one VM."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from nicplug.adapters.kube import resources as kinds
+from nicplug.adapters.kube.flavour import UPSTREAM
+from nicplug.adapters.worldview import WorldIndex
+
+
+def vm(namespace: str, name: str, *networks: tuple[str, str]) -> dict[str, Any]:
+    return {
+        "metadata": {"namespace": namespace, "name": name, "resourceVersion": "1"},
+        "spec": {"networks": [{"type": "Main"}]
+                 + [{"type": t, "name": n} for t, n in networks]},
+    }
+
+
+def network(name: str, namespace: str | None = None, *, rv: str = "1",
+            ready: str = "True") -> dict[str, Any]:
+    meta = {"name": name, "resourceVersion": rv}
+    if namespace:
+        meta["namespace"] = namespace
+    return {"metadata": meta, "status": {"conditions": [{"type": "Ready", "status": ready}]}}
+
+
+def kubevirt(*, rv: str, strategy: str = "LiveUpdate", phase: str = "Deployed",
+             observed: str = "1") -> dict[str, Any]:
+    return {
+        "metadata": {"namespace": "kubevirt", "name": "kubevirt", "resourceVersion": rv},
+        "spec": {"configuration": {"vmRolloutStrategy": strategy}},
+        "status": {"phase": phase, "observedGeneration": observed},
+    }
+
+
+def index_of_three() -> WorldIndex:
+    index = WorldIndex(UPSTREAM)
+    index.apply(kinds.VIRTUAL_MACHINES, "ADDED", vm("a", "asks", ("Network", "user-net"),
+                                                   ("ClusterNetwork", "storage")))
+    index.apply(kinds.VIRTUAL_MACHINES, "ADDED", vm("b", "same-name-elsewhere",
+                                                   ("Network", "user-net")))
+    index.apply(kinds.VIRTUAL_MACHINES, "ADDED", vm("a", "main-only"))
+    for ns in ("a", "b"):
+        index.apply(kinds.NETWORKS, "ADDED", network("user-net", ns))
+        index.apply(kinds.NETWORKS, "ADDED", network("unused", ns))
+    index.apply(kinds.CLUSTER_NETWORKS, "ADDED", network("storage"))
+    return index
+
+
+def test_a_network_change_touches_only_the_vms_that_ask_for_it() -> None:
+    index = index_of_three()
+    assert index.apply(kinds.NETWORKS, "MODIFIED", network("user-net", "a", rv="2")) \
+        == {"a/asks"}
+    assert index.apply(kinds.NETWORKS, "MODIFIED", network("unused", "a", rv="2")) == set()
+    assert index.apply(kinds.CLUSTER_NETWORKS, "MODIFIED", network("storage", rv="2")) \
+        == {"a/asks"}
+    assert index.apply(kinds.NETWORKS, "DELETED", network("user-net", "b")) \
+        == {"b/same-name-elsewhere"}
+
+
+def test_a_world_holds_only_the_networks_its_vm_asks_for() -> None:
+    objects = index_of_three().objects_of("a/asks")
+    assert [n["metadata"]["name"] for n in objects.networks] == ["user-net"]
+    assert [n["metadata"].get("namespace") for n in objects.networks] == ["a"]
+    assert [n["metadata"]["name"] for n in objects.cluster_networks] == ["storage"]
+    nothing = index_of_three().objects_of("a/main-only")
+    assert (list(nothing.networks), list(nothing.cluster_networks)) == ([], [])
+
+
+def test_a_spec_change_moves_what_the_vm_is_touched_by() -> None:
+    index = index_of_three()
+    index.apply(kinds.VIRTUAL_MACHINES, "MODIFIED", vm("a", "asks", ("Network", "unused")))
+    assert index.apply(kinds.NETWORKS, "MODIFIED", network("user-net", "a", rv="3")) == set()
+    assert index.apply(kinds.NETWORKS, "MODIFIED", network("unused", "a", rv="3")) \
+        == {"a/asks"}
+    index.apply(kinds.VIRTUAL_MACHINES, "DELETED", vm("a", "asks"))
+    assert index.apply(kinds.NETWORKS, "MODIFIED", network("unused", "a", rv="4")) == set()
+
+
+def test_an_unreadable_spec_asks_for_nothing() -> None:
+    index = WorldIndex(UPSTREAM)
+    body = vm("a", "odd")
+    body["spec"]["networks"] = "not a list"
+    assert index.apply(kinds.VIRTUAL_MACHINES, "ADDED", body) == {"a/odd"}
+    bad_entries = vm("a", "odd")
+    bad_entries["spec"]["networks"] = [7, {"type": "Network"}, {"type": "Network", "name": 3}]
+    assert index.apply(kinds.VIRTUAL_MACHINES, "MODIFIED", bad_entries) == {"a/odd"}
+    assert list(index.objects_of("a/odd").networks) == []
+
+
+def test_kubevirt_status_churn_touches_no_vm_but_what_nicplug_reads_touches_all() -> None:
+    index = index_of_three()
+    every = {"a/asks", "b/same-name-elsewhere", "a/main-only"}
+    assert index.apply(UPSTREAM.kubevirts, "ADDED", kubevirt(rv="1")) == every
+    assert index.apply(UPSTREAM.kubevirts, "MODIFIED", kubevirt(rv="2", observed="2")) == set()
+    assert index.apply(UPSTREAM.kubevirts, "MODIFIED", kubevirt(rv="3", strategy="Stage")) == every
+    assert index.apply(UPSTREAM.kubevirts, "MODIFIED",
+                       kubevirt(rv="4", strategy="Stage", phase="Deploying")) == every
+    assert index.apply(UPSTREAM.kubevirts, "DELETED", kubevirt(rv="5", strategy="Stage",
+                                                            phase="Deploying")) == every
