@@ -174,6 +174,7 @@ class Controller:
                 self.dialect,
                 flavour=self.flavour,
                 metrics=self.metrics,
+                max_migrations=self.settings.max_migrations,
             ),
             RealClock(),
             concurrency=self.settings.concurrency,

@@ -13,6 +13,7 @@ decides nothing about *what* to do; it only does what an effect says.
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 import logging
 import time
@@ -47,6 +48,9 @@ from nicplug.machines.world import MAIN_IF_NAME, SDNRequest
 log = logging.getLogger(__name__)
 
 JSON_PATCH: Final = "application/json-patch+json"
+MANAGED_BY_NICPLUG: Final = "app.kubernetes.io/managed-by=nicplug"
+MIGRATION_SLOT_WAIT: Final = 10.0
+"""Seconds before asking again for a migration the cluster-wide cap held back."""
 Result = Mapping[str, Any]
 
 
@@ -61,8 +65,11 @@ class KubeExecutor:
         flavour: Flavour,
         metrics: Metrics | None = None,
         now: Callable[[], datetime.datetime] | None = None,
+        max_migrations: int = 5,
     ) -> None:
         self._calls = calls
+        self._max_migrations = max_migrations
+        self._migrating = asyncio.Lock()
         self._dialect = dialect
         self._kinds = flavour
         self._metrics = metrics
@@ -175,6 +182,8 @@ class KubeExecutor:
             else:
                 request = wanted.get(entry.if_name) or SDNRequest(entry.identity, entry.if_name)
                 iface = self._dialect.kubevirt_interface(request=request, current=current)
+            if entry.mac is not None and "macAddress" not in iface:
+                iface["macAddress"] = entry.mac
             if entry.absent:
                 iface["state"] = "absent"
             else:
@@ -200,9 +209,10 @@ class KubeExecutor:
              "value": interfaces},
             {"op": "add", "path": "/spec/template/spec/networks", "value": networks},
         ]
-        ops += _annotation_ops(
-            template, "/spec/template/metadata", self._dialect.request_annotation, annotation
-        )
+        if not self._dialect.kubevirt_owns_requests:
+            ops += _annotation_ops(
+                template, "/spec/template/metadata", self._dialect.request_annotation, annotation
+            )
         if self._superseded(effect, (effect.type, e.target)):
             return {"superseded": True}
         await self._cas(self._kinds.kvvms, e.namespace, e.name, ops, version)
@@ -264,14 +274,29 @@ class KubeExecutor:
         return {"restarted": True}
 
     async def _migrate(self, e: CreateMigration) -> Result:
-        try:
-            await self._calls.create_migration(
-                self._kinds.vmims, e.namespace, e.migration, e.vmi,
-                labels={"app.kubernetes.io/managed-by": "nicplug"},
-            )
-        except kube_errors.AlreadyExists:
-            return {"created": False}
-        return {"created": True}
+        # one check-and-create at a time, so that the cap holds within this leader
+        async with self._migrating:
+            listed = await self._calls.list_migrations(
+                self._kinds.vmims, label_selector=MANAGED_BY_NICPLUG)
+            running = [
+                m for m in listed
+                if ((m.get("status") or {}).get("phase") not in ("Succeeded", "Failed"))
+                and (m.get("metadata") or {}).get("name") != e.migration
+            ]
+            if len(running) >= self._max_migrations:
+                raise TemporaryError(
+                    f"{len(running)} of nicplug's migrations are running, the cap is "
+                    f"{self._max_migrations} (--max-migrations)",
+                    delay=MIGRATION_SLOT_WAIT,
+                )
+            try:
+                await self._calls.create_migration(
+                    self._kinds.vmims, e.namespace, e.migration, e.vmi,
+                    labels={"app.kubernetes.io/managed-by": "nicplug"},
+                )
+            except kube_errors.AlreadyExists:
+                return {"created": False}
+            return {"created": True}
 
     async def _event(self, e: EmitEvent) -> Result:
         involved = {

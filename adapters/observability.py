@@ -70,6 +70,12 @@ class Metrics:
             ["kind"],
             registry=r,
         )
+        self.rollout_bypassed = Counter(
+            "nicplug_rollout_bypassed",
+            "Network changes KubeVirt applied to a running VM although vmRolloutStrategy "
+            "is Stage",
+            registry=r,
+        )
         self.snapshot_rebuilds = Counter(
             "nicplug_snapshot_rebuilds_total",
             "VMs whose stored snapshots could not be trusted and were folded from events",

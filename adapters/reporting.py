@@ -14,7 +14,7 @@ from nicplug.adapters.observability import Metrics
 from nicplug.engine.journal import PendingEffect
 from nicplug.engine.listening import EffectPhase, RuntimeListener
 from nicplug.engine.model import Key, RecordedEvent
-from nicplug.machines.operation import INITIAL_STATE, OPENED, TRANSITIONED
+from nicplug.machines.operation import INITIAL_STATE, OPENED, ROLLOUT_BYPASSED, TRANSITIONED
 
 log = logging.getLogger("nicplug.operations")
 
@@ -35,6 +35,10 @@ class MetricsListener(RuntimeListener):
             log.info("vm=%s op=%s opened network=%s direction=%s attempt=%s",
                      event.key, event.stream, p.get("network"), p.get("direction"),
                      p.get("attempt"))
+        elif event.type == ROLLOUT_BYPASSED:
+            self._metrics.rollout_bypassed.inc()
+            log.warning("vm=%s op=%s applied live although vmRolloutStrategy is Stage",
+                        event.key, event.stream)
         elif event.type == TRANSITIONED:
             source, target = str(p.get("from")), str(p.get("to"))
             self._metrics.operations.labels(source).dec()

@@ -21,7 +21,7 @@ from nicplug.machines.policy import MachineConfig, Timeouts
 
 Dialect = Literal["deckhouse", "multus"]
 Gating = Literal["rollout-strategy", "always-live"]
-Migrations = Literal["auto", "manual"]
+Migrations = Literal["auto", "opt-in", "never", "manual"]
 
 
 class Settings(BaseModel):
@@ -33,6 +33,7 @@ class Settings(BaseModel):
     kubevirt_api: FlavourName | None = None  # None: the dialect's (see `flavour`)
     gating: Gating = "rollout-strategy"
     migrations: Migrations = "auto"
+    max_migrations: int = Field(default=5, ge=1, le=1000)
     namespace: str | None = None
     namespaces: tuple[str, ...] = ()  # the scope: manage VMs only in these (empty: all)
     vm_selector: str = ""  # the scope: manage only VMs whose labels match

@@ -36,19 +36,18 @@ from nicplug.engine.model import (
     StreamId,
     StreamView,
     TimerCancel,
-    TimerFired,
     TimerRequest,
     Trigger,
 )
 from nicplug.machines.comparator import Comparison, Direction
 from nicplug.machines.effects import AnyEffect, EmitEvent
 from nicplug.machines.facts import Facts, facts_of, same_for_decisions, sdn_messages
-from nicplug.machines.graph import MOVES, Move
+from nicplug.machines.graph import MOVES_BY_FLAVOUR, Move
 from nicplug.machines.guards import GUARDS, Context, budget, budget_when, restart_only
 from nicplug.machines.operation import (
     EFFECTS_ISSUED,
-    GRACE_EXPIRED,
     OPENED,
+    ROLLOUT_BYPASSED,
     SNAPSHOT_SCHEMA,
     TRANSITIONED,
     Operation,
@@ -57,11 +56,22 @@ from nicplug.machines.operation import (
     stream_of,
 )
 from nicplug.machines.policy import MachineConfig
-from nicplug.machines.targets import conditions, kvvm_patch, pod_patches, restarts_and_migrations
+from nicplug.machines.targets import (
+    MIGRATION_ADVICE,
+    ROLLOUT_ADVICE,
+    conditions,
+    kvvm_identities,
+    kvvm_patch,
+    migration_blocked,
+    pod_patches,
+    restarts_and_migrations,
+)
 from nicplug.machines.versions import EVENT_SCHEMAS
 from nicplug.machines.world import World
 
 DEADLINE, GRACE, REISSUE, RETRY = "deadline", "grace", "reissue", "retry"
+APPLIED_LIVE = frozenset({"sync_vmi", "patch_vm", "mark_absent"})
+"""The moves by which a running VMI took a NIC change (not at a boot)."""
 KEEP_ISSUED = 6
 NOTHING = Decision()
 
@@ -141,7 +151,7 @@ class HotplugDecider:
                 state: tuple((m, tuple(GUARDS[g] for g in m.guards)) for m in moves)
                 for state, moves in by_state.items()
             }
-            for direction, by_state in MOVES.items()
+            for direction, by_state in MOVES_BY_FLAVOUR[self.config.dialect_kind].items()
         }
         self._folds: tuple[_Fold, ...] = ()
 
@@ -188,7 +198,6 @@ class HotplugDecider:
             return Decision()  # the KVVM is not seen yet: nothing can be compared
         vm = world.vm
         session = _Session(state, f"{vm.namespace}/{vm.name}" if vm else "", vm.uid if vm else "")
-        self._grace(session, facts, trigger)
         asked: frozenset[tuple[str, str]] = frozenset()
         comparison = facts.comparison
         if comparison is not None and comparison.invalid is not None:
@@ -236,19 +245,6 @@ class HotplugDecider:
 
     # -- operations -----------------------------------------------------------------------
 
-    def _grace(self, session: _Session, facts: Facts, trigger: Trigger) -> None:
-        if not (isinstance(trigger, TimerFired) and trigger.name == GRACE):
-            return
-        op = session.state.by_stream(trigger.stream)
-        if (
-            op is not None
-            and self.config.may_skip_sdn_ready
-            and op.state == "AnnotationPatched"
-            and not op.waived
-            and not facts.sdn_ready(op.network)
-        ):
-            session.append(op.stream, GRACE_EXPIRED, {"at": trigger.deadline})
-
     def _walk(
         self, session: _Session, op: Operation, facts: Facts, now: float, trigger: Trigger
     ) -> None:
@@ -274,6 +270,16 @@ class HotplugDecider:
                 running = facts.running_migration()
                 payload["migration"] = running.name if running else None
             op = session.append(op.stream, TRANSITIONED, payload)
+            vmi = facts.world.vmi
+            if (
+                move.trigger in APPLIED_LIVE
+                and facts.live
+                and vmi is not None
+                and facts.world.cluster.rollout_strategy == "Stage"
+            ):
+                # KubeVirt applies NIC changes to the running VMI whatever the strategy
+                bypass = {"at": now, "strategy": "Stage", "vmi": vmi.uid}
+                op = session.append(op.stream, ROLLOUT_BYPASSED, bypass)
         raise RuntimeError(f"{op.stream}: the walk does not settle")  # a graph with a cycle
 
     def _message(self, move: Move, c: Context) -> str:
@@ -291,6 +297,9 @@ class HotplugDecider:
             if not restart_only(op):
                 why += f", vmRolloutStrategy is {facts.world.cluster.rollout_strategy}"
             return why
+        if move.dest == "MigrationRequired":
+            blocked = migration_blocked(facts, self.config)
+            return f"nicplug will not migrate the VM: {blocked}" if blocked else ""
         if move.trigger == "SDNError":
             return facts.errors.get(op.network, "")
         if move.trigger.endswith("Timeout"):
@@ -336,6 +345,8 @@ class HotplugDecider:
         for pod in world.pods:
             names.update({r.identity: r.if_name for r in pod.requested})
             names.update({s.identity: s.if_name for s in pod.reported})
+        if world.kvvm is not None and world.vm is not None:
+            names.update(kvvm_identities(world.kvvm, world.vm.namespace, self.config))
         desired = facts.desired_identities
         for identity, if_name in sorted(names.items()):
             if identity in desired or identity == "Main" or (identity, "unplug") in found:
@@ -392,6 +403,8 @@ class HotplugDecider:
             "target": target,
             "at": now,
         }
+        if self.config.dialect_kind != "deckhouse":
+            payload["flavour"] = self.config.dialect_kind
         return session.append(stream, OPENED, payload)
 
     # -- effects and timers ---------------------------------------------------------------
@@ -410,7 +423,7 @@ class HotplugDecider:
         comparison = facts.comparison
         needed = []
         if comparison is not None and comparison.invalid is None:
-            needed += pod_patches(facts, ops, vm, comparison)
+            needed += pod_patches(facts, ops, vm, comparison, self.config)
             needed += kvvm_patch(facts, ops, vm, comparison, self.config)
             needed += restarts_and_migrations(facts, ops, vm, self.config)
         needed += conditions(facts, ops, vm, self.config, asked)
@@ -423,6 +436,10 @@ class HotplugDecider:
                 "Warning" if op.state in ("Failed", "MigrationRequired") else "Normal"
             )
             message = f"{op.network} {op.direction}: {' → '.join(path)}"
+            waiting = op.state == "MigrationRequired"
+            blocked = migration_blocked(facts, self.config) if waiting else None
+            if blocked:
+                message += f"; nicplug will not migrate the VM: {blocked}. {MIGRATION_ADVICE}"
             if op.reason:
                 message += f" ({op.reason}: {op.message})" if op.message else f" ({op.reason})"
             event = EmitEvent(
@@ -435,6 +452,15 @@ class HotplugDecider:
                 len(op.history),
             )
             requests.append(event.request(stream))
+            if any(e.stream == stream and e.type == ROLLOUT_BYPASSED for e in session.events):
+                bypassed = EmitEvent(
+                    vm.namespace, vm.name, "RolloutBypassed",
+                    f"{op.network} {op.direction} was applied to the running VM although "
+                    f"vmRolloutStrategy is Stage (KubeVirt applies NIC changes live); "
+                    f"{ROLLOUT_ADVICE}",
+                    "Warning", str(stream), len(op.history),
+                )  # fmt: skip
+                requests.append(bypassed.request(stream))
         return requests
 
     def _issued(
@@ -485,11 +511,6 @@ class HotplugDecider:
                 cancel.append(TimerCancel(stream, DEADLINE))
             else:
                 arm.append(TimerRequest(stream, DEADLINE, op.entered_at + limit))
-            if self.config.may_skip_sdn_ready and op.direction == "plug":
-                if op.state == "AnnotationPatched":
-                    arm.append(TimerRequest(stream, GRACE, now + t.dynamic_networks_grace))
-                else:
-                    cancel.append(TimerCancel(stream, GRACE))
         reissued = {e.stream for e in effects if e.type != EmitEvent.TYPE}
         for stream in sorted(reissued):
             op = session.state.by_stream(stream)

@@ -27,7 +27,8 @@ CONDITION_RESTART = "AwaitingRestartToApplyConfiguration"
 REASON_RESTART = "ChangesPendingRestart"
 CONDITION_MIGRATION = "NetworkHotplugAwaitingMigration"
 CONDITION_FAILED = "NetworkHotplugFailed"
-NICPLUG_CONDITIONS = (CONDITION_RESTART, CONDITION_MIGRATION, CONDITION_FAILED)
+CONDITION_ROLLOUT = "NetworkChangeBypassedRollout"
+NICPLUG_CONDITIONS = (CONDITION_RESTART, CONDITION_MIGRATION, CONDITION_FAILED, CONDITION_ROLLOUT)
 
 
 def _request_payload(r: SDNRequest) -> dict[str, Any]:
@@ -110,6 +111,8 @@ class VMNetworkEntry:
     identity: str
     absent: bool = False
     multus_network: str | None = None
+    mac: str | None = None
+    """The interface's `macAddress` where KubeVirt derives the pod's request from it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,6 +140,7 @@ class PatchVirtualMachine(Effect):
                     "absent": n.absent,
                     "multus_network": n.multus_network,
                 }
+                | ({} if n.mac is None else {"mac": n.mac})
                 for n in self.networks
             ],
             "template_requests": [_request_payload(r) for r in self.template_requests],
@@ -145,7 +149,10 @@ class PatchVirtualMachine(Effect):
     @classmethod
     def from_payload(cls, p: Mapping[str, Any]) -> PatchVirtualMachine:
         networks = tuple(
-            VMNetworkEntry(n["if_name"], n["identity"], bool(n["absent"]), n.get("multus_network"))
+            VMNetworkEntry(
+                n["if_name"], n["identity"], bool(n["absent"]), n.get("multus_network"),
+                n.get("mac"),
+            )
             for n in p["networks"]
         )
         requests = tuple(_request_of(r) for r in p["template_requests"])

@@ -139,8 +139,6 @@ PLUG = MachineGraph(
         ("go_live", "RestartRequired", "Requested", "hotplug_allowed"),
         ("annotate", "Requested", "AnnotationPatched", "pod_holds_entry"),
         ("sdn_ready", "AnnotationPatched", "SDNReady", "sdn_reports_ready"),
-        ("grace_expired", "AnnotationPatched", "VMIPatched",
-         ("dynamic_networks_grace_expired", "vm_spec_holds_interface")),
         ("patch_vm", "SDNReady", "VMIPatched", "vm_spec_holds_interface"),
         ("write_for_boot", ("Requested", "RestartRequired"), "VMIPatched", "change_written"),
         ("attach", ("VMIPatched", "MigrationRequired"), "Attached", "guest_has_interface"),
@@ -213,18 +211,100 @@ UPDATE = MachineGraph(
     ),
 )
 
-GRAPHS: Mapping[str, MachineGraph] = {g.name: g for g in (PLUG, UNPLUG, UPDATE)}
-"""Every registered machine, by direction."""
+# -- the kubevirt flavour (multus on upstream KubeVirt) ------------------------------------
+#
+# KubeVirt does the plumbing there, so the same states come in KubeVirt's order: the
+# KVVM template → virt-controller syncs the VMI spec → it regenerates the pod's networks
+# annotation → multus (its dynamic-networks controller) reports network-status → the
+# VMI status reports it `multus-status` and virt-handler attaches it to the domain. An
+# unplug marks the interface absent, virt-controller drops it from the annotation at
+# once, virt-handler detaches it, multus releases it, KubeVirt forgets it. Without a
+# dynamic-networks controller the pod never changes, and KubeVirt asks for a migration.
 
-MOVES: Mapping[str, Mapping[str, tuple[Move, ...]]] = {
-    name: validate(graph.machine()) for name, graph in GRAPHS.items()
+PLUG_KUBEVIRT = MachineGraph(
+    name="plug",
+    states=PLUG.states,
+    initial="Requested",
+    edges=_edges(
+        ("VMDeleted", PLUG_LIVE, "Cancelled", "vm_deleted"),
+        ("Reverted", PLUG_LIVE, "Cancelled", "change_reverted"),
+        ("defer", "Requested", "RestartRequired", "restart_needed"),
+        ("go_live", "RestartRequired", "Requested", "hotplug_allowed"),
+        ("sync_vmi", "Requested", "VMIPatched",
+         ("vm_spec_holds_interface", "vmi_spec_holds_interface")),
+        ("write_for_boot", "RestartRequired", "VMIPatched", "change_written"),
+        ("annotate", "VMIPatched", "AnnotationPatched", "pod_holds_entry"),
+        ("sdn_ready", "AnnotationPatched", "SDNReady", "sdn_reports_ready"),
+        ("attach", ("SDNReady", "MigrationRequired"), "Attached", "guest_has_interface"),
+        ("need_migration", ("VMIPatched", "AnnotationPatched"), "MigrationRequired",
+         "vmi_requires_migration"),
+        ("migrate", "MigrationRequired", "Migrating", "migration_running"),
+        ("migrated", "Migrating", "Attached", ("migration_succeeded", "guest_has_interface")),
+        ("SDNTimeout", ("Requested", "AnnotationPatched"), "Failed", "deadline_passed"),
+        ("AttachTimeout", ("VMIPatched", "SDNReady"), "Failed", "deadline_passed"),
+        ("MigrationFailed", "Migrating", "Failed", "migration_failed"),
+        ("MigrationFailed", "MigrationRequired", "Failed", "migration_rejected"),
+        ("MigrationTimeout", "Migrating", "Failed", "deadline_passed"),
+        ("PatchRejected", PLUG_LIVE, "Failed", "effect_rejected"),
+    ),
+)  # fmt: skip
+
+UNPLUG_KUBEVIRT = MachineGraph(
+    name="unplug",
+    states=UNPLUG.states,
+    initial="Requested",
+    edges=_edges(
+        ("VMDeleted", UNPLUG_LIVE, "Cancelled", "vm_deleted"),
+        ("Reverted", UNPLUG_LIVE, "Cancelled", "change_reverted"),
+        ("defer", "Requested", "RestartRequired", "restart_needed"),
+        ("go_live", "RestartRequired", "Requested", "hotplug_allowed"),
+        ("mark_absent", "Requested", "VMIPatched", "interface_released_in_spec"),
+        ("write_for_boot", "RestartRequired", "VMIPatched", "change_written"),
+        ("drop_entry", "VMIPatched", "AnnotationPatched", "pod_dropped_entry"),
+        ("detach", "AnnotationPatched", "GuestDetached", "guest_lost_interface"),
+        ("sdn_released", "GuestDetached", "SDNReleased", "sdn_released"),
+        # without a dynamic-networks controller the pod keeps the link until a new pod
+        # replaces it, and KubeVirt asks for that migration
+        ("need_migration", ("VMIPatched", "AnnotationPatched", "GuestDetached"),
+         "MigrationRequired", "vmi_requires_migration"),
+        ("migrate", "MigrationRequired", "Migrating", "migration_running"),
+        ("sdn_released", "MigrationRequired", "SDNReleased",
+         ("guest_lost_interface", "sdn_released")),
+        ("migrated", "Migrating", "SDNReleased",
+         ("migration_succeeded", "guest_lost_interface", "sdn_released")),
+        ("forget", "SDNReleased", "Detached", "nothing_carries_it"),
+        ("DetachTimeout", UNPLUG_LIVE[:5], "Failed", "deadline_passed"),
+        ("MigrationFailed", "Migrating", "Failed", "migration_failed"),
+        ("MigrationFailed", "MigrationRequired", "Failed", "migration_rejected"),
+        ("MigrationTimeout", "Migrating", "Failed", "deadline_passed"),
+        ("PatchRejected", UNPLUG_LIVE, "Failed", "effect_rejected"),
+    ),
+)  # fmt: skip
+
+FLAVOURS: Mapping[str, Mapping[str, MachineGraph]] = {
+    "deckhouse": {g.name: g for g in (PLUG, UNPLUG, UPDATE)},
+    "multus": {g.name: g for g in (PLUG_KUBEVIRT, UNPLUG_KUBEVIRT, UPDATE)},
 }
-"""direction → state → the allowed moves, validated at import."""
+"""Every registered machine, by flavour and direction: the same states and directions,
+in the order each flavour's cluster moves."""
+
+GRAPHS: Mapping[str, MachineGraph] = FLAVOURS["deckhouse"]
+"""The deckhouse flavour's machines, by direction."""
+
+MOVES_BY_FLAVOUR: Mapping[str, Mapping[str, Mapping[str, tuple[Move, ...]]]] = {
+    flavour: {name: validate(graph.machine()) for name, graph in graphs.items()}
+    for flavour, graphs in FLAVOURS.items()
+}
+"""flavour → direction → state → the allowed moves, validated at import."""
+
+MOVES: Mapping[str, Mapping[str, tuple[Move, ...]]] = MOVES_BY_FLAVOUR["deckhouse"]
+"""direction → state → the allowed moves of the deckhouse flavour."""
 
 ALLOWED: frozenset[tuple[str, str, str]] = frozenset(
     (direction, state, move.dest)
-    for direction, by_state in MOVES.items()
+    for by_direction in MOVES_BY_FLAVOUR.values()
+    for direction, by_state in by_direction.items()
     for state, moves in by_state.items()
     for move in moves
 )
-"""(direction, from, to) of every allowed transition."""
+"""(direction, from, to) of every allowed transition, in any flavour."""

@@ -114,13 +114,14 @@ def sdn_reports_ready(c: Context) -> bool:
     return c.facts.sdn_ready(c.op.network)
 
 
-def dynamic_networks_grace_expired(c: Context) -> bool:
-    return c.config.may_skip_sdn_ready and c.op.waived
-
-
 def vm_spec_holds_interface(c: Context) -> bool:
     name = c.op.if_name
     return name in c.facts.kvvm_present
+
+
+def vmi_spec_holds_interface(c: Context) -> bool:
+    """KubeVirt synced the interface from the KVVM template into the running VMI."""
+    return c.op.if_name in c.facts.vmi_present
 
 
 def interface_released_in_spec(c: Context) -> bool:
@@ -218,8 +219,8 @@ GUARDS: Mapping[str, Callable[[Context], bool]] = {
         hotplug_allowed,
         pod_holds_entry,
         sdn_reports_ready,
-        dynamic_networks_grace_expired,
         vm_spec_holds_interface,
+        vmi_spec_holds_interface,
         interface_released_in_spec,
         change_written,
         guest_has_interface,

@@ -25,7 +25,10 @@ TRANSITIONED = "Transitioned"
 INITIAL_STATE = "Requested"
 EFFECTS_ISSUED = "EffectsIssued"
 GRACE_EXPIRED = "GraceExpired"
-EVENT_TYPES = (OPENED, TRANSITIONED, EFFECTS_ISSUED, GRACE_EXPIRED)
+ROLLOUT_BYPASSED = "RolloutBypassed"
+"""KubeVirt applied the change to the running VMI although `vmRolloutStrategy` is
+`Stage`: `{at, strategy, vmi}` (the VMI that got it live)."""
+EVENT_TYPES = (OPENED, TRANSITIONED, EFFECTS_ISSUED, GRACE_EXPIRED, ROLLOUT_BYPASSED)
 SNAPSHOT_SCHEMA = 2
 """The version of `Operation.snapshot()` (`versions` says what changed)."""
 
@@ -47,8 +50,9 @@ class Operation:
 
     `target` pins what an `update` asked for (`id=3;pos=2`); `issued` holds digests of
     the effects issued since `issued_at`; `waived` records that the multus grace
-    period let the plug go on without `SDNReady`; `retry_at` when a failed operation
-    may be tried again (None: not retried).
+    period let the plug go on without `SDNReady` (no decision makes that move any
+    more: kept so that journals holding `GraceExpired` still fold); `retry_at` when a
+    failed operation may be tried again (None: not retried).
     """
 
     stream: StreamId
@@ -70,6 +74,10 @@ class Operation:
     waived: bool = False
     migration: str | None = None
     retry_at: float | None = None
+    flavour: str = "deckhouse"
+    """Whose order the operation walks (`graph.FLAVOURS`); recorded when it opens."""
+    bypassed_vmi: str | None = None
+    """The VMI that got this change live although the rollout strategy is `Stage`."""
 
     @property
     def terminal(self) -> bool:
@@ -94,7 +102,9 @@ class Operation:
             "waived": self.waived,
             "migration": self.migration,
             "retry_at": self.retry_at,
-        }
+        } | ({} if self.flavour == "deckhouse" else {"flavour": self.flavour}) | (
+            {} if self.bypassed_vmi is None else {"bypassed_vmi": self.bypassed_vmi}
+        )
 
     @classmethod
     def from_snapshot(cls, stream: StreamId, state: str, s: Mapping[str, Any]) -> Operation:
@@ -120,6 +130,9 @@ class Operation:
             waived=bool(s["waived"]),
             migration=s["migration"],
             retry_at=s["retry_at"],
+            # optional in snapshot 2: absent means the deckhouse flavour, no bypass
+            flavour=_intern(str(s.get("flavour", "deckhouse"))),
+            bypassed_vmi=s.get("bypassed_vmi"),
         )
 
 
@@ -170,6 +183,7 @@ def opened(stream: StreamId, p: Mapping[str, Any]) -> Operation:
         target=str(p.get("target", "")),
         opened_at=at,
         entered_at=at,
+        flavour=_intern(str(p.get("flavour", "deckhouse"))),
     )
 
 
@@ -187,17 +201,19 @@ def apply(op: Operation, type_: str, p: Mapping[str, Any]) -> Operation:
             op.stream, op.vm, op.vm_uid, op.network, op.if_name, op.direction, op.attempt,
             op.target, dest, p.get("reason"), str(p.get("message", "")), (*op.history, dest),
             op.opened_at, float(p["at"]), (), op.issued_at, op.waived,
-            p.get("migration", op.migration), p.get("retry_at"),
+            p.get("migration", op.migration), p.get("retry_at"), op.flavour, op.bypassed_vmi,
         )  # fmt: skip
     if type_ == EFFECTS_ISSUED:
         return Operation(
             op.stream, op.vm, op.vm_uid, op.network, op.if_name, op.direction, op.attempt,
             op.target, op.state, op.reason, op.message, op.history, op.opened_at,
             op.entered_at, tuple(int(k) for k in p["digests"]), float(p["at"]), op.waived,
-            op.migration, op.retry_at,
+            op.migration, op.retry_at, op.flavour, op.bypassed_vmi,
         )  # fmt: skip
     if type_ == GRACE_EXPIRED:
         return replace(op, waived=True)
+    if type_ == ROLLOUT_BYPASSED:
+        return replace(op, bypassed_vmi=str(p["vmi"]))
     raise ValueError(f"unknown event type {type_!r}")
 
 

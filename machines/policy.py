@@ -15,7 +15,13 @@ from nicplug.machines.world import RolloutStrategy
 Gating = Literal["rollout-strategy", "always-live"]
 """`rollout-strategy` (default): consistent with CPU/memory; `always-live`: legacy KubeVirt."""
 
-MigrationPolicy = Literal["auto", "manual"]
+MigrationPolicy = Literal["auto", "opt-in", "never", "manual"]
+"""When nicplug may create the migration KubeVirt asks for: `auto` for any VM, `opt-in`
+only for VMs labelled `MIGRATION_OPT_IN_LABEL=true`, `never` (`manual` is the older
+spelling of it). Whatever the policy, a VM that cannot move is left alone and told."""
+
+MIGRATION_OPT_IN_LABEL = "nicplug.io/migrations"
+"""The label on the (KubeVirt or Deckhouse) VirtualMachine that opts it in."""
 DialectKind = Literal["deckhouse", "multus"]
 
 
@@ -40,8 +46,8 @@ class Timeouts:
       to show the interface → `Failed(AttachTimeout)`.
     * `detach_timeout` (120): each step of an unplug on a running VM → `Failed(DetachTimeout)`.
     * `migration_timeout` (600): in `Migrating` → `Failed(MigrationTimeout)`.
-    * `dynamic_networks_grace` (15, as KubeVirt): multus only; after it the KVVM is patched
-      without `SDNReady`.
+    * `dynamic_networks_grace` (15): no longer changes a decision (the multus flavour
+      patches the KVVM first and lets KubeVirt plumb); kept so existing settings load.
     * `effect_reissue_after` (30): an effect issued while the world did not move is
       issued again.
     * `backoff_base` (5) / `backoff_max` (300): a failed operation is retried after
@@ -76,8 +82,3 @@ class MachineConfig:
     dialect_kind: DialectKind = "deckhouse"
     timeouts: Timeouts = field(default_factory=Timeouts)
     cluster_network_nad_namespace: str = "default"
-
-    @property
-    def may_skip_sdn_ready(self) -> bool:
-        """Only multus goes on without `SDNReady` after the dynamic-networks grace."""
-        return self.dialect_kind == "multus"

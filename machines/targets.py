@@ -6,9 +6,14 @@ effect is needed only where the world differs from that target, and each is owne
 the operation that caused the difference. The two ordering invariants live here:
 
 * an interface is added to the KVVM of a running VM only once the SDN reports its
-  entry ready on every active launcher pod (multus: or once the grace period waived it);
+  entry ready on every active launcher pod;
 * an SDN entry leaves a pod only once the unplug has seen the guest detach it, and
   never while the VMI status still shows it attached.
+
+Both hold in the deckhouse flavour, where nicplug drives the whole order. In the
+multus (kubevirt) flavour KubeVirt owns the pod's networks annotation and the order:
+nicplug writes only the KVVM template (never a pod, never the template's networks
+annotation) and KubeVirt's virt-handler attaches only what multus reports.
 
 Pure: returns effects, never executes them.
 """
@@ -24,6 +29,7 @@ from nicplug.machines.effects import (
     CONDITION_FAILED,
     CONDITION_MIGRATION,
     CONDITION_RESTART,
+    CONDITION_ROLLOUT,
     NICPLUG_CONDITIONS,
     REASON_RESTART,
     AnyEffect,
@@ -37,8 +43,17 @@ from nicplug.machines.effects import (
 )
 from nicplug.machines.facts import Facts
 from nicplug.machines.operation import Operation
-from nicplug.machines.policy import MachineConfig
-from nicplug.machines.world import KVVM, MAIN_IF_NAME, DesiredVM, NetworkSpec, SDNRequest
+from nicplug.machines.policy import MIGRATION_OPT_IN_LABEL, MachineConfig
+from nicplug.machines.world import (
+    KVVM,
+    MAIN_IF_NAME,
+    DesiredVM,
+    NetworkSpec,
+    NetworkType,
+    SDNRequest,
+    identity_of,
+    if_name_of,
+)
 
 Ops = Mapping[tuple[str, str], Operation]
 Owned = list[tuple[Operation, AnyEffect]]
@@ -64,8 +79,20 @@ def multus_network(config: MachineConfig, vm: DesiredVM, spec: NetworkSpec) -> s
     return f"{namespace}/{spec.name}"
 
 
-def pod_patches(facts: Facts, ops: Ops, vm: DesiredVM, comparison: Comparison) -> Owned:
+def interface_mac(config: MachineConfig, vm: DesiredVM, spec: NetworkSpec) -> str | None:
+    """Where KubeVirt writes the pod's request, the known MAC travels as the interface's
+    `macAddress` (KubeVirt takes `mac` from nowhere else)."""
+    if writes_pod_networks(config) or spec.type == "Main":
+        return None
+    return vm.macs.get(spec.identity)
+
+
+def pod_patches(
+    facts: Facts, ops: Ops, vm: DesiredVM, comparison: Comparison, config: MachineConfig
+) -> Owned:
     out: Owned = []
+    if not writes_pod_networks(config):
+        return out
     desired = [d for d in comparison.desired if d.type != "Main"]
     for pod in facts.pods:
         if pod.observation_error is not None:
@@ -89,6 +116,32 @@ def pod_patches(facts: Facts, ops: Ops, vm: DesiredVM, comparison: Comparison) -
             kept.sort(key=lambda e: rank.get(e.identity, len(rank)))  # desired order first
             out.append((owner, PatchPodNetworks(pod.namespace, pod.name, pod.uid, tuple(kept))))
     return out
+
+
+def kvvm_identities(kvvm: KVVM, namespace: str, config: MachineConfig) -> dict[str, str]:
+    """identity → ifName of the multus networks on the KVVM that nicplug named: where
+    KubeVirt writes the pods, the KVVM is the only place a network nicplug plugged is
+    sure to be found before the pods show it."""
+    found: dict[str, str] = {}
+    for network in kvvm.networks:
+        if network.multus_network is None:
+            continue
+        nad_namespace, _, nad = network.multus_network.rpartition("/")
+        nad_namespace = nad_namespace or namespace
+        places: tuple[tuple[NetworkType, str], ...] = (
+            ("Network", namespace),
+            ("ClusterNetwork", config.cluster_network_nad_namespace),
+        )
+        for type_, where in places:
+            if nad_namespace == where and if_name_of(type_, nad) == network.name:
+                found[identity_of(type_, nad)] = network.name
+    return found
+
+
+def writes_pod_networks(config: MachineConfig) -> bool:
+    """Does nicplug write the SDN request annotation (pods and KVVM template)? Not where
+    KubeVirt owns it: its virt-controller regenerates it from the VMI spec."""
+    return config.dialect_kind == "deckhouse"
 
 
 def _identify(kvvm: KVVM, comparison: Comparison, ops: Ops) -> dict[str, str]:
@@ -126,8 +179,8 @@ def kvvm_patch(
                 continue
             if spec.if_name in facts.kvvm_present:
                 continue
-            waived = config.may_skip_sdn_ready and plug.waived
-            if not (facts.sdn_ready(spec.identity) or waived):
+            ordered_by_kubevirt = not writes_pod_networks(config)
+            if not (ordered_by_kubevirt or facts.sdn_ready(spec.identity)):
                 continue
             adding.append((spec, plug))
         if not adding and not any(
@@ -143,7 +196,8 @@ def kvvm_patch(
     owner: Operation | None = None
     if not facts.live:
         entries = [
-            VMNetworkEntry(d.if_name, d.identity, False, multus_network(config, vm, d))
+            VMNetworkEntry(d.if_name, d.identity, False, multus_network(config, vm, d),
+                           interface_mac(config, vm, d))
             for d in comparison.desired
         ]
         entries += [e for e in current if not e.identity]  # not nicplug's to remove
@@ -154,7 +208,8 @@ def kvvm_patch(
         for spec, plug in adding:
             entries = [e for e in entries if e.if_name != spec.if_name]
             _insert(entries, VMNetworkEntry(spec.if_name, spec.identity, False,
-                                            multus_network(config, vm, spec)), order)  # fmt: skip
+                                            multus_network(config, vm, spec),
+                                            interface_mac(config, vm, spec)), order)  # fmt: skip
             owner = owner or plug
         for entry in list(entries):
             unplug = _live(ops, entry.identity, "unplug")
@@ -176,7 +231,7 @@ def kvvm_patch(
         else known.get(e.identity, SDNRequest(e.identity, e.if_name))
         for e in entries
         if e.identity and e.identity != "Main" and not e.absent
-    )
+    ) if writes_pod_networks(config) else kvvm.template_requests
     if entries == current and requests == kvvm.template_requests:
         return []
     patch = PatchVirtualMachine(vm.namespace, vm.name, tuple(entries), requests)
@@ -205,8 +260,11 @@ def _condition(
 def conditions(
     facts: Facts, ops: Ops, vm: DesiredVM, config: MachineConfig, asked: frozenset[tuple[str, str]]
 ) -> Owned:
+    vmi = facts.world.vmi
+    bypassed = [o for o in ops.values() if vmi is not None and o.bypassed_vmi == vmi.uid]
     if not ops or not (
-        any(o.state in CONDITIONED for o in ops.values())
+        bypassed
+        or any(o.state in CONDITIONED for o in ops.values())
         or any(c.type in NICPLUG_CONDITIONS and c.status == "True" for c in vm.conditions)
     ):
         return []  # nothing to say and nothing to clear
@@ -217,27 +275,37 @@ def conditions(
     if restart:
         named = ", ".join(f"{o.network} ({o.message or o.direction})" for o in restart)
         wanted_restart = (REASON_RESTART, RESTART_PREFIX + named)
-    blocked = [
-        o for o in ordered if o.state == "MigrationRequired" and migration_blocked(facts, config)
-    ]
+    why_blocked = migration_blocked(facts, config)
+    blocked = [o for o in ordered if o.state == "MigrationRequired" and why_blocked]
     wanted_migration = None
-    if blocked:
-        why = (
-            "migrations are manual (--migrations=manual)"
-            if config.migrations == "manual"
-            else "the VMI is not LiveMigratable"
-        )
+    if blocked and why_blocked:
         named = ", ".join(f"{o.network} {o.direction}" for o in blocked)
-        wanted_migration = ("MigrationRequired", f"{named} waits for a live migration: {why}")
+        wanted_migration = (
+            "MigrationRequired",
+            f"{named} waits for a live migration that nicplug will not start: {why_blocked}. "
+            f"{MIGRATION_ADVICE}",
+        )
     failed = [o for o in ordered if o.state == "Failed" and (o.network, o.direction) in asked]
     wanted_failed = None
     if failed:
         named = "; ".join(f"{o.network} {o.direction}: {o.reason}: {o.message}" for o in failed)
+        if any(o.reason in ("MigrationFailed", "MigrationTimeout") for o in failed):
+            named += f". {MIGRATION_ADVICE}"
         wanted_failed = (failed[0].reason or "Failed", named)
+    wanted_rollout = None
+    if bypassed:
+        bypassed.sort(key=lambda o: o.stream)
+        named = ", ".join(f"{o.network} {o.direction}" for o in bypassed)
+        wanted_rollout = (
+            "AppliedDespiteStage",
+            f"{named} applied to the running VM although vmRolloutStrategy is Stage "
+            f"(KubeVirt applies NIC changes live); {ROLLOUT_ADVICE}",
+        )
     for type_, wanted, owners, clear in (
         (CONDITION_RESTART, wanted_restart, restart, ""),  # removed once applied
         (CONDITION_MIGRATION, wanted_migration, blocked, "MigrationNotRequired"),
         (CONDITION_FAILED, wanted_failed, failed, "Recovered"),
+        (CONDITION_ROLLOUT, wanted_rollout, bypassed, "Restarted"),
     ):
         effect = _condition(vm, type_, wanted, clear)
         if effect is not None:
@@ -245,9 +313,35 @@ def conditions(
     return out
 
 
-def migration_blocked(facts: Facts, config: MachineConfig) -> bool:
-    vmi = facts.world.vmi
-    return config.migrations == "manual" or vmi is None or not vmi.live_migratable
+ROLLOUT_ADVICE = "restart the VM to bring it in line with its rollout strategy"
+
+MIGRATION_ADVICE = (
+    "To apply it, ask a cluster admin to migrate the VM (virtctl migrate), or restart the VM"
+)
+
+
+def migration_blocked(facts: Facts, config: MachineConfig) -> str | None:
+    """Why nicplug may not or cannot migrate the VM now (None: it may): its policy,
+    the VM's opt-in and eviction settings, KubeVirt's `LiveMigratable`."""
+    world = facts.world
+    vmi, kvvm, vm = world.vmi, world.kvvm, world.vm
+    if config.migrations in ("never", "manual"):
+        return f"nicplug's migrations are off (--migrations={config.migrations})"
+    if config.migrations == "opt-in":
+        labels = {**(vm.labels if vm else {}), **(kvvm.labels if kvvm else {})}
+        if labels.get(MIGRATION_OPT_IN_LABEL) != "true":
+            return (
+                f"the VM has not opted in to nicplug's migrations (label "
+                f"{MIGRATION_OPT_IN_LABEL}=true, --migrations=opt-in)"
+            )
+    if kvvm is not None and kvvm.eviction_strategy == "None":
+        return "the VM's evictionStrategy is None: it is not to be migrated"
+    if vmi is None or not vmi.live_migratable:
+        cond = vmi.condition("LiveMigratable") if vmi else None
+        said = cond is not None and (cond.reason or cond.message)
+        detail = f" ({cond.reason}: {cond.message})" if cond is not None and said else ""
+        return f"the VMI is not LiveMigratable{detail}"
+    return None
 
 
 def restarts_and_migrations(facts: Facts, ops: Ops, vm: DesiredVM, config: MachineConfig) -> Owned:
@@ -264,7 +358,7 @@ def restarts_and_migrations(facts: Facts, ops: Ops, vm: DesiredVM, config: Machi
         waiting
         and vmi is not None
         and facts.live
-        and not migration_blocked(facts, config)
+        and migration_blocked(facts, config) is None
         and facts.running_migration() is None
     ):
         digest = zlib.crc32(waiting[0].stream.encode())

@@ -11,6 +11,10 @@ today. Versions so far:
 * snapshot 2: `digests` likewise (1: `issued`); a snapshot is a cache, so recovery folds
   the events again rather than trusting an older one (`nicplug.engine.recovery`).
 * effects 1: as first written.
+* `Opened` 1 carries `flavour` only for an operation not of the deckhouse flavour (absent:
+  deckhouse); snapshot 2 likewise `flavour` and `bypassed_vmi` (absent: none), so older
+  journals read unchanged.
+* `RolloutBypassed` 1: `{at, strategy, vmi}`.
 """
 
 from __future__ import annotations
@@ -23,11 +27,14 @@ from nicplug.machines.operation import (
     EFFECTS_ISSUED,
     GRACE_EXPIRED,
     OPENED,
+    ROLLOUT_BYPASSED,
     SNAPSHOT_SCHEMA,
     TRANSITIONED,
 )
 
-EVENT_SCHEMAS = {OPENED: 1, TRANSITIONED: 1, EFFECTS_ISSUED: 2, GRACE_EXPIRED: 1}
+EVENT_SCHEMAS = {
+    OPENED: 1, TRANSITIONED: 1, EFFECTS_ISSUED: 2, GRACE_EXPIRED: 1, ROLLOUT_BYPASSED: 1,
+}
 EFFECT_SCHEMAS = dict.fromkeys(EFFECT_TYPES, 1)
 
 

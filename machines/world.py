@@ -83,6 +83,7 @@ class DesiredVM:
     approval: ApprovalMode = "Manual"
     macs: Mapping[str, str] = field(default_factory=dict)
     conditions: tuple[Condition, ...] = ()
+    labels: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,6 +111,9 @@ class KVVM:
     interfaces: tuple[KVVMInterface, ...] = ()
     networks: tuple[KVVMNetwork, ...] = ()
     template_requests: tuple[SDNRequest, ...] = ()
+    labels: Mapping[str, str] = field(default_factory=dict)
+    eviction_strategy: str | None = None
+    """`spec.template.spec.evictionStrategy`; `None` (the string) forbids migrating it."""
     derived: Any = field(default=None, init=False, repr=False, compare=False, hash=False)
 
 

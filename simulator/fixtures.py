@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from nicplug.simulator import networking as nw
 from nicplug.simulator import objects as ob
+from nicplug.simulator import pod_networks
 from nicplug.simulator.errors import AlreadyExists
 from nicplug.simulator.knobs import ROLLOUT_STRATEGIES, Knobs, RolloutStrategy
 from nicplug.simulator.networking import Json
@@ -45,6 +46,7 @@ class Fixtures:
     vm_networks: tuple[NetworkRef, ...] = ()  # extra networks every VM starts with
     rollout_strategy: RolloutStrategy = "LiveUpdate"
     vm_prefix: str = "vm-"
+    pod_network_binding: str = "masquerade"  # multus: `bridge` makes the VMs non-migratable
 
     def __post_init__(self) -> None:
         if self.vms < 0:
@@ -79,15 +81,18 @@ def request_entry(knobs: Knobs, namespace: str, vm: str, type_: str, name: str, 
                              nw.mac_for(namespace, vm, if_name))
 
 
-def kvvm_for(knobs: Knobs, namespace: str, vm: str, extra: tuple[NetworkRef, ...]) -> Json:
+def kvvm_for(knobs: Knobs, namespace: str, vm: str, extra: tuple[NetworkRef, ...],
+             main_binding: str = "masquerade") -> Json:
     """A running KVVM with Main and `extra` networks (ids 2, 3, ...)."""
     refs: list[tuple[str, str, int]] = [("Main", "", 1)] + [
         (t, n, i) for i, (t, n) in enumerate(extra, start=2)]
     networks = [nw.kubevirt_network(knobs.dialect, t, n, nad_namespace(knobs, t, namespace))
                 for t, n, _ in refs]
     interfaces = [nw.kubevirt_interface(t, n) for t, n, _ in refs]
+    if knobs.dialect == "multus":  # upstream: what binds the pod network decides migrations
+        interfaces[0] = {"name": nw.MAIN_IF_NAME, main_binding: {}}
     annotations: dict[str, str] = {}
-    if extra:
+    if extra and knobs.dialect == "deckhouse":  # multus: KubeVirt generates the pods' own
         entries = [request_entry(knobs, namespace, vm, t, n, i) for t, n, i in refs[1:]]
         annotations[ob.request_annotation(knobs.dialect)] = nw.dump_list(entries)
     return {
@@ -125,7 +130,8 @@ def populate(store: Store, knobs: Knobs, fixtures: Fixtures) -> list[tuple[str, 
                                           "spec": {"type": "Access"}, "status": ready})
     names = fixtures.vm_names()
     for namespace, vm in names:
-        _create_vm(store, knobs, rng, namespace, vm, fixtures.vm_networks)
+        _create_vm(store, knobs, rng, namespace, vm, fixtures.vm_networks,
+                   fixtures.pod_network_binding)
     return names
 
 
@@ -135,7 +141,7 @@ def _ensure(store: Store, res: Resource, obj: Json) -> None:
 
 
 def _create_vm(store: Store, knobs: Knobs, rng: random.Random, namespace: str, vm: str,
-               extra: tuple[NetworkRef, ...]) -> None:
+               extra: tuple[NetworkRef, ...], main_binding: str = "masquerade") -> None:
     macs = {(t, n): nw.mac_for(namespace, vm, nw.if_name(t, n)) for t, n in extra}
     store.create(VMS, {
         "apiVersion": "virtualization.deckhouse.io/v1alpha2", "kind": "VirtualMachine",
@@ -151,10 +157,14 @@ def _create_vm(store: Store, knobs: Knobs, rng: random.Random, namespace: str, v
             {"type": t, "name": n, "id": i, "macAddress": macs[(t, n)]}
             for i, (t, n) in enumerate(extra, start=2)]},
     })
-    kvvm = store.create(KVVMS, kvvm_for(knobs, namespace, vm, extra))
+    kvvm = store.create(KVVMS, kvvm_for(knobs, namespace, vm, extra, main_binding))
     vmi = store.create(VMIS, ob.vmi_for(kvvm, KVVMS))
     request = (ob.dig(kvvm, "spec", "template", "metadata", "annotations") or {}).get(
         ob.request_annotation(knobs.dialect))
+    if knobs.dialect == "multus":
+        generated = pod_networks.generate(vmi.get("spec") or {}, namespace,
+                                          bindings=knobs.network_bindings)
+        request = generated or None
     suffix = "".join(rng.choice("bcdfghjklmnpqrstvwxz2456789") for _ in range(5))
     node = rng.choice(("node-a", "node-b", "node-c"))
     pod = ob.launcher_pod(vmi, VMIS, name=f"virt-launcher-{vm}-{suffix}", node=node,
@@ -173,6 +183,6 @@ def _create_vm(store: Store, knobs: Knobs, rng: random.Random, namespace: str, v
                                              multus=multus and i["name"] != nw.MAIN_IF_NAME)
                        for index, i in enumerate(ob.interfaces_of(spec)) if i["name"] in links],
     }
-    ob.set_condition(status, "LiveMigratable", "True", "")
+    ob.set_migratable(status, vmi, knobs.dialect)
     ob.set_condition(status, "Ready", "True", "")
     store.update(VMIS, vmi | {"status": status}, subresource="status")

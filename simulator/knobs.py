@@ -9,6 +9,7 @@ never later inside an actor.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -70,6 +71,9 @@ class Knobs:
     failures: Failures = field(default_factory=Failures)
     migration_required_grace: float = 15.0  # KubeVirt's wait before AutoMigrationDueToLiveUpdate
     cluster_network_nad_namespace: str = "default"  # multus: where ClusterNetworks' NADs live
+    # multus: KubeVirt's registered network binding plugins and their NAD ("" for none),
+    # as in the KubeVirt CR's `spec.configuration.network.binding`
+    network_bindings: Mapping[str, str] = field(default_factory=dict)
     seed: int = 0
     kubevirt_api: str | None = None  # upstream | deckhouse; None: the dialect's
 

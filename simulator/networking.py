@@ -114,10 +114,12 @@ def deckhouse_taps(pod: Json) -> set[str]:
 
 
 def multus_request(namespace: str, name: str, if_name_: str, mac: str | None = None) -> Json:
-    entry: Json = {"name": name, "namespace": namespace,
-                   "interface": multus_pod_interface(if_name_)}
+    """One entry as KubeVirt writes it: Go's field order (`name`, `namespace`, `mac`,
+    `interface`), `mac` only when one is asked for."""
+    entry: Json = {"name": name, "namespace": namespace}
     if mac:
         entry["mac"] = mac
+    entry["interface"] = multus_pod_interface(if_name_)
     return entry
 
 
@@ -132,10 +134,12 @@ def multus_status(request: Json, mac: str) -> Json:
 
 
 def multus_network_status(requests: list[Json], mac_of: dict[str, str]) -> list[Json]:
-    """What multus reports for a pod with `requests`: the default network, then each."""
+    """What multus reports for a pod with `requests`: the default network, then each
+    attachment (a binding plugin's entry names no interface and is not one)."""
     return [multus_default_status()] + [
         multus_status(r, mac_of.get(str(r.get("interface")), "02:00:00:00:00:00"))
         for r in requests
+        if r.get("interface")
     ]
 
 

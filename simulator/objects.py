@@ -12,6 +12,7 @@ from typing import Any
 
 from nicplug.simulator import networking as nw
 from nicplug.simulator.networking import Json
+from nicplug.simulator.pod_networks import network_migratable
 from nicplug.simulator.resources import Resource
 from nicplug.simulator.store import deep_copy
 
@@ -130,6 +131,16 @@ def launcher_pod(
     }
 
 
+def set_migratable(status: Json, vmi: Json, dialect: str) -> None:
+    """`LiveMigratable` as upstream KubeVirt's virt-handler computes it from the network
+    (multus); Deckhouse's KubeVirt migrates its pod-network VMs."""
+    why = network_migratable(vmi) if dialect == "multus" else None
+    if why is None:
+        set_condition(status, "LiveMigratable", "True", "")
+    else:
+        set_condition(status, "LiveMigratable", "False", "InterfaceNotLiveMigratable", why)
+
+
 def attached_interface(name: str, index: int, mac: str, *, multus: bool) -> Json:
     """A VMI `status.interfaces[]` entry of an interface libvirt has attached."""
     sources = "domain, guest-agent, multus-status" if multus else "domain, guest-agent"
@@ -157,7 +168,7 @@ def links_in(pod: Json | None, spec: Json, dialect: str) -> dict[str, str]:
     """Interface name → MAC of each VMI interface whose link (the tap) exists in `pod`.
 
     The pod network always exists. Deckhouse: the SDN agent reported the ifName ready.
-    Multus: the pod's network-status lists `<ns>/<nad>` on KubeVirt's pod-side name.
+    Multus: the pod's network-status lists KubeVirt's pod-side name.
     """
     if pod is None:
         return {}
@@ -170,9 +181,9 @@ def links_in(pod: Json | None, spec: Json, dialect: str) -> dict[str, str]:
         requests = nw.parse_list(annotations.get(nw.DECKHOUSE_REQUEST)) or []
         macs = {str(r.get("ifName")): str(r["mac"]) for r in requests if r.get("mac")}
     else:
+        # KubeVirt finds a network's link by its pod interface name alone
         statuses = nw.parse_list(annotations.get(nw.MULTUS_STATUS)) or []
-        listed = {(str(s.get("name")), str(s.get("interface"))): str(s.get("mac") or "")
-                  for s in statuses}
+        listed = {str(s.get("interface")): str(s.get("mac") or "") for s in statuses}
     for net in networks_of(spec):
         name = str(net.get("name"))
         if "pod" in net and (dialect == "multus" or name == nw.MAIN_IF_NAME):
@@ -180,7 +191,7 @@ def links_in(pod: Json | None, spec: Json, dialect: str) -> dict[str, str]:
         elif dialect == "deckhouse" and name in ready:
             found[name] = macs.get(name) or nw.mac_for(meta["namespace"], vm, name)
         elif dialect == "multus" and "multus" in net:
-            pair = (str(dig(net, "multus", "networkName")), nw.multus_pod_interface(name))
-            if pair in listed:
-                found[name] = listed[pair] or nw.mac_for(meta["namespace"], vm, name)
+            interface = nw.multus_pod_interface(name)
+            if interface in listed:
+                found[name] = listed[interface] or nw.mac_for(meta["namespace"], vm, name)
     return found

@@ -16,7 +16,7 @@ import typer
 from transitions.extensions import GraphMachine
 
 from nicplug.adapters.cli.app import app
-from nicplug.machines.graph import GRAPHS
+from nicplug.machines.graph import FLAVOURS
 
 
 class Format(enum.StrEnum):
@@ -31,13 +31,18 @@ class MachineName(enum.StrEnum):
     update = "update"
 
 
+class Flavour(enum.StrEnum):
+    deckhouse = "deckhouse"
+    multus = "multus"
+
+
 class _Canvas:
     """The model `transitions` hangs `get_graph` on; only ever used for drawing."""
 
 
-def render(machine: str, fmt: str) -> bytes:
-    """The diagram of the registered machine `machine` in `fmt`."""
-    graph = GRAPHS[machine]
+def render(machine: str, fmt: str, flavour: str = "deckhouse") -> bytes:
+    """The diagram of the registered machine `machine` of `flavour` in `fmt`."""
+    graph = FLAVOURS[flavour][machine]
     canvas = _Canvas()
     engine = "mermaid" if fmt == "mermaid" else "graphviz"
     graph.machine(
@@ -45,7 +50,7 @@ def render(machine: str, fmt: str) -> bytes:
         model=canvas,
         graph_engine=engine,
         show_conditions=True,
-        title=f"nicplug {machine}",
+        title=f"nicplug {machine}" if flavour == "deckhouse" else f"nicplug {flavour} {machine}",
     )
     drawn = canvas.get_graph()  # type: ignore[attr-defined]
     if fmt == "mermaid":
@@ -71,13 +76,16 @@ def diagram(
     machine: Annotated[MachineName, typer.Option("--machine", help="which graph")] = (
         MachineName.plug
     ),
+    flavour: Annotated[
+        Flavour, typer.Option("--flavour", help="whose order: deckhouse, or multus (KubeVirt's)")
+    ] = Flavour.deckhouse,
     output: Annotated[
         Path | None, typer.Option("-o", "--output", help="write here instead of stdout")
     ] = None,
 ) -> None:
     """Draw the plug, unplug or update machine (states, triggers, guards)."""
     try:
-        data = render(machine.value, format.value)
+        data = render(machine.value, format.value, flavour.value)
     except Exception as error:  # graphviz missing its `dot` binary, mostly
         if type(error).__name__ == "ExecutableNotFound":
             typer.echo(

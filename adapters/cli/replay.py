@@ -49,7 +49,7 @@ def replay(
     gating: Annotated[
         str, typer.Option(help="rollout-strategy | always-live")
     ] = "rollout-strategy",
-    migrations: Annotated[str, typer.Option(help="auto | manual")] = "auto",
+    migrations: Annotated[str, typer.Option(help="auto | opt-in | never | manual")] = "auto",
     sdn_ready_timeout: Annotated[float, typer.Option()] = 120.0,
     attach_timeout: Annotated[float, typer.Option()] = 120.0,
     detach_timeout: Annotated[float, typer.Option()] = 120.0,

@@ -54,8 +54,16 @@ def run(
         str, _opt("gating", "rollout-strategy (obey vmRolloutStrategy) | always-live")
     ] = "rollout-strategy",
     migrations: Annotated[
-        str, _opt("migrations", "auto (create migrations when needed) | manual")
+        str, _opt(
+            "migrations",
+            "auto (create the migrations KubeVirt asks for) | opt-in (only for VMs labelled "
+            "nicplug.io/migrations=true) | never (manual: the older spelling)",
+        )
     ] = "auto",
+    max_migrations: Annotated[
+        int, _opt("max-migrations",
+                  "At most this many of nicplug's migrations run at once, cluster-wide")
+    ] = 5,
     namespace: Annotated[
         str | None, _opt("namespace", "Watch only this namespace (default: all)")
     ] = None,
@@ -83,7 +91,7 @@ def run(
         float, _opt("migration-timeout", "Seconds a migration may take")
     ] = 600.0,
     dynamic_networks_grace: Annotated[
-        float, _opt("dynamic-networks-grace", "multus: seconds before patching without SDN")
+        float, _opt("dynamic-networks-grace", "Changes nothing; accepted for old settings")
     ] = 15.0,
     effect_reissue_after: Annotated[
         float, _opt("effect-reissue-after", "Re-issue an effect when the world did not move")
@@ -133,7 +141,8 @@ def run(
         settings = Settings(
             kubeconfig=kubeconfig, journal=journal, dialect=dialect,
             kubevirt_api=kubevirt_api, gating=gating,
-            migrations=migrations, namespace=namespace, metrics_addr=metrics_addr,
+            migrations=migrations, max_migrations=max_migrations, namespace=namespace,
+            metrics_addr=metrics_addr,
             namespaces=tuple(n.strip() for n in namespaces.split(",") if n.strip()),
             vm_selector=vm_selector,
             sdn_ready_timeout=sdn_ready_timeout, attach_timeout=attach_timeout,

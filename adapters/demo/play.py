@@ -77,6 +77,11 @@ class WorldDriver:
         patch = {"spec": {"disruptions": {"restartApprovalMode": mode}}}
         await self.calls.patch(kinds.VIRTUAL_MACHINES, namespace, name, patch, content_type=MERGE)
 
+    async def set_label(self, vm: str, key: str, value: str) -> None:
+        namespace, _, name = vm.partition("/")
+        patch = {"metadata": {"labels": {key: value}}}
+        await self.calls.patch(kinds.VIRTUAL_MACHINES, namespace, name, patch, content_type=MERGE)
+
     async def wait_for(self, outcome: Outcome, *, states: frozenset[str]) -> None:
         while time.monotonic() < self.deadline:
             for row in self.board.rows:

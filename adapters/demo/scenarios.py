@@ -32,6 +32,7 @@ class Driver(Protocol):
     async def add_network(self, vm: str, type_: str, name: str) -> None: ...
     async def remove_network(self, vm: str, identity: str) -> None: ...
     async def set_approval(self, vm: str, mode: str) -> None: ...
+    async def set_label(self, vm: str, key: str, value: str) -> None: ...
     async def wait_for(self, outcome: Outcome, *, states: frozenset[str]) -> None: ...
 
 
@@ -94,7 +95,16 @@ async def _staged_manual(d: Driver) -> None:
     await d.add_network(_vm(1), "Network", "user-net")
 
 
-async def _migration(d: Driver) -> None:
+async def _migration_opted_in(d: Driver) -> None:
+    await d.set_label(_vm(0), "nicplug.io/migrations", "true")
+    await d.add_network(_vm(0), "Network", "user-net")
+
+
+async def _migration_opted_out(d: Driver) -> None:
+    await d.add_network(_vm(1), "Network", "user-net")
+
+
+async def _hotplug_under_stage(d: Driver) -> None:
     await d.add_network(_vm(0), "Network", "user-net")
 
 
@@ -112,10 +122,17 @@ WORLDS: tuple[WorldSpec, ...] = (
         sim_args=("--sdn-delay", "0.3", "--restart-duration", "1.0"),
     ),
     WorldSpec(
-        "multus", "multus, no dynamic-networks controller", dialect="multus", vms=1,
+        "kubevirt", "upstream KubeVirt + multus, no dynamic-networks controller, "
+        "--migrations opt-in", dialect="multus", vms=2,
         sim_args=("--no-dynamic-networks", "--migration-grace", "2", "--migration-duration",
                   "2"),
-        controller_args=("--dynamic-networks-grace", "2"),
+        controller_args=("--migrations", "opt-in"),
+    ),
+    WorldSpec(
+        "kubevirt-stage", "upstream KubeVirt + multus with the dynamic-networks controller, "
+        "vmRolloutStrategy Stage, --gating always-live", dialect="multus",
+        rollout_strategy="Stage", vms=1, sim_args=("--dynamic-networks", "--sdn-delay", "0.5"),
+        controller_args=("--gating", "always-live"),
     ),
 )
 
@@ -138,7 +155,13 @@ SCENARIOS: tuple[Scenario, ...] = (
              (Outcome(_vm(0), "Network/user-net", "plug", "Attached"),)),
     Scenario("stage", "Stage + Manual approval: waits for a restart", _staged_manual,
              (Outcome(_vm(1), "Network/user-net", "plug", "RestartRequired"),)),
-    Scenario("multus", "multus without dynamic networks: migration", _migration,
+    Scenario("kubevirt", "no dynamic networks: an opted-in VM is migrated", _migration_opted_in,
+             (Outcome(_vm(0), "Network/user-net", "plug", "Attached"),)),
+    Scenario("kubevirt", "no dynamic networks: an opted-out VM waits and says why",
+             _migration_opted_out,
+             (Outcome(_vm(1), "Network/user-net", "plug", "MigrationRequired"),)),
+    Scenario("kubevirt-stage", "hotplug under Stage: applied live, the bypass reported",
+             _hotplug_under_stage,
              (Outcome(_vm(0), "Network/user-net", "plug", "Attached"),)),
 )
 

@@ -194,6 +194,15 @@ class KubeCalls:
         return await fetch_object(self._custom.create_namespaced_custom_object(
             kind.group, kind.version, namespace, kind.plural, body, **self._options()))
 
+    async def list_migrations(self, kind: KindRef, *, label_selector: str) -> list[JsonObject]:
+        """Every VirtualMachineInstanceMigration (`kind`, as the flavour names it)
+        matching `label_selector`, cluster-wide, fresh from the server."""
+        listed = await fetch_object(self._custom.list_cluster_custom_object(
+            kind.group, kind.version, kind.plural, label_selector=label_selector,
+            **self._options()))
+        items = listed.get("items")
+        return [i for i in items if isinstance(i, dict)] if isinstance(items, list) else []
+
     async def create_event(self, note: EventNote) -> JsonObject:
         """Record a core/v1 Event in the namespace of the involved object."""
         metadata = note.involved.get("metadata") or {}

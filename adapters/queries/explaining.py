@@ -1,7 +1,8 @@
 """`explain`: what an operation is waiting for, in words, from its state and its graph.
 
 The moves out of the current state come from the machine graph the decider runs on
-(`machines.graph.MOVES`), so the answer cannot drift from the code: the progress moves
+(`machines.graph.MOVES_BY_FLAVOUR`, of the operation's flavour), so the answer cannot
+drift from the code: the progress moves
 are what the operation waits for, the moves to `Failed` / `Cancelled` what would end
 it. Every guard name has a phrase here (a test checks that none is missing). The
 journal adds the effects still pending, the timers armed and the last observation.
@@ -20,7 +21,7 @@ from nicplug.adapters.queries.records import (
     rfc3339,
 )
 from nicplug.engine.inspection import StreamRecord
-from nicplug.machines.graph import MOVES
+from nicplug.machines.graph import MOVES_BY_FLAVOUR
 
 GUARD_PHRASES: Mapping[str, str] = {
     "vm_deleted": "the VM is deleted",
@@ -30,7 +31,6 @@ GUARD_PHRASES: Mapping[str, str] = {
     "hotplug_allowed": "the rollout strategy lets the change apply in place",
     "pod_holds_entry": "every launcher pod's SDN request annotation holds the entry",
     "sdn_reports_ready": "the SDN status annotation reports the entry ready",
-    "dynamic_networks_grace_expired": "the dynamic-networks grace period has expired",
     "vm_spec_holds_interface": "the KVVM/VMI spec holds the interface",
     "interface_released_in_spec": "the KVVM/VMI spec releases the interface",
     "change_written": "the change is written to the KVVM for the next boot",
@@ -113,7 +113,8 @@ def explain(
     if record.view is None:
         return None
     op = OperationSummary.of(record.view)
-    moves = MOVES.get(op.direction, {}).get(op.state, ())
+    graphs = MOVES_BY_FLAVOUR.get(op.flavour, MOVES_BY_FLAVOUR["deckhouse"])
+    moves = graphs.get(op.direction, {}).get(op.state, ())
     waits = [_move(m.trigger, m.dest, m.guards) for m in moves if m.dest not in _ENDINGS]
     ends = [_move(m.trigger, m.dest, m.guards) for m in moves if m.dest in _ENDINGS]
     pending = [EffectEntry.of(r) for r in record.effects if r.status == "issued"]
@@ -123,12 +124,19 @@ def explain(
         for t in sorted(record.timers, key=lambda t: (t.deadline, t.name))
     ]
     seen = record.last_observation
+    summary = (
+        f"{op.state} ({op.reason}); superseded by attempt {superseded_by}"
+        if superseded_by else _summary(op, waits, pending, now)
+    )
+    if op.bypassed_vmi is not None:
+        summary += (
+            f"; KubeVirt applied it to the running VMI {op.bypassed_vmi} although "
+            "vmRolloutStrategy is Stage (it applies NIC changes live whatever the strategy): "
+            "restart the VM to bring it in line with its rollout strategy"
+        )
     return Explanation(
         operation=op,
-        summary=(
-            f"{op.state} ({op.reason}); superseded by attempt {superseded_by}"
-            if superseded_by else _summary(op, waits, pending, now)
-        ),
+        summary=summary,
         superseded_by=superseded_by,
         in_state_for=max(0.0, now - op.entered_at),
         waits_for=waits,
@@ -153,9 +161,10 @@ def _summary(op: OperationSummary, waits: list[Move], pending: list[EffectEntry]
             when = f"in {due:.0f}s" if due > 0 else "now"
             return f"{why}; a new attempt may open {when} if the change is still asked"
         return f"done: {op.state} is terminal"
-    text = f"in {op.state}, waiting until " + "; or until ".join(
+    said = f" ({op.message})" if op.message else ""
+    text = f"in {op.state}{said}, waiting until " + "; or until ".join(
         f"{m.meaning} (→ {m.to})" for m in waits
-    ) if waits else f"in {op.state}, waiting only for a failure or a cancel"
+    ) if waits else f"in {op.state}{said}, waiting only for a failure or a cancel"
     if pending:
         text += "; effects not yet done: " + ", ".join(
             f"{e.type} {e.target} ({e.outcome})" for e in pending

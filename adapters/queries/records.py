@@ -44,6 +44,7 @@ class OperationSummary(Answer):
     network: str
     if_name: str
     direction: str
+    flavour: str
     attempt: int
     state: str
     terminal: bool
@@ -53,6 +54,8 @@ class OperationSummary(Answer):
     opened_at: float
     entered_at: float
     retry_at: float | None
+    bypassed_vmi: str | None
+    """The VMI that took the change live although vmRolloutStrategy is Stage."""
     updated_wall: str
     archived: str | None = None
     """The archive file holding this finished operation's events (retention moved them
@@ -65,12 +68,13 @@ class OperationSummary(Answer):
             id=view.stream, vm=str(s.get("vm") or view.key), vm_uid=str(s.get("vm_uid", "")),
             network=str(s.get("network", "")), if_name=str(s.get("if_name", "")),
             direction=str(s.get("direction", "")), attempt=int(s.get("attempt", 0)),
+            flavour=str(s.get("flavour", "deckhouse")),
             state=view.state, terminal=view.terminal, reason=s.get("reason"),
             message=str(s.get("message", "")),
             history=[str(h) for h in s.get("history", (view.state,))],
             opened_at=float(s.get("opened_at", 0.0)), entered_at=float(s.get("entered_at", 0.0)),
-            retry_at=s.get("retry_at"), updated_wall=rfc3339(stored.updated_wall),
-            archived=stored.archived,
+            retry_at=s.get("retry_at"), bypassed_vmi=s.get("bypassed_vmi"),
+            updated_wall=rfc3339(stored.updated_wall), archived=stored.archived,
         )
 
 

@@ -52,6 +52,7 @@ class DeckhouseDialect(Dialect):
     carries_ids: ClassVar[bool] = True
     carries_macs: ClassVar[bool] = False
     empty_pod_requests: ClassVar[str | None] = "[]"
+    kubevirt_owns_requests: ClassVar[bool] = False
     status_annotation: ClassVar[str] = "network.deckhouse.io/networks-status"
 
     def parse_requests(self, *, value: str | None, namespace: str) -> tuple[SDNRequest, ...]:

@@ -9,12 +9,27 @@ namespaces are the same. The SDN's status lists an entry `<ns>/<nad>` with that
 interface once the attachment exists; that is all "ready" means here (multus
 reports no failures in the annotation). The default network is never listed.
 
+On an upstream KubeVirt cluster virt-controller owns the networks annotation
+(`pkg/network/pod/annotations/generator.go`) and others write into it too, so
+reading it must not take what it finds there for nicplug's or for garbage:
+
+* `""` is what KubeVirt writes once the last secondary interface is gone: nothing.
+* an entry of a network binding plugin (`cni-args`, no `interface`), an entry whose
+  pod interface is KubeVirt's name for some network nicplug did not name (a user's
+  own `dyniface1`), or a NAD in a namespace nicplug never uses, belongs to someone
+  else: it is left out, never reported as malformed.
+* pods born before KubeVirt hashed its pod interface names use ordinal ones
+  (`net1`, `net2`: `pkg/network/namescheme`); those say nothing about the network,
+  so such an entry is attributed by its NAD alone, and left out when the NAD could
+  stand for both a Network and a ClusterNetwork.
+
 Must never import the deckhouse dialect: the dialects are independent.
 """
 
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
@@ -37,6 +52,9 @@ from nicplug.machines.world import (
     if_name_of,
 )
 
+ORDINAL_POD_INTERFACE = re.compile(r"net[0-9]+")
+"""KubeVirt's older secondary pod interface names (`namescheme.OrdinalSecondaryInterfaceName`)."""
+
 
 def kubevirt_pod_interface(if_name: str) -> str:
     """KubeVirt's hashed pod interface name for the network `if_name` (14 chars)."""
@@ -47,6 +65,7 @@ class MultusDialect(Dialect):
     name: ClassVar[str] = "multus"
     request_annotation: ClassVar[str] = "k8s.v1.cni.cncf.io/networks"
     carries_ids: ClassVar[bool] = False
+    kubevirt_owns_requests: ClassVar[bool] = True
     status_annotation: ClassVar[str] = "k8s.v1.cni.cncf.io/network-status"
 
     def __init__(self, *, cluster_nad_namespace: str = DEFAULT_CLUSTER_NAD_NAMESPACE) -> None:
@@ -55,24 +74,23 @@ class MultusDialect(Dialect):
         self.cluster_nad_namespace = cluster_nad_namespace
 
     def parse_requests(self, *, value: str | None, namespace: str) -> tuple[SDNRequest, ...]:
-        if value is None:
-            return ()
+        if value is None or value == "":
+            return ()  # KubeVirt writes "" once no secondary network is left
         key = self.request_annotation
         requests = []
         for entry in entries_of(value, key=key):
             nad = entry.object_name("name", required=True)
             nad_namespace = entry.object_name("namespace") or namespace
-            found = self._attribute(nad_namespace, nad, entry.interface("interface"), namespace)
-            if isinstance(found, str):
-                raise entry.fail(found)
+            interface = entry.interface("interface")
+            mac = entry.text("mac")
+            if interface is None and "cni-args" in entry.entry:
+                continue  # a network binding plugin's entry, not an attachment
+            found = self._attribute(nad_namespace, nad, interface, namespace)
+            if found is None:
+                continue  # someone else's attachment
             type_, name = found
-            requests.append(
-                SDNRequest(
-                    identity=identity_of(type_, name),
-                    if_name=if_name_of(type_, name),
-                    mac=entry.text("mac"),
-                )
-            )
+            identity, if_name = identity_of(type_, name), if_name_of(type_, name)
+            requests.append(SDNRequest(identity=identity, if_name=if_name, mac=mac))
         check_unique([r.identity for r in requests], key=key, what="network")
         return tuple(requests)
 
@@ -93,7 +111,7 @@ class MultusDialect(Dialect):
         return dump_entries(entries) if entries else None
 
     def parse_statuses(self, *, value: str | None, namespace: str) -> tuple[SDNStatus, ...]:
-        if value is None:
+        if value is None or value == "":
             return ()
         key = self.status_annotation
         statuses = []
@@ -101,11 +119,14 @@ class MultusDialect(Dialect):
             full_name = entry.text("name", required=True)
             interface = entry.interface("interface")
             default = entry.flag("default")
+            if default or interface is None:
+                continue  # the pod's primary network
             nad_namespace, _, nad = full_name.rpartition("/")
-            if default or interface is None or not nad_namespace:
-                continue  # the default network, or an attachment nicplug never requests
+            if not is_object_name(nad) or (nad_namespace and not is_object_name(nad_namespace)):
+                continue  # not a NAD reference: some other CNI's own name for a network
+            nad_namespace = nad_namespace or entry.object_name("namespace") or namespace
             found = self._attribute(nad_namespace, nad, interface, namespace)
-            if isinstance(found, str):
+            if found is None:
                 continue  # an attachment of some other requester
             type_, name = found
             identity, if_name = identity_of(type_, name), if_name_of(type_, name)
@@ -147,18 +168,12 @@ class MultusDialect(Dialect):
 
     def _attribute(
         self, nad_namespace: str, nad: str, interface: str | None, namespace: str
-    ) -> tuple[NetworkType, str] | str:
-        """(type, name) of the network behind a NAD reference, or why there is none."""
+    ) -> tuple[NetworkType, str] | None:
+        """(type, name) of the nicplug network behind a NAD reference; None when the
+        entry is not one nicplug can account for as its own."""
         types = self._types_in(nad_namespace, namespace)
-        if not types:
-            return (
-                f"NAD {nad_namespace}/{nad} is neither in the pod's namespace nor in the "
-                f"cluster networks' namespace {self.cluster_nad_namespace}"
-            )
-        if interface is not None:
+        if interface is not None and ORDINAL_POD_INTERFACE.fullmatch(interface) is None:
             types = [t for t in types if kubevirt_pod_interface(if_name_of(t, nad)) == interface]
-            if not types:
-                return f"interface {interface!r} is not KubeVirt's for NAD {nad_namespace}/{nad}"
-        if len(types) > 1:
-            return f"NAD {nad_namespace}/{nad} has no interface to tell its network type"
+        if len(types) != 1:
+            return None
         return types[0], nad

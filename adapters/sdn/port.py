@@ -49,6 +49,9 @@ class Dialect(ABC):
     """What a launcher pod's request annotation holds once nothing but Main remains:
     None removes the key; a platform that writes a value itself (Deckhouse writes
     `[]`) gets that value, or the two writers would undo each other forever."""
+    kubevirt_owns_requests: ClassVar[bool]
+    """Whether KubeVirt writes the request annotation itself (upstream KubeVirt with
+    multus): then nicplug only reads it, on pods and on the KVVM template alike."""
 
     @abstractmethod
     def parse_requests(self, *, value: str | None, namespace: str) -> tuple[SDNRequest, ...]:

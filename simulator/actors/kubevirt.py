@@ -4,7 +4,17 @@ What it imitates (and what a controller driving it must cope with):
 
 * A running KVVM (`runStrategy` Always / RerunOnFailure / Once, or `running: true`) gets a
   VMI and a virt-launcher pod built from the current template, after `delays.restart`.
-  The pod carries the template's SDN request annotation.
+  Deckhouse: the pod carries the template's SDN request annotation. Multus: the pod's
+  networks annotation is virt-controller's, generated from the VMI spec
+  (`pod_networks.py`), and regenerated on the running pod whenever an interface is
+  plugged or unplugged (`""` once none is left); a migration target takes the ordinal
+  names of an ordinal source.
+* Multus: `LiveMigratable` as KubeVirt computes it from the network: False
+  (`InterfaceNotLiveMigratable`) when the pod network's interface is a bridge without
+  the allow annotation (`pod_networks.network_migratable`).
+* Multus: KubeVirt's network controller reports an interface the pod's network-status
+  lists before virt-handler attaches it: a VMI status entry with `infoSource`
+  `multus-status` alone (virt-handler attaches only those).
 * Halting (`runStrategy: Halted`, `running: false`) deletes the VMI and its pods.
 * Restart: deleting the VMI of a running KVVM (what `virtctl restart` does) brings a new
   VMI and a new pod from the current template; a `Failed` VMI is replaced the same way
@@ -20,8 +30,9 @@ What it imitates (and what a controller driving it must cope with):
   it is cleared when the pod matches.
 * Migrations (`migrations.py`) run from here as well.
 
-It never edits the SDN annotations of a pod it did not just create: that is the SDN's
-(and the controller's) business.
+Deckhouse: it never edits the SDN annotations of a pod it did not just create (that is
+the SDN's and the controller's business). Multus: it writes only the networks
+annotation, never network-status (multus' own).
 """
 
 from __future__ import annotations
@@ -31,6 +42,7 @@ import random
 
 from nicplug.simulator import networking as nw
 from nicplug.simulator import objects as ob
+from nicplug.simulator import pod_networks
 from nicplug.simulator.actors.migrations import Migrations
 from nicplug.simulator.actors.reactor import Reactor, VMKey
 from nicplug.simulator.clock import SimClock
@@ -85,6 +97,8 @@ class KubeVirt(Reactor):
             self.forget((kvvm["metadata"]["uid"], "start"))
         self._collect_pods(key, vmi)
         vmi = self._sync_spec(key, kvvm, vmi)
+        self._annotate_pods(key, vmi)
+        vmi = self._report_pod_networks(key, vmi)
         self._drop_detached(kvvm, vmi)
         self.migrations.reconcile(key, kvvm, vmi)
         vmi = self.find(VMIS, namespace, name) or vmi
@@ -104,7 +118,20 @@ class KubeVirt(Reactor):
         )
         return self.store.create(PODS, pod)
 
-    def template_request(self, kvvm: Json) -> str | None:
+    def pod_request(self, kvvm: Json, vmi: Json, source: Json | None = None) -> str | None:
+        """The request annotation of a new launcher pod: deckhouse's from the KVVM
+        template; multus' generated from the VMI spec by virt-controller (a migration
+        target of an ordinal `source` pod keeps the ordinal names)."""
+        if self.knobs.dialect == "multus":
+            try:
+                generated = pod_networks.generate(
+                    vmi.get("spec") or {}, vmi["metadata"]["namespace"],
+                    bindings=self.knobs.network_bindings,
+                    ordinal=pod_networks.ordinal_pod(source),
+                )
+            except KeyError:
+                return None  # an unregistered binding plugin: KubeVirt writes nothing
+            return generated or None
         annotations = ob.dig(kvvm, "spec", "template", "metadata", "annotations") or {}
         value = annotations.get(ob.request_annotation(self.knobs.dialect))
         return value if isinstance(value, str) else None
@@ -113,14 +140,14 @@ class KubeVirt(Reactor):
         for pod in self.members(PODS, key):
             self.delete(PODS, pod)
         vmi = self.store.create(VMIS, ob.vmi_for(kvvm, KVVMS))
-        pod = self.new_pod(vmi, self.template_request(kvvm))
+        pod = self.new_pod(vmi, self.pod_request(kvvm, vmi))
         node = pod["spec"]["nodeName"]
 
         def scheduled(obj: Json) -> None:
             status = obj.setdefault("status", {})
             status.update({"phase": "Scheduled", "nodeName": node,
                            "activePods": {pod["metadata"]["uid"]: node}, "interfaces": []})
-            ob.set_condition(status, "LiveMigratable", "True", "")
+            ob.set_migratable(status, obj, self.knobs.dialect)
             ob.set_condition(status, "Ready", "False", "Booting")
 
         return self.edit(VMIS, vmi, scheduled, status=True)
@@ -178,6 +205,57 @@ class KubeVirt(Reactor):
         vmi = self.edit(VMIS, vmi, sync)
         self.forget(token)
         return vmi
+
+    def _annotate_pods(self, key: VMKey, vmi: Json) -> None:
+        """Multus: virt-controller regenerates the running pods' networks annotation
+        from the VMI spec while an interface is being plugged or unplugged."""
+        if self.knobs.dialect != "multus" or ob.dig(vmi, "status", "phase") != "Running":
+            return
+        spec, status = vmi.get("spec") or {}, vmi.get("status") or {}
+        if not pod_networks.change_required(spec, status):
+            return
+        active = status.get("activePods") or {}
+        for pod in self.members(PODS, key):
+            if pod["metadata"]["uid"] not in active:
+                continue
+            try:
+                value = pod_networks.generate(
+                    spec, vmi["metadata"]["namespace"], bindings=self.knobs.network_bindings,
+                    ordinal=pod_networks.ordinal_pod(pod),
+                )
+            except KeyError:
+                continue  # an unregistered binding plugin: KubeVirt leaves the pod alone
+            if nw.annotations_of(pod).get(nw.MULTUS_REQUEST) != value:
+                self.merge_patch(PODS, pod, {"metadata": {"annotations": {
+                    nw.MULTUS_REQUEST: value}}})
+
+    def _report_pod_networks(self, key: VMKey, vmi: Json) -> Json:
+        """Multus: an interface of the spec that the active pod's network-status lists
+        is reported before virt-handler attaches it (`infoSource: multus-status`), as
+        KubeVirt's network controller does; virt-handler attaches only those."""
+        status = vmi.get("status") or {}
+        if self.knobs.dialect != "multus" or status.get("phase") != "Running":
+            return vmi
+        active = status.get("activePods") or {}
+        pod = next((p for p in self.members(PODS, key) if p["metadata"]["uid"] in active), None)
+        spec = vmi.get("spec") or {}
+        links = ob.links_in(pod, spec, "multus")
+        reported = {e.get("name") for e in status.get("interfaces") or []}
+        new = [
+            {"name": name, "podInterfaceName": nw.multus_pod_interface(name),
+             "infoSource": "multus-status"}
+            for name in (str(i.get("name")) for i in ob.interfaces_of(spec)
+                         if i.get("state") != "absent")
+            if name in links and name not in reported and name != nw.MAIN_IF_NAME
+        ]
+        if not new:
+            return vmi
+
+        def report(obj: Json) -> None:
+            entries = obj.setdefault("status", {}).setdefault("interfaces", [])
+            entries += new
+
+        return self.edit(VMIS, vmi, report, status=True)
 
     def _drop_detached(self, kvvm: Json, vmi: Json) -> None:
         """Absent interfaces no longer in the VMI status leave the VMI and KVVM specs."""

@@ -78,7 +78,7 @@ class Migrations:
         target = next((p for p in pods if _labels(p).get(nw.MIGRATION_LABEL) == uid), None)
         if target is None:
             target = self.kv.new_pod(
-                vmi, self.kv.template_request(kvvm), migration_uid=uid,
+                vmi, self.kv.pod_request(kvvm, vmi, source), migration_uid=uid,
                 avoid=source["spec"]["nodeName"] if source else "",
             )
         state = {

@@ -3,13 +3,17 @@
 When `k8s.v1.cni.cncf.io/networks` of a running pod changes, it rewrites
 `k8s.v1.cni.cncf.io/network-status` (the default network first, then one entry
 `<ns>/<nad>` per requested network on its pod-side interface) after
-`delays.sdn_configure`; an unplugged network leaves the status the same way. Without it
+`delays.sdn_configure`; an unplugged network leaves the status the same way. The real
+controller rebuilds the status through a Go map, so the order of the attachments is
+not kept: here they come in a seeded shuffle, and only a change of the set rewrites. Without it
 (the knob off, the actor not started) the status only shows the networks the pod was
 created with. A malformed request annotation is ignored. It writes only the status
 annotation.
 """
 
 from __future__ import annotations
+
+import random
 
 from nicplug.simulator import networking as nw
 from nicplug.simulator import objects as ob
@@ -39,11 +43,18 @@ class DynamicNetworksController(Reactor):
                 or nw.mac_for(meta["namespace"], vm, str(r.get("interface"))) for r in requests}
         wanted = nw.multus_network_status(requests, macs)
         token = (meta["uid"], "network-status")
-        if wanted == current:
+        if _as_set(wanted) == _as_set(current):
             self.forget(token)
             return
+        attachments = wanted[1:]
+        random.Random(f"{self.knobs.seed}/{meta['uid']}/{len(current)}").shuffle(attachments)
+        wanted = wanted[:1] + attachments
         if not self.due(token, self.knobs.delays.sdn_configure, key):
             return
         self.merge_patch(PODS, pod, {"metadata": {"annotations": {
             nw.MULTUS_STATUS: nw.dump_list(wanted)}}})
         self.forget(token)
+
+
+def _as_set(entries: list[Json]) -> set[str]:
+    return {nw.dump_list([e]) for e in entries}

@@ -8,8 +8,9 @@ An interface is attached (its VMI `status.interfaces[]` entry gains `domain` in
   `delays.attach`). If the SDN has not made the link yet, libvirt fails and the VMI
   crashes: a Warning Event whose message contains "Link not found", VMI phase Failed,
   and an entry in `crashes`. That is the crash the plug order exists to avoid.
-* multus: it attaches only interfaces the pod's network-status lists and otherwise waits
-  (KubeVirt then asks for a migration).
+* multus: it attaches only interfaces the pod's network-status lists and that KubeVirt
+  already reports with `infoSource` `multus-status` (`pkg/network/setup/filters.go`),
+  and otherwise waits (KubeVirt then asks for a migration).
 
 `state: absent` interfaces are detached from the domain at once (KubeVirt's virt-launcher
 does not wait for the pod). Their status entry goes, except in multus while the pod's
@@ -73,6 +74,7 @@ class VirtHandler(Reactor):
                 self._boot(vmi, spec, links)
             return
         uid = vmi["metadata"]["uid"]
+        multus = self.knobs.dialect == "multus"
         status_entries = {e.get("name"): e for e in ob.dig(vmi, "status", "interfaces") or []}
         attach: dict[str, int] = {}
         for index, iface in enumerate(ob.interfaces_of(spec)):
@@ -82,7 +84,7 @@ class VirtHandler(Reactor):
                 continue
             if not self.due((uid, "attach", name), self.knobs.delays.attach, key):
                 continue
-            if name in links:
+            if name in links and (not multus or entry is not None or name == nw.MAIN_IF_NAME):
                 attach[name] = index
             elif self.knobs.dialect == "deckhouse":
                 self._crash(vmi, pod, name)
@@ -92,7 +94,6 @@ class VirtHandler(Reactor):
                   and self.due((uid, "detach", n), self.knobs.delays.attach, key)]
         # multus: a detached interface stays reported (`multus-status` only) while the
         # pod's network-status still lists its link, as KubeVirt reports it
-        multus = self.knobs.dialect == "multus"
         linger = {n for n in absent if multus and n in links}
         released = [n for n in absent if n in status_entries and n not in detach
                     and not _attached(status_entries[n]) and n not in linger]

@@ -277,8 +277,10 @@ def test_multus_tells_network_from_cluster_network_in_one_namespace() -> None:
     for request in requests:
         network = kvvm_network(d.kubevirt_network(request=request, namespace=NS))
         assert d.network_identity(network=network, namespace=NS, known={}) == request.identity
-    with pytest.raises(MalformedAnnotation, match="no interface"):
-        d.parse_requests(value='[{"name": "shared", "namespace": "ns1"}]', namespace=NS)
+    # without KubeVirt's interface name the NAD could be either: not nicplug's to claim
+    assert d.parse_requests(value='[{"name": "shared", "namespace": "ns1"}]', namespace=NS) == ()
+    ordinal = '[{"name": "shared", "namespace": "ns1", "interface": "net1"}]'
+    assert d.parse_requests(value=ordinal, namespace=NS) == ()
 
 
 def test_multus_entry_without_namespace_is_in_the_pods_namespace() -> None:
@@ -344,8 +346,15 @@ def test_deckhouse_reads_readiness_as_its_controller_does() -> None:
 
 def test_multus_needs_the_requested_interface() -> None:
     d = CASES["multus"].dialect
-    old_style = '[{"name": "ns1/user-net", "interface": "net1"}, {"name": "ns1/user-net"}]'
-    assert d.parse_statuses(value=old_style, namespace=NS) == ()
+    without_interface = '[{"name": "ns1/user-net"}]'
+    assert d.parse_statuses(value=without_interface, namespace=NS) == ()
+    someone_elses = orjson.dumps(
+        [{"name": "ns1/user-net", "interface": d.pod_interface(if_name="dyniface1")}]
+    ).decode()
+    assert d.parse_statuses(value=someone_elses, namespace=NS) == ()
+    ordinal = '[{"name": "ns1/user-net", "interface": "net1"}]'
+    (status,) = d.parse_statuses(value=ordinal, namespace=NS)
+    assert (status.identity, status.ready) == ("Network/user-net", True)
     elsewhere = orjson.dumps(
         [{"name": "other/user-net", "interface": d.pod_interface(if_name=USER_NET.if_name)}]
     ).decode()
@@ -355,7 +364,6 @@ def test_multus_needs_the_requested_interface() -> None:
 # -- malformed input --------------------------------------------------------------
 
 NOT_ARRAYS_OF_OBJECTS = [
-    "",
     "   ",
     "not json",
     "{",
@@ -374,6 +382,17 @@ NOT_ARRAYS_OF_OBJECTS = [
     "\ud800",
     "user-net,ns1/storage@eth1",
 ]
+
+
+def test_an_empty_value_is_nothing_only_where_the_sdn_writes_it() -> None:
+    """KubeVirt writes `""` once the last secondary network is unplugged; Deckhouse's
+    SDN never does, so there it stays malformed."""
+    multus = CASES["multus"].dialect
+    assert multus.parse_requests(value="", namespace=NS) == ()
+    assert multus.parse_statuses(value="", namespace=NS) == ()
+    deckhouse = CASES["deckhouse"].dialect
+    with pytest.raises(MalformedAnnotation):
+        deckhouse.parse_requests(value="", namespace=NS)
 
 
 @pytest.mark.parametrize("value", NOT_ARRAYS_OF_OBJECTS)
@@ -408,8 +427,6 @@ BAD_ENTRIES = {
     "multus": [
         {},
         {"namespace": "ns1"},
-        {"name": "user-net", "namespace": "elsewhere"},
-        {"name": "user-net", "namespace": "ns1", "interface": "net1"},
         {"name": "user-net", "namespace": "ns1", "interface": "pod0123456789abcdef"},
         {"name": "ns1/user-net"},
         {"name": "User-Net"},

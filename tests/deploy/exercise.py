@@ -6,7 +6,7 @@ cluster's request log is the controller's own. The actors run on a virtual clock
 moves only when the cluster, the controller and the journal have been quiet for a few
 polls, so each world plays in the demo's order without the demo's seconds of waiting.
 The controller's own timers run on the real clock: the settings below keep them out
-of the way (no retry within a run) or at zero (the multus grace).
+of the way (no retry within a run).
 """
 
 from __future__ import annotations
@@ -63,11 +63,17 @@ PLANS: dict[str, Plan] = {
         Fixtures(rollout_strategy="Stage"),
         released_lease=True,
     ),
-    "multus": Plan(
+    "kubevirt": Plan(
         Knobs(dialect="multus", migration_required_grace=2.0,
               delays=Delays(migration=2.0)),
         Fixtures(),
-        settings={"dynamic_networks_grace": 0.0},
+        settings={"migrations": "opt-in"},
+    ),
+    "kubevirt-stage": Plan(
+        Knobs(dialect="multus", dynamic_networks_controller=True,
+              delays=Delays(sdn_configure=0.5)),
+        Fixtures(rollout_strategy="Stage"),
+        settings={"gating": "always-live"},
     ),
 }
 

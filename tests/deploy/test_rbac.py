@@ -2,11 +2,12 @@
 
 The controller runs in-process through the demo's scenarios (hotplug, hot-unplug,
 remove Main, SDN failure, revert, Stage with Automatic approval — RestartVM deletes the
-VMI —, Stage with Manual approval, multus without a dynamic-networks controller —
-CreateMigration) against simulated clusters whose API servers log every request as
-RBAC names it. Every request must be allowed by a role bound to the controller's
-service account, and every grant must have been used — or be listed in `UNEXERCISED`
-with the reason it is needed all the same.
+VMI —, Stage with Manual approval, upstream KubeVirt with multus: an opted-in VM
+migrated — CreateMigration —, an opted-out one waiting, a hotplug under Stage) against
+simulated clusters whose API servers log every request as RBAC names it. Every request
+must be allowed by a role bound to the controller's service account, and every grant
+must have been used — or be listed in `UNEXERCISED` with the reason it is needed all
+the same.
 """
 
 from __future__ import annotations

@@ -118,3 +118,17 @@ class JournalView:
         if self._journal is not None:
             await self._journal.close()
             self._journal = None
+
+
+PLUG_PATHS: dict[str, tuple[str, ...]] = {
+    "deckhouse": ("Requested", "AnnotationPatched", "SDNReady", "VMIPatched", "Attached"),
+    # KubeVirt's order: the KVVM, the VMI, virt-controller's pod annotation, multus, libvirt
+    "multus": ("Requested", "VMIPatched", "AnnotationPatched", "SDNReady", "Attached"),
+}
+UNPLUG_PATHS: dict[str, tuple[str, ...]] = {
+    "deckhouse": ("Requested", "VMIPatched", "GuestDetached", "AnnotationPatched",
+                  "SDNReleased", "Detached"),
+    "multus": ("Requested", "VMIPatched", "AnnotationPatched", "GuestDetached", "SDNReleased",
+               "Detached"),
+}
+"""The path of an undisturbed plug and unplug in each flavour."""

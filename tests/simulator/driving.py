@@ -60,16 +60,19 @@ def unplug_pod(store: Store, knobs: Knobs, ns: str, vm: str, type_: str, name: s
 
 def plug_kvvm(store: Store, knobs: Knobs, ns: str, vm: str, type_: str, name: str,
               id_: int = 2) -> None:
-    """Add the interface and network to the KVVM template (and its request annotation)."""
+    """Add the interface and network to the KVVM template (and, deckhouse, its request
+    annotation)."""
     kvvm = store.get(KVVMS, ns, vm)
     template = kvvm["spec"]["template"]
     nad_ns = ns if type_ == "Network" else knobs.cluster_network_nad_namespace
     template["spec"]["networks"].append(nw.kubevirt_network(knobs.dialect, type_, name, nad_ns))
     template["spec"]["domain"]["devices"]["interfaces"].append(nw.kubevirt_interface(type_, name))
-    annotations = template.setdefault("metadata", {}).setdefault("annotations", {})
-    key = ob.request_annotation(knobs.dialect)
-    entries = nw.parse_list(annotations.get(key)) or []
-    annotations[key] = nw.dump_list([*entries, request_entry(knobs, ns, vm, type_, name, id_)])
+    if knobs.dialect == "deckhouse":  # multus: KubeVirt generates the pods' own
+        annotations = template.setdefault("metadata", {}).setdefault("annotations", {})
+        key = ob.request_annotation(knobs.dialect)
+        entries = nw.parse_list(annotations.get(key)) or []
+        annotations[key] = nw.dump_list([*entries, request_entry(knobs, ns, vm, type_, name,
+                                                                 id_)])
     store.update(KVVMS, kvvm)
 
 

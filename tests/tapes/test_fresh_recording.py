@@ -31,7 +31,7 @@ async def _live_states(journal: Path) -> list[tuple[object, ...]]:
 
 @pytest.mark.slow
 async def test_a_fresh_recording_replays_to_the_live_final_states(tmp_path: Path) -> None:
-    scenario = next(s for s in SCENARIOS if s.world == "multus")
+    scenario = next(s for s in SCENARIOS if s.world == "kubevirt")
     tape = tmp_path / "fresh.tape.jsonl"
     await record(scenario, tmp_path, tape)
     live = await _live_states(tmp_path / f"{slug(scenario)}.db")

@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from nicplug.adapters.cli import app
 from nicplug.adapters.cli.diagram import render
-from nicplug.machines.graph import GRAPHS
+from nicplug.machines.graph import FLAVOURS, GRAPHS
 
 
 @pytest.mark.parametrize("name", sorted(GRAPHS))
@@ -46,7 +46,16 @@ def test_pictures(tmp_path: Path, fmt: str, magic: bytes) -> None:
     assert target.read_bytes().startswith(magic)
 
 
+@pytest.mark.parametrize("flavour", sorted(FLAVOURS))
 @pytest.mark.parametrize("name", ["plug", "unplug"])
-def test_the_readme_shows_the_current_graphs(name: str) -> None:
+def test_the_readme_shows_the_current_graphs(name: str, flavour: str) -> None:
     readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    assert f"```mermaid\n{render(name, 'mermaid').decode()}```" in readme
+    assert f"```mermaid\n{render(name, 'mermaid', flavour).decode()}```" in readme
+
+
+def test_the_multus_flavour_draws_kubevirts_order() -> None:
+    result = CliRunner().invoke(app, ["diagram", "--flavour", "multus"])
+    assert result.exit_code == 0, result.output
+    assert "title: nicplug multus plug" in result.output
+    assert "Requested --> VMIPatched: sync_vmi" in result.output
+    assert "VMIPatched --> AnnotationPatched: annotate [pod_holds_entry]" in result.output

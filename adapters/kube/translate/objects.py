@@ -105,6 +105,7 @@ class Domain(Model):
 class VMISpec(Model):
     domain: Domain = Domain()
     networks: list[NetworkModel] = []
+    eviction_strategy: str | None = None
 
 
 class Template(Model):

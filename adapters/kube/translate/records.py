@@ -70,6 +70,7 @@ def desired_vm(vm: VirtualMachineObject) -> DesiredVM:
             if n.mac_address
         },
         conditions=conditions(vm.status.conditions),
+        labels=vm.metadata.labels,
     )
 
 
@@ -101,6 +102,8 @@ def kvvm(
         interfaces=interfaces,
         networks=networks,
         template_requests=requests,
+        labels=obj.metadata.labels,
+        eviction_strategy=spec.template.spec.eviction_strategy,
     )
     return record, error
 

@@ -100,6 +100,15 @@ class Sim:
     # KubeVirt as it is without a dynamic-networks controller: an unplug leaves the guest
     # at once, the pod keeps the link (and reports it) until a migration replaces the pod
     pod_keeps_links: bool = False
+    # upstream KubeVirt with multus: virt-controller writes the pod's networks annotation
+    # from the VMI spec (new pods too), virt-handler waits for multus to report a link,
+    # and without a dynamic-networks controller a running pod's status never changes
+    kubevirt_owns_pod: bool = False
+    kvvm_labels: dict[str, str] = field(default_factory=dict)
+    eviction_strategy: str | None = None
+    live_migratable_reason: str = ""
+    kubevirt_stuck: str = ""  # "sync": the VMI lags the KVVM; "annotation": the pod does
+    names: dict[str, str] = field(default_factory=dict)
 
     def world(self) -> World:
         vm = None
@@ -109,11 +118,13 @@ class Sim:
                 conditions=tuple(self.vm_conditions.values()),
             )  # fmt: skip
         kvvm = KVVM("1", self.running, tuple(self.kvvm_ifaces), tuple(self.kvvm_nets),
-                    tuple(self.template))  # fmt: skip
+                    tuple(self.template), dict(self.kvvm_labels),
+                    self.eviction_strategy)  # fmt: skip
         vmi = None
         pods: tuple[LauncherPod, ...] = ()
         if self.vmi_uid is not None:
-            conditions = [Condition("LiveMigratable", "True" if self.live_migratable else "False")]
+            conditions = [Condition("LiveMigratable", "True" if self.live_migratable else "False",
+                                    self.live_migratable_reason)]  # fmt: skip
             if self.migration_required:
                 reason = "AutoMigrationDueToLiveUpdate"
                 conditions.append(Condition("MigrationRequired", "True", reason))
@@ -172,10 +183,22 @@ class Sim:
         self.vmi_uid = f"vmi-{self.pod + 1}"
         self.pod += 1
         self.vmi_ifaces = [i for i in self.kvvm_ifaces if not i.absent]
-        self.requested = list(self.template)
-        self.reported = [SDNStatus(r.identity, r.if_name, True) for r in self.template]
+        born = self.generated() if self.kubevirt_owns_pod else list(self.template)
+        self.requested = born
+        self.reported = [SDNStatus(r.identity, r.if_name, True) for r in born]
         self.attached = {i.name for i in self.vmi_ifaces}
         self.migration_required = False
+
+    def generated(self) -> list[SDNRequest]:
+        """virt-controller's networks annotation for the VMI spec: every interface not
+        absent, bar the default one."""
+        for spec in self.networks or ():
+            self.names[spec.if_name] = spec.identity
+        return [
+            SDNRequest(self.names[i.name], i.name)
+            for i in self.vmi_ifaces
+            if not i.absent and i.name != "default" and i.name in self.names
+        ]
 
     # -- the other controllers, one step ----------------------------------------------------
 
@@ -206,7 +229,10 @@ class Sim:
                 return
         # the SDN answers one step after the request changes
         wanted = {r.identity: r for r in self.requested}
-        if not self.pod_keeps_links:
+        frozen = self.kubevirt_owns_pod and not self.dynamic_networks
+        if frozen:
+            wanted = {}  # no dynamic-networks controller: the pod stays as it was born
+        if not (self.pod_keeps_links or frozen):
             self.reported = [s for s in self.reported if s.identity in wanted]
         for identity, r in wanted.items():
             if identity in self.sdn_silent or any(s.identity == identity for s in self.reported):
@@ -214,12 +240,17 @@ class Sim:
             error = "link setup failed" if identity in self.sdn_fails else None
             self.reported.append(SDNStatus(identity, r.if_name, error is None, error))
         # KubeVirt syncs the KVVM to the VMI spec; virt-handler attaches / detaches
-        self.vmi_ifaces = list(self.kvvm_ifaces)
+        if not (self.kubevirt_owns_pod and self.kubevirt_stuck == "sync"):
+            self.vmi_ifaces = list(self.kvvm_ifaces)
+        if self.kubevirt_owns_pod and not self.kubevirt_stuck:
+            self.requested = self.generated()
         if self.handler_stuck:
             return
         ready = {s.if_name for s in self.reported if s.ready}
         for iface in self.vmi_ifaces:
-            if iface.absent and self.pod_keeps_links:
+            if self.kubevirt_owns_pod and iface.name != "default":
+                self._kubevirt_handles(iface, ready)
+            elif iface.absent and self.pod_keeps_links:
                 self.attached.discard(iface.name)
                 if any(s.if_name == iface.name for s in self.reported):
                     self.migration_required = True
@@ -241,6 +272,20 @@ class Sim:
         self.vmi_ifaces = [i for i in self.vmi_ifaces if i.name not in gone]
 
 
+    def _kubevirt_handles(self, iface: KVVMInterface, ready: set[str]) -> None:
+        """virt-handler detaches an absent interface at once and attaches only what
+        multus reports; KubeVirt asks for a migration where the pod lags the spec."""
+        if iface.absent:
+            self.attached.discard(iface.name)
+            if iface.name in ready:
+                self.migration_required = not self.dynamic_networks
+        elif iface.name not in self.attached:
+            if iface.name in ready:
+                self.attached.add(iface.name)
+            elif not self.dynamic_networks:
+                self.migration_required = True
+
+
 def check_invariants(world: World, decision: Decision, multus: bool = False) -> None:
     """The ordering rules, checked on every effect of a decision."""
     facts = facts_of(world)
@@ -252,6 +297,12 @@ def check_invariants(world: World, decision: Decision, multus: bool = False) -> 
                     continue
                 if not facts.sdn_ready(n.identity):
                     raise InvariantBroken(f"{n.identity} added to the KVVM before SDN ready")
+        if isinstance(effect, PatchPodNetworks) and multus:
+            raise InvariantBroken("a pod's networks annotation written where KubeVirt owns it")
+        if isinstance(effect, PatchVirtualMachine) and multus:
+            kvvm = world.kvvm
+            if kvvm is not None and effect.template_requests != kvvm.template_requests:
+                raise InvariantBroken("the KVVM template's networks annotation rewritten")
         if isinstance(effect, PatchPodNetworks):
             kept = {e.identity for e in effect.entries}
             for pod in world.pods:

@@ -1,8 +1,10 @@
-"""Every declared move of every machine is taken by at least one scenario.
+"""Every declared move of every machine of every flavour is taken by some scenario.
 
 Each scenario drives the simulated world into one situation; the test collects the
-(direction, trigger, destination) of every journaled transition and compares them with
-the graphs, so a move no observation can trigger fails here.
+(flavour, direction, trigger, destination) of every journaled transition and compares
+them with the graphs, so a move no observation can trigger fails here. Every scenario
+runs in both flavours: in the multus one the simulated KubeVirt writes the pods'
+networks annotation itself (`Sim.kubevirt_owns_pod`).
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import pytest
 
 from nicplug.engine.model import EffectOutcome, EffectRequest
 from nicplug.machines.decider import HotplugDecider
-from nicplug.machines.graph import GRAPHS
+from nicplug.machines.graph import FLAVOURS
 from nicplug.machines.policy import MachineConfig, Timeouts
 from nicplug.machines.world import SDNRequest, SDNStatus
 from tests.unit.machines.sim import MAIN, Driver, Sim, net
@@ -23,9 +25,18 @@ FAST = Timeouts(sdn_ready_timeout=5, attach_timeout=5, detach_timeout=5, migrati
                 dynamic_networks_grace=3, backoff_base=100)  # fmt: skip
 
 
+FLAVOUR = ["deckhouse"]
+"""The flavour `make` builds drivers for (set while the scenarios run)."""
+
+
 def make(sim: Sim, **config: object) -> Driver:
     config.setdefault("timeouts", FAST)
-    return Driver(HotplugDecider(MachineConfig(**config)), sim)  # type: ignore[arg-type]
+    multus = FLAVOUR[0] == "multus"
+    if multus:
+        config["dialect_kind"] = "multus"
+        sim.kubevirt_owns_pod = True
+    decider = HotplugDecider(MachineConfig(**config))  # type: ignore[arg-type]
+    return Driver(decider, sim, multus=multus)
 
 
 def plugged(**sim: object) -> Driver:
@@ -71,11 +82,12 @@ def plug_attached_without_migration() -> Driver:
     return d
 
 
-def plug_grace() -> Driver:
-    sim = Sim(networks=(MAIN, X), dynamic_networks=False, sdn_silent=frozenset({"Network/x"}))
-    d = make(sim, dialect_kind="multus")
-    d.multus = True
-    d.run(20)
+def plug_kubevirt_stuck() -> Driver:
+    d = make(Sim(networks=(MAIN, X), kubevirt_stuck="sync"))
+    d.run(10)  # the VMI never gets it
+    d.sim.kubevirt_stuck = "annotation"
+    d.now += 500  # past the backoff
+    d.run(10)  # the pod never gets it
     return d
 
 
@@ -235,6 +247,31 @@ def updates() -> Driver:
     return d
 
 
+def updates_by_order() -> Driver:
+    """A reorder needs a restart in every flavour (ids exist only in deckhouse's)."""
+    y = net("y", 3)
+    d = make(Sim(networks=(MAIN, X, y)))
+    d.run(10)
+    d.sim.networks = (MAIN, y, X)
+    d.run(2)
+    d.sim.networks = (MAIN, X, y)
+    d.run(1)  # Reverted
+    d.sim.networks = (MAIN, y, X)
+    d.run(2)
+    d.sim.restart()
+    d.run(6)  # write_for_boot, attach
+    d.sim.networks = (MAIN, X, y)
+    d.answer = reject("PatchVirtualMachine")
+    d.sim.restart()
+    d.run(3)  # PatchRejected
+    d.answer = None
+    d.now += 500  # past the backoff: the reorder is asked again
+    d.run(2)
+    d.sim.vm_deleted = True
+    d.run(1)  # VMDeleted
+    return d
+
+
 def adopted_lingering_entry() -> Driver:
     d = plugged()
     d.sim.requested = [SDNRequest("Network/old", "veth_nold", 9)]
@@ -250,7 +287,7 @@ SCENARIOS: dict[str, Callable[[], Driver]] = {
     "plug migration stuck": lambda: plug_migrations(migration_stuck=True),
     "plug migration rejected": plug_migration_rejected,
     "plug attached without migration": plug_attached_without_migration,
-    "plug grace": plug_grace,
+    "plug, KubeVirt stuck": plug_kubevirt_stuck,
     "plug failures": plug_failures,
     "plug attach timeout": plug_attach_timeout,
     "plug rejected": plug_rejected,
@@ -268,35 +305,52 @@ SCENARIOS: dict[str, Callable[[], Driver]] = {
     "unplug rejected": unplug_rejected,
     "unplug VM deleted": unplug_vm_deleted,
     "updates": updates,
+    "updates by order": updates_by_order,
     "lingering entry": adopted_lingering_entry,
 }
 
 
-def taken(d: Driver) -> set[tuple[str, str, str]]:
+def taken(d: Driver) -> set[tuple[str, str, str, str]]:
     moves = set()
+    flavours = {}
     for _, decision in d.log:
         for event in decision.events:
+            if event.type == "Opened":
+                flavours[event.stream] = str(event.payload.get("flavour", "deckhouse"))
             if event.type == "Transitioned":
                 direction = event.stream.split("/")[-2]
-                moves.add((direction, str(event.payload["trigger"]), str(event.payload["to"])))
+                move = (direction, str(event.payload["trigger"]), str(event.payload["to"]))
+                moves.add((flavours[event.stream], *move))
     return moves
 
 
 @pytest.fixture(scope="module")
-def exercised() -> dict[tuple[str, str, str], list[str]]:
-    found: dict[tuple[str, str, str], list[str]] = {}
-    for name, scenario in SCENARIOS.items():
-        for move in taken(scenario()):
-            found.setdefault(move, []).append(name)
+def exercised() -> dict[tuple[str, str, str, str], list[str]]:
+    found: dict[tuple[str, str, str, str], list[str]] = {}
+    for flavour in FLAVOURS:
+        FLAVOUR[0] = flavour
+        try:
+            for name, scenario in SCENARIOS.items():
+                for move in taken(scenario()):
+                    found.setdefault(move, []).append(name)
+        finally:
+            FLAVOUR[0] = "deckhouse"
     return found
 
 
 @pytest.mark.parametrize(
     "move",
-    sorted({(g.name, e.trigger, e.dest) for g in GRAPHS.values() for e in g.edges}),
+    sorted(
+        {
+            (flavour, g.name, e.trigger, e.dest)
+            for flavour, graphs in FLAVOURS.items()
+            for g in graphs.values()
+            for e in g.edges
+        }
+    ),
     ids=lambda m: "-".join(m),
 )
 def test_move_is_exercised(
-    move: tuple[str, str, str], exercised: dict[tuple[str, str, str], list[str]]
+    move: tuple[str, str, str, str], exercised: dict[tuple[str, str, str, str], list[str]]
 ) -> None:
     assert move in exercised, f"no scenario takes {move}"

@@ -201,24 +201,129 @@ def test_not_live_migratable_stays_and_says_so() -> None:
     assert "not LiveMigratable" in sim.vm_conditions[CONDITION_MIGRATION].message
 
 
+def _waiting_message(d: Driver) -> str:
+    events = [e for e in d.effects if e.type == "EmitEvent"
+              and "MigrationRequired" in str(e.payload.get("message"))]  # fmt: skip
+    assert events, "no Event for the wait"
+    assert events[-1].payload["type"] == "Warning"
+    return str(events[-1].payload["message"])
+
+
+def test_opt_in_migrates_only_labelled_vms_and_says_what_to_do() -> None:
+    sim = Sim(networks=(MAIN, X), dynamic_networks=False)
+    d = driver(sim, migrations="opt-in")
+    d.run(10)
+    assert d.op(*PLUG).state == "MigrationRequired"
+    assert "not opted in" in d.op(*PLUG).message  # journaled: explain tells it
+    condition = sim.vm_conditions[CONDITION_MIGRATION]
+    assert "nicplug.io/migrations=true" in condition.message
+    assert "virtctl migrate" in condition.message and "restart the VM" in condition.message
+    assert "not opted in" in _waiting_message(d)
+    assert not any(e.type == "CreateMigration" for e in d.effects)
+
+    sim.kvvm_labels["nicplug.io/migrations"] = "true"
+    d.run(10)
+    assert d.op(*PLUG).state == "Attached"
+    assert sum(e.type == "CreateMigration" for e in d.effects) == 1
+    assert sim.vm_conditions[CONDITION_MIGRATION].status == "False"
+
+
+def test_never_and_an_eviction_strategy_of_none_are_honoured() -> None:
+    for config, sim in (
+        ({"migrations": "never"}, Sim(networks=(MAIN, X), dynamic_networks=False)),
+        ({}, Sim(networks=(MAIN, X), dynamic_networks=False, eviction_strategy="None")),
+    ):
+        d = driver(sim, **config)
+        d.run(10)
+        assert d.op(*PLUG).state == "MigrationRequired"
+        assert not any(e.type == "CreateMigration" for e in d.effects)
+        message = sim.vm_conditions[CONDITION_MIGRATION].message
+        assert ("--migrations=never" in message) != ("evictionStrategy is None" in message)
+
+
+def test_not_live_migratable_names_kubevirts_reason() -> None:
+    sim = Sim(networks=(MAIN, X), dynamic_networks=False, live_migratable=False,
+              live_migratable_reason="InterfaceNotLiveMigratable")
+    d = driver(sim)
+    d.run(10)
+    assert "InterfaceNotLiveMigratable" in sim.vm_conditions[CONDITION_MIGRATION].message
+    assert "InterfaceNotLiveMigratable" in _waiting_message(d)
+
+
+def test_a_change_kubevirt_applies_live_under_stage_is_reported() -> None:
+    """always-live gating under Stage: KubeVirt takes the NIC live; the VM is told a
+    restart brings it in line with its strategy, until the VM restarts."""
+    sim = Sim(networks=(MAIN, X), strategy="Stage", kubevirt_owns_pod=True)
+    d = driver(sim, dialect_kind="multus", gating="always-live")
+    d.multus = True
+    d.run(10)
+    op = d.op(*PLUG)
+    assert op.state == "Attached" and op.bypassed_vmi == "vmi-1"
+    bypassed = [e for _, dec in d.log for e in dec.events if e.type == "RolloutBypassed"]
+    assert len(bypassed) == 1 and bypassed[0].payload["strategy"] == "Stage"
+    condition = sim.vm_conditions["NetworkChangeBypassedRollout"]
+    assert condition.status == "True" and "restart the VM" in condition.message
+    events = [e for e in d.effects if e.type == "EmitEvent"
+              and e.payload["reason"] == "RolloutBypassed"]  # fmt: skip
+    assert len(events) == 1 and events[0].payload["type"] == "Warning"
+    sim.restart()
+    d.run(6)
+    assert sim.vm_conditions["NetworkChangeBypassedRollout"].status == "False"
+
+
+def test_no_bypass_under_live_update_or_when_nicplug_defers() -> None:
+    for strategy, gating in (("LiveUpdate", "always-live"), ("Stage", "rollout-strategy")):
+        sim = Sim(networks=(MAIN, X), strategy=strategy, kubevirt_owns_pod=True)
+        d = driver(sim, dialect_kind="multus", gating=gating)
+        d.multus = True
+        d.run(10)
+        assert d.op(*PLUG).bypassed_vmi is None
+        assert "NetworkChangeBypassedRollout" not in sim.vm_conditions
+
+
 def test_failed_migration() -> None:
     sim = Sim(networks=(MAIN, X), dynamic_networks=False, migration_fails=True)
     d = driver(sim)
     d.run(10)
     assert d.failures()[0] == ("uid-1/Network/x/plug/1", "MigrationFailed")
+    said = [e.payload["message"] for e in d.effects if e.type == "SetVMCondition"
+            and e.payload["type"] == CONDITION_FAILED and e.payload["status"] == "True"]
+    assert said and "virtctl migrate" in said[0]
 
 
-def test_multus_skips_sdn_ready_after_the_grace_period() -> None:
-    sim = Sim(networks=(MAIN, X), dynamic_networks=False, sdn_silent=frozenset({"Network/x"}))
+def test_multus_walks_kubevirts_order_and_never_writes_a_pod() -> None:
+    sim = Sim(networks=(MAIN, X), kubevirt_owns_pod=True)
     d = driver(sim, dialect_kind="multus")
-    d.multus = True
-    d.run(30)
+    d.multus = True  # the invariants: no pod patch, the template's annotation left alone
+    d.run(10)
     op = d.op(*PLUG)
-    assert op.waived
-    assert list(op.history)[:3] == ["Requested", "AnnotationPatched", "VMIPatched"]
-    assert op.state == "Attached"
+    assert list(op.history) == ["Requested", "VMIPatched", "AnnotationPatched", "SDNReady",
+                                "Attached"]  # fmt: skip
+    assert op.flavour == "multus"
     patch = next(e for e in d.effects if e.type == "PatchVirtualMachine")
     assert patch.payload["networks"][-1]["multus_network"] == "ns/x"
+    assert patch.payload["template_requests"] == []
+    sim.networks = (MAIN,)
+    d.run(10)
+    unplug = d.op("Network/x", "unplug")
+    assert list(unplug.history) == ["Requested", "VMIPatched", "AnnotationPatched",
+                                    "GuestDetached", "SDNReleased", "Detached"]  # fmt: skip
+    assert not any(e.type == "PatchPodNetworks" for e in d.effects)
+
+
+def test_multus_without_dynamic_networks_is_resolved_by_a_migration() -> None:
+    sim = Sim(networks=(MAIN, X), kubevirt_owns_pod=True, dynamic_networks=False)
+    d = driver(sim, dialect_kind="multus")
+    d.multus = True
+    d.run(12)
+    op = d.op(*PLUG)
+    assert list(op.history) == ["Requested", "VMIPatched", "AnnotationPatched",
+                                "MigrationRequired", "Migrating", "Attached"]  # fmt: skip
+    sim.networks = (MAIN,)
+    d.run(14)
+    unplug = d.op("Network/x", "unplug")
+    assert unplug.state == "Detached"
+    assert "MigrationRequired" in unplug.history and "Migrating" in unplug.history
 
 
 def test_user_reverts_mid_flight_and_the_reverse_cleans_up() -> None:
