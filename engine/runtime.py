@@ -23,9 +23,10 @@ from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
 from nicplug.engine.clock import Clock
+from nicplug.engine.commit_retry import COMMIT_RETRY, CommitRetries
 from nicplug.engine.dispatch import Activity, Dispatch
 from nicplug.engine.effects import EffectExecutor, RetryPolicy
-from nicplug.engine.errors import JournalConflict, JournalError, UnknownSchema
+from nicplug.engine.errors import JournalClosed, JournalConflict, JournalError, UnknownSchema
 from nicplug.engine.journal import Commit, EffectUpdate, Journal, PendingEffect, StoredView
 from nicplug.engine.listening import Listeners, RuntimeListener
 from nicplug.engine.model import (
@@ -80,6 +81,7 @@ class Runtime(Generic[S, W]):
         rng: random.Random | None = None,
         listeners: Sequence[RuntimeListener] = (),
         conflict_retries: int = 5,
+        commit_retry: RetryPolicy = COMMIT_RETRY,
     ) -> None:
         self._decider = decider
         self._journal = journal
@@ -91,10 +93,15 @@ class Runtime(Generic[S, W]):
             self._handle, concurrency=concurrency, activity=self._activity,
             on_error=self._listen.on_error,
         )
+        rng = rng or random.Random(0)
+        self._retries = CommitRetries(
+            clock, policy=commit_retry, rng=rng, submit=self._resubmit,
+            on_change=self._listen.on_journal,
+        )
         self._effects = EffectRunner(
             executor, journal, clock, retry=retry or RetryPolicy(),
-            rng=rng or random.Random(0), activity=self._activity, listener=self._listen,
-            deliver=self._deliver_outcome,
+            rng=rng, activity=self._activity, listener=self._listen,
+            deliver=self._deliver_outcome, journal_health=self._journal_health,
         )
         self._slots: dict[Key, _Slot[S]] = {}
         self._worlds: dict[Key, W] = {}
@@ -170,8 +177,14 @@ class Runtime(Generic[S, W]):
             task.cancel()
         await asyncio.gather(*(t for _, t in self._timers.values()), return_exceptions=True)
         self._timers.clear()
+        await self._retries.close()
         await self._effects.close()
         await self._dispatch.close()
+
+    @property
+    def journal_failing(self) -> JournalError | None:
+        """Why the journal refuses writes, while it does (None when it takes them)."""
+        return self._retries.failing
 
     def _require_running(self) -> None:
         if not self._started or self._stopping:
@@ -180,17 +193,39 @@ class Runtime(Generic[S, W]):
     # -- one input of one key ----------------------------------------------------------
 
     async def _handle(self, key: Key, trigger: Trigger) -> None:
+        """Decide one input of `key`. Should the journal refuse the commit, what the
+        input consumed (a fired timer, an effect's recorded outcome) is put back and
+        the input is decided again later: nothing is lost and nothing stays wedged."""
         cancels: tuple[TimerCancel, ...] = ()
         updates: tuple[EffectUpdate, ...] = ()
+        armed: tuple[float, asyncio.Task[None]] | None = None
         if isinstance(trigger, TimerFired):
             armed = self._timers.get((trigger.stream, trigger.name))
             if armed is None or armed[0] != trigger.deadline:
+                self._retries.decided(key, trigger)
                 return  # re-armed or cancelled since it fired
             del self._timers[(trigger.stream, trigger.name)]
             cancels = (TimerCancel(trigger.stream, trigger.name),)
         elif isinstance(trigger, EffectOutcome):
             update = self._updates.pop(trigger.effect_id, None)
             updates = (update,) if update else ()
+        try:
+            await self._decide_with_retries(key, trigger, cancels, updates)
+        except (JournalClosed, UnknownSchema):
+            raise  # stopping, or a key this code cannot read: it fails alone, not retried
+        except JournalError as error:
+            if isinstance(trigger, TimerFired) and armed is not None:
+                self._timers.setdefault((trigger.stream, trigger.name), armed)
+            for update in updates:
+                self._updates.setdefault(update.effect_id, update)
+            self._retries.failed(key, trigger, error)
+        else:
+            self._retries.decided(key, trigger)
+
+    async def _decide_with_retries(
+        self, key: Key, trigger: Trigger,
+        cancels: tuple[TimerCancel, ...], updates: tuple[EffectUpdate, ...],
+    ) -> None:
         cause = _cause_of(trigger)
         slot = await self._slot(key)
         for _ in range(self._conflict_retries + 1):
@@ -203,6 +238,16 @@ class Runtime(Generic[S, W]):
                     conflict.actual, slot.versions.get(StreamId(conflict.stream), 0)
                 )
         raise RuntimeError(f"key {key}: still conflicting after {self._conflict_retries} retries")
+
+    def _resubmit(self, key: Key, trigger: Trigger) -> None:
+        if not self._stopping:
+            self._dispatch.submit(key, trigger)
+
+    def _journal_health(self, error: JournalError | None) -> None:
+        if error is None:
+            self._retries.wrote()
+        elif not isinstance(error, JournalClosed | JournalConflict):
+            self._retries.journal_failed(error)
 
     async def _decide(
         self, key: Key, slot: _Slot[S], trigger: Trigger, cause: Cause,

@@ -6,7 +6,9 @@ the API server rejects with 415 for custom resources). Every call carries the
 client's request timeout. Objects come back as plain dicts (`_preload_content=False`).
 
 These are single requests: no retry, no re-read, no decision. A 409 surfaces as
-`Conflict` so the caller can re-read the world and decide again.
+`Conflict` so the caller can re-read the world and decide again. Every write passes
+the fence first, the instant before it is sent: once the term of leadership that
+built these calls has ended, a write raises `Deposed` and is never sent.
 """
 
 from __future__ import annotations
@@ -72,8 +74,10 @@ class KubeCalls:
         connection: ApiConnection,
         *,
         wall_clock: Callable[[], datetime.datetime] | None = None,
+        fence: Callable[[], None] | None = None,
     ) -> None:
         self._connection = connection
+        self._fence = fence
         self._core = CoreV1Api(connection.client)
         self._custom = CustomObjectsApi(connection.client)
         self._wall_clock = wall_clock or (lambda: datetime.datetime.now(datetime.UTC))
@@ -84,6 +88,12 @@ class KubeCalls:
             "_request_timeout": self._connection.request_timeout,
             **extra,
         }
+
+    def _writing(self, **extra: Any) -> dict[str, Any]:
+        """The options of a write, built as it is sent: the fencing check goes here."""
+        if self._fence is not None:
+            self._fence()
+        return self._options(**extra)
 
     async def get(self, kind: KindRef, namespace: str | None, name: str) -> JsonObject:
         """One object, fresh from the server (not from an informer's cache)."""
@@ -103,7 +113,7 @@ class KubeCalls:
         self, namespace: str, name: str, patch: Any, *, content_type: PatchType
     ) -> JsonObject:
         return await fetch_object(self._core.patch_namespaced_pod(
-            name, namespace, patch, **self._options(_content_type=content_type)))
+            name, namespace, patch, **self._writing(_content_type=content_type)))
 
     async def patch_pod_annotations(
         self,
@@ -132,7 +142,7 @@ class KubeCalls:
 
         A JSON patch whose `test` op fails raises `TestFailed` (a `Conflict`)."""
         _check_body(patch, content_type)
-        options = self._options(_content_type=content_type)
+        options = self._writing(_content_type=content_type)
         if kind.namespaced:
             request = self._custom.patch_namespaced_custom_object(
                 kind.group, kind.version, _required(namespace, kind), kind.plural, name,
@@ -151,7 +161,7 @@ class KubeCalls:
         self, kind: KindRef, namespace: str | None, name: str, patch: Mapping[str, Any]
     ) -> JsonObject:
         """Merge-patch the status subresource of a custom object."""
-        options = self._options(_content_type=MERGE_PATCH)
+        options = self._writing(_content_type=MERGE_PATCH)
         if kind.namespaced:
             return await fetch_object(self._custom.patch_namespaced_custom_object_status(
                 kind.group, kind.version, _required(namespace, kind), kind.plural, name,
@@ -176,7 +186,7 @@ class KubeCalls:
             "spec": {"vmiName": vmi_name},
         }
         return await fetch_object(self._custom.create_namespaced_custom_object(
-            kind.group, kind.version, namespace, kind.plural, body, **self._options()))
+            kind.group, kind.version, namespace, kind.plural, body, **self._writing()))
 
     async def create_operation(
         self, kind: KindRef, namespace: str, name: str, *, type_: str, vm_name: str,
@@ -192,7 +202,7 @@ class KubeCalls:
             "spec": {"type": type_, "virtualMachineName": vm_name},
         }
         return await fetch_object(self._custom.create_namespaced_custom_object(
-            kind.group, kind.version, namespace, kind.plural, body, **self._options()))
+            kind.group, kind.version, namespace, kind.plural, body, **self._writing()))
 
     async def list_migrations(self, kind: KindRef, *, label_selector: str) -> list[JsonObject]:
         """Every VirtualMachineInstanceMigration (`kind`, as the flavour names it)
@@ -234,7 +244,7 @@ class KubeCalls:
             "count": 1,
         }
         return await fetch_object(self._core.create_namespaced_event(
-            namespace, body, **self._options()))
+            namespace, body, **self._writing()))
 
     async def delete(
         self, kind: KindRef, namespace: str, name: str, *, uid: str | None = None
@@ -243,7 +253,7 @@ class KubeCalls:
         body: Any = {"preconditions": {"uid": uid}} if uid else {}
         return await fetch_object(self._custom.delete_namespaced_custom_object(
             kind.group, kind.version, namespace, kind.plural, name, body=body,
-            **self._options()))
+            **self._writing()))
 
 
 def _required(namespace: str | None, kind: KindRef) -> str:
