@@ -34,7 +34,7 @@ from nicplug.adapters.kube.calls import KubeCalls
 from nicplug.adapters.kube.client import ApiConnection, ClientSettings, connect
 from nicplug.adapters.kube.informer import Informer, WatchProgress, WatchSettings
 from nicplug.adapters.kube.lease import Leadership, Term
-from nicplug.adapters.kube.resources import WATCHED, KindRef, Scope
+from nicplug.adapters.kube.resources import KindRef, Scope
 from nicplug.adapters.loop_lag import LoopLag
 from nicplug.adapters.observability import (
     Health,
@@ -131,8 +131,11 @@ class Controller:
         self.dialect = dialect_for(
             settings.dialect, cluster_nad_namespace=settings.cluster_network_namespace
         )
+        self.flavour = settings.flavour()
         self._observing = Observing(
             self.dialect,
+            self.flavour,
+            scope=settings.scope(),
             on_hold=lambda _vm, _problem: self.metrics.observation_errors.labels("object").inc(),
             on_unreadable_pods=lambda _vm, _problem: self.metrics.observation_errors.labels(
                 "annotation").inc(),
@@ -243,6 +246,7 @@ class Controller:
             KubeExecutor(
                 KubeCalls(connection, fence=term.check),
                 self.dialect,
+                flavour=self.flavour,
                 metrics=self.metrics,
                 max_migrations=self.settings.max_migrations,
             ),
@@ -310,7 +314,7 @@ class Controller:
                 # a recorded tape keeps whole objects; otherwise only what is read
                 transform=None if self._tape is not None else cache_projection(kind),
             )
-            for kind in WATCHED
+            for kind in self.flavour.watched
         ]
 
     @staticmethod

@@ -25,8 +25,9 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
 from nicplug.adapters.kube import errors as kube_errors
-from nicplug.adapters.kube import resources as kinds
 from nicplug.adapters.kube.calls import EventNote, KubeCalls, pointer
+from nicplug.adapters.kube.flavour import Flavour
+from nicplug.adapters.kube.resources import KindRef
 from nicplug.adapters.kube.translate import records
 from nicplug.adapters.kube.translate.objects import KVVMObject, MalformedObject, read
 from nicplug.adapters.observability import Metrics
@@ -43,6 +44,7 @@ from nicplug.machines.effects import (
     EmitEvent,
     PatchPodNetworks,
     PatchVirtualMachine,
+    RemoveVMCondition,
     RestartVM,
     SetVMCondition,
     effect_from_payload,
@@ -66,6 +68,7 @@ class KubeExecutor:
         calls: KubeCalls,
         dialect: Dialect,
         *,
+        flavour: Flavour,
         metrics: Metrics | None = None,
         now: Callable[[], datetime.datetime] | None = None,
         max_migrations: int = 5,
@@ -74,6 +77,7 @@ class KubeExecutor:
         self._max_migrations = max_migrations
         self._migrating = asyncio.Lock()
         self._dialect = dialect
+        self._kinds = flavour
         self._metrics = metrics
         self._now = now or (lambda: datetime.datetime.now(datetime.UTC))
         # (effect type, target) -> the newest effect started on it: see `_superseded`.
@@ -113,6 +117,8 @@ class KubeExecutor:
                     return await self._patch_kvvm(decoded, effect)
                 case SetVMCondition():
                     return await self._set_condition(decoded)
+                case RemoveVMCondition():
+                    return await self._remove_condition(decoded)
                 case RestartVM():
                     return await self._restart(decoded)
                 case CreateMigration():
@@ -152,7 +158,9 @@ class KubeExecutor:
 
     async def _patch_pod(self, e: PatchPodNetworks, effect: PendingEffect) -> Result:
         value = self._dialect.render_requests(requests=e.entries, namespace=e.namespace)
-        pod = await self._calls.get(kinds.LAUNCHER_PODS, e.namespace, e.pod)
+        if value is None:
+            value = self._dialect.empty_pod_requests
+        pod = await self._calls.get(self._kinds.launcher_pods, e.namespace, e.pod)
         key = self._dialect.request_annotation
         current = ((pod.get("metadata") or {}).get("annotations") or {}).get(key)
         if e.observed is not None:
@@ -176,10 +184,10 @@ class KubeExecutor:
         return {"annotation": value}
 
     async def _patch_kvvm(self, e: PatchVirtualMachine, effect: PendingEffect) -> Result:
-        kvvm = await self._calls.get(kinds.KVVMS, e.namespace, e.name)
+        kvvm = await self._calls.get(self._kinds.kvvms, e.namespace, e.name)
         self._check_template(e, kvvm)
         if e.pods:
-            vmi = await self._calls.get(kinds.VMIS, e.namespace, e.name)
+            vmi = await self._calls.get(self._kinds.vmis, e.namespace, e.name)
             serving = (vmi.get("status") or {}).get("activePods") or {}
             if not isinstance(serving, dict) or set(serving) != set(e.pods):
                 raise RetryAfterObservation(
@@ -193,8 +201,15 @@ class KubeExecutor:
         old_nets = {n.get("name"): n for n in tspec.get("networks") or ()}
         interfaces: list[dict[str, Any]] = []
         networks: list[dict[str, Any]] = []
+        wanted = {r.if_name: r for r in e.template_requests}
         for entry in e.networks:
-            iface = dict(old_ifaces.get(entry.if_name) or {"name": entry.if_name, "bridge": {}})
+            current = old_ifaces.get(entry.if_name)
+            if entry.identity in ("", "Main") or entry.if_name == MAIN_IF_NAME or (
+                    entry.absent and current):
+                iface = dict(current or {"name": entry.if_name, "bridge": {}})
+            else:
+                request = wanted.get(entry.if_name) or SDNRequest(entry.identity, entry.if_name)
+                iface = self._dialect.kubevirt_interface(request=request, current=current)
             if entry.mac is not None and "macAddress" not in iface:
                 iface["macAddress"] = entry.mac
             if entry.absent:
@@ -228,7 +243,7 @@ class KubeExecutor:
             )
         if self._superseded(effect, (effect.type, e.target)):
             return {"superseded": True}
-        await self._cas(kinds.KVVMS, e.namespace, e.name, ops, version)
+        await self._cas(self._kinds.kvvms, e.namespace, e.name, ops, version)
         return {"interfaces": [i["name"] for i in interfaces]}
 
     def _check_template(self, e: PatchVirtualMachine, kvvm: Mapping[str, Any]) -> None:
@@ -248,7 +263,7 @@ class KubeExecutor:
             raise RetryAfterObservation(f"KVVM {e.target}: its template changed")
 
     async def _set_condition(self, e: SetVMCondition) -> Result:
-        vm = await self._calls.get(kinds.VIRTUAL_MACHINES, e.namespace, e.name)
+        vm = await self._calls.get(self._kinds.virtual_machines, e.namespace, e.name)
         status = vm.get("status") or {}
         conditions: list[dict[str, Any]] = [
             c for c in status.get("conditions") or () if isinstance(c, dict)
@@ -266,13 +281,25 @@ class KubeExecutor:
             conditions.append(updated)
         version = (vm.get("metadata") or {}).get("resourceVersion")
         patch = {"metadata": {"resourceVersion": version}, "status": {"conditions": conditions}}
-        await self._calls.patch_status(kinds.VIRTUAL_MACHINES, e.namespace, e.name, patch)
+        await self._calls.patch_status(self._kinds.virtual_machines, e.namespace, e.name, patch)
         return {"condition": e.type, "status": e.status}
+
+    async def _remove_condition(self, e: RemoveVMCondition) -> Result:
+        vm = await self._calls.get(self._kinds.virtual_machines, e.namespace, e.name)
+        status = vm.get("status") or {}
+        conditions = [c for c in status.get("conditions") or () if isinstance(c, dict)]
+        kept = [c for c in conditions if c.get("type") != e.type]
+        if len(kept) == len(conditions):
+            return {"unchanged": True}
+        version = (vm.get("metadata") or {}).get("resourceVersion")
+        patch = {"metadata": {"resourceVersion": version}, "status": {"conditions": kept}}
+        await self._calls.patch_status(self._kinds.virtual_machines, e.namespace, e.name, patch)
+        return {"removed": e.type}
 
     async def _restart(self, e: RestartVM) -> Result:
         """Halt (noting the strategy to put back) or start the KVVM, as `virtctl stop`
         and `start` do; each a JSON patch testing what it changes."""
-        kvvm = await self._calls.get(kinds.KVVMS, e.namespace, e.name)
+        kvvm = await self._calls.get(self._kinds.kvvms, e.namespace, e.name)
         metadata = kvvm.get("metadata") or {}
         spec = kvvm.get("spec") or {}
         noted = (metadata.get("annotations") or {}).get(RESTART_ANNOTATION)
@@ -281,7 +308,7 @@ class KubeExecutor:
             if noted is not None:
                 return {"halted": False, "reason": "halted for a restart already"}
             try:
-                vmi = await self._calls.get(kinds.VMIS, e.namespace, e.name)
+                vmi = await self._calls.get(self._kinds.vmis, e.namespace, e.name)
             except kube_errors.NotFound:
                 return {"halted": False, "reason": "no VMI"}
             if (vmi.get("metadata") or {}).get("uid") != e.vmi_uid:
@@ -302,13 +329,16 @@ class KubeExecutor:
         ]
         if spec.get(field) != running:
             raise RetryAfterObservation(f"KVVM {e.target}: {field} is not {running!r} any more")
-        await self._calls.patch(kinds.KVVMS, e.namespace, e.name, ops, content_type=JSON_PATCH)
+        await self._calls.patch(
+            self._kinds.kvvms, e.namespace, e.name, ops, content_type=JSON_PATCH
+        )
         return {"halted" if e.step == "halt" else "started": True}
 
     async def _migrate(self, e: CreateMigration) -> Result:
         # one check-and-create at a time, so that the cap holds within this leader
         async with self._migrating:
-            listed = await self._calls.list_migrations(label_selector=MANAGED_BY_NICPLUG)
+            listed = await self._calls.list_migrations(
+                self._kinds.vmims, label_selector=MANAGED_BY_NICPLUG)
             running = [
                 m for m in listed
                 if ((m.get("status") or {}).get("phase") not in ("Succeeded", "Failed"))
@@ -322,7 +352,7 @@ class KubeExecutor:
                 )
             try:
                 await self._calls.create_migration(
-                    e.namespace, e.migration, e.vmi,
+                    self._kinds.vmims, e.namespace, e.migration, e.vmi,
                     labels={"app.kubernetes.io/managed-by": "nicplug"},
                 )
             except kube_errors.AlreadyExists:
@@ -331,8 +361,8 @@ class KubeExecutor:
 
     async def _event(self, e: EmitEvent) -> Result:
         involved = {
-            "apiVersion": kinds.VIRTUAL_MACHINES.api_version,
-            "kind": kinds.VIRTUAL_MACHINES.kind,
+            "apiVersion": self._kinds.virtual_machines.api_version,
+            "kind": self._kinds.virtual_machines.kind,
             "metadata": {"namespace": e.namespace, "name": e.name},
         }
         await self._calls.create_event(
@@ -341,7 +371,7 @@ class KubeExecutor:
         return {}
 
     async def _cas(
-        self, kind: kinds.KindRef, namespace: str, name: str,
+        self, kind: KindRef, namespace: str, name: str,
         ops: Sequence[Mapping[str, Any]], version: object,
     ) -> None:
         """A JSON patch pinned to `version`; a failed `test` is the world moving."""

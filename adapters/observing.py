@@ -25,9 +25,11 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from nicplug.adapters.kube.resources import KUBEVIRTS, KindRef
+from nicplug.adapters.kube.flavour import Flavour
+from nicplug.adapters.kube.resources import KindRef
 from nicplug.adapters.kube.translate.assemble import ReadMemo, assemble_world
 from nicplug.adapters.kube.translate.objects import KubeVirtObject, MalformedObject, read
+from nicplug.adapters.scope import VMScope
 from nicplug.adapters.sdn import Dialect
 from nicplug.adapters.worldview import WorldIndex
 from nicplug.engine.model import Cause, Key
@@ -59,18 +61,22 @@ class Observing:
     def __init__(
         self,
         dialect: Dialect,
+        flavour: Flavour,
         *,
         on_hold: Callable[[str, str], None] | None = None,
         on_unreadable_pods: Callable[[str, str], None] | None = None,
+        scope: VMScope | None = None,
         time_slice: float | None = None,
         now: Callable[[], float] = time.perf_counter,
     ) -> None:
         """`time_slice`: seconds of `feed`'s work between yields to the event loop
         (None: no yield); `now` is the clock it is measured with."""
         self.dialect = dialect
+        self.scope = scope or VMScope()
         self._time_slice = time_slice
         self._now = now
-        self.index = WorldIndex()
+        self.index = WorldIndex(flavour)
+        self._kubevirts = flavour.kubevirts
         self._memo = ReadMemo()  # the index stores a new dict on every change
         self.wake = asyncio.Event()
         self._dirty: dict[str, str] = {}
@@ -82,7 +88,8 @@ class Observing:
     def changed(self, kind: KindRef, event_type: str, obj: dict[str, Any]) -> None:
         """One object changed (ADDED / MODIFIED / DELETED): mark the VMs it touches."""
         ref = object_ref(kind, obj)
-        if kind.name == KUBEVIRTS.name and event_type != "DELETED" and not self._readable(obj):
+        kubevirt = kind.name == self._kubevirts.name
+        if kubevirt and event_type != "DELETED" and not self._readable(obj):
             return  # the last readable configuration stands for every VM
         if event_type == "DELETED":
             self._memo.forget(obj)
@@ -108,6 +115,8 @@ class Observing:
         budget = self._time_slice
         began = self._now() if budget is not None else 0.0
         for vm_key, ref in dirty.items():
+            if not self.in_scope(vm_key):
+                continue  # another controller's VM: never observed, never touched
             world = self.world(vm_key)
             if world is None:
                 runtime.hold(Key(vm_key))
@@ -118,6 +127,19 @@ class Observing:
                 await asyncio.sleep(0)
                 began = self._now()
         return fed
+
+    def in_scope(self, vm_key: str) -> bool:
+        """Is the VM one nicplug manages? A VM already gone is judged by its namespace
+        alone, so that the operations of a managed VM can still end."""
+        if self.scope.everything:
+            return True
+        namespace = vm_key.partition("/")[0]
+        vm = self.index.vm_body(vm_key)
+        if vm is None:
+            return not self.scope.namespaces or namespace in self.scope.namespaces
+        meta = vm.get("metadata")
+        labels = meta.get("labels") if isinstance(meta, dict) else None
+        return self.scope.covers(namespace, labels if isinstance(labels, dict) else {})
 
     def world(self, vm_key: str) -> World | None:
         """The VM's assembled world, or None while it must be held still."""
@@ -164,7 +186,7 @@ class Observing:
             if self._on_hold is not None:
                 self._on_hold("cluster", str(exc))
             log.warning("%s unreadable, the last readable configuration stands: %s",
-                        object_ref(KUBEVIRTS, kubevirt), exc)
+                        object_ref(self._kubevirts, kubevirt), exc)
             return False
         return True
 

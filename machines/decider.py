@@ -45,7 +45,7 @@ from nicplug.engine.model import (
 from nicplug.machines.candidates import Candidate, changes_needing_operations
 from nicplug.machines.comparator import Comparison, Direction
 from nicplug.machines.effects import AnyEffect, EmitEvent
-from nicplug.machines.facts import Facts, facts_of, same_for_decisions
+from nicplug.machines.facts import Facts, facts_of, same_for_decisions, sdn_messages
 from nicplug.machines.graph import MOVES_BY_FLAVOUR, Move
 from nicplug.machines.guards import GUARDS, Context, budget, budget_when, restart_only
 from nicplug.machines.operation import (
@@ -305,7 +305,9 @@ class HotplugDecider:
             return facts.errors.get(op.network, "")
         if move.trigger.endswith("Timeout"):
             limit = budget(op, facts, self.config) or 0.0
-            return f"no progress in {op.state} within {limit:g}s"
+            reason = f"no progress in {op.state} within {limit:g}s"
+            said = sdn_messages(facts, op.network) if move.trigger == "SDNTimeout" else ""
+            return f"{reason}; the SDN says: {said}" if said else reason
         if move.trigger in ("PatchRejected", "MigrationFailed") and isinstance(
             c.trigger, EffectOutcome
         ):

@@ -241,6 +241,23 @@ class SetVMCondition(Effect):
 
 
 @dataclass(frozen=True, slots=True)
+class RemoveVMCondition(Effect):
+    """Remove one condition from the VirtualMachine status, as the platform does with
+    `AwaitingRestartToApplyConfiguration` once the change is applied (its only
+    reasons are `ChangesPendingRestart`, `NoRestartRequired`, `UnexpectedState`:
+    `api/core/v1alpha2/vmcondition/condition.go`), rather than leave it `False`."""
+
+    TYPE: ClassVar[str] = "RemoveVMCondition"
+    namespace: str
+    name: str
+    type: str
+
+    @property
+    def target(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+@dataclass(frozen=True, slots=True)
 class RestartVM(Effect):
     """One step of a restart the platform performs: halt, (the change is written), start.
 
@@ -306,6 +323,7 @@ AnyEffect = (
     PatchPodNetworks
     | PatchVirtualMachine
     | SetVMCondition
+    | RemoveVMCondition
     | RestartVM
     | CreateMigration
     | EmitEvent
@@ -317,6 +335,7 @@ EFFECT_TYPES: Mapping[str, Any] = {
         PatchPodNetworks,
         PatchVirtualMachine,
         SetVMCondition,
+        RemoveVMCondition,
         RestartVM,
         CreateMigration,
         EmitEvent,

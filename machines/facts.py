@@ -201,6 +201,17 @@ class Facts:
         return next((m for m in self.world.migrations if m.name == name), None)
 
 
+def sdn_messages(facts: Facts, identity: str) -> str:
+    """What the SDN last said about `identity` on each active pod not ready with it
+    (`pod: message`), for the operator; never a reason to fail."""
+    said = [
+        f"{pod.name}: {s.message}"
+        for pod in facts.pods for s in pod.reported
+        if s.identity == identity and not s.ready and s.message
+    ]
+    return "; ".join(said)
+
+
 def facts_of(world: World) -> Facts:
     vmi = world.vmi
     live = is_live(vmi)

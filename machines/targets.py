@@ -36,6 +36,7 @@ from nicplug.machines.effects import (
     CreateMigration,
     PatchPodNetworks,
     PatchVirtualMachine,
+    RemoveVMCondition,
     RestartVM,
     SetVMCondition,
     VMNetworkEntry,
@@ -244,7 +245,7 @@ def kvvm_patch(
 
 def _condition(
     vm: DesiredVM, type_: str, wanted: tuple[str, str] | None, clear_reason: str
-) -> SetVMCondition | None:
+) -> SetVMCondition | RemoveVMCondition | None:
     """The SetVMCondition needed to bring `type_` to `wanted` (reason, message), if any."""
     current = next((c for c in vm.conditions if c.type == type_), None)
     if wanted is not None:
@@ -254,8 +255,10 @@ def _condition(
         return SetVMCondition(vm.namespace, vm.name, type_, "True", reason, message)
     if current is None or current.status != "True":
         return None
-    if type_ == CONDITION_RESTART and not current.message.startswith(RESTART_PREFIX):
-        return None  # someone else's pending restart: not nicplug's to clear
+    if type_ == CONDITION_RESTART:
+        if not current.message.startswith(RESTART_PREFIX):
+            return None  # someone else's pending restart: not nicplug's to clear
+        return RemoveVMCondition(vm.namespace, vm.name, type_)  # as the platform clears it
     return SetVMCondition(vm.namespace, vm.name, type_, "False", clear_reason, "")
 
 
@@ -308,7 +311,7 @@ def conditions(
             f"(KubeVirt applies NIC changes live); {ROLLOUT_ADVICE}",
         )
     for type_, wanted, owners, clear in (
-        (CONDITION_RESTART, wanted_restart, restart, "ChangesApplied"),
+        (CONDITION_RESTART, wanted_restart, restart, ""),  # removed once applied
         (CONDITION_MIGRATION, wanted_migration, blocked, "MigrationNotRequired"),
         (CONDITION_FAILED, wanted_failed, failed, "Recovered"),
         (CONDITION_ROLLOUT, wanted_rollout, bypassed, "Restarted"),

@@ -185,12 +185,14 @@ class SDNRequest:
 
 @dataclass(frozen=True, slots=True)
 class SDNStatus:
-    """One entry of the SDN status annotation; `error` set when the SDN failed it."""
+    """One entry of the SDN status annotation; `error` set when the SDN failed it for
+    good, `message` what it says while the entry is not ready yet."""
 
     identity: str
     if_name: str
     ready: bool
     error: str | None = None
+    message: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,7 +23,7 @@ from kubernetes_asyncio.client import CoreV1Api, CustomObjectsApi
 
 from nicplug.adapters.kube.client import ApiConnection
 from nicplug.adapters.kube.errors import KubeError, for_json_patch
-from nicplug.adapters.kube.resources import EVENTS, LAUNCHER_PODS, VMIMS, KindRef
+from nicplug.adapters.kube.resources import EVENTS, KindRef
 from nicplug.adapters.kube.wire import JsonObject, fetch_object
 
 MERGE_PATCH: Final = "application/merge-patch+json"
@@ -98,7 +98,7 @@ class KubeCalls:
     async def get(self, kind: KindRef, namespace: str | None, name: str) -> JsonObject:
         """One object, fresh from the server (not from an informer's cache)."""
         if kind.core:
-            if kind.plural != LAUNCHER_PODS.plural:
+            if kind.plural != "pods":
                 raise ValueError(f"core kind {kind.plural} is not read by nicplug")
             return await fetch_object(self._core.read_namespaced_pod(
                 name, _required(namespace, kind), **self._options()))
@@ -170,27 +170,29 @@ class KubeCalls:
             kind.group, kind.version, kind.plural, name, _plain(patch), **options))
 
     async def create_migration(
-        self, namespace: str, name: str, vmi_name: str, *, labels: Mapping[str, str] | None = None
+        self, kind: KindRef, namespace: str, name: str, vmi_name: str, *,
+        labels: Mapping[str, str] | None = None,
     ) -> JsonObject:
-        """Create a VirtualMachineInstanceMigration of `vmi_name`.
+        """Create a VirtualMachineInstanceMigration (`kind`, as the flavour names it) of
+        `vmi_name`.
 
         The name is the caller's, so that creating twice yields `AlreadyExists`
         instead of a second migration.
         """
         body = {
-            "apiVersion": VMIMS.api_version,
-            "kind": VMIMS.kind,
+            "apiVersion": kind.api_version,
+            "kind": kind.kind,
             "metadata": {"name": name, "namespace": namespace, "labels": dict(labels or {})},
             "spec": {"vmiName": vmi_name},
         }
         return await fetch_object(self._custom.create_namespaced_custom_object(
-            VMIMS.group, VMIMS.version, namespace, VMIMS.plural, body, **self._writing()))
+            kind.group, kind.version, namespace, kind.plural, body, **self._writing()))
 
-    async def list_migrations(self, *, label_selector: str) -> list[JsonObject]:
-        """Every VirtualMachineInstanceMigration matching `label_selector`, cluster-wide,
-        fresh from the server."""
+    async def list_migrations(self, kind: KindRef, *, label_selector: str) -> list[JsonObject]:
+        """Every VirtualMachineInstanceMigration (`kind`, as the flavour names it)
+        matching `label_selector`, cluster-wide, fresh from the server."""
         listed = await fetch_object(self._custom.list_cluster_custom_object(
-            VMIMS.group, VMIMS.version, VMIMS.plural, label_selector=label_selector,
+            kind.group, kind.version, kind.plural, label_selector=label_selector,
             **self._options()))
         items = listed.get("items")
         return [i for i in items if isinstance(i, dict)] if isinstance(items, list) else []

@@ -30,6 +30,7 @@ import aiohttp
 
 from nicplug.simulator import networking as nw
 from nicplug.simulator import objects as ob
+from nicplug.simulator.apis import served_api
 from nicplug.simulator.cluster import SimulatedCluster
 from nicplug.simulator.errors import NotFound
 from nicplug.simulator.resources import KVVMS, LEASES, PODS, VMIS, VMS
@@ -412,11 +413,13 @@ def requests_by(cluster: SimulatedCluster, controller: ControllerProcess) -> lis
     return [r for r in cluster.requests if controller.sent(r)]
 
 
-def kvvm_patches(records: Iterable[RequestRecord]) -> Counter[str]:
-    """KVVM patches per VM name."""
+def kvvm_patches(records: Iterable[RequestRecord], *, api: str = "deckhouse") -> Counter[str]:
+    """KVVM patches per VM name (named as the cluster's KubeVirt `api` serves them)."""
+    face = served_api(api).served(KVVMS)
+    kvvms = (face.group, face.plural)
     return Counter(r.name or "" for r in records
-                   if r.verb == "patch" and r.group == KVVMS.group
-                   and r.resource == KVVMS.plural and r.subresource is None)
+                   if r.verb == "patch" and (r.group, r.resource) == kvvms
+                   and r.subresource is None)
 
 
 def pod_patches(records: Iterable[RequestRecord]) -> Counter[str]:

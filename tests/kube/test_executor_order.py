@@ -18,6 +18,7 @@ import pytest
 from nicplug.adapters.executor import KubeExecutor
 from nicplug.adapters.kube.calls import KubeCalls
 from nicplug.adapters.kube.client import ApiConnection
+from nicplug.adapters.kube.flavour import UPSTREAM
 from nicplug.adapters.kube.translate import records
 from nicplug.adapters.kube.translate.objects import KVVMObject, read
 from nicplug.adapters.sdn import dialect_for
@@ -64,7 +65,7 @@ async def test_an_older_kvvm_patch_coming_back_after_a_newer_one_is_not_sent(
     store = api_server.store
     store.create(NAMESPACES, {"metadata": {"name": "ns1"}})
     store.create(KVVMS, kvvm_for(Knobs(), "ns1", "vm", (("Network", "net-a"),)))
-    executor = KubeExecutor(KubeCalls(connection), dialect_for("deckhouse"))
+    executor = KubeExecutor(KubeCalls(connection), dialect_for("deckhouse"), flavour=UPSTREAM)
     unplug_a = kvvm_patch(VMNetworkEntry(NET_A, "Network/net-a", absent=True))
     and_plug_b = kvvm_patch(VMNetworkEntry(NET_A, "Network/net-a", absent=True),
                             VMNetworkEntry(NET_B, "Network/net-b"))
@@ -85,7 +86,7 @@ async def test_the_same_patch_tried_again_is_sent_again(
     store = api_server.store
     store.create(NAMESPACES, {"metadata": {"name": "ns1"}})
     store.create(KVVMS, kvvm_for(Knobs(), "ns1", "vm", ()))
-    executor = KubeExecutor(KubeCalls(connection), dialect_for("deckhouse"))
+    executor = KubeExecutor(KubeCalls(connection), dialect_for("deckhouse"), flavour=UPSTREAM)
     plug_b = pending(3, kvvm_patch(VMNetworkEntry(NET_B, "Network/net-b")))
 
     await executor.execute(plug_b)
@@ -97,7 +98,7 @@ async def test_a_patch_of_a_vanished_launcher_pod_is_decided_again_not_rejected(
     api_server: ApiServer, connection: ApiConnection
 ) -> None:
     api_server.store.create(NAMESPACES, {"metadata": {"name": "ns1"}})
-    executor = KubeExecutor(KubeCalls(connection), dialect_for("deckhouse"))
+    executor = KubeExecutor(KubeCalls(connection), dialect_for("deckhouse"), flavour=UPSTREAM)
     gone = PatchPodNetworks("ns1", "virt-launcher-vm-x", "pod-uid",
                             (SDNRequest("Network/net-a", NET_A, id=2),))
 
@@ -137,7 +138,7 @@ async def test_a_kvvm_patch_decided_before_a_users_edit_is_not_written_over_it(
         {"name": "by-hand", "bridge": {}})
     edited["spec"]["template"]["spec"]["networks"].append({"name": "by-hand", "pod": {}})
     store.update(KVVMS, edited)
-    executor = KubeExecutor(KubeCalls(connection), dialect_for("deckhouse"))
+    executor = KubeExecutor(KubeCalls(connection), dialect_for("deckhouse"), flavour=UPSTREAM)
 
     with pytest.raises(RetryAfterObservation, match="template changed"):
         await executor.execute(pending(1, decided))
@@ -154,7 +155,7 @@ async def test_a_kvvm_patch_goes_through_status_churn_after_its_decision(
     churned = copy.deepcopy(store.get(KVVMS, "ns1", "vm"))
     churned.setdefault("status", {})["printableStatus"] = "Running"
     store.update(KVVMS, churned, subresource="status")
-    executor = KubeExecutor(KubeCalls(connection), dialect_for("deckhouse"))
+    executor = KubeExecutor(KubeCalls(connection), dialect_for("deckhouse"), flavour=UPSTREAM)
 
     await executor.execute(pending(1, decided))
     assert interfaces_of(store) == ["default", NET_A, NET_B]
@@ -169,7 +170,7 @@ async def test_a_kvvm_patch_decided_on_one_launcher_pod_is_not_sent_after_the_vm
     store.create(VMIS, {"metadata": {"name": "vm", "namespace": "ns1"},
                         "status": {"activePods": {"pod-p2": "node-b"}}})  # P → P′
     decided = plug_b(template_of(store.get(KVVMS, "ns1", "vm")), pods=("pod-p1",))
-    executor = KubeExecutor(KubeCalls(connection), dialect_for("deckhouse"))
+    executor = KubeExecutor(KubeCalls(connection), dialect_for("deckhouse"), flavour=UPSTREAM)
 
     with pytest.raises(RetryAfterObservation, match="other launcher pods"):
         await executor.execute(pending(1, decided))
@@ -190,7 +191,7 @@ async def test_a_pod_patch_decided_from_requests_that_changed_since_is_not_sent(
     decided_on_nothing = PatchPodNetworks(  # decided when the pod requested nothing yet
         "ns1", "virt-launcher-vm-x", pod["metadata"]["uid"],
         (SDNRequest("Network/net-b", NET_B, id=3),), observed=())
-    executor = KubeExecutor(KubeCalls(connection), deckhouse)
+    executor = KubeExecutor(KubeCalls(connection), deckhouse, flavour=UPSTREAM)
 
     with pytest.raises(RetryAfterObservation, match="SDN requests changed"):
         await executor.execute(pending(1, decided_on_nothing))
@@ -205,7 +206,7 @@ async def test_a_restart_halts_the_kvvm_of_the_vmi_it_saw_then_starts_it_as_it_w
     store.create(NAMESPACES, {"metadata": {"name": "ns1"}})
     store.create(KVVMS, kvvm_for(Knobs(), "ns1", "vm", ()))
     vmi = store.create(VMIS, {"metadata": {"name": "vm", "namespace": "ns1"}})
-    executor = KubeExecutor(KubeCalls(connection), dialect_for("deckhouse"))
+    executor = KubeExecutor(KubeCalls(connection), dialect_for("deckhouse"), flavour=UPSTREAM)
     strategy = store.get(KVVMS, "ns1", "vm")["spec"]["runStrategy"]
 
     stale = RestartVM("ns1", "vm", "another-vmi", "halt", strategy)
@@ -231,7 +232,7 @@ async def test_an_effect_payload_no_version_can_read_is_dropped_not_rejected(
     store.create(NAMESPACES, {"metadata": {"name": "ns1"}})
     store.create(KVVMS, kvvm_for(Knobs(), "ns1", "vm", (("Network", "net-a"),)))
     before = store.get(KVVMS, "ns1", "vm")
-    executor = KubeExecutor(KubeCalls(connection), dialect_for("deckhouse"))
+    executor = KubeExecutor(KubeCalls(connection), dialect_for("deckhouse"), flavour=UPSTREAM)
     effect = pending(3, kvvm_patch(VMNetworkEntry(NET_B, "Network/net-b")))
     # written by a newer nicplug: the field the patch lists its networks in is renamed
     payload = {k: v for k, v in effect.payload.items() if k != "networks"}

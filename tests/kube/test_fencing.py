@@ -16,6 +16,7 @@ import pytest
 from nicplug.adapters.executor import KubeExecutor
 from nicplug.adapters.kube.calls import KubeCalls
 from nicplug.adapters.kube.client import ApiConnection
+from nicplug.adapters.kube.flavour import UPSTREAM
 from nicplug.adapters.kube.lease import Term
 from nicplug.adapters.sdn import dialect_for
 from nicplug.engine.clock import VirtualClock
@@ -45,7 +46,8 @@ async def test_a_write_of_an_ended_term_is_never_sent(
     store.create(KVVMS, kvvm_for(Knobs(), "ns1", "vm", (("Network", "net-a"),)))
     before = store.get(KVVMS, "ns1", "vm")["metadata"]["resourceVersion"]
     term = Term(1, until=float("inf"), now=asyncio.get_running_loop().time)
-    executor = KubeExecutor(KubeCalls(connection, fence=term.check), dialect_for("deckhouse"))
+    executor = KubeExecutor(KubeCalls(connection, fence=term.check), dialect_for("deckhouse"),
+                            flavour=UPSTREAM)
     plug_b = kvvm_patch(VMNetworkEntry(nw.if_name("Network", "net-a"), "Network/net-a"),
                         VMNetworkEntry(NET_B, "Network/net-b"))
     api_server.faults.add_latency(0.3, verb="get", resource=KVVM)
@@ -60,7 +62,8 @@ async def test_a_write_of_an_ended_term_is_never_sent(
 
     api_server.faults.clear()
     held = Term(2, until=float("inf"), now=asyncio.get_running_loop().time)
-    executor = KubeExecutor(KubeCalls(connection, fence=held.check), dialect_for("deckhouse"))
+    executor = KubeExecutor(KubeCalls(connection, fence=held.check), dialect_for("deckhouse"),
+                            flavour=UPSTREAM)
     await executor.execute(pending(2, plug_b))  # the next term sends it
     assert api_server.count(verb="patch", resource="virtualmachines") == 1
 

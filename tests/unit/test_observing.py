@@ -6,7 +6,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from nicplug.adapters.kube import resources as kinds
+from nicplug.adapters.kube.flavour import UPSTREAM as kinds
 from nicplug.adapters.observing import Observing
 from nicplug.adapters.sdn import dialect_for
 from nicplug.engine.clock import VirtualClock
@@ -23,15 +23,15 @@ from nicplug.simulator.store import Store
 from tests.engine.journal_support import opened
 
 KINDS = (
-    (sim.VMS, kinds.VIRTUAL_MACHINES), (sim.KVVMS, kinds.KVVMS), (sim.VMIS, kinds.VMIS),
-    (sim.PODS, kinds.LAUNCHER_PODS), (sim.KUBEVIRTS, kinds.KUBEVIRTS),
-    (sim.NETWORKS, kinds.NETWORKS), (sim.CLUSTER_NETWORKS, kinds.CLUSTER_NETWORKS),
+    (sim.VMS, kinds.virtual_machines), (sim.KVVMS, kinds.kvvms), (sim.VMIS, kinds.vmis),
+    (sim.PODS, kinds.launcher_pods), (sim.KUBEVIRTS, kinds.kubevirts),
+    (sim.NETWORKS, kinds.networks), (sim.CLUSTER_NETWORKS, kinds.cluster_networks),
 )  # fmt: skip
 VM, OTHER = "default/vm-00000", "default/vm-00001"
 
 
 def listed(store: Store) -> Observing:
-    observing = Observing(dialect_for("deckhouse"))
+    observing = Observing(dialect_for("deckhouse"), kinds)
     for resource, kind in KINDS:
         for obj in store.list(resource)[0]:
             observing.changed(kind, "ADDED", obj)
@@ -57,7 +57,7 @@ def test_a_malformed_kubevirt_cr_holds_no_vm_and_its_last_readable_version_stand
     broken = copy.deepcopy(store.get(sim.KUBEVIRTS, "kubevirt", "kubevirt"))
     broken["spec"]["configuration"]["vmRolloutStrategy"] = 42
 
-    observing.changed(kinds.KUBEVIRTS, "MODIFIED", broken)
+    observing.changed(kinds.kubevirts, "MODIFIED", broken)
 
     for vm in (VM, OTHER):
         world = observing.world(vm)
@@ -77,7 +77,7 @@ async def test_a_held_vm_gets_no_timer_decision_and_no_effect_from_its_last_worl
         await runtime.start()
         plug = with_networks(store, [{"type": "Main", "id": 1},
                                      {"type": "Network", "name": "user-net", "id": 2}])
-        observing.changed(kinds.VIRTUAL_MACHINES, "MODIFIED", plug)
+        observing.changed(kinds.virtual_machines, "MODIFIED", plug)
         await observing.feed(runtime)
         await runtime.drain()
         sent = [e.effect.type for e in executor.executed]
@@ -85,7 +85,7 @@ async def test_a_held_vm_gets_no_timer_decision_and_no_effect_from_its_last_worl
 
         unreadable = copy.deepcopy(plug)
         unreadable["spec"]["networks"][0]["id"] = "one"
-        observing.changed(kinds.VIRTUAL_MACHINES, "MODIFIED", unreadable)
+        observing.changed(kinds.virtual_machines, "MODIFIED", unreadable)
         await observing.feed(runtime)
         for _ in range(10):  # reissue (30 s) and deadline (120 s) would both have fired
             clock.advance(30)

@@ -32,6 +32,7 @@ from nicplug.machines.effects import (
     CreateMigration,
     PatchPodNetworks,
     PatchVirtualMachine,
+    RemoveVMCondition,
     RestartVM,
     SetVMCondition,
     effect_from_payload,
@@ -162,6 +163,8 @@ class Sim:
             self.vm_conditions[effect.type] = Condition(
                 effect.type, effect.status, effect.reason, effect.message
             )
+        elif isinstance(effect, RemoveVMCondition):
+            self.vm_conditions.pop(effect.type, None)
         elif isinstance(effect, CreateMigration):
             if all(m.name != effect.migration for m in self.migrations):
                 self.migrations.append(Migration(effect.migration, effect.migration, "Pending"))
