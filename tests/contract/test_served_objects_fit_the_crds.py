@@ -14,10 +14,12 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+from kubernetes_asyncio.client import CustomObjectsApi
 
 from nicplug.adapters.kube.calls import JSON_PATCH, KubeCalls
 from nicplug.adapters.kube.client import ClientSettings, connect
 from nicplug.adapters.kube.flavour import DECKHOUSE
+from nicplug.adapters.kube.resources import VIRTUAL_MACHINE_OPERATIONS as VMOPS_REF
 from nicplug.adapters.sdn import dialect_for
 from nicplug.machines.world import SDNRequest
 from nicplug.simulator.clock import VirtualSimClock
@@ -65,8 +67,13 @@ async def test_what_the_simulator_and_nicplug_write_fits_the_real_schemas() -> N
                 {"op": "add", "path": f"{base}/domain/devices/interfaces/-", "value": interface},
                 {"op": "add", "path": f"{base}/networks/-", "value": network},
             ], content_type=JSON_PATCH)
-            await calls.create_operation(DECKHOUSE.operations, NS, "restart-vm-00001",
-                                         type_="Restart", vm_name="vm-00001")
+            # a VirtualMachineOperation as a user's tool would ask for one (nicplug does not)
+            await CustomObjectsApi(connection.client).create_namespaced_custom_object(
+                VMOPS_REF.group, VMOPS_REF.version, NS, VMOPS_REF.plural, {
+                    "apiVersion": VMOPS_REF.api_version, "kind": VMOPS_REF.kind,
+                    "metadata": {"name": "restart-vm-00001", "namespace": NS},
+                    "spec": {"type": "Restart", "virtualMachineName": "vm-00001"},
+                })
             await cluster.settle()
         finally:
             await connection.close()
