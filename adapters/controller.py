@@ -5,11 +5,19 @@ every kind, and feeds the runtime one assembled `World` per VM whose objects cha
 (coalesced: a burst of events on one VM is one observation). A standby only stands
 for the Lease. Malformed objects are reported and the VM is held still until they
 are readable again; the other VMs go on. It never decides anything itself.
+
+Ready means: this replica's term holds at this instant, it has listed and recovered,
+and its journal takes writes. The term is read from the clock, so `/readyz` and
+`nicplug_leader` flip the instant a term ends, whatever else is running. A lost term
+stops the runtime at once, without draining (the outbox keeps what was in flight, and
+the fence keeps any effect of the ended term from being sent); a clean stop (SIGTERM)
+drains for at most `_DRAIN_BUDGET`, closes the journal and hands the Lease over.
 """
 
 from __future__ import annotations
 
 import asyncio
+import datetime
 import logging
 import os
 import socket
@@ -27,8 +35,8 @@ from nicplug.adapters.heap import loading_long_lived
 from nicplug.adapters.kube.calls import KubeCalls
 from nicplug.adapters.kube.client import ApiConnection, ClientSettings, connect
 from nicplug.adapters.kube.informer import Informer, WatchProgress, WatchSettings
-from nicplug.adapters.kube.lease import Leadership
-from nicplug.adapters.kube.resources import WATCHED, KindRef, Scope
+from nicplug.adapters.kube.lease import Leadership, Term
+from nicplug.adapters.kube.resources import KindRef, Scope
 from nicplug.adapters.loop_lag import LoopLag
 from nicplug.adapters.observability import (
     Health,
@@ -45,7 +53,8 @@ from nicplug.adapters.settings import Settings
 from nicplug.adapters.tapes.writer import EffectTaping, TapeWriter
 from nicplug.adapters.worldview import cache_projection
 from nicplug.engine.clock import Clock, RealClock
-from nicplug.engine.errors import JournalError
+from nicplug.engine.errors import JournalError, JournalRefused
+from nicplug.engine.listening import RuntimeListener
 from nicplug.engine.runtime import Runtime
 from nicplug.engine.sqlite_journal import SQLiteJournal
 from nicplug.machines.decider import HotplugDecider
@@ -56,7 +65,8 @@ from nicplug.machines.world import World
 log = logging.getLogger(__name__)
 
 RETENTION_EVERY = 3600.0  # seconds between retention runs
-_RELEASE_BUDGET = 5.0  # seconds a clean stop spends handing the lease over
+_RELEASE_BUDGET = 2.0  # seconds a clean stop spends handing the lease over
+_DRAIN_BUDGET = 2.0  # seconds a clean stop lets effects in flight finish
 
 
 async def _hand_over(leadership: Leadership) -> None:
@@ -100,18 +110,59 @@ class Surroundings:
     serve_http: bool = True
 
 
+async def _stop(runtime: Runtime[VMState, World], term: Term) -> None:
+    """Stop the runtime: at once when the term has ended, else after letting what is
+    in flight finish for a moment (never beyond the term)."""
+    budget = min(_DRAIN_BUDGET, term.until - asyncio.get_running_loop().time())
+    if term.holds() and budget > 0:
+        try:
+            async with asyncio.timeout(budget):
+                await runtime.drain()
+        except TimeoutError:
+            log.info("stopping with effects in flight; the next leader re-issues them")
+    await runtime.stop(drain=False)
+
+
+class JournalHealth(RuntimeListener):
+    """Whether the journal takes writes; says so once per change, in one line."""
+
+    def __init__(self, metrics: Metrics, path: Path) -> None:
+        self._metrics = metrics
+        self._path = path
+        self.reset()
+
+    def reset(self) -> None:
+        """A new term opens the journal afresh."""
+        self.writable = True
+        self._metrics.journal_writable.set(1)
+
+    def on_journal(self, error: JournalError | None) -> None:
+        self.writable = error is None
+        self._metrics.journal_writable.set(1 if error is None else 0)
+        if error is None:
+            log.warning("journal %s takes writes again: ready, deciding again what it refused",
+                        self._path)
+            return
+        problem = error.problem if isinstance(error, JournalRefused) else str(error)
+        log.error("journal %s refuses writes (%s): not ready until it takes them again; the "
+                  "refused decisions are retried", self._path, problem)
+
+
 class Controller:
     def __init__(self, settings: Settings, surroundings: Surroundings | None = None) -> None:
         self.settings = settings
         self.surroundings = surroundings or Surroundings()
         self.identity = settings.identity or f"{socket.gethostname()}-{os.getpid()}"
         self.metrics = Metrics()
-        self.health = Health(ready=lambda: self._ready)
+        self.health = Health(ready=self._is_ready, why=self._not_ready_because)
         self.dialect = dialect_for(
             settings.dialect, cluster_nad_namespace=settings.cluster_network_namespace
         )
+        self.flavour = settings.flavour()
         self._observing = Observing(
             self.dialect,
+            self.flavour,
+            scope=settings.scope(),
             on_hold=lambda _vm, _problem: self.metrics.observation_errors.labels("object").inc(),
             on_unreadable_pods=lambda _vm, _problem: self.metrics.observation_errors.labels(
                 "annotation").inc(),
@@ -120,23 +171,47 @@ class Controller:
         )
         self._tape: TapeWriter | None = None
         self._ready = False
+        self._leadership: Leadership | None = None
+        self._journal_health = JournalHealth(self.metrics, settings.journal)
         self._last_progress: dict[str, float] = {}
         self.loop_lag = LoopLag(on_lag=self._lagged)
         self.metrics_port: int | None = None  # the bound port (`metrics_addr` may say 0)
+
+    def _is_ready(self) -> bool:
+        leading = self._leadership is not None and self._leadership.leading
+        return self._ready and leading and self._journal_health.writable
+
+    def _not_ready_because(self) -> str:
+        if self._leadership is None or not self._leadership.leading:
+            return "not leading (standing for the lease)"
+        if not self._journal_health.writable:
+            return f"the journal {self.settings.journal} refuses writes"
+        return "" if self._ready else "listing and recovering"
 
     async def run(self) -> None:
         """Serve metrics and health, stand for the Lease, lead while it is ours; when
         cancelled (a clean stop), end the term and release the Lease."""
         runner = await self._serve_http() if self.surroundings.serve_http else None
+        timing = self.settings.lease_timing()
+        user_agent = f"nicplug/{__version__} ({self.identity})"
+        opened: list[ApiConnection] = []
         try:
             if self.settings.record_tape is not None:  # before connecting: fails alone
                 self._tape = TapeWriter(self.settings.record_tape,
                                         now=self.surroundings.clock.wall)
             connection = await self.surroundings.connect(ClientSettings(
                 kubeconfig=self.settings.kubeconfig, read_timeout=self.settings.request_timeout,
-                user_agent=f"nicplug/{__version__} ({self.identity})",
+                user_agent=user_agent,
+            ))
+            opened.append(connection)
+            # The Lease has a pool of its own: effects and watches never hold up a renewal.
+            lease_connection = await self.surroundings.connect(ClientSettings(
+                kubeconfig=self.settings.kubeconfig, read_timeout=timing.call_timeout,
+                connect_timeout=timing.call_timeout, max_connections=2, user_agent=user_agent,
             ))
         except BaseException:
+            for client in opened:
+                await client.close()
             if runner is not None:
                 await runner.cleanup()
             if self._tape is not None:
@@ -145,14 +220,17 @@ class Controller:
         ticker = asyncio.create_task(
             self.loop_lag.run(now=asyncio.get_running_loop().time), name="event loop lag"
         )
-        leadership = Leadership(
-            connection,
+        leadership = self._leadership = Leadership(
+            lease_connection,
             name=self.settings.lease_name,
             namespace=self.settings.lease_namespace,
             identity=self.identity,
-            on_started=lambda: self._lead(connection),
-            timing=self.settings.lease_timing(),
+            on_started=lambda term: self._lead(connection, term),
+            timing=timing,
+            wall=lambda: datetime.datetime.fromtimestamp(
+                self.surroundings.clock.wall(), datetime.UTC),
         )
+        self.metrics.leader.set_function(lambda: 1.0 if leadership.leading else 0.0)
         try:
             log.info("standing for the lease %s/%s as %s", self.settings.lease_namespace,
                      self.settings.lease_name, self.identity)
@@ -162,6 +240,7 @@ class Controller:
             ticker.cancel()
             await _hand_over(leadership)
             await connection.close()
+            await lease_connection.close()
             if runner is not None:
                 await runner.cleanup()
             if self._tape is not None:
@@ -185,8 +264,8 @@ class Controller:
         log.info("metrics and health on http://%s:%d", host, self.metrics_port)
         return runner
 
-    async def _lead(self, connection: ApiConnection) -> None:
-        self.metrics.leader.set(1)
+    async def _lead(self, connection: ApiConnection, term: Term) -> None:
+        self._journal_health.reset()
         journal = await self.surroundings.open_journal(
             self.settings.journal, self.settings, self.metrics)
         listener = MetricsListener(self.metrics)
@@ -194,19 +273,21 @@ class Controller:
             HotplugDecider(self.settings.machine_config()),
             journal,
             KubeExecutor(
-                KubeCalls(connection),
+                KubeCalls(connection, fence=term.check),
                 self.dialect,
+                flavour=self.flavour,
                 metrics=self.metrics,
                 max_migrations=self.settings.max_migrations,
             ),
             self.surroundings.clock,
             concurrency=self.settings.concurrency,
-            listeners=[listener, *([EffectTaping(self._tape)] if self._tape else [])],
+            listeners=[listener, self._journal_health,
+                       *([EffectTaping(self._tape)] if self._tape else [])],
         )
         informers = self._informers(connection)
         tasks: list[asyncio.Task[None]] = []
         try:
-            await runtime.start()
+            await runtime.start(hold=True)  # re-issued effects wait for the synced world
             with loading_long_lived(at_most=LOAD_WITHOUT_COLLECTOR,
                                     later=asyncio.get_running_loop().call_later):
                 tasks = [asyncio.create_task(i.run(), name=f"watch {i.kind.name}")
@@ -225,12 +306,13 @@ class Controller:
             await self._feed(runtime, tasks)
         finally:
             self._ready = False
-            self.metrics.leader.set(0)
             for task in tasks:
                 task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
-            await runtime.stop()
-            await journal.close()
+            try:
+                await asyncio.gather(*tasks, return_exceptions=True)
+                await _stop(runtime, term)
+            finally:
+                await journal.close()
 
     async def _retain(self, journal: SQLiteJournal) -> None:
         """Archive what finished before the retention window, once an hour (the first
@@ -263,7 +345,7 @@ class Controller:
                 # a recorded tape keeps whole objects; otherwise only what is read
                 transform=None if self._tape is not None else cache_projection(kind),
             )
-            for kind in WATCHED
+            for kind in self.flavour.watched
         ]
 
     @staticmethod

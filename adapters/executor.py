@@ -2,9 +2,13 @@
 
 Every effect is idempotent: patches carry whole desired lists, a migration has a name
 of the machine's choosing (creating it twice finds it), a restart is a compare-and-swap
-on the VMI's uid. KVVM and VM-status writes read the object fresh and patch with a JSON
-patch whose `test` op pins the `resourceVersion` read, so a concurrent writer is never
-overwritten: the patch fails and the machine decides again on the next observation.
+on the VMI's uid. A patch also carries what its decision read (the pod's requests, the
+KVVM template and its resourceVersion, the launcher pods whose SDN was ready): each
+attempt checks that against the object read fresh, and a world that moved since is
+`RetryAfterObservation` — decide again — however long the effect waited or retried.
+The write itself is a JSON patch whose `test` ops pin what was just read (the pod's uid
+and request annotation, the KVVM's resourceVersion), so a concurrent writer is never
+overwritten either.
 
 HTTP errors become the engine's: a conflict is `RetryAfterObservation`, 429/5xx and
 timeouts `TemporaryError` (with `Retry-After`), rejections `PermanentError`. This module
@@ -21,10 +25,13 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
 from nicplug.adapters.kube import errors as kube_errors
-from nicplug.adapters.kube import resources as kinds
 from nicplug.adapters.kube.calls import EventNote, KubeCalls, pointer
+from nicplug.adapters.kube.flavour import Flavour
+from nicplug.adapters.kube.resources import KindRef
+from nicplug.adapters.kube.translate import records
+from nicplug.adapters.kube.translate.objects import KVVMObject, MalformedObject, read
 from nicplug.adapters.observability import Metrics
-from nicplug.adapters.sdn import Dialect
+from nicplug.adapters.sdn import Dialect, MalformedAnnotation
 from nicplug.engine.errors import (
     EffectUndecodable,
     PermanentError,
@@ -37,11 +44,12 @@ from nicplug.machines.effects import (
     EmitEvent,
     PatchPodNetworks,
     PatchVirtualMachine,
+    RemoveVMCondition,
     RestartVM,
     SetVMCondition,
     effect_from_payload,
 )
-from nicplug.machines.world import MAIN_IF_NAME, SDNRequest
+from nicplug.machines.world import MAIN_IF_NAME, RESTART_ANNOTATION, RUNNING, SDNRequest
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +68,7 @@ class KubeExecutor:
         calls: KubeCalls,
         dialect: Dialect,
         *,
+        flavour: Flavour,
         metrics: Metrics | None = None,
         now: Callable[[], datetime.datetime] | None = None,
         max_migrations: int = 5,
@@ -68,6 +77,7 @@ class KubeExecutor:
         self._max_migrations = max_migrations
         self._migrating = asyncio.Lock()
         self._dialect = dialect
+        self._kinds = flavour
         self._metrics = metrics
         self._now = now or (lambda: datetime.datetime.now(datetime.UTC))
         # (effect type, target) -> the newest effect started on it: see `_superseded`.
@@ -107,6 +117,8 @@ class KubeExecutor:
                     return await self._patch_kvvm(decoded, effect)
                 case SetVMCondition():
                     return await self._set_condition(decoded)
+                case RemoveVMCondition():
+                    return await self._remove_condition(decoded)
                 case RestartVM():
                     return await self._restart(decoded)
                 case CreateMigration():
@@ -136,26 +148,50 @@ class KubeExecutor:
         if isinstance(exc, kube_errors.Temporary):
             return TemporaryError(str(exc), delay=exc.delay)
         if isinstance(exc, kube_errors.NotFound):
-            # The object is gone: retrying cannot help; the next observation shows why.
-            return PermanentError(str(exc))
+            # The object is gone (a launcher pod of a stopping VM, a migration's source):
+            # the request cannot succeed as decided, and the next observation shows the
+            # world without it, so the machine decides again from that.
+            return RetryAfterObservation(str(exc))
         return PermanentError(str(exc))
 
     # -- the effects -------------------------------------------------------------------
 
     async def _patch_pod(self, e: PatchPodNetworks, effect: PendingEffect) -> Result:
         value = self._dialect.render_requests(requests=e.entries, namespace=e.namespace)
-        pod = await self._calls.get(kinds.LAUNCHER_PODS, e.namespace, e.pod)
-        ops = _annotation_ops(pod, "/metadata", self._dialect.request_annotation, value)
+        if value is None:
+            value = self._dialect.empty_pod_requests
+        pod = await self._calls.get(self._kinds.launcher_pods, e.namespace, e.pod)
+        key = self._dialect.request_annotation
+        current = ((pod.get("metadata") or {}).get("annotations") or {}).get(key)
+        if e.observed is not None:
+            try:
+                requested = self._dialect.parse_requests(value=current, namespace=e.namespace)
+            except MalformedAnnotation as exc:
+                raise RetryAfterObservation(f"pod {e.target}: {exc}") from exc
+            if requested != e.observed:
+                raise RetryAfterObservation(f"pod {e.target}: its SDN requests changed")
+        ops = _annotation_ops(pod, "/metadata", key, value)
         if not ops:
             return {"unchanged": True}
-        patch = [{"op": "test", "path": "/metadata/uid", "value": e.pod_uid}, *ops]
+        patch = [{"op": "test", "path": "/metadata/uid", "value": e.pod_uid}]
+        if isinstance(current, str):
+            patch.append({"op": "test", "path": "/metadata" + pointer("annotations", key),
+                          "value": current})
+        patch += ops
         if self._superseded(effect, (effect.type, e.target)):
             return {"superseded": True}
         await self._calls.patch_pod(e.namespace, e.pod, patch, content_type=JSON_PATCH)
         return {"annotation": value}
 
     async def _patch_kvvm(self, e: PatchVirtualMachine, effect: PendingEffect) -> Result:
-        kvvm = await self._calls.get(kinds.KVVMS, e.namespace, e.name)
+        kvvm = await self._calls.get(self._kinds.kvvms, e.namespace, e.name)
+        self._check_template(e, kvvm)
+        if e.pods:
+            vmi = await self._calls.get(self._kinds.vmis, e.namespace, e.name)
+            serving = (vmi.get("status") or {}).get("activePods") or {}
+            if not isinstance(serving, dict) or set(serving) != set(e.pods):
+                raise RetryAfterObservation(
+                    f"VMI {e.target} moved to other launcher pods since the decision")
         template = (kvvm.get("spec") or {}).get("template") or {}
         tspec = template.get("spec") or {}
         old_ifaces = {
@@ -165,8 +201,15 @@ class KubeExecutor:
         old_nets = {n.get("name"): n for n in tspec.get("networks") or ()}
         interfaces: list[dict[str, Any]] = []
         networks: list[dict[str, Any]] = []
+        wanted = {r.if_name: r for r in e.template_requests}
         for entry in e.networks:
-            iface = dict(old_ifaces.get(entry.if_name) or {"name": entry.if_name, "bridge": {}})
+            current = old_ifaces.get(entry.if_name)
+            if entry.identity in ("", "Main") or entry.if_name == MAIN_IF_NAME or (
+                    entry.absent and current):
+                iface = dict(current or {"name": entry.if_name, "bridge": {}})
+            else:
+                request = wanted.get(entry.if_name) or SDNRequest(entry.identity, entry.if_name)
+                iface = self._dialect.kubevirt_interface(request=request, current=current)
             if entry.mac is not None and "macAddress" not in iface:
                 iface["macAddress"] = entry.mac
             if entry.absent:
@@ -200,11 +243,27 @@ class KubeExecutor:
             )
         if self._superseded(effect, (effect.type, e.target)):
             return {"superseded": True}
-        await self._cas(kinds.KVVMS, e.namespace, e.name, ops, version)
+        await self._cas(self._kinds.kvvms, e.namespace, e.name, ops, version)
         return {"interfaces": [i["name"] for i in interfaces]}
 
+    def _check_template(self, e: PatchVirtualMachine, kvvm: Mapping[str, Any]) -> None:
+        """The KVVM template still reads as the decision saw it (when its
+        resourceVersion moved: status churn alone is no reason to decide again)."""
+        seen = e.observed
+        if seen is None or (kvvm.get("metadata") or {}).get("resourceVersion") == seen.version:
+            return
+        try:
+            now, _ = records.kvvm(
+                read(KVVMObject, kvvm, kind="KubeVirt VirtualMachine"),
+                dialect=self._dialect, vmi_exists=True,
+            )
+        except MalformedObject as exc:
+            raise RetryAfterObservation(str(exc)) from exc
+        if not seen.same_template(now.interfaces, now.networks, now.template_requests):
+            raise RetryAfterObservation(f"KVVM {e.target}: its template changed")
+
     async def _set_condition(self, e: SetVMCondition) -> Result:
-        vm = await self._calls.get(kinds.VIRTUAL_MACHINES, e.namespace, e.name)
+        vm = await self._calls.get(self._kinds.virtual_machines, e.namespace, e.name)
         status = vm.get("status") or {}
         conditions: list[dict[str, Any]] = [
             c for c in status.get("conditions") or () if isinstance(c, dict)
@@ -222,23 +281,64 @@ class KubeExecutor:
             conditions.append(updated)
         version = (vm.get("metadata") or {}).get("resourceVersion")
         patch = {"metadata": {"resourceVersion": version}, "status": {"conditions": conditions}}
-        await self._calls.patch_status(kinds.VIRTUAL_MACHINES, e.namespace, e.name, patch)
+        await self._calls.patch_status(self._kinds.virtual_machines, e.namespace, e.name, patch)
         return {"condition": e.type, "status": e.status}
 
+    async def _remove_condition(self, e: RemoveVMCondition) -> Result:
+        vm = await self._calls.get(self._kinds.virtual_machines, e.namespace, e.name)
+        status = vm.get("status") or {}
+        conditions = [c for c in status.get("conditions") or () if isinstance(c, dict)]
+        kept = [c for c in conditions if c.get("type") != e.type]
+        if len(kept) == len(conditions):
+            return {"unchanged": True}
+        version = (vm.get("metadata") or {}).get("resourceVersion")
+        patch = {"metadata": {"resourceVersion": version}, "status": {"conditions": kept}}
+        await self._calls.patch_status(self._kinds.virtual_machines, e.namespace, e.name, patch)
+        return {"removed": e.type}
+
     async def _restart(self, e: RestartVM) -> Result:
-        try:
-            vmi = await self._calls.get(kinds.VMIS, e.namespace, e.name)
-        except kube_errors.NotFound:
-            return {"restarted": False, "reason": "no VMI"}
-        if (vmi.get("metadata") or {}).get("uid") != e.vmi_uid:
-            return {"restarted": False, "reason": "the VMI was already replaced"}
-        await self._calls.delete(kinds.VMIS, e.namespace, e.name, uid=e.vmi_uid)
-        return {"restarted": True}
+        """Halt (noting the strategy to put back) or start the KVVM, as `virtctl stop`
+        and `start` do; each a JSON patch testing what it changes."""
+        kvvm = await self._calls.get(self._kinds.kvvms, e.namespace, e.name)
+        metadata = kvvm.get("metadata") or {}
+        spec = kvvm.get("spec") or {}
+        noted = (metadata.get("annotations") or {}).get(RESTART_ANNOTATION)
+        field = "running" if e.resumes == RUNNING else "runStrategy"
+        if e.step == "halt":
+            if noted is not None:
+                return {"halted": False, "reason": "halted for a restart already"}
+            try:
+                vmi = await self._calls.get(self._kinds.vmis, e.namespace, e.name)
+            except kube_errors.NotFound:
+                return {"halted": False, "reason": "no VMI"}
+            if (vmi.get("metadata") or {}).get("uid") != e.vmi_uid:
+                return {"halted": False, "reason": "the VMI was already replaced"}
+            running, halted = (True, False) if field == "running" else (e.resumes, "Halted")
+            value: str | None = e.resumes
+        else:
+            if noted != e.resumes:
+                return {"started": False, "reason": "not halted by nicplug for this restart"}
+            running, halted = (False, True) if field == "running" else ("Halted", e.resumes)
+            value = None
+        ops: list[dict[str, Any]] = [
+            {"op": "test", "path": "/metadata/resourceVersion",
+             "value": metadata.get("resourceVersion")},
+            {"op": "test", "path": f"/spec/{field}", "value": running},
+            {"op": "replace", "path": f"/spec/{field}", "value": halted},
+            *_annotation_ops(kvvm, "/metadata", RESTART_ANNOTATION, value),
+        ]
+        if spec.get(field) != running:
+            raise RetryAfterObservation(f"KVVM {e.target}: {field} is not {running!r} any more")
+        await self._calls.patch(
+            self._kinds.kvvms, e.namespace, e.name, ops, content_type=JSON_PATCH
+        )
+        return {"halted" if e.step == "halt" else "started": True}
 
     async def _migrate(self, e: CreateMigration) -> Result:
         # one check-and-create at a time, so that the cap holds within this leader
         async with self._migrating:
-            listed = await self._calls.list_migrations(label_selector=MANAGED_BY_NICPLUG)
+            listed = await self._calls.list_migrations(
+                self._kinds.vmims, label_selector=MANAGED_BY_NICPLUG)
             running = [
                 m for m in listed
                 if ((m.get("status") or {}).get("phase") not in ("Succeeded", "Failed"))
@@ -252,7 +352,7 @@ class KubeExecutor:
                 )
             try:
                 await self._calls.create_migration(
-                    e.namespace, e.migration, e.vmi,
+                    self._kinds.vmims, e.namespace, e.migration, e.vmi,
                     labels={"app.kubernetes.io/managed-by": "nicplug"},
                 )
             except kube_errors.AlreadyExists:
@@ -261,8 +361,8 @@ class KubeExecutor:
 
     async def _event(self, e: EmitEvent) -> Result:
         involved = {
-            "apiVersion": kinds.VIRTUAL_MACHINES.api_version,
-            "kind": kinds.VIRTUAL_MACHINES.kind,
+            "apiVersion": self._kinds.virtual_machines.api_version,
+            "kind": self._kinds.virtual_machines.kind,
             "metadata": {"namespace": e.namespace, "name": e.name},
         }
         await self._calls.create_event(
@@ -271,7 +371,7 @@ class KubeExecutor:
         return {}
 
     async def _cas(
-        self, kind: kinds.KindRef, namespace: str, name: str,
+        self, kind: KindRef, namespace: str, name: str,
         ops: Sequence[Mapping[str, Any]], version: object,
     ) -> None:
         """A JSON patch pinned to `version`; a failed `test` is the world moving."""

@@ -82,6 +82,10 @@ class Metrics:
             registry=r,
         )
         self.leader = Gauge("nicplug_leader", "1 while this replica leads", registry=r)
+        self.journal_writable = Gauge(
+            "nicplug_journal_writable", "0 while the journal refuses writes (disk full…)",
+            registry=r,
+        )
         self.loop_lag = Histogram(
             "nicplug_event_loop_lag_seconds",
             "How much later than asked a 10 ms ticker woke: the event loop's stalls",
@@ -100,10 +104,12 @@ class Metrics:
 
 @dataclass
 class Health:
-    """`/healthz` answers while the process serves; `/readyz` once `ready()` holds."""
+    """`/healthz` answers while the process serves; `/readyz` once `ready()` holds, and
+    says why not with `why()` when it does not."""
 
     ready: Callable[[], bool] = lambda: False
     live: Callable[[], bool] = lambda: True
+    why: Callable[[], str] = lambda: ""
 
 
 def make_http_app(
@@ -118,8 +124,10 @@ def make_http_app(
         return web.Response(status=200 if ok else 503, text="ok\n" if ok else "unhealthy\n")
 
     async def readyz(_: web.Request) -> web.Response:
-        ok = health.ready()
-        return web.Response(status=200 if ok else 503, text="ready\n" if ok else "not ready\n")
+        if health.ready():
+            return web.Response(status=200, text="ready\n")
+        why = health.why()
+        return web.Response(status=503, text=f"not ready: {why}\n" if why else "not ready\n")
 
     app = web.Application()
     app.router.add_get("/metrics", metrics_view)

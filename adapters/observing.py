@@ -5,8 +5,11 @@ feed the runtime through this one path, so a replay decides with exactly the cod
 live controller runs. A change is recorded in the `WorldIndex`, every VM it touches is
 marked dirty (a burst of changes of one VM coalesces into one observation), and
 `feed` hands each dirty VM's assembled `World` to `runtime.observe`. A VM whose objects
-are malformed is held still (not observed) until they are readable again; the other
-VMs go on. It never decides anything and never talks to a server.
+are malformed is held still (`runtime.hold`: no observation, and no timer decision from
+its last readable world) until they are readable again; the other VMs go on. A
+malformed KubeVirt CR concerns every VM, so it holds none: the last readable version
+stays in the index (none yet: KubeVirt's defaults) and the problem is reported. It never
+decides anything and never talks to a server.
 
 A live controller gives `feed` a time slice: assembling 10,000 worlds after the
 initial lists is seconds of work, and the watches, the journal's acknowledgements and
@@ -22,9 +25,11 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from nicplug.adapters.kube.flavour import Flavour
 from nicplug.adapters.kube.resources import KindRef
 from nicplug.adapters.kube.translate.assemble import ReadMemo, assemble_world
-from nicplug.adapters.kube.translate.objects import MalformedObject
+from nicplug.adapters.kube.translate.objects import KubeVirtObject, MalformedObject, read
+from nicplug.adapters.scope import VMScope
 from nicplug.adapters.sdn import Dialect
 from nicplug.adapters.worldview import WorldIndex
 from nicplug.engine.model import Cause, Key
@@ -56,18 +61,22 @@ class Observing:
     def __init__(
         self,
         dialect: Dialect,
+        flavour: Flavour,
         *,
         on_hold: Callable[[str, str], None] | None = None,
         on_unreadable_pods: Callable[[str, str], None] | None = None,
+        scope: VMScope | None = None,
         time_slice: float | None = None,
         now: Callable[[], float] = time.perf_counter,
     ) -> None:
         """`time_slice`: seconds of `feed`'s work between yields to the event loop
         (None: no yield); `now` is the clock it is measured with."""
         self.dialect = dialect
+        self.scope = scope or VMScope()
         self._time_slice = time_slice
         self._now = now
-        self.index = WorldIndex()
+        self.index = WorldIndex(flavour)
+        self._kubevirts = flavour.kubevirts
         self._memo = ReadMemo()  # the index stores a new dict on every change
         self.wake = asyncio.Event()
         self._dirty: dict[str, str] = {}
@@ -79,6 +88,9 @@ class Observing:
     def changed(self, kind: KindRef, event_type: str, obj: dict[str, Any]) -> None:
         """One object changed (ADDED / MODIFIED / DELETED): mark the VMs it touches."""
         ref = object_ref(kind, obj)
+        kubevirt = kind.name == self._kubevirts.name
+        if kubevirt and event_type != "DELETED" and not self._readable(obj):
+            return  # the last readable configuration stands for every VM
         if event_type == "DELETED":
             self._memo.forget(obj)
         touched = self.index.apply(kind, event_type, obj)
@@ -103,14 +115,31 @@ class Observing:
         budget = self._time_slice
         began = self._now() if budget is not None else 0.0
         for vm_key, ref in dirty.items():
+            if not self.in_scope(vm_key):
+                continue  # another controller's VM: never observed, never touched
             world = self.world(vm_key)
-            if world is not None:
+            if world is None:
+                runtime.hold(Key(vm_key))
+            else:
                 await runtime.observe(Key(vm_key), world, Cause("observation", ref))
                 fed += 1
             if budget is not None and self._now() - began >= budget:
                 await asyncio.sleep(0)
                 began = self._now()
         return fed
+
+    def in_scope(self, vm_key: str) -> bool:
+        """Is the VM one nicplug manages? A VM already gone is judged by its namespace
+        alone, so that the operations of a managed VM can still end."""
+        if self.scope.everything:
+            return True
+        namespace = vm_key.partition("/")[0]
+        vm = self.index.vm_body(vm_key)
+        if vm is None:
+            return not self.scope.namespaces or namespace in self.scope.namespaces
+        meta = vm.get("metadata")
+        labels = meta.get("labels") if isinstance(meta, dict) else None
+        return self.scope.covers(namespace, labels if isinstance(labels, dict) else {})
 
     def world(self, vm_key: str) -> World | None:
         """The VM's assembled world, or None while it must be held still."""
@@ -148,6 +177,18 @@ class Observing:
         if self._unreadable_pods.get(vm_key) != problem:
             self._unreadable_pods[vm_key] = problem
             log.warning("vm=%s waits on an unreadable pod annotation: %s", vm_key, problem)
+
+    def _readable(self, kubevirt: dict[str, Any]) -> bool:
+        """Whether the KubeVirt CR reads; if not, say so (it is not indexed)."""
+        try:
+            read(KubeVirtObject, kubevirt, kind="KubeVirt")
+        except MalformedObject as exc:
+            if self._on_hold is not None:
+                self._on_hold("cluster", str(exc))
+            log.warning("%s unreadable, the last readable configuration stands: %s",
+                        object_ref(self._kubevirts, kubevirt), exc)
+            return False
+        return True
 
     def _hold(self, vm_key: str, problem: str) -> None:
         if self._on_hold is not None:

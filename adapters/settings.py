@@ -13,8 +13,10 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from nicplug.adapters.kube.flavour import Flavour, FlavourName, default_for_dialect, flavour_for
 from nicplug.adapters.kube.lease import LeaseTiming
 from nicplug.adapters.observability import parse_addr
+from nicplug.adapters.scope import VMScope
 from nicplug.machines.policy import MachineConfig, Timeouts
 
 Dialect = Literal["deckhouse", "multus"]
@@ -28,10 +30,13 @@ class Settings(BaseModel):
     kubeconfig: Path | None = None
     journal: Path = Path("nicplug-journal.db")
     dialect: Dialect = "deckhouse"
+    kubevirt_api: FlavourName | None = None  # None: the dialect's (see `flavour`)
     gating: Gating = "rollout-strategy"
     migrations: Migrations = "auto"
     max_migrations: int = Field(default=5, ge=1, le=1000)
     namespace: str | None = None
+    namespaces: tuple[str, ...] = ()  # the scope: manage VMs only in these (empty: all)
+    vm_selector: str = ""  # the scope: manage only VMs whose labels match
     metrics_addr: str = "127.0.0.1:8080"
     sdn_ready_timeout: float = Field(default=120.0, gt=0)
     attach_timeout: float = Field(default=120.0, gt=0)
@@ -56,6 +61,15 @@ class Settings(BaseModel):
     """Seconds after which a finished operation's events are archived."""
     archive_dir: Path | None = None
     """Where archives go; None: beside the journal."""
+
+    @field_validator("vm_selector")
+    @classmethod
+    def _selector(cls, value: str) -> str:
+        VMScope(selector=value)
+        return value
+
+    def scope(self) -> VMScope:
+        return VMScope(selector=self.vm_selector, namespaces=frozenset(self.namespaces))
 
     @field_validator("metrics_addr")
     @classmethod
@@ -93,6 +107,10 @@ class Settings(BaseModel):
                 f"{self.renew_deadline}, --retry-period {self.retry_period}: {exc}"
             ) from None
         return self
+
+    def flavour(self) -> Flavour:
+        """The KubeVirt API the cluster serves: as set, else the dialect's."""
+        return flavour_for(self.kubevirt_api or default_for_dialect(self.dialect))
 
     def lease_timing(self) -> LeaseTiming:
         return LeaseTiming(

@@ -1,7 +1,8 @@
 """Which VM each watched object concerns, and the raw objects of one VM.
 
 The informers keep every object of a kind; this index keeps, for each VM
-(`namespace/name`), the keys of its launcher pods and migrations, so assembling one
+(`namespace/name`), the keys of its launcher pods and migrations (kinds named as the
+cluster's KubeVirt `Flavour` names them), so assembling one
 VM's world never scans a namespace, and for each Network and ClusterNetwork the VMs
 whose `spec.networks` ask for it, so a Network's change touches only those VMs and a
 world holds only the networks its VM asks for. A KubeVirt CR's change touches every
@@ -17,9 +18,10 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from nicplug.adapters.kube import resources as kinds
+from nicplug.adapters.kube.flavour import DECKHOUSE, UPSTREAM, Flavour
 from nicplug.adapters.kube.resources import KindRef, object_key
 from nicplug.adapters.kube.translate import objects as read
-from nicplug.adapters.kube.translate.assemble import VM_NAME_LABEL, VMObjects
+from nicplug.adapters.kube.translate.assemble import VMObjects, active_pod_uids
 from nicplug.adapters.kube.translate.projection import Shape, projector
 
 _MAPPING = (dict, Mapping)
@@ -28,12 +30,9 @@ _MAPPING = (dict, Mapping)
 Body = dict[str, Any]
 
 # kinds are told apart by name: a string compare, where a KindRef compares every field
-_PODS, _VMIMS = kinds.LAUNCHER_PODS.name, kinds.VMIMS.name
-_INDEXED = frozenset({_PODS, _VMIMS})
-_VMS, _KUBEVIRTS = kinds.VIRTUAL_MACHINES.name, kinds.KUBEVIRTS.name
+_VMS = kinds.VIRTUAL_MACHINES.name
 _NETWORKS, _CLUSTER_NETWORKS = kinds.NETWORKS.name, kinds.CLUSTER_NETWORKS.name
 _ASKED = frozenset({_NETWORKS, _CLUSTER_NETWORKS})
-_NAMED_AFTER_VM = frozenset({k.name for k in (kinds.VIRTUAL_MACHINES, kinds.KVVMS, kinds.VMIS)})
 
 NetworkRef = tuple[str, str]
 """(kind name, object key) of a Network (`namespace/name`) or ClusterNetwork (`name`)."""
@@ -45,15 +44,33 @@ def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
 
 
 class WorldIndex:
-    """Raw objects by kind, plus VM → pods / migrations indexes."""
+    """Raw objects by kind, plus VM → pods / migrations indexes.
 
-    def __init__(self) -> None:
+    A launcher pod belongs to the VM whose VMI lists the pod's uid in
+    `status.activePods` or whose uid the pod's created-by label holds (both as KubeVirt
+    links them; the VM-name label is a lossy hostname). Either side may be seen first,
+    so pods are indexed by the VMI uid they name and by their own uid, and resolved to a
+    VM when its objects are asked for.
+    """
+
+    def __init__(self, flavour: Flavour) -> None:
+        self.flavour = flavour
+        self._pods, self._vmims, self._vmis = (
+            flavour.launcher_pods.name, flavour.vmims.name, flavour.vmis.name)
+        self._kvvms, self._kubevirts = flavour.kvvms.name, flavour.kubevirts.name
+        self._named_after_vm = frozenset({_VMS, self._kvvms, self._vmis})
+        self._created_by = flavour.created_by_label
         self._objects: dict[str, dict[str, Body]] = defaultdict(dict)
-        self._pods_of: dict[str, set[str]] = defaultdict(set)
         self._migrations_of: dict[str, set[str]] = defaultdict(set)
         self._owner: dict[tuple[str, str], str] = {}
         self._asks: dict[str, frozenset[NetworkRef]] = {}  # VM → the networks it asks for
         self._askers: dict[NetworkRef, set[str]] = defaultdict(set)  # network → VMs
+        self._pods_by_creator: dict[str, set[str]] = defaultdict(set)  # VMI uid → pod keys
+        self._pod_by_uid: dict[str, str] = {}  # pod uid → pod key
+        self._pod_links: dict[str, tuple[str, str]] = {}  # pod key → (creator, own uid)
+        self._vm_of_vmi_uid: dict[str, str] = {}  # VMI uid → VM key
+        self._vm_of_pod_uid: dict[str, str] = {}  # pod uid (activePods) → VM key
+        self._vmi_links: dict[str, tuple[str, tuple[str, ...]]] = {}  # VM key → the above
 
     def apply(self, kind: KindRef, event_type: str, obj: Body) -> set[str]:
         """Record one change; return the VM keys (`ns/name`) whose world it changes.
@@ -71,31 +88,85 @@ class WorldIndex:
         else:
             before = table.get(key)
             table[key] = obj
+        if kind.name == self._pods:
+            return self._apply_pod(key, event_type, obj)
         namespace = str(_meta(obj).get("namespace") or "")
         vm_key = self._vm_of(kind, namespace, obj)
-        previous = self._owner.get((kind.name, key))
+        if kind.name == self._vmis and vm_key is not None:
+            self._link_vmi(vm_key, event_type, obj)
         touched: set[str] = set()
-        if previous is not None and previous != vm_key:
-            self._index(kind).get(previous, set()).discard(key)
-            touched.add(previous)
+        if kind.name == self._vmims:
+            previous = self._owner.get((kind.name, key))
+            if previous is not None and previous != vm_key:
+                self._migrations_of.get(previous, set()).discard(key)
+                touched.add(previous)
         if vm_key is not None:
-            if event_type == "DELETED":
-                self._index(kind).get(vm_key, set()).discard(key)
-                self._owner.pop((kind.name, key), None)
-            elif kind.name in _INDEXED:
-                self._index(kind)[vm_key].add(key)
-                self._owner[(kind.name, key)] = vm_key
+            if kind.name == self._vmims:
+                if event_type == "DELETED":
+                    self._migrations_of.get(vm_key, set()).discard(key)
+                    self._owner.pop((kind.name, key), None)
+                else:
+                    self._migrations_of[vm_key].add(key)
+                    self._owner[(kind.name, key)] = vm_key
             touched.add(vm_key)
         if kind.name == _VMS and vm_key is not None:
             self._ask(vm_key, None if event_type == "DELETED" else obj)
         elif kind.name in _ASKED:
             touched.update(self._askers.get((kind.name, key), ()))
-        elif kind.name == _KUBEVIRTS and (
+        elif kind.name == self._kubevirts and (
             before is None or event_type == "DELETED"
             or kubevirt_reads(before) != kubevirt_reads(obj)
         ):
             touched.update(self.vm_keys())
         return touched
+
+    def _link_vmi(self, vm_key: str, event_type: str, obj: Body) -> None:
+        old_uid, old_pods = self._vmi_links.pop(vm_key, ("", ()))
+        self._vm_of_vmi_uid.pop(old_uid, None)
+        for pod_uid in old_pods:
+            self._vm_of_pod_uid.pop(pod_uid, None)
+        uid = _meta(obj).get("uid")
+        if event_type == "DELETED" or not isinstance(uid, str):
+            return
+        pods = active_pod_uids(obj)
+        self._vmi_links[vm_key] = (uid, pods)
+        self._vm_of_vmi_uid[uid] = vm_key
+        for pod_uid in pods:
+            self._vm_of_pod_uid[pod_uid] = vm_key
+
+    def _apply_pod(self, key: str, event_type: str, obj: Body) -> set[str]:
+        touched: set[str] = set()
+        old = self._pod_links.pop(key, None)
+        if old is not None:
+            self._pods_by_creator.get(old[0], set()).discard(key)
+            self._pod_by_uid.pop(old[1], None)
+            touched.update(self._vms_of_pod(*old))
+        if event_type != "DELETED":
+            meta = _meta(obj)
+            labels = meta.get("labels")
+            creator = labels.get(self._created_by) if isinstance(labels, _MAPPING) else None
+            uid = meta.get("uid")
+            links = (creator if isinstance(creator, str) else "",
+                     uid if isinstance(uid, str) else "")
+            self._pod_links[key] = links
+            if links[0]:
+                self._pods_by_creator[links[0]].add(key)
+            if links[1]:
+                self._pod_by_uid[links[1]] = key
+            touched.update(self._vms_of_pod(*links))
+        return touched
+
+    def _vms_of_pod(self, creator: str, uid: str) -> set[str]:
+        found = {self._vm_of_vmi_uid.get(creator), self._vm_of_pod_uid.get(uid)}
+        return {vm for vm in found if vm is not None}
+
+    def _pod_keys_of(self, vmi: Body | None) -> list[str]:
+        if vmi is None:
+            return []
+        uid = _meta(vmi).get("uid")
+        keys = set(self._pods_by_creator.get(uid, ())) if isinstance(uid, str) else set()
+        keys.update(k for u in active_pod_uids(vmi) if (k := self._pod_by_uid.get(u)))
+        return sorted(keys)
 
     def _ask(self, vm_key: str, vm: Body | None) -> None:
         """Keep the network → VMs index current for one VM's (new) spec."""
@@ -116,18 +187,11 @@ class WorldIndex:
         else:
             self._asks.pop(vm_key, None)
 
-    def _index(self, kind: KindRef) -> dict[str, set[str]]:
-        return self._pods_of if kind.name == _PODS else self._migrations_of
-
-    @staticmethod
-    def _vm_of(kind: KindRef, namespace: str, obj: Mapping[str, Any]) -> str | None:
+    def _vm_of(self, kind: KindRef, namespace: str, obj: Mapping[str, Any]) -> str | None:
         name: object = None
-        if kind.name in _NAMED_AFTER_VM:
+        if kind.name in self._named_after_vm:
             name = _meta(obj).get("name")
-        elif kind.name == _PODS:
-            labels = _meta(obj).get("labels")
-            name = labels.get(VM_NAME_LABEL) if isinstance(labels, _MAPPING) else None
-        elif kind.name == _VMIMS:
+        elif kind.name == self._vmims:
             spec = obj.get("spec")
             name = spec.get("vmiName") if isinstance(spec, _MAPPING) else None
         if isinstance(name, str) and name and namespace:
@@ -136,30 +200,36 @@ class WorldIndex:
 
     def vm_keys(self) -> Iterable[str]:
         """Every VM known by any of its objects."""
-        keys = set(self._objects[kinds.VIRTUAL_MACHINES.name])
-        keys.update(self._objects[kinds.KVVMS.name])
+        keys = set(self._objects[_VMS])
+        keys.update(self._objects[self._kvvms])
         return keys
+
+    def vm_body(self, vm_key: str) -> Body | None:
+        """The VirtualMachine `vm_key`, as last seen."""
+        return self._objects[_VMS].get(vm_key)
 
     def objects_of(self, vm_key: str) -> VMObjects:
         namespace, _, name = vm_key.partition("/")
         table = self._objects
-        pods = table[kinds.LAUNCHER_PODS.name]
-        migrations = table[kinds.VMIMS.name]
+        pods = table[self._pods]
+        migrations = table[self._vmims]
+        vmi = table[self._vmis].get(vm_key)
         return VMObjects(
             namespace=namespace,
             name=name,
-            vm=table[kinds.VIRTUAL_MACHINES.name].get(vm_key),
-            kvvm=table[kinds.KVVMS.name].get(vm_key),
-            vmi=table[kinds.VMIS.name].get(vm_key),
-            pods=[pods[k] for k in sorted(self._pods_of.get(vm_key, ())) if k in pods],
+            vm=table[_VMS].get(vm_key),
+            kvvm=table[self._kvvms].get(vm_key),
+            vmi=vmi,
+            pods=[pods[k] for k in self._pod_keys_of(vmi) if k in pods],
             migrations=[
                 migrations[k]
                 for k in sorted(self._migrations_of.get(vm_key, ()))
                 if k in migrations
             ],
-            kubevirts=list(table[_KUBEVIRTS].values()),
+            kubevirts=list(table[self._kubevirts].values()),
             networks=self._networks_asked(vm_key, _NETWORKS),
             cluster_networks=self._networks_asked(vm_key, _CLUSTER_NETWORKS),
+            created_by_label=self._created_by,
         )
 
     def _networks_asked(self, vm_key: str, kind_name: str) -> list[Body]:
@@ -208,13 +278,17 @@ def kubevirt_reads(body: Body) -> object:
 
 _READ_AS: dict[str, type[read.KubeObject]] = {
     kinds.VIRTUAL_MACHINES.name: read.VirtualMachineObject,
-    kinds.KVVMS.name: read.KVVMObject,
-    kinds.VMIS.name: read.VMIObject,
-    kinds.LAUNCHER_PODS.name: read.PodObject,
-    kinds.VMIMS.name: read.VMIMObject,
-    kinds.KUBEVIRTS.name: read.KubeVirtObject,
     kinds.NETWORKS.name: read.SDNNetworkObject,
     kinds.CLUSTER_NETWORKS.name: read.SDNNetworkObject,
+    **{
+        name: model
+        for f in (UPSTREAM, DECKHOUSE)
+        for name, model in (
+            (f.kvvms.name, read.KVVMObject), (f.vmis.name, read.VMIObject),
+            (f.launcher_pods.name, read.PodObject), (f.vmims.name, read.VMIMObject),
+            (f.kubevirts.name, read.KubeVirtObject),
+        )
+    },
 }
 _ENVELOPE: Shape = {"apiVersion": None, "kind": None}  # how tapes and logs tell kinds apart
 

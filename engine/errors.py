@@ -58,6 +58,12 @@ class RetryAfterObservation(TemporaryError):
     the key's next observed world, which carries the fresh state."""
 
 
+class Deposed(Exception):
+    """The term of leadership that decided an effect has ended: the effect must not be
+    sent. Its outcome is not recorded; the outbox keeps it for the next leader, which
+    re-issues it after recovering the key."""
+
+
 class PermanentError(Exception):
     """An effect failed and retrying cannot help (the request is rejected as invalid)."""
 

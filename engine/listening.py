@@ -12,6 +12,7 @@ import logging
 from collections.abc import Sequence
 from typing import Literal
 
+from nicplug.engine.errors import JournalError
 from nicplug.engine.journal import PendingEffect
 from nicplug.engine.model import Key, RecordedEvent
 
@@ -38,8 +39,13 @@ class RuntimeListener:
         from its events instead."""
 
     def on_error(self, key: Key, error: BaseException) -> None:
-        """Deciding or journaling for `key` failed; the input is dropped (the next
-        observation of the key decides again)."""
+        """Deciding for `key` failed (a bug, or conflicts without end); the input is
+        dropped (the next observation of the key decides again)."""
+
+    def on_journal(self, error: JournalError | None) -> None:
+        """The journal stopped taking writes (`error` says why and names it) or, with
+        None, takes them again. Called on each change only, not per input: the inputs
+        it refused are decided again by the runtime once it takes writes."""
 
 
 class Listeners(RuntimeListener):
@@ -69,6 +75,10 @@ class Listeners(RuntimeListener):
         log.error("key %s: %s", key, error, exc_info=error)
         for listener in self._listeners:
             _shielded(listener.on_error, key, error)
+
+    def on_journal(self, error: JournalError | None) -> None:
+        for listener in self._listeners:
+            _shielded(listener.on_journal, error)
 
 
 def _shielded(hook: object, *args: object) -> None:

@@ -3,19 +3,23 @@
 An effect runs after the commit that enqueued it (or at start, when its outcome was
 never recorded). Temporary failures are retried with backoff, each attempt journaled;
 the final outcome is handed back to the key's path, where it is recorded together with
-whatever the machine decides about it. This module never decides: it reports outcomes.
+whatever the machine decides about it. An effect whose term of leadership ended
+(`Deposed`) is dropped from memory unsent and unrecorded: the next leader re-issues
+it. This module never decides: it reports outcomes.
 """
 
 from __future__ import annotations
 
 import asyncio
 import random
+from collections.abc import Callable
 from typing import Protocol
 
 from nicplug.engine.clock import Clock
 from nicplug.engine.dispatch import Activity
 from nicplug.engine.effects import EffectExecutor, RetryPolicy
 from nicplug.engine.errors import (
+    Deposed,
     JournalError,
     PermanentError,
     RetryAfterObservation,
@@ -44,6 +48,7 @@ class EffectRunner:
         activity: Activity,
         listener: RuntimeListener,
         deliver: Deliver,
+        journal_health: Callable[[JournalError | None], None],
     ) -> None:
         self._executor = executor
         self._journal = journal
@@ -53,6 +58,7 @@ class EffectRunner:
         self._activity = activity
         self._listener = listener
         self._deliver = deliver
+        self._journal_health = journal_health
         self._tasks: dict[int, asyncio.Task[None]] = {}
 
     def run(self, effect: PendingEffect) -> None:
@@ -88,6 +94,10 @@ class EffectRunner:
         self._listener.on_effect(effect, "started", None)
         try:
             result = await self._executor.execute(effect)
+        except Deposed:
+            # The term that decided it has ended: nothing was sent and nothing is
+            # recorded; the outbox row stays `issued` for the next leader.
+            return None
         except RetryAfterObservation as error:
             self._listener.on_effect(effect, "superseded", str(error))
             self._finish(effect, attempt, ok=False, permanent=False, error=str(error), hold=True)
@@ -117,7 +127,9 @@ class EffectRunner:
                     ),
                 ))
             except JournalError as journal_error:
-                self._listener.on_error(effect.key, journal_error)
+                self._journal_health(journal_error)
+            else:
+                self._journal_health(None)
             return retry_at
         self._listener.on_effect(effect, "succeeded", None)
         self._finish(effect, attempt, ok=True, result=dict(result))

@@ -6,6 +6,16 @@ derived from them, the effects and the timers in one commit → only then arm th
 and execute the effects. On start it resumes from the journal: the state of each live
 key is the fold of its events, loaded as its snapshots (a cache, `recovery`) plus the
 events after them; timers are re-armed, effects without a recorded outcome re-issued.
+
+An effect refused because the world moved (`RetryAfterObservation`) is decided again
+with the key's next observation, or at once when one newer than its decision's world
+has come in meanwhile (else it would wait for one that already came).
+
+A key whose world cannot be read is held (`hold`): nothing is decided for it, and the
+timers that fire and the outcomes that arrive meanwhile wait for its next observation,
+so it is held still rather than driven from its last readable world. `start(hold=True)`
+holds every key the journal resumes until it is first observed: a re-issued effect
+waits for the world it will meet.
 Decisions, timers and backoff take time only from the injected clock (the performance
 counter only measures commit latency for listeners), so a virtual clock and a
 recording executor replay deterministically. The runtime must never interpret events
@@ -23,9 +33,10 @@ from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
 from nicplug.engine.clock import Clock
+from nicplug.engine.commit_retry import COMMIT_RETRY, CommitRetries
 from nicplug.engine.dispatch import Activity, Dispatch
 from nicplug.engine.effects import EffectExecutor, RetryPolicy
-from nicplug.engine.errors import JournalConflict, JournalError, UnknownSchema
+from nicplug.engine.errors import JournalClosed, JournalConflict, JournalError, UnknownSchema
 from nicplug.engine.journal import Commit, EffectUpdate, Journal, PendingEffect, StoredView
 from nicplug.engine.listening import Listeners, RuntimeListener
 from nicplug.engine.model import (
@@ -80,6 +91,7 @@ class Runtime(Generic[S, W]):
         rng: random.Random | None = None,
         listeners: Sequence[RuntimeListener] = (),
         conflict_retries: int = 5,
+        commit_retry: RetryPolicy = COMMIT_RETRY,
     ) -> None:
         self._decider = decider
         self._journal = journal
@@ -91,14 +103,25 @@ class Runtime(Generic[S, W]):
             self._handle, concurrency=concurrency, activity=self._activity,
             on_error=self._listen.on_error,
         )
+        rng = rng or random.Random(0)
+        self._retries = CommitRetries(
+            clock, policy=commit_retry, rng=rng, submit=self._resubmit,
+            on_change=self._listen.on_journal,
+        )
         self._effects = EffectRunner(
             executor, journal, clock, retry=retry or RetryPolicy(),
-            rng=rng or random.Random(0), activity=self._activity, listener=self._listen,
-            deliver=self._deliver_outcome,
+            rng=rng, activity=self._activity, listener=self._listen,
+            deliver=self._deliver_outcome, journal_health=self._journal_health,
         )
         self._slots: dict[Key, _Slot[S]] = {}
         self._worlds: dict[Key, W] = {}
         self._held: dict[Key, list[EffectOutcome]] = {}
+        self._holding: set[Key] = set()
+        self._held_timers: dict[Key, list[TimerFired]] = {}
+        self._unsent: dict[Key, list[PendingEffect]] = {}
+        self._observations: dict[Key, int] = {}
+        self._decided_on: dict[int, int] = {}
+        """effect id → how many observations of its key its decision had seen"""
         self._updates: dict[int, EffectUpdate] = {}
         self._timers: dict[tuple[StreamId, str], tuple[float, asyncio.Task[None]]] = {}
         self._started = False
@@ -106,8 +129,9 @@ class Runtime(Generic[S, W]):
 
     # -- lifecycle ---------------------------------------------------------------------
 
-    async def start(self) -> None:
-        """Resume from the journal: live keys, armed timers, effects without outcome."""
+    async def start(self, *, hold: bool = False) -> None:
+        """Resume from the journal: live keys, armed timers, effects without outcome.
+        With `hold`, each resumed key is held until its first observation."""
         if self._started:
             raise RuntimeError("the runtime is started already")
         self._started = True
@@ -118,10 +142,22 @@ class Runtime(Generic[S, W]):
         finally:
             if collecting:
                 gc.enable()
-        for timer in await self._journal.timers():
+        timers, outbox = await self._journal.timers(), await self._journal.outbox()
+        if hold:
+            self._holding.update(self._slots, (t.key for t in timers), (e.key for e in outbox))
+        for timer in timers:
             self._arm(timer.key, timer.stream, timer.name, timer.deadline)
-        for effect in await self._journal.outbox():
-            self._effects.run(effect)
+        for effect in outbox:
+            if effect.key in self._holding:
+                self._unsent.setdefault(effect.key, []).append(effect)
+            else:
+                self._effects.run(effect)
+
+    def hold(self, key: Key) -> None:
+        """The world of `key` cannot be read: decide nothing for it until it is observed
+        again (timers that fire and outcomes that arrive wait for that observation)."""
+        self._worlds.pop(key, None)
+        self._holding.add(key)
 
     async def _load(self) -> None:
         """Every key with a live stream, from its snapshots and the events after them."""
@@ -150,8 +186,14 @@ class Runtime(Generic[S, W]):
         observation of the key still waiting)."""
         self._require_running()
         self._worlds[key] = world
+        self._observations[key] = self._observations.get(key, 0) + 1
+        self._holding.discard(key)
+        for effect in self._unsent.pop(key, []):
+            self._effects.run(effect)
         for outcome in self._held.pop(key, []):
             self._dispatch.submit(key, outcome)
+        for fired in self._held_timers.pop(key, []):
+            self._dispatch.submit(key, fired)
         self._dispatch.submit(key, Observed(cause))
 
     async def drain(self) -> None:
@@ -170,8 +212,14 @@ class Runtime(Generic[S, W]):
             task.cancel()
         await asyncio.gather(*(t for _, t in self._timers.values()), return_exceptions=True)
         self._timers.clear()
+        await self._retries.close()
         await self._effects.close()
         await self._dispatch.close()
+
+    @property
+    def journal_failing(self) -> JournalError | None:
+        """Why the journal refuses writes, while it does (None when it takes them)."""
+        return self._retries.failing
 
     def _require_running(self) -> None:
         if not self._started or self._stopping:
@@ -180,17 +228,39 @@ class Runtime(Generic[S, W]):
     # -- one input of one key ----------------------------------------------------------
 
     async def _handle(self, key: Key, trigger: Trigger) -> None:
+        """Decide one input of `key`. Should the journal refuse the commit, what the
+        input consumed (a fired timer, an effect's recorded outcome) is put back and
+        the input is decided again later: nothing is lost and nothing stays wedged."""
         cancels: tuple[TimerCancel, ...] = ()
         updates: tuple[EffectUpdate, ...] = ()
+        armed: tuple[float, asyncio.Task[None]] | None = None
         if isinstance(trigger, TimerFired):
             armed = self._timers.get((trigger.stream, trigger.name))
             if armed is None or armed[0] != trigger.deadline:
+                self._retries.decided(key, trigger)
                 return  # re-armed or cancelled since it fired
             del self._timers[(trigger.stream, trigger.name)]
             cancels = (TimerCancel(trigger.stream, trigger.name),)
         elif isinstance(trigger, EffectOutcome):
             update = self._updates.pop(trigger.effect_id, None)
             updates = (update,) if update else ()
+        try:
+            await self._decide_with_retries(key, trigger, cancels, updates)
+        except (JournalClosed, UnknownSchema):
+            raise  # stopping, or a key this code cannot read: it fails alone, not retried
+        except JournalError as error:
+            if isinstance(trigger, TimerFired) and armed is not None:
+                self._timers.setdefault((trigger.stream, trigger.name), armed)
+            for update in updates:
+                self._updates.setdefault(update.effect_id, update)
+            self._retries.failed(key, trigger, error)
+        else:
+            self._retries.decided(key, trigger)
+
+    async def _decide_with_retries(
+        self, key: Key, trigger: Trigger,
+        cancels: tuple[TimerCancel, ...], updates: tuple[EffectUpdate, ...],
+    ) -> None:
         cause = _cause_of(trigger)
         slot = await self._slot(key)
         for _ in range(self._conflict_retries + 1):
@@ -204,11 +274,22 @@ class Runtime(Generic[S, W]):
                 )
         raise RuntimeError(f"key {key}: still conflicting after {self._conflict_retries} retries")
 
+    def _resubmit(self, key: Key, trigger: Trigger) -> None:
+        if not self._stopping:
+            self._dispatch.submit(key, trigger)
+
+    def _journal_health(self, error: JournalError | None) -> None:
+        if error is None:
+            self._retries.wrote()
+        elif not isinstance(error, JournalClosed | JournalConflict):
+            self._retries.journal_failed(error)
+
     async def _decide(
         self, key: Key, slot: _Slot[S], trigger: Trigger, cause: Cause,
         cancels: tuple[TimerCancel, ...], updates: tuple[EffectUpdate, ...],
     ) -> None:
         now, wall = self._clock.now(), self._clock.wall()
+        observations = self._observations.get(key, 0)
         decision = self._decider.decide(slot.state, Input(key, self._worlds.get(key), trigger), now)
         state, versions = slot.state, dict(slot.versions)
         for event in decision.events:
@@ -251,6 +332,7 @@ class Runtime(Generic[S, W]):
             self._listen.on_transition(recorded)
         for request, enqueued in zip(decision.effects, appended.effects, strict=True):
             if enqueued.new:
+                self._decided_on[enqueued.id] = observations
                 self._effects.run(PendingEffect(
                     id=enqueued.id, stream=request.stream, key=key, type=request.type,
                     payload=request.payload, idempotency_key=request.idempotency_key,
@@ -310,6 +392,9 @@ class Runtime(Generic[S, W]):
 
     async def _wait(self, key: Key, fired: TimerFired) -> None:
         await self._clock.sleep_until(fired.deadline)
+        if key in self._holding:
+            self._held_timers.setdefault(key, []).append(fired)
+            return
         # A held outcome waits for the world to move; a timer is the machine's own
         # word that it has waited long enough (e.g. to re-issue what the world never
         # answered). Deliver the outcome first, or the re-issued effect finds the held
@@ -322,7 +407,10 @@ class Runtime(Generic[S, W]):
         self, key: Key, outcome: EffectOutcome, update: EffectUpdate, *, hold: bool
     ) -> None:
         self._updates[outcome.effect_id] = update
-        if hold:
+        decided_on = self._decided_on.pop(outcome.effect_id, 0)
+        if hold and self._observations.get(key, 0) > decided_on:
+            hold = False  # the world it waits for is observed already: decide now
+        if hold or key in self._holding:
             self._held.setdefault(key, []).append(outcome)
         else:
             self._dispatch.submit(key, outcome)

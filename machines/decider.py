@@ -5,8 +5,11 @@ observed world of the VM: each live operation walks its graph as far as the worl
 already allows (so an operation adopted at any point skips what is done), new
 operations open where the comparator finds a change nobody handles, and the effects
 needed to move the world on are computed for all operations together and issued once
-(again after `effect_reissue_after` if the world did not move). Deterministic and pure:
-the same state, input and `now` give the same decision.
+(again after `effect_reissue_after` if the world did not move, at once when one was
+refused because the world moved). Budgets count only the time the VM was live
+(`Paused` / `Resumed`), and a failed operation whose goal the world shows since is
+followed at once by an attempt that adopts it. Deterministic and pure: the same state,
+input and `now` give the same decision.
 
 Two memos make it cheaper without changing any answer. An observation that found
 nothing to do leaves on the state it was decided from (`VMState.quiet`) the world and
@@ -39,14 +42,17 @@ from nicplug.engine.model import (
     TimerRequest,
     Trigger,
 )
+from nicplug.machines.candidates import Candidate, changes_needing_operations
 from nicplug.machines.comparator import Comparison, Direction
 from nicplug.machines.effects import AnyEffect, EmitEvent
-from nicplug.machines.facts import Facts, facts_of, same_for_decisions
+from nicplug.machines.facts import Facts, facts_of, same_for_decisions, sdn_messages
 from nicplug.machines.graph import MOVES_BY_FLAVOUR, Move
 from nicplug.machines.guards import GUARDS, Context, budget, budget_when, restart_only
 from nicplug.machines.operation import (
     EFFECTS_ISSUED,
     OPENED,
+    PAUSED,
+    RESUMED,
     ROLLOUT_BYPASSED,
     SNAPSHOT_SCHEMA,
     TRANSITIONED,
@@ -60,7 +66,6 @@ from nicplug.machines.targets import (
     MIGRATION_ADVICE,
     ROLLOUT_ADVICE,
     conditions,
-    kvvm_identities,
     kvvm_patch,
     migration_blocked,
     pod_patches,
@@ -77,17 +82,6 @@ NOTHING = Decision()
 
 Guard = Callable[[Context], bool]
 CompiledMoves = Mapping[str, Mapping[str, tuple[tuple[Move, tuple[Guard, ...]], ...]]]
-
-
-@dataclass(frozen=True, slots=True)
-class Candidate:
-    """A change that needs an operation: (network, direction) plus what it asks."""
-
-    network: str
-    direction: Direction
-    if_name: str
-    target: str
-    why: str
 
 
 @dataclass(slots=True)
@@ -134,8 +128,8 @@ class _Session:
         assert op is not None, "an appended event always lands on a known stream"
         if type_ == TRANSITIONED:
             self.paths.setdefault(stream, [str(payload["from"])]).append(op.state)
-        elif type_ == OPENED:
-            self.paths.setdefault(stream, [op.state])
+        elif type_ in (OPENED, PAUSED, RESUMED):
+            self.paths.setdefault(stream, [op.state])  # (its timers are looked at again)
         return op
 
 
@@ -198,6 +192,9 @@ class HotplugDecider:
             return Decision()  # the KVVM is not seen yet: nothing can be compared
         vm = world.vm
         session = _Session(state, f"{vm.namespace}/{vm.name}" if vm else "", vm.uid if vm else "")
+        _forget_refused(session, trigger)
+        if facts.live:
+            _resume(session, now)
         asked: frozenset[tuple[str, str]] = frozenset()
         comparison = facts.comparison
         if comparison is not None and comparison.invalid is not None:
@@ -212,12 +209,16 @@ class HotplugDecider:
                 if not op.terminal:
                     self._walk(session, op, facts, now, trigger)
             if comparison is not None:
-                candidates = self._candidates(facts, comparison)
+                candidates = changes_needing_operations(
+                    session.state, facts, comparison, self.config
+                )
                 asked = frozenset((c.network, c.direction) for c in candidates)
                 for c in candidates:
                     opened = self._open(session, c, now)
                     if opened is not None:
                         self._walk(session, opened, facts, now, trigger)
+        if not facts.live:
+            _pause(session, now)
         effects = self._effects(session, facts, asked, now)
         timers, cancels = self._timers(session, facts, now, effects)
         self._folds = tuple(session.folds)
@@ -239,7 +240,7 @@ class HotplugDecider:
                 timing.append(op.retry_at is not None and now < op.retry_at)
             else:
                 limit = budget_when(op, live, self.config)
-                timing.append(limit is not None and now >= op.entered_at + limit)
+                timing.append(limit is not None and now >= op.deadline_base + limit)
             timing.append(bool(op.issued) and op.issued_at > horizon)
         return tuple(timing)
 
@@ -304,7 +305,9 @@ class HotplugDecider:
             return facts.errors.get(op.network, "")
         if move.trigger.endswith("Timeout"):
             limit = budget(op, facts, self.config) or 0.0
-            return f"no progress in {op.state} within {limit:g}s"
+            reason = f"no progress in {op.state} within {limit:g}s"
+            said = sdn_messages(facts, op.network) if move.trigger == "SDNTimeout" else ""
+            return f"{reason}; the SDN says: {said}" if said else reason
         if move.trigger in ("PatchRejected", "MigrationFailed") and isinstance(
             c.trigger, EffectOutcome
         ):
@@ -317,53 +320,17 @@ class HotplugDecider:
             return "the desired networks no longer ask for it"
         return ""
 
-    def _candidates(self, facts: Facts, comparison: Comparison) -> list[Candidate]:
-        found = {
-            (c.identity, c.direction): Candidate(
-                c.identity,
-                c.direction,
-                c.if_name,
-                comparison.signature(c.identity) if c.direction == "update" else "",
-                c.why,
-            )
-            for c in comparison.changes
-        }
-        world = facts.world
-        running = world.vmi is not None and world.vmi.phase == "Running"
-        for spec in comparison.desired:
-            slot: tuple[str, Direction] = (spec.identity, "plug")
-            if spec.type == "Main" or slot in found or not running:
-                continue
-            if spec.if_name in facts.kvvm_present and spec.if_name not in facts.attached:
-                # in the KVVM but not in the guest: a plug adopted half-way
-                found[slot] = Candidate(spec.identity, "plug", spec.if_name, "", "not attached")
-        names: dict[str, str] = {}
-        if world.kvvm is not None:
-            names.update({r.identity: r.if_name for r in world.kvvm.template_requests})
-        for pod in world.pods:
-            names.update({r.identity: r.if_name for r in pod.requested})
-            names.update({s.identity: s.if_name for s in pod.reported})
-        if world.kvvm is not None and world.vm is not None:
-            names.update(kvvm_identities(world.kvvm, world.vm.namespace, self.config))
-        desired = facts.desired_identities
-        for identity, if_name in sorted(names.items()):
-            if identity in desired or identity == "Main" or (identity, "unplug") in found:
-                continue
-            if (
-                if_name in facts.kvvm_anywhere
-                or if_name in facts.vmi_anywhere
-                or if_name in facts.attached
-                or identity in facts.lingering
-            ):
-                found[(identity, "unplug")] = Candidate(identity, "unplug", if_name, "", "removed")
-        return [found[k] for k in sorted(found)]
-
     def _open(self, session: _Session, c: Candidate, now: float) -> Operation | None:
         latest = session.state.ops.get((c.network, c.direction))
         if latest is not None:
             if not latest.terminal:
                 return None
-            if latest.state == "Failed" and latest.retry_at is not None and now < latest.retry_at:
+            if (
+                latest.state == "Failed"
+                and latest.retry_at is not None
+                and now < latest.retry_at
+                and not c.goal_shown
+            ):
                 return None
         return self._append_opened(
             session, c.network, c.direction, c.if_name, c.target, latest, now
@@ -508,13 +475,42 @@ class HotplugDecider:
             if limit is None:
                 cancel.append(TimerCancel(stream, DEADLINE))
             else:
-                arm.append(TimerRequest(stream, DEADLINE, op.entered_at + limit))
+                arm.append(TimerRequest(stream, DEADLINE, op.deadline_base + limit))
         reissued = {e.stream for e in effects if e.type != EmitEvent.TYPE}
         for stream in sorted(reissued):
             op = session.state.by_stream(stream)
             if op is not None and not op.terminal:
                 arm.append(TimerRequest(stream, REISSUE, now + t.effect_reissue_after))
         return tuple(arm), tuple(cancel)
+
+
+def _pause(session: _Session, now: float) -> None:
+    """The VM is not live: its operations' budgets stop counting (`Paused`)."""
+    for op in list(session.state.ops.values()):
+        if not op.terminal and op.paused_at is None:
+            session.append(op.stream, PAUSED, {"at": now})
+
+
+def _resume(session: _Session, now: float) -> None:
+    """The VM is live again: the time it was not is credited to each budget."""
+    for op in list(session.state.ops.values()):
+        if not op.terminal and op.paused_at is not None:
+            session.append(op.stream, RESUMED, {"at": now})
+
+
+def _forget_refused(session: _Session, trigger: Trigger) -> None:
+    """An effect refused for a failed precondition (a 409, a failed `test`, a 404) was
+    decided from a world that is gone: forget what was issued, so this decision, taken
+    from the newer world, asks again at once instead of `effect_reissue_after` later.
+
+    Every operation's memo, not only the refused effect's owner's: a later decision may
+    have asked for the same write (same key) under another owner while the refused one
+    was still pending, and the outbox took that for the pending one."""
+    if not isinstance(trigger, EffectOutcome) or trigger.ok or trigger.permanent:
+        return
+    for op in list(session.state.ops.values()):
+        if op.issued:
+            session.append(op.stream, EFFECTS_ISSUED, {"digests": [], "at": op.issued_at})
 
 
 def _first_move(moves: tuple[tuple[Move, tuple[Guard, ...]], ...], ctx: Context) -> Move | None:

@@ -8,6 +8,13 @@ The adapters execute them; nothing here talks to Kubernetes.
 Patches carry whole desired lists, not deltas: one `PatchPodNetworks` holds every SDN
 entry that should be on the pod, one `PatchVirtualMachine` every interface the KVVM
 should carry, so executing one twice, late, or after another changes nothing.
+
+Patches also carry the preconditions their decision read (`observed`: the pod's requests,
+the KVVM's template and resourceVersion; `pods`: the launcher pods whose SDN readiness
+let an interface join a running VM). The executor checks them against the object as it
+is when the patch is sent: a world that moved means "decide again", never a stale
+write. They are not part of the idempotency key: the same write asked from a newer
+observation is the same effect.
 """
 
 from __future__ import annotations
@@ -21,7 +28,7 @@ from typing import Any, ClassVar, Literal, Self, cast
 import orjson
 
 from nicplug.engine.model import EffectRequest, StreamId
-from nicplug.machines.world import SDNRequest
+from nicplug.machines.world import KVVMInterface, KVVMNetwork, SDNRequest
 
 CONDITION_RESTART = "AwaitingRestartToApplyConfiguration"
 REASON_RESTART = "ChangesPendingRestart"
@@ -44,6 +51,9 @@ class Effect(ABC):
 
     __slots__ = ()
     TYPE: ClassVar[str]
+    PRECONDITIONS: ClassVar[tuple[str, ...]] = ()
+    """Payload members that say what the decision read, not what to do: left out of
+    the idempotency key."""
 
     @property
     @abstractmethod
@@ -64,9 +74,10 @@ class Effect(ABC):
 
     def idempotency_key(self, payload: Mapping[str, Any] | None = None) -> str:
         """Derived from the payload (`to_payload()` unless the caller has it already)."""
-        text = orjson.dumps(
-            self.to_payload() if payload is None else payload, option=orjson.OPT_SORT_KEYS
-        )
+        content = self.to_payload() if payload is None else payload
+        if self.PRECONDITIONS:
+            content = {k: v for k, v in content.items() if k not in self.PRECONDITIONS}
+        text = orjson.dumps(content, option=orjson.OPT_SORT_KEYS)
         digest = hashlib.blake2b(text, digest_size=8).hexdigest()
         return f"{self.TYPE}:{self.target}:{digest}"
 
@@ -77,13 +88,17 @@ class Effect(ABC):
 
 @dataclass(frozen=True, slots=True)
 class PatchPodNetworks(Effect):
-    """Set the pod's SDN request annotation to exactly `entries` (Main never listed)."""
+    """Set the pod's SDN request annotation to exactly `entries` (Main never listed),
+    provided the pod is still `pod_uid` and requests what the decision saw
+    (`observed`; None: not checked)."""
 
     TYPE: ClassVar[str] = "PatchPodNetworks"
+    PRECONDITIONS: ClassVar[tuple[str, ...]] = ("observed",)
     namespace: str
     pod: str
     pod_uid: str
     entries: tuple[SDNRequest, ...]
+    observed: tuple[SDNRequest, ...] | None = None
 
     @property
     def target(self) -> str:
@@ -95,12 +110,17 @@ class PatchPodNetworks(Effect):
             "pod": self.pod,
             "pod_uid": self.pod_uid,
             "entries": [_request_payload(e) for e in self.entries],
+            "observed": None
+            if self.observed is None
+            else [_request_payload(e) for e in self.observed],
         }
 
     @classmethod
     def from_payload(cls, p: Mapping[str, Any]) -> PatchPodNetworks:
         entries = tuple(_request_of(e) for e in p["entries"])
-        return cls(p["namespace"], p["pod"], p["pod_uid"], entries)
+        seen = p.get("observed")
+        observed = None if seen is None else tuple(_request_of(e) for e in seen)
+        return cls(p["namespace"], p["pod"], p["pod_uid"], entries, observed)
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,14 +136,53 @@ class VMNetworkEntry:
 
 
 @dataclass(frozen=True, slots=True)
+class KVVMTemplate:
+    """What a KVVM patch was decided from: the template's interfaces, networks and SDN
+    requests as read at resourceVersion `version`."""
+
+    version: str
+    interfaces: tuple[KVVMInterface, ...]
+    networks: tuple[KVVMNetwork, ...]
+    template_requests: tuple[SDNRequest, ...]
+
+    def to_payload(self) -> dict[str, Any]:
+        return {
+            "version": self.version,
+            "interfaces": [[i.name, i.absent] for i in self.interfaces],
+            "networks": [[n.name, n.multus_network] for n in self.networks],
+            "template_requests": [_request_payload(r) for r in self.template_requests],
+        }
+
+    @classmethod
+    def from_payload(cls, p: Mapping[str, Any]) -> KVVMTemplate:
+        return cls(
+            str(p["version"]),
+            tuple(KVVMInterface(str(n), bool(a)) for n, a in p["interfaces"]),
+            tuple(KVVMNetwork(str(n), m) for n, m in p["networks"]),
+            tuple(_request_of(r) for r in p["template_requests"]),
+        )
+
+    def same_template(self, interfaces: tuple[KVVMInterface, ...],
+                      networks: tuple[KVVMNetwork, ...],
+                      template_requests: tuple[SDNRequest, ...]) -> bool:  # fmt: skip
+        return (self.interfaces, self.networks, self.template_requests) == (
+            interfaces, networks, template_requests)  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
 class PatchVirtualMachine(Effect):
-    """Set the KVVM template's interfaces/networks and SDN request annotation."""
+    """Set the KVVM template's interfaces/networks and SDN request annotation, provided
+    the template is still what the decision saw (`observed`) and, when `pods` is set,
+    the VMI is still served by exactly those launcher pods (their SDN was ready)."""
 
     TYPE: ClassVar[str] = "PatchVirtualMachine"
+    PRECONDITIONS: ClassVar[tuple[str, ...]] = ("observed", "pods")
     namespace: str
     name: str
     networks: tuple[VMNetworkEntry, ...]
     template_requests: tuple[SDNRequest, ...]
+    observed: KVVMTemplate | None = None
+    pods: tuple[str, ...] = ()
 
     @property
     def target(self) -> str:
@@ -144,6 +203,8 @@ class PatchVirtualMachine(Effect):
                 for n in self.networks
             ],
             "template_requests": [_request_payload(r) for r in self.template_requests],
+            "observed": None if self.observed is None else self.observed.to_payload(),
+            "pods": list(self.pods),
         }
 
     @classmethod
@@ -156,7 +217,10 @@ class PatchVirtualMachine(Effect):
             for n in p["networks"]
         )
         requests = tuple(_request_of(r) for r in p["template_requests"])
-        return cls(p["namespace"], p["name"], networks, requests)
+        seen = p.get("observed")
+        observed = None if seen is None else KVVMTemplate.from_payload(seen)
+        pods = tuple(str(u) for u in p.get("pods", ()))
+        return cls(p["namespace"], p["name"], networks, requests, observed, pods)
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,13 +241,46 @@ class SetVMCondition(Effect):
 
 
 @dataclass(frozen=True, slots=True)
+class RemoveVMCondition(Effect):
+    """Remove one condition from the VirtualMachine status, as the platform does with
+    `AwaitingRestartToApplyConfiguration` once the change is applied (its only
+    reasons are `ChangesPendingRestart`, `NoRestartRequired`, `UnexpectedState`:
+    `api/core/v1alpha2/vmcondition/condition.go`), rather than leave it `False`."""
+
+    TYPE: ClassVar[str] = "RemoveVMCondition"
+    namespace: str
+    name: str
+    type: str
+
+    @property
+    def target(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+@dataclass(frozen=True, slots=True)
 class RestartVM(Effect):
-    """Restart the VM, but only while its VMI is still `vmi_uid` (a compare-and-swap)."""
+    """One step of a restart the platform performs: halt, (the change is written), start.
+
+    `halt`: only while the VMI is still `vmi_uid` and the KVVM's run strategy still
+    `resumes`, set it to halted and note `resumes` on the KVVM (`RESTART_ANNOTATION`);
+    `start`: only while that note says `resumes`, put the strategy back and drop it.
+    Never deletes a VMI: under a strategy that recreates it at once, the new VMI would
+    come from the template before the change is in it.
+    """
 
     TYPE: ClassVar[str] = "RestartVM"
     namespace: str
     name: str
     vmi_uid: str
+    step: Literal["halt", "start"] = "halt"
+    resumes: str = ""
+
+    @classmethod
+    def from_payload(cls, p: Mapping[str, Any]) -> RestartVM:
+        resumes = str(p.get("resumes", ""))
+        if p.get("step") == "start":
+            return cls(p["namespace"], p["name"], p["vmi_uid"], "start", resumes)
+        return cls(p["namespace"], p["name"], p["vmi_uid"], "halt", resumes)
 
     @property
     def target(self) -> str:
@@ -226,6 +323,7 @@ AnyEffect = (
     PatchPodNetworks
     | PatchVirtualMachine
     | SetVMCondition
+    | RemoveVMCondition
     | RestartVM
     | CreateMigration
     | EmitEvent
@@ -237,6 +335,7 @@ EFFECT_TYPES: Mapping[str, Any] = {
         PatchPodNetworks,
         PatchVirtualMachine,
         SetVMCondition,
+        RemoveVMCondition,
         RestartVM,
         CreateMigration,
         EmitEvent,

@@ -20,6 +20,7 @@ from operator import attrgetter
 from typing import Any
 
 from nicplug.machines.comparator import Comparison, compare
+from nicplug.machines.effects import KVVMTemplate
 from nicplug.machines.world import (
     KVVM,
     VMI,
@@ -200,6 +201,17 @@ class Facts:
         return next((m for m in self.world.migrations if m.name == name), None)
 
 
+def sdn_messages(facts: Facts, identity: str) -> str:
+    """What the SDN last said about `identity` on each active pod not ready with it
+    (`pod: message`), for the operator; never a reason to fail."""
+    said = [
+        f"{pod.name}: {s.message}"
+        for pod in facts.pods for s in pod.reported
+        if s.identity == identity and not s.ready and s.message
+    ]
+    return "; ".join(said)
+
+
 def facts_of(world: World) -> Facts:
     vmi = world.vmi
     live = is_live(vmi)
@@ -261,6 +273,14 @@ def facts_of(world: World) -> Facts:
         lingering=lingering,
         migration_required=migration_required,
         desired_identities=desired_identities,
+    )
+
+
+def template_read(kvvm: KVVM) -> KVVMTemplate:
+    """The KVVM template a decision read, as the precondition of its patch. The
+    resourceVersion is carried, never decided on (see `UNREAD_FIELDS`)."""
+    return KVVMTemplate(
+        kvvm.resource_version, kvvm.interfaces, kvvm.networks, kvvm.template_requests
     )
 
 

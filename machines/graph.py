@@ -141,16 +141,21 @@ PLUG = MachineGraph(
         ("sdn_ready", "AnnotationPatched", "SDNReady", "sdn_reports_ready"),
         ("patch_vm", "SDNReady", "VMIPatched", "vm_spec_holds_interface"),
         ("write_for_boot", ("Requested", "RestartRequired"), "VMIPatched", "change_written"),
+        # (the VM stopped half-way: what it waited for comes with the next boot)
+        ("write_for_boot", ("AnnotationPatched", "SDNReady"), "VMIPatched",
+         ("vm_stopped", "change_written")),
         ("attach", ("VMIPatched", "MigrationRequired"), "Attached", "guest_has_interface"),
         ("need_migration", "VMIPatched", "MigrationRequired", "vmi_requires_migration"),
         ("migrate", "MigrationRequired", "Migrating", "migration_running"),
         ("migrated", "Migrating", "Attached", ("migration_succeeded", "guest_has_interface")),
-        ("SDNError", ("Requested", "AnnotationPatched", "SDNReady"), "Failed", "sdn_reports_error"),
+        # (an SDN error reported after the KVVM patch is still the SDN's, with its message)
+        ("SDNError", ("Requested", "AnnotationPatched", "SDNReady", "VMIPatched"), "Failed",
+         "sdn_reports_error"),
         ("SDNTimeout", ("Requested", "AnnotationPatched"), "Failed", "deadline_passed"),
         ("AttachTimeout", ("SDNReady", "VMIPatched"), "Failed", "deadline_passed"),
         ("MigrationFailed", "Migrating", "Failed", "migration_failed"),
         ("MigrationFailed", "MigrationRequired", "Failed", "migration_rejected"),
-        ("MigrationTimeout", "Migrating", "Failed", "deadline_passed"),
+        ("MigrationTimeout", ("Migrating", "MigrationRequired"), "Failed", "deadline_passed"),
         ("PatchRejected", PLUG_LIVE, "Failed", "effect_rejected"),
     ),
 )  # fmt: skip
@@ -189,7 +194,7 @@ UNPLUG = MachineGraph(
         ("DetachTimeout", UNPLUG_LIVE[:5], "Failed", "deadline_passed"),
         ("MigrationFailed", "Migrating", "Failed", "migration_failed"),
         ("MigrationFailed", "MigrationRequired", "Failed", "migration_rejected"),
-        ("MigrationTimeout", "Migrating", "Failed", "deadline_passed"),
+        ("MigrationTimeout", ("Migrating", "MigrationRequired"), "Failed", "deadline_passed"),
         ("PatchRejected", UNPLUG_LIVE, "Failed", "effect_rejected"),
     ),
 )  # fmt: skip
@@ -235,7 +240,9 @@ PLUG_KUBEVIRT = MachineGraph(
         ("write_for_boot", "RestartRequired", "VMIPatched", "change_written"),
         ("annotate", "VMIPatched", "AnnotationPatched", "pod_holds_entry"),
         ("sdn_ready", "AnnotationPatched", "SDNReady", "sdn_reports_ready"),
-        ("attach", ("SDNReady", "MigrationRequired"), "Attached", "guest_has_interface"),
+        # a VM restarted with the change boots with the NIC: the guest shows the goal
+        ("attach", ("SDNReady", "MigrationRequired", "VMIPatched"), "Attached",
+         "guest_has_interface"),
         ("need_migration", ("VMIPatched", "AnnotationPatched"), "MigrationRequired",
          "vmi_requires_migration"),
         ("migrate", "MigrationRequired", "Migrating", "migration_running"),

@@ -15,6 +15,7 @@ from nicplug.engine.model import EffectOutcome, Trigger
 from nicplug.machines.facts import Facts
 from nicplug.machines.operation import Operation
 from nicplug.machines.policy import MachineConfig, hotplug_in_place
+from nicplug.machines.targets import migration_blocked
 
 REJECTABLE = frozenset({"PatchPodNetworks", "PatchVirtualMachine", "RestartVM"})
 
@@ -48,6 +49,8 @@ def budget_when(op: Operation, live: bool, config: MachineConfig) -> float | Non
         return t.migration_timeout
     if not live:
         return None
+    if op.state == "MigrationRequired":
+        return t.migration_timeout
     if op.direction == "plug":
         if op.state in ("Requested", "AnnotationPatched"):
             return t.sdn_ready_timeout
@@ -145,6 +148,10 @@ def change_written(c: Context) -> bool:
     )
 
 
+def vm_stopped(c: Context) -> bool:
+    return not c.facts.live
+
+
 def guest_has_interface(c: Context) -> bool:
     return c.facts.live and c.op.if_name in c.facts.attached
 
@@ -202,7 +209,10 @@ def sdn_reports_error(c: Context) -> bool:
 
 def deadline_passed(c: Context) -> bool:
     limit = budget(c.op, c.facts, c.config)
-    return limit is not None and c.now >= c.op.entered_at + limit
+    if limit is None or c.now < c.op.deadline_base + limit:
+        return False
+    # a migration nicplug may not drive is waited for, with a condition saying why
+    return c.op.state != "MigrationRequired" or not migration_blocked(c.facts, c.config)
 
 
 def effect_rejected(c: Context) -> bool:
@@ -223,6 +233,7 @@ GUARDS: Mapping[str, Callable[[Context], bool]] = {
         vmi_spec_holds_interface,
         interface_released_in_spec,
         change_written,
+        vm_stopped,
         guest_has_interface,
         guest_lost_interface,
         pod_dropped_entry,

@@ -28,8 +28,12 @@ GRACE_EXPIRED = "GraceExpired"
 ROLLOUT_BYPASSED = "RolloutBypassed"
 """KubeVirt applied the change to the running VMI although `vmRolloutStrategy` is
 `Stage`: `{at, strategy, vmi}` (the VMI that got it live)."""
-EVENT_TYPES = (OPENED, TRANSITIONED, EFFECTS_ISSUED, GRACE_EXPIRED, ROLLOUT_BYPASSED)
-SNAPSHOT_SCHEMA = 2
+PAUSED = "Paused"
+RESUMED = "Resumed"
+EVENT_TYPES = (
+    OPENED, TRANSITIONED, EFFECTS_ISSUED, GRACE_EXPIRED, ROLLOUT_BYPASSED, PAUSED, RESUMED
+)
+SNAPSHOT_SCHEMA = 3
 """The version of `Operation.snapshot()` (`versions` says what changed)."""
 
 _intern = sys.intern
@@ -53,6 +57,10 @@ class Operation:
     period let the plug go on without `SDNReady` (no decision makes that move any
     more: kept so that journals holding `GraceExpired` still fold); `retry_at` when a
     failed operation may be tried again (None: not retried).
+
+    Deadlines measure time the VM was live: `paused_at` is when the VM was seen
+    stopped (None while it runs), `credit` the seconds it was stopped since the
+    operation entered its state; both restart with every state (`deadline_base`).
     """
 
     stream: StreamId
@@ -78,10 +86,18 @@ class Operation:
     """Whose order the operation walks (`graph.FLAVOURS`); recorded when it opens."""
     bypassed_vmi: str | None = None
     """The VMI that got this change live although the rollout strategy is `Stage`."""
+    paused_at: float | None = None
+    credit: float = 0.0
 
     @property
     def terminal(self) -> bool:
         return self.state in TERMINAL
+
+    @property
+    def deadline_base(self) -> float:
+        """Where a budget of the current state counts from: its entry, moved on by the
+        time the VM was not live since."""
+        return self.entered_at + self.credit
 
     def snapshot(self) -> dict[str, Any]:
         return {
@@ -102,6 +118,8 @@ class Operation:
             "waived": self.waived,
             "migration": self.migration,
             "retry_at": self.retry_at,
+            "paused_at": self.paused_at,
+            "credit": self.credit,
         } | ({} if self.flavour == "deckhouse" else {"flavour": self.flavour}) | (
             {} if self.bypassed_vmi is None else {"bypassed_vmi": self.bypassed_vmi}
         )
@@ -130,6 +148,8 @@ class Operation:
             waived=bool(s["waived"]),
             migration=s["migration"],
             retry_at=s["retry_at"],
+            paused_at=s["paused_at"],
+            credit=float(s["credit"]),
             # optional in snapshot 2: absent means the deckhouse flavour, no bypass
             flavour=_intern(str(s.get("flavour", "deckhouse"))),
             bypassed_vmi=s.get("bypassed_vmi"),
@@ -197,23 +217,30 @@ def apply(op: Operation, type_: str, p: Mapping[str, Any]) -> Operation:
         source, dest = str(p["from"]), _intern(str(p["to"]))
         if (op.direction, source, dest) not in ALLOWED or source != op.state:
             raise IllegalTransition(f"{op.stream}: {op.state} cannot go {source} → {dest}")
+        at = float(p["at"])
         return Operation(
             op.stream, op.vm, op.vm_uid, op.network, op.if_name, op.direction, op.attempt,
             op.target, dest, p.get("reason"), str(p.get("message", "")), (*op.history, dest),
-            op.opened_at, float(p["at"]), (), op.issued_at, op.waived,
+            op.opened_at, at, (), op.issued_at, op.waived,
             p.get("migration", op.migration), p.get("retry_at"), op.flavour, op.bypassed_vmi,
+            at if op.paused_at is not None else None, 0.0,
         )  # fmt: skip
     if type_ == EFFECTS_ISSUED:
         return Operation(
             op.stream, op.vm, op.vm_uid, op.network, op.if_name, op.direction, op.attempt,
             op.target, op.state, op.reason, op.message, op.history, op.opened_at,
             op.entered_at, tuple(int(k) for k in p["digests"]), float(p["at"]), op.waived,
-            op.migration, op.retry_at, op.flavour, op.bypassed_vmi,
+            op.migration, op.retry_at, op.flavour, op.bypassed_vmi, op.paused_at, op.credit,
         )  # fmt: skip
     if type_ == GRACE_EXPIRED:
         return replace(op, waived=True)
     if type_ == ROLLOUT_BYPASSED:
         return replace(op, bypassed_vmi=str(p["vmi"]))
+    if type_ == PAUSED:
+        return replace(op, paused_at=float(p["at"]))
+    if type_ == RESUMED:
+        since = max(op.paused_at if op.paused_at is not None else op.entered_at, op.entered_at)
+        return replace(op, paused_at=None, credit=op.credit + max(0.0, float(p["at"]) - since))
     raise ValueError(f"unknown event type {type_!r}")
 
 

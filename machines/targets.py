@@ -36,16 +36,18 @@ from nicplug.machines.effects import (
     CreateMigration,
     PatchPodNetworks,
     PatchVirtualMachine,
+    RemoveVMCondition,
     RestartVM,
     SetVMCondition,
     VMNetworkEntry,
 )
-from nicplug.machines.facts import Facts
+from nicplug.machines.facts import Facts, template_read
 from nicplug.machines.operation import Operation
 from nicplug.machines.policy import MIGRATION_OPT_IN_LABEL, MachineConfig
 from nicplug.machines.world import (
     KVVM,
     MAIN_IF_NAME,
+    RESTARTABLE,
     DesiredVM,
     NetworkSpec,
     NetworkType,
@@ -113,7 +115,8 @@ def pod_patches(
         if owner is not None:
             rank = {spec.identity: index for index, spec in enumerate(desired)}
             kept.sort(key=lambda e: rank.get(e.identity, len(rank)))  # desired order first
-            out.append((owner, PatchPodNetworks(pod.namespace, pod.name, pod.uid, tuple(kept))))
+            patch = PatchPodNetworks(pod.namespace, pod.name, pod.uid, tuple(kept), pod.requested)
+            out.append((owner, patch))
     return out
 
 
@@ -233,13 +236,16 @@ def kvvm_patch(
     ) if writes_pod_networks(config) else kvvm.template_requests
     if entries == current and requests == kvvm.template_requests:
         return []
-    patch = PatchVirtualMachine(vm.namespace, vm.name, tuple(entries), requests)
+    pods = tuple(p.uid for p in facts.pods) if adding else ()  # whose SDN was ready
+    patch = PatchVirtualMachine(
+        vm.namespace, vm.name, tuple(entries), requests, template_read(kvvm), pods
+    )
     return [(owner, patch)]
 
 
 def _condition(
     vm: DesiredVM, type_: str, wanted: tuple[str, str] | None, clear_reason: str
-) -> SetVMCondition | None:
+) -> SetVMCondition | RemoveVMCondition | None:
     """The SetVMCondition needed to bring `type_` to `wanted` (reason, message), if any."""
     current = next((c for c in vm.conditions if c.type == type_), None)
     if wanted is not None:
@@ -249,8 +255,10 @@ def _condition(
         return SetVMCondition(vm.namespace, vm.name, type_, "True", reason, message)
     if current is None or current.status != "True":
         return None
-    if type_ == CONDITION_RESTART and not current.message.startswith(RESTART_PREFIX):
-        return None  # someone else's pending restart: not nicplug's to clear
+    if type_ == CONDITION_RESTART:
+        if not current.message.startswith(RESTART_PREFIX):
+            return None  # someone else's pending restart: not nicplug's to clear
+        return RemoveVMCondition(vm.namespace, vm.name, type_)  # as the platform clears it
     return SetVMCondition(vm.namespace, vm.name, type_, "False", clear_reason, "")
 
 
@@ -271,6 +279,10 @@ def conditions(
     wanted_restart = None
     if restart:
         named = ", ".join(f"{o.network} ({o.message or o.direction})" for o in restart)
+        kvvm = facts.world.kvvm
+        if vm.approval == "Automatic" and kvvm is not None and not restartable(facts):
+            named += (f"; runStrategy {kvvm.run_strategy or 'unset'} would not bring a"
+                      " halted VM back, so nicplug leaves the restart to you")
         wanted_restart = (REASON_RESTART, RESTART_PREFIX + named)
     why_blocked = migration_blocked(facts, config)
     blocked = [o for o in ordered if o.state == "MigrationRequired" and why_blocked]
@@ -299,7 +311,7 @@ def conditions(
             f"(KubeVirt applies NIC changes live); {ROLLOUT_ADVICE}",
         )
     for type_, wanted, owners, clear in (
-        (CONDITION_RESTART, wanted_restart, restart, "ChangesApplied"),
+        (CONDITION_RESTART, wanted_restart, restart, ""),  # removed once applied
         (CONDITION_MIGRATION, wanted_migration, blocked, "MigrationNotRequired"),
         (CONDITION_FAILED, wanted_failed, failed, "Recovered"),
         (CONDITION_ROLLOUT, wanted_rollout, bypassed, "Restarted"),
@@ -341,15 +353,37 @@ def migration_blocked(facts: Facts, config: MachineConfig) -> str | None:
     return None
 
 
+def restartable(facts: Facts) -> bool:
+    """nicplug may restart this VM: its run strategy brings a halted VM back."""
+    kvvm = facts.world.kvvm
+    return kvvm is not None and kvvm.run_strategy in RESTARTABLE
+
+
 def restarts_and_migrations(facts: Facts, ops: Ops, vm: DesiredVM, config: MachineConfig) -> Owned:
     out: Owned = []
+    kvvm = facts.world.kvvm
+    ordered = sorted(ops.values(), key=lambda o: o.stream)
+    restart = [o for o in ordered if o.state == "RestartRequired"]
+    if kvvm is not None and kvvm.resumes is not None and not facts.live and not restart:
+        # halted by nicplug, and the change is written: start it again
+        comparison = facts.comparison
+        if ordered and comparison is not None and not comparison.changes:
+            owner = next((o for o in ordered if not o.terminal), ordered[0])
+            out.append((owner, RestartVM(vm.namespace, vm.name, "", "start", kvvm.resumes)))
     if not any(o.state in ("RestartRequired", "MigrationRequired") for o in ops.values()):
         return out
     vmi = facts.world.vmi
-    ordered = sorted(ops.values(), key=lambda o: o.stream)
-    restart = [o for o in ordered if o.state == "RestartRequired"]
-    if restart and vm.approval == "Automatic" and facts.live and vmi is not None:
-        out.append((restart[0], RestartVM(vm.namespace, vm.name, vmi.uid)))
+    if (
+        restart
+        and vm.approval == "Automatic"
+        and facts.live
+        and vmi is not None
+        and kvvm is not None
+        and kvvm.resumes is None
+        and restartable(facts)
+    ):
+        halt = RestartVM(vm.namespace, vm.name, vmi.uid, "halt", kvvm.run_strategy)
+        out.append((restart[0], halt))
     waiting = [o for o in ordered if o.state == "MigrationRequired"]
     if (
         waiting
@@ -358,7 +392,19 @@ def restarts_and_migrations(facts: Facts, ops: Ops, vm: DesiredVM, config: Machi
         and migration_blocked(facts, config) is None
         and facts.running_migration() is None
     ):
-        digest = zlib.crc32(waiting[0].stream.encode())
-        name = f"nicplug-{vm.name}-{digest:08x}"
+        name = migration_name(facts, vm, waiting[0])
         out.append((waiting[0], CreateMigration(vm.namespace, vm.name, name)))
     return out
+
+
+def migration_name(facts: Facts, vm: DesiredVM, op: Operation) -> str:
+    """The operation's migration: a fixed name, so asking twice finds the first; a
+    migration of that name that already ended (failed before nicplug saw it run) is
+    never asked for again under the same name: the next free `-2`, `-3`… is."""
+    base = f"nicplug-{vm.name}-{zlib.crc32(op.stream.encode()):08x}"
+    taken = {m.name for m in facts.world.migrations if m.finished}
+    name, n = base, 1
+    while name in taken:
+        n += 1
+        name = f"{base}-{n}"
+    return name

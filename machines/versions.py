@@ -10,9 +10,15 @@ today. Versions so far:
   read as if they were idempotency keys).
 * snapshot 2: `digests` likewise (1: `issued`); a snapshot is a cache, so recovery folds
   the events again rather than trusting an older one (`nicplug.engine.recovery`).
-* effects 1: as first written.
+* snapshot 3: `paused_at` and `credit` (deadlines count only time the VM was live); a
+  version-2 snapshot reads with none (`paused_at` None, `credit` 0).
+* `Paused`, `Resumed` 1: as first written.
+* effects 1: as first written; members added since are optional and read with their
+  defaults: `PatchPodNetworks.observed` and `PatchVirtualMachine.observed` / `pods`
+  (none: no precondition), `RestartVM.step` / `resumes` (a pending restart of an older
+  nicplug reads as a halt whose precondition fails, so it is decided again).
 * `Opened` 1 carries `flavour` only for an operation not of the deckhouse flavour (absent:
-  deckhouse); snapshot 2 likewise `flavour` and `bypassed_vmi` (absent: none), so older
+  deckhouse); snapshots (2 and 3) likewise `flavour` and `bypassed_vmi` (absent: none), so older
   journals read unchanged.
 * `RolloutBypassed` 1: `{at, strategy, vmi}`.
 """
@@ -27,6 +33,8 @@ from nicplug.machines.operation import (
     EFFECTS_ISSUED,
     GRACE_EXPIRED,
     OPENED,
+    PAUSED,
+    RESUMED,
     ROLLOUT_BYPASSED,
     SNAPSHOT_SCHEMA,
     TRANSITIONED,
@@ -34,6 +42,7 @@ from nicplug.machines.operation import (
 
 EVENT_SCHEMAS = {
     OPENED: 1, TRANSITIONED: 1, EFFECTS_ISSUED: 2, GRACE_EXPIRED: 1, ROLLOUT_BYPASSED: 1,
+    PAUSED: 1, RESUMED: 1,
 }
 EFFECT_SCHEMAS = dict.fromkeys(EFFECT_TYPES, 1)
 
@@ -50,4 +59,5 @@ def schemas() -> Schemas:
     events.register(EFFECTS_ISSUED, 1, lambda p: _renamed(p, "keys", "digests"))
     snapshots = Upcasters({SNAPSHOT: SNAPSHOT_SCHEMA})
     snapshots.register(SNAPSHOT, 1, lambda p: _renamed(p, "issued", "digests"))
+    snapshots.register(SNAPSHOT, 2, lambda p: {"paused_at": None, "credit": 0.0, **p})
     return Schemas(events=events, snapshots=snapshots, effects=Upcasters(EFFECT_SCHEMAS))

@@ -25,6 +25,11 @@ RolloutStrategy = Literal["LiveUpdate", "Stage"]
 
 MAIN_IF_NAME = "default"
 
+RESTARTABLE = frozenset({"Always", "RerunOnFailure", "running"})
+"""Run strategies under which a halted VM, started again, runs: nicplug may restart
+those (halt, write, start). Under `Manual`, `Once` or `WaitAsReceiver` a VM stopped by
+anyone but its user would not come back as it was: nicplug waits for the user."""
+
 
 def identity_of(type_: NetworkType, name: str) -> str:
     """`Main`, `Network/<name>` or `ClusterNetwork/<name>`: the identity of an entry."""
@@ -102,9 +107,21 @@ class KVVMNetwork:
     multus_network: str | None = None
 
 
+RESTART_ANNOTATION = "nicplug.io/restart-resumes"
+"""On a KVVM nicplug halted to restart it: the run strategy its start puts back."""
+
+RUNNING = "running"
+"""The run strategy of a KVVM that says `spec.running: true` instead."""
+
+
 @dataclass(frozen=True, slots=True)
 class KVVM:
-    """The `kubevirt.io/v1` VirtualMachine of the same name."""
+    """The `kubevirt.io/v1` VirtualMachine of the same name.
+
+    `run_strategy` is `spec.runStrategy`, or `running` / `""` for `spec.running`
+    true / false or unset; `resumes` is the strategy nicplug will put back once it has
+    written the change of a restart it began by halting the VM (`RESTART_ANNOTATION`).
+    """
 
     resource_version: str
     running: bool
@@ -114,6 +131,8 @@ class KVVM:
     labels: Mapping[str, str] = field(default_factory=dict)
     eviction_strategy: str | None = None
     """`spec.template.spec.evictionStrategy`; `None` (the string) forbids migrating it."""
+    run_strategy: str = "Always"
+    resumes: str | None = None
     derived: Any = field(default=None, init=False, repr=False, compare=False, hash=False)
 
 
@@ -166,12 +185,14 @@ class SDNRequest:
 
 @dataclass(frozen=True, slots=True)
 class SDNStatus:
-    """One entry of the SDN status annotation; `error` set when the SDN failed it."""
+    """One entry of the SDN status annotation; `error` set when the SDN failed it for
+    good, `message` what it says while the entry is not ready yet."""
 
     identity: str
     if_name: str
     ready: bool
     error: str | None = None
+    message: str = ""
 
 
 @dataclass(frozen=True, slots=True)

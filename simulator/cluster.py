@@ -20,18 +20,21 @@ from types import TracebackType
 
 from aiohttp import web
 
+from nicplug.simulator.actors.deckhouse_operations import VirtualMachineOperations
 from nicplug.simulator.actors.kubevirt import KubeVirt
 from nicplug.simulator.actors.multus_dnc import DynamicNetworksController
 from nicplug.simulator.actors.reactor import Reactor
 from nicplug.simulator.actors.sdn_deckhouse import DeckhouseSDN
 from nicplug.simulator.actors.virt_handler import Crash, VirtHandler
+from nicplug.simulator.apis import served_api
 from nicplug.simulator.clock import RealSimClock, SimClock, VirtualSimClock
+from nicplug.simulator.definitions import definitions
 from nicplug.simulator.faults import Faults
 from nicplug.simulator.fixtures import Fixtures, populate
 from nicplug.simulator.knobs import Knobs
 from nicplug.simulator.kubeconfig import write_kubeconfig
 from nicplug.simulator.networking import Json
-from nicplug.simulator.resources import EVENTS
+from nicplug.simulator.resources import CRDS, EVENTS
 from nicplug.simulator.server import REQUEST_LOG, RequestRecord, make_app
 from nicplug.simulator.store import Store
 
@@ -67,6 +70,7 @@ class SimulatedCluster:
         self.actors: list[Reactor] = [self.kubevirt, self.virt_handler]
         if self.knobs.dialect == "deckhouse":
             self.actors.append(DeckhouseSDN(self.store, self.knobs, self.clock))
+            self.actors.append(VirtualMachineOperations(self.store, self.knobs, self.clock))
         elif self.knobs.dynamic_networks_controller:
             self.actors.append(DynamicNetworksController(self.store, self.knobs, self.clock))
         self._tasks: list[asyncio.Task[None]] = []
@@ -78,6 +82,8 @@ class SimulatedCluster:
 
     async def start(self) -> None:
         self.vms = populate(self.store, self.knobs, self.fixtures)
+        for crd in definitions(served_api(self.knobs.api)):
+            self.store.create(CRDS, crd)
         if isinstance(self.clock, VirtualSimClock):
             self.clock.settle = self.settle
         self._tasks = [asyncio.create_task(a.run(), name=type(a).__name__)
@@ -91,7 +97,8 @@ class SimulatedCluster:
             raise
 
     async def _serve(self) -> None:
-        self._runner = web.AppRunner(make_app(self.store, self.faults))
+        app = make_app(self.store, self.faults, api=served_api(self.knobs.api))
+        self._runner = web.AppRunner(app)
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, self.port)
         await site.start()

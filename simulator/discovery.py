@@ -2,28 +2,19 @@
 
 Clients (kubectl, kubernetes_asyncio's dynamic client) find the served kinds, their
 plurals, scope, verbs and subresources here before they make any other request, so the
-documents are derived from `resources.ALL` and nothing else. Pure functions of it.
+documents are derived from the served kinds (`ServedApi.all_served`) and nothing else.
+Pure functions of them.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from nicplug.simulator.resources import ALL, Resource
+from nicplug.simulator.resources import Resource
 
 SERVED_VERSION = {"major": "1", "minor": "32"}
 
 _VERBS = ["create", "delete", "get", "list", "patch", "update", "watch"]
-_SHORT_NAMES: dict[str, list[str]] = {
-    "namespaces": ["ns"],
-    "pods": ["po"],
-    "events": ["ev"],
-    "virtualmachineinstances": ["vmi", "vmis"],
-    "virtualmachineinstancemigrations": ["vmim", "vmims"],
-    "kubevirts": ["kv", "kvs"],
-}
-
-
 def version() -> dict[str, Any]:
     return {
         **SERVED_VERSION,
@@ -47,10 +38,10 @@ def core_versions(server_address: str) -> dict[str, Any]:
     }
 
 
-def groups() -> dict[str, Any]:
+def groups(served: tuple[Resource, ...]) -> dict[str, Any]:
     """The APIGroupList of `/apis` (every group serves one version)."""
     seen: dict[str, str] = {}
-    for res in ALL:
+    for res in served:
         if res.group:
             seen.setdefault(res.group, res.version)
     entries = []
@@ -60,13 +51,11 @@ def groups() -> dict[str, Any]:
     return {"kind": "APIGroupList", "apiVersion": "v1", "groups": entries}
 
 
-def served(group: str, ver: str) -> list[Resource]:
-    return [r for r in ALL if r.group == group and r.version == ver]
-
-
-def resource_list(group: str, ver: str) -> dict[str, Any] | None:
+def resource_list(
+    served: tuple[Resource, ...], group: str, ver: str
+) -> dict[str, Any] | None:
     """The APIResourceList of one group version, or None when it is not served."""
-    kinds = served(group, ver)
+    kinds = [r for r in served if r.group == group and r.version == ver]
     if not kinds:
         return None
     resources: list[dict[str, Any]] = []
@@ -78,7 +67,8 @@ def resource_list(group: str, ver: str) -> dict[str, Any] | None:
                 "namespaced": res.namespaced,
                 "kind": res.kind,
                 "verbs": _VERBS,
-                "shortNames": _SHORT_NAMES.get(res.plural, []),
+                "shortNames": list(res.short_names),
+                "categories": list(res.categories),
             }
         )
         if res.has_status:
@@ -92,15 +82,12 @@ def resource_list(group: str, ver: str) -> dict[str, Any] | None:
                 }
             )
     for entry in resources:
-        if not entry.get("shortNames"):
-            entry.pop("shortNames", None)
+        for optional in ("shortNames", "categories"):
+            if not entry.get(optional, True):
+                entry.pop(optional, None)
     return {
         "kind": "APIResourceList",
         "apiVersion": "v1",
         "groupVersion": f"{group}/{ver}" if group else ver,
         "resources": resources,
     }
-
-
-def find(group: str, ver: str, plural: str) -> Resource | None:
-    return next((r for r in served(group, ver) if r.plural == plural), None)

@@ -146,7 +146,11 @@ def _create_vm(store: Store, knobs: Knobs, rng: random.Random, namespace: str, v
     store.create(VMS, {
         "apiVersion": "virtualization.deckhouse.io/v1alpha2", "kind": "VirtualMachine",
         "metadata": {"name": vm, "namespace": namespace},
-        "spec": {"runPolicy": "AlwaysOn", "disruptions": {"restartApprovalMode": "Manual"},
+        # the fields Deckhouse's CRD requires (crds/virtualmachines.yaml)
+        "spec": {"virtualMachineClassName": "generic", "cpu": {"cores": 1},
+                 "memory": {"size": "1Gi"},
+                 "blockDeviceRefs": [{"kind": "VirtualDisk", "name": f"{vm}-root"}],
+                 "runPolicy": "AlwaysOn", "disruptions": {"restartApprovalMode": "Manual"},
                  "networks": [{"type": "Main", "id": 1}] + [
                      {"type": t, "name": n, "id": i} for i, (t, n) in enumerate(extra, start=2)]},
         "status": {"phase": "Running", "networks": [{"type": "Main", "id": 1}] + [
@@ -167,7 +171,8 @@ def _create_vm(store: Store, knobs: Knobs, rng: random.Random, namespace: str, v
                           dialect=knobs.dialect, request=request)
     if knobs.dialect == "deckhouse" and request:
         pod["metadata"]["annotations"][nw.DECKHOUSE_STATUS] = nw.dump_list(
-            [nw.deckhouse_status(r) for r in nw.parse_list(request) or []])
+            [nw.deckhouse_status(r, mac=nw.mac_for(namespace, vm, str(r.get("ifName"))))
+             for r in nw.parse_list(request) or []])
     pod = store.create(PODS, pod)
     spec = vmi.get("spec") or {}
     links = ob.links_in(pod, spec, knobs.dialect)

@@ -75,12 +75,23 @@ class Knobs:
     # as in the KubeVirt CR's `spec.configuration.network.binding`
     network_bindings: Mapping[str, str] = field(default_factory=dict)
     seed: int = 0
+    kubevirt_api: str | None = None  # upstream | deckhouse; None: the dialect's
+
+    @property
+    def api(self) -> str:
+        """The KubeVirt API the server speaks: Deckhouse's renamed one under its SDN."""
+        if self.kubevirt_api is not None:
+            return self.kubevirt_api
+        return "deckhouse" if self.dialect == "deckhouse" else "upstream"
 
     def __post_init__(self) -> None:
         if self.dialect not in DIALECTS:
             raise ValueError(f"dialect must be one of {', '.join(DIALECTS)}, not {self.dialect!r}")
         if self.dynamic_networks_controller and self.dialect != "multus":
             raise ValueError("a dynamic-networks controller exists only in the multus dialect")
+        if self.kubevirt_api not in (None, "upstream", "deckhouse"):
+            raise ValueError(
+                f"kubevirt_api must be upstream or deckhouse, not {self.kubevirt_api!r}")
         grace = self.migration_required_grace
         if not math.isfinite(grace) or grace < 0:
             raise ValueError(f"migration_required_grace must be >= 0, not {grace!r}")

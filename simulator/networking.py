@@ -77,21 +77,26 @@ def deckhouse_request(type_: str, name: str, id_: int) -> Json:
             "uid": 64535, "gid": 64535}
 
 
-def deckhouse_status(request: Json, *, error: str | None = None) -> Json:
-    """The SDN agent's report for one request entry: configured, or failed with `error`."""
+def deckhouse_status(request: Json, *, mac: str, error: str | None = None) -> Json:
+    """The SDN agent's report for one request entry: configured, or not (yet) with
+    `error` as its message. Shaped as the networks-status entries in deckhouse/
+    virtualization's tests (`pkg/controller/vm/internal/network_test.go`): the
+    interface's `mac`, `Configured`/`Negotiated` with their reasons and messages."""
     if error is None:
         conditions = [
-            {"type": "Configured", "status": "True", "reason": "Configured"},
-            {"type": "Negotiated", "status": "True", "reason": "Negotiated"},
+            {"type": "Configured", "status": "True", "reason": "InterfaceConfiguredSuccessfully",
+             "message": ""},
+            {"type": "Negotiated", "status": "True", "reason": "Up", "message": ""},
         ]
     else:
         conditions = [
-            {"type": "Configured", "status": "False", "reason": "ConfigurationFailed",
+            {"type": "Configured", "status": "False", "reason": "ConfigurationError",
              "message": error},
-            {"type": "Negotiated", "status": "False", "reason": "NotConfigured"},
+            {"type": "Negotiated", "status": "False", "reason": "NoCarrier",
+             "message": "the interface is not configured"},
         ]
     return {"type": request.get("type"), "name": request.get("name"),
-            "ifName": request.get("ifName"), "conditions": conditions}
+            "ifName": request.get("ifName"), "mac": mac, "conditions": conditions}
 
 
 def deckhouse_ready(entry: Json) -> bool:

@@ -6,14 +6,14 @@ kubectl (create, apply, replace) validates a manifest before sending it: it read
 simulator, holding no schemas, accepts as given). Without this document kubectl falls
 back to downloading `/openapi/v2` and refuses to apply. The documents declare paths and
 parameters only, no schemas, so kubectl's apply builds its strategic merge patches from
-its compiled-in types. Pure functions of `resources.ALL`.
+its compiled-in types. Pure functions of the served kinds.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from nicplug.simulator.resources import ALL, Resource
+from nicplug.simulator.resources import Resource
 
 _HASH = "0000000000000000"
 
@@ -22,10 +22,10 @@ def _prefix(group: str, version: str) -> str:
     return f"api/{version}" if not group else f"apis/{group}/{version}"
 
 
-def index() -> dict[str, Any]:
+def index(served: tuple[Resource, ...]) -> dict[str, Any]:
     """`/openapi/v3`: where each group version's document lives."""
     paths: dict[str, Any] = {}
-    for res in ALL:
+    for res in served:
         prefix = _prefix(res.group, res.version)
         paths[prefix] = {"serverRelativeURL": f"/openapi/v3/{prefix}?hash={_HASH}"}
     return {"paths": paths}
@@ -48,9 +48,9 @@ def _operation(res: Resource, action: str) -> dict[str, Any]:
     }
 
 
-def document(prefix: str) -> dict[str, Any] | None:
+def document(served: tuple[Resource, ...], prefix: str) -> dict[str, Any] | None:
     """`/openapi/v3/<prefix>` (e.g. `api/v1`, `apis/kubevirt.io/v1`), or None."""
-    kinds = [r for r in ALL if _prefix(r.group, r.version) == prefix]
+    kinds = [r for r in served if _prefix(r.group, r.version) == prefix]
     if not kinds:
         return None
     paths: dict[str, Any] = {}

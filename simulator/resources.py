@@ -17,6 +17,8 @@ class Resource:
     kind: str
     namespaced: bool
     has_status: bool  # a /status subresource; the main endpoint ignores .status
+    short_names: tuple[str, ...] = ()  # as the kind's CRD (or the built-in) declares them
+    categories: tuple[str, ...] = ()
 
     @property
     def api_version(self) -> str:
@@ -28,28 +30,39 @@ class Resource:
         return f"{self.plural}.{self.group}" if self.group else self.plural
 
 
-NAMESPACES = Resource("", "v1", "namespaces", "Namespace", namespaced=False, has_status=True)
-PODS = Resource("", "v1", "pods", "Pod", namespaced=True, has_status=True)
-EVENTS = Resource("", "v1", "events", "Event", namespaced=True, has_status=False)
+NAMESPACES = Resource("", "v1", "namespaces", "Namespace", namespaced=False, has_status=True,
+                      short_names=("ns",))
+PODS = Resource("", "v1", "pods", "Pod", namespaced=True, has_status=True,
+                short_names=("po",), categories=("all",))
+EVENTS = Resource("", "v1", "events", "Event", namespaced=True, has_status=False,
+                  short_names=("ev",))
 LEASES = Resource(
     "coordination.k8s.io", "v1", "leases", "Lease", namespaced=True, has_status=False
 )
 VMS = Resource(
     "virtualization.deckhouse.io", "v1alpha2", "virtualmachines", "VirtualMachine",
-    namespaced=True, has_status=True,
+    namespaced=True, has_status=True, short_names=("vm",), categories=("all", "virtualization"),
 )
 KVVMS = Resource(
-    "kubevirt.io", "v1", "virtualmachines", "VirtualMachine", namespaced=True, has_status=True
+    "kubevirt.io", "v1", "virtualmachines", "VirtualMachine", namespaced=True, has_status=True,
+    short_names=("vm", "vms"), categories=("all",),
 )
 VMIS = Resource(
     "kubevirt.io", "v1", "virtualmachineinstances", "VirtualMachineInstance",
-    namespaced=True, has_status=True,
+    namespaced=True, has_status=True, short_names=("vmi", "vmis"), categories=("all",),
 )
 VMIMS = Resource(
     "kubevirt.io", "v1", "virtualmachineinstancemigrations",
     "VirtualMachineInstanceMigration", namespaced=True, has_status=True,
+    short_names=("vmim", "vmims"), categories=("all",),
 )
-KUBEVIRTS = Resource("kubevirt.io", "v1", "kubevirts", "KubeVirt", namespaced=True, has_status=True)
+KUBEVIRTS = Resource("kubevirt.io", "v1", "kubevirts", "KubeVirt", namespaced=True,
+                     has_status=True, short_names=("kv", "kvs"), categories=("all",))
+VMOPS = Resource(
+    "virtualization.deckhouse.io", "v1alpha2", "virtualmachineoperations",
+    "VirtualMachineOperation", namespaced=True, has_status=True, short_names=("vmop",),
+    categories=("virtualization",),
+)
 NETWORKS = Resource(
     "network.deckhouse.io", "v1alpha1", "networks", "Network", namespaced=True, has_status=True
 )
@@ -58,7 +71,12 @@ CLUSTER_NETWORKS = Resource(
     namespaced=False, has_status=True,
 )
 
+CRDS = Resource(
+    "apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition",
+    namespaced=False, has_status=True, short_names=("crd", "crds"),
+)
+
 ALL: tuple[Resource, ...] = (
-    NAMESPACES, PODS, EVENTS, LEASES, VMS, KVVMS, VMIS, VMIMS, KUBEVIRTS, NETWORKS,
+    NAMESPACES, PODS, EVENTS, LEASES, CRDS, VMS, KVVMS, VMIS, VMIMS, KUBEVIRTS, VMOPS, NETWORKS,
     CLUSTER_NETWORKS,
 )

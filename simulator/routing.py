@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from nicplug.simulator import discovery
+from nicplug.simulator.apis import ServedApi
 from nicplug.simulator.errors import MethodNotAllowed, NotFound
 from nicplug.simulator.faults import Target
 from nicplug.simulator.resources import Resource
@@ -18,16 +18,21 @@ from nicplug.simulator.resources import Resource
 
 @dataclass(frozen=True, slots=True)
 class Call:
-    """One request to a resource endpoint, as the API server's RBAC would name it."""
+    """One request to a resource endpoint, as the API server's RBAC would name it.
+
+    `resource` is the kind as stored; `served` the face the API shows clients (its
+    group, kind and plural renamed in the deckhouse API); `api` renames bodies."""
 
     verb: str  # get list watch create update patch delete deletecollection
     resource: Resource
     namespace: str | None
     name: str | None
     subresource: str | None
+    served: Resource
+    api: ServedApi
 
     def target(self) -> Target:
-        names = {self.resource.plural, self.resource.key}
+        names = {self.served.plural, self.served.key}
         if self.subresource:
             names = {f"{n}/{self.subresource}" for n in names}
         return Target(self.verb, frozenset(names))
@@ -49,7 +54,7 @@ def _verb(method: str, name: str | None, watching: bool) -> str:
     return verb
 
 
-def locate(method: str, path: str, *, watching: bool) -> Call:
+def locate(method: str, path: str, *, watching: bool, api: ServedApi) -> Call:
     """The `Call` a request path asks for; `NotFound` for paths no kind serves."""
     parts = [p for p in path.split("/") if p]
     if parts[:2] == ["api", "v1"]:
@@ -67,7 +72,7 @@ def locate(method: str, path: str, *, watching: bool) -> Call:
         namespace, rest = rest[1], rest[2:]
     if not rest or len(rest) > 3:
         raise NotFound(f"the server could not find the requested resource ({path})")
-    res = discovery.find(group, version, rest[0])
+    res = api.internal(group, version, rest[0])
     if res is None:
         raise NotFound(f"the server could not find the requested resource ({path})")
     name = rest[1] if len(rest) > 1 else None
@@ -81,4 +86,4 @@ def locate(method: str, path: str, *, watching: bool) -> Call:
     verb = _verb(method, name, watching)
     if verb == "create" and res.namespaced and namespace is None:
         raise MethodNotAllowed(f"{res.key} are created in a namespace")
-    return Call(verb, res, namespace, name, subresource)
+    return Call(verb, res, namespace, name, subresource, api.served(res), api)

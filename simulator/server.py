@@ -20,6 +20,7 @@ import pydantic
 from aiohttp import web
 
 from nicplug.simulator import discovery, openapi
+from nicplug.simulator.apis import ServedApi, served_api
 from nicplug.simulator.errors import (
     ApiError,
     BadRequest,
@@ -63,6 +64,8 @@ REQUEST_LOG_SIZE = 100_000
 STORE = web.AppKey("store", Store)
 FAULTS = web.AppKey("faults", Faults)
 
+UPSTREAM_API = served_api("upstream")
+
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
@@ -88,8 +91,12 @@ async def _statuses(request: web.Request, handler: Handler) -> web.StreamRespons
 class _Api:
     """The request handlers over one store and one set of faults."""
 
-    def __init__(self, store: Store, faults: Faults, bookmark_interval: float,
-                 disconnect_check: float) -> None:
+    def __init__(
+        self, store: Store, faults: Faults, bookmark_interval: float, api: ServedApi,
+        disconnect_check: float,
+    ) -> None:
+        self.api = api
+        self.served = api.all_served
         self.store = store
         self.faults = faults
         self.bookmark_interval = bookmark_interval
@@ -103,8 +110,9 @@ class _Api:
             subscription.close()
 
     async def resource(self, request: web.Request) -> web.StreamResponse:
-        call = locate(request.method, request.path, watching=flag(request.query.get("watch")))
-        res = call.resource
+        call = locate(request.method, request.path, watching=flag(request.query.get("watch")),
+                      api=self.api)
+        res = call.served
         self.requests.append(
             RequestRecord(call.verb, res.group, res.plural, call.subresource, call.namespace,
                           call.name, request.headers.get("User-Agent", ""))
@@ -124,10 +132,12 @@ class _Api:
             query = request.query
             params = WatchParams(
                 resource_version=query.get("resourceVersion"),
-                label_selector=query.get("labelSelector"),
+                label_selector=call.api.inward_selector(query.get("labelSelector")),
                 field_selector=query.get("fieldSelector"),
                 bookmarks=flag(query.get("allowWatchBookmarks")),
                 timeout=_timeout(query.get("timeoutSeconds")),
+                send_initial_events=flag(query.get("sendInitialEvents")),
+                resource_version_match=query.get("resourceVersionMatch"),
             )
             return await serve_watch(
                 request, call, params, self.store, self.faults, self.bookmark_interval,
@@ -145,6 +155,28 @@ class _Api:
             except (pydantic.ValidationError, ValueError) as e:
                 raise BadRequest(f"invalid fault: {e}") from e
         return json_response(self.faults.describe())
+
+    async def groups(self, request: web.Request) -> web.Response:
+        return json_response(discovery.groups(self.served))
+
+    async def core_resources(self, request: web.Request) -> web.Response:
+        return json_response(discovery.resource_list(self.served, "", "v1"))
+
+    async def group_resources(self, request: web.Request) -> web.Response:
+        found = discovery.resource_list(
+            self.served, request.match_info["group"], request.match_info["version"])
+        if found is None:
+            raise NotFound(f"the server could not find the requested resource ({request.path})")
+        return json_response(found)
+
+    async def openapi_index(self, request: web.Request) -> web.Response:
+        return json_response(openapi.index(self.served))
+
+    async def openapi_document(self, request: web.Request) -> web.Response:
+        found = openapi.document(self.served, request.match_info["prefix"])
+        if found is None:
+            raise NotFound(f"no OpenAPI document for {request.match_info['prefix']}")
+        return json_response(found)
 
 
 def _timeout(value: str | None) -> float:
@@ -165,45 +197,23 @@ async def _core(request: web.Request) -> web.Response:
     return json_response(discovery.core_versions(request.host))
 
 
-async def _groups(request: web.Request) -> web.Response:
-    return json_response(discovery.groups())
-
-
-async def _core_resources(request: web.Request) -> web.Response:
-    return json_response(discovery.resource_list("", "v1"))
-
-
-async def _group_resources(request: web.Request) -> web.Response:
-    found = discovery.resource_list(request.match_info["group"], request.match_info["version"])
-    if found is None:
-        raise NotFound(f"the server could not find the requested resource ({request.path})")
-    return json_response(found)
-
-
-async def _openapi_index(request: web.Request) -> web.Response:
-    return json_response(openapi.index())
-
-
-async def _openapi_document(request: web.Request) -> web.Response:
-    found = openapi.document(request.match_info["prefix"])
-    if found is None:
-        raise NotFound(f"no OpenAPI document for {request.match_info['prefix']}")
-    return json_response(found)
-
-
 async def _healthy(request: web.Request) -> web.Response:
     return web.Response(text="ok")
 
 
 def make_app(
     store: Store, faults: Faults, *, bookmark_interval: float = 60.0,
-    disconnect_check: float = 1.0,
+    disconnect_check: float = 1.0, api: ServedApi = UPSTREAM_API,
 ) -> web.Application:
     """The HTTP application; `bookmark_interval` is how long a watch with bookmarks
     stays idle before the server sends one; an idle watch looks for a client that went
     away every `disconnect_check` seconds (a simulation on virtual time checks less
-    often: each check is a wake-up it pays for)."""
-    api = _Api(store, faults, bookmark_interval, disconnect_check)
+    often: each check is a wake-up it pays for); `api` names the KubeVirt kinds."""
+    api_ = _Api(store, faults, bookmark_interval, api, disconnect_check)
+    return _routes(api_, store, faults)
+
+
+def _routes(api: _Api, store: Store, faults: Faults) -> web.Application:
     app = web.Application(middlewares=[_statuses], client_max_size=BODY_LIMIT + 1)
     app[REQUEST_LOG] = api.requests
     app[STORE] = store
@@ -213,11 +223,11 @@ def make_app(
     for slash in ("", "/"):  # the real server answers both spellings
         router.add_get("/version" + slash, _version)
         router.add_get("/api" + slash, _core)
-        router.add_get("/apis" + slash, _groups)
-        router.add_get("/api/v1" + slash, _core_resources)
-        router.add_get("/apis/{group}/{version}" + slash, _group_resources)
-    router.add_get("/openapi/v3", _openapi_index)
-    router.add_get("/openapi/v3/{prefix:.+}", _openapi_document)
+        router.add_get("/apis" + slash, api.groups)
+        router.add_get("/api/v1" + slash, api.core_resources)
+        router.add_get("/apis/{group}/{version}" + slash, api.group_resources)
+    router.add_get("/openapi/v3", api.openapi_index)
+    router.add_get("/openapi/v3/{prefix:.+}", api.openapi_document)
     for probe in ("/healthz", "/livez", "/readyz"):
         router.add_get(probe, _healthy)
     router.add_route("*", "/_sim/faults", api.faults_admin)

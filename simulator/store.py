@@ -16,6 +16,7 @@ It never does I/O and never knows about faults: those belong to the HTTP layer.
 
 from __future__ import annotations
 
+import base64
 import gc
 import re
 import time
@@ -77,6 +78,24 @@ def deep_copy(obj: _T) -> _T:
 
 def _timestamp(seconds: float) -> str:
     return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _key_of(obj: Obj) -> tuple[str, str]:
+    meta = obj["metadata"]
+    return _key(meta.get("namespace"), meta["name"])
+
+
+def _write_token(rv: int, key: tuple[str, str]) -> str:
+    raw = orjson.dumps({"rv": rv, "start": list(key)})
+    return base64.urlsafe_b64encode(raw).decode()
+
+
+def _read_token(token: str) -> tuple[int, tuple[str, str]]:
+    try:
+        data = orjson.loads(base64.urlsafe_b64decode(token.encode()))
+        return int(data["rv"]), (str(data["start"][0]), str(data["start"][1]))
+    except (ValueError, TypeError, KeyError, IndexError, orjson.JSONDecodeError) as e:
+        raise BadRequest(f"invalid continue token {token!r}") from e
 
 
 def _key(namespace: str | None, name: str) -> tuple[str, str]:
@@ -146,6 +165,37 @@ class Store:
             if predicate is None or predicate(obj):
                 items.append(obj)
         return items, str(self.resource_version)
+
+    def page(
+        self,
+        res: Resource,
+        namespace: str | None,
+        *,
+        limit: int,
+        token: str | None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+    ) -> tuple[list[Obj], str, str | None, int]:
+        """One page of a chunked list: (items, resourceVersion, continue token or None,
+        remaining item count). The token carries the list's resourceVersion and the last
+        key served; one whose resourceVersion has left the history is `Expired` (410),
+        as the real server answers a continue token older than etcd's compaction. Pages
+        after the first come from the current state after that key."""
+        items, rv = self.list_shared(
+            res, namespace, label_selector=label_selector, field_selector=field_selector)
+        after: tuple[str, str] | None = None
+        if token:
+            since, after = _read_token(token)
+            if since < self._history.compacted_rv:
+                raise Expired(
+                    "The provided continue parameter is too old to display a consistent list "
+                    "result. You can start a new list without the continue parameter.")
+            rv = str(since)
+            items = [o for o in items if _key_of(o) > after]
+        page, rest = items[:limit], items[limit:]
+        if not rest:
+            return page, rv, None, 0
+        return page, rv, _write_token(int(rv), _key_of(page[-1])), len(rest)
 
     def list(
         self,
@@ -428,6 +478,8 @@ class Store:
             )
             for obj in items:
                 subscription.push(("ADDED", obj))
+            subscription.initial = len(items)
+            subscription.listed_rv = str(self.resource_version)
         else:
             for change in self._history.since(since, res):
                 subscription.offer(change)

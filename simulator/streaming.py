@@ -1,10 +1,11 @@
 """Watch responses: a chunked stream of JSON lines, one `{"type", "object"}` per event.
 
 Honours `resourceVersion` (replay from the store's history, or one ERROR 410 event when
-it is too old), `allowWatchBookmarks` (a BOOKMARK with the current resourceVersion
-whenever the stream has been idle for `bookmark_interval`), `timeoutSeconds`, and the
-watch faults (drop after N events, stall, forced 410). It serialises the store's shared
-objects and never mutates them.
+it is too old), watch-list (`sendInitialEvents=true`: the current state as ADDED events,
+then a BOOKMARK annotated `k8s.io/initial-events-end`), `allowWatchBookmarks` (a
+BOOKMARK with the current resourceVersion whenever the stream has been idle for
+`bookmark_interval`), `timeoutSeconds`, and the watch faults (drop after N events,
+stall, forced 410). It serialises the store's shared objects and never mutates them.
 """
 
 from __future__ import annotations
@@ -17,12 +18,13 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from nicplug.simulator.errors import Expired
+from nicplug.simulator.errors import BadRequest, Expired
 from nicplug.simulator.faults import Faults, Target
 from nicplug.simulator.routing import Call
 from nicplug.simulator.store import Store
 from nicplug.simulator.watching import Subscription
 
+INITIAL_EVENTS_END = "k8s.io/initial-events-end"
 _DISCONNECT_CHECK = 1.0  # seconds between checks that an idle client is still there
 DEFAULT_TIMEOUT = 1800.0
 
@@ -34,6 +36,19 @@ class WatchParams:
     field_selector: str | None
     bookmarks: bool
     timeout: float
+    send_initial_events: bool = False
+    resource_version_match: str | None = None
+
+    def check(self) -> None:
+        """As the real server: watch-list needs `resourceVersionMatch=NotOlderThan`
+        and `allowWatchBookmarks` (its end is a bookmark)."""
+        if not self.send_initial_events:
+            return
+        if self.resource_version_match != "NotOlderThan":
+            raise BadRequest("sendInitialEvents is forbidden for watch unless "
+                             "resourceVersionMatch is set to NotOlderThan")
+        if not self.bookmarks:
+            raise BadRequest("sendInitialEvents requires setting allowWatchBookmarks to true")
 
 
 def _line(kind: str, obj: Any) -> bytes:
@@ -57,17 +72,19 @@ async def serve_watch(
 ) -> web.StreamResponse:
     """Serve one watch; `open_streams` holds its subscription while it runs, so that
     the server can end every stream when it shuts down."""
+    params.check()
     response = web.StreamResponse(status=200, headers={"Content-Type": "application/json"})
     response.enable_chunked_encoding()
     target: Target = call.target()
-    resuming = params.resource_version not in (None, "", "0")
+    resuming = params.resource_version not in (None, "", "0") and not params.send_initial_events
     try:
         if resuming and faults.expires(target):
             raise Expired(f"too old resource version: {params.resource_version} (injected)")
         subscription = store.watch_shared(
             call.resource,
             call.namespace,
-            resource_version=params.resource_version,
+            # watch-list: the current state first (not older than any version asked for)
+            resource_version=None if params.send_initial_events else params.resource_version,
             label_selector=params.label_selector,
             field_selector=params.field_selector,
         )
@@ -83,7 +100,10 @@ async def serve_watch(
     next_bookmark = loop.time() + bookmark_interval
     stream = faults.open_stream(subscription.nudge)
     open_streams.add(subscription)
+    initial = subscription.initial if params.send_initial_events else -1
     try:
+        if initial == 0:
+            await response.write(_line("BOOKMARK", _initial_events_end(call, subscription)))
         while loop.time() < deadline:
             if faults.drops(stream, target, sent=False):
                 break
@@ -110,7 +130,12 @@ async def serve_watch(
                 await _stall(request, faults, target, subscription)
                 if _gone(request):
                     break
-            await response.write(_line(event[0], event[1]))
+            await response.write(_line(event[0], call.api.outward(event[1])))
+            if initial > 0:
+                initial -= 1
+                if initial == 0:
+                    await response.write(
+                        _line("BOOKMARK", _initial_events_end(call, subscription)))
             next_bookmark = loop.time() + bookmark_interval
             if faults.drops(stream, target, sent=True):
                 break
@@ -133,9 +158,19 @@ async def _stall(
             await asyncio.wait_for(faults.changed(), _DISCONNECT_CHECK)
 
 
+def _initial_events_end(call: Call, subscription: Subscription) -> dict[str, Any]:
+    """The bookmark that ends a watch-list's initial events, at the listed version."""
+    return {
+        "kind": call.served.kind,
+        "apiVersion": call.served.api_version,
+        "metadata": {"resourceVersion": subscription.listed_rv,
+                     "annotations": {INITIAL_EVENTS_END: "true"}},
+    }
+
+
 def _bookmark(call: Call, store: Store) -> dict[str, Any]:
     return {
-        "kind": call.resource.kind,
-        "apiVersion": call.resource.api_version,
+        "kind": call.served.kind,
+        "apiVersion": call.served.api_version,
         "metadata": {"resourceVersion": str(store.resource_version)},
     }

@@ -13,6 +13,7 @@ from typing import Any
 
 from aiohttp import web
 
+from nicplug.simulator.errors import BadRequest
 from nicplug.simulator.routing import Call
 from nicplug.simulator.store import Store
 from nicplug.simulator.wire import json_response, place, read_json, require_json
@@ -21,12 +22,12 @@ Verb = Callable[[web.Request, Call, Store], Awaitable[web.Response]]
 
 
 def _list_body(call: Call, items: list[dict[str, Any]], rv: str) -> dict[str, Any]:
-    res = call.resource
+    res, outward = call.served, call.api.outward
     return {
         "kind": f"{res.kind}List",
         "apiVersion": res.api_version,
         "metadata": {"resourceVersion": rv},
-        "items": items,
+        "items": [outward(i) for i in items] if call.api.renames else items,
     }
 
 
@@ -34,7 +35,7 @@ def _selected(request: web.Request, call: Call, store: Store) -> tuple[list[dict
     return store.list_shared(
         call.resource,
         call.namespace,
-        label_selector=request.query.get("labelSelector"),
+        label_selector=call.api.inward_selector(request.query.get("labelSelector")),
         field_selector=request.query.get("fieldSelector"),
     )
 
@@ -45,28 +46,55 @@ def _name(call: Call) -> str:
 
 
 async def list_objects(request: web.Request, call: Call, store: Store) -> web.Response:
-    items, rv = _selected(request, call, store)  # the stored dicts: serialised, not copied
-    return json_response(_list_body(call, items, rv))
+    limit = _limit(request.query.get("limit"))
+    token = request.query.get("continue")
+    if limit is None and not token:
+        items, rv = _selected(request, call, store)  # the stored dicts: serialised, not copied
+        return json_response(_list_body(call, items, rv))
+    items, rv, next_token, remaining = store.page(
+        call.resource, call.namespace, limit=limit or 500, token=token,
+        label_selector=call.api.inward_selector(request.query.get("labelSelector")),
+        field_selector=request.query.get("fieldSelector"),
+    )
+    body = _list_body(call, items, rv)
+    if next_token is not None:
+        body["metadata"] |= {"continue": next_token, "remainingItemCount": remaining}
+    return json_response(body)
+
+
+def _limit(value: str | None) -> int | None:
+    """`limit`: a positive page size; absent or 0 means the whole list."""
+    if value is None:
+        return None
+    try:
+        limit = int(value)
+    except ValueError as e:
+        raise BadRequest(f"invalid limit {value!r}") from e
+    if limit < 0:
+        raise BadRequest(f"limit must not be negative, not {limit}")
+    return limit or None
 
 
 async def get(request: web.Request, call: Call, store: Store) -> web.Response:
-    return json_response(store.get(call.resource, call.namespace, _name(call)))
+    return json_response(call.api.outward(store.get(call.resource, call.namespace, _name(call))))
 
 
 async def create(request: web.Request, call: Call, store: Store) -> web.Response:
     require_json(request)
-    body = place(call, await read_json(request))
-    return json_response(store.create(call.resource, body, drop_status=True), 201)
+    body = place(call, call.api.inward(await read_json(request)))
+    return json_response(call.api.outward(store.create(call.resource, body, drop_status=True)),
+                         201)
 
 
 async def update(request: web.Request, call: Call, store: Store) -> web.Response:
     require_json(request)
-    body = place(call, await read_json(request))
-    return json_response(store.update(call.resource, body, subresource=call.subresource))
+    body = place(call, call.api.inward(await read_json(request)))
+    return json_response(call.api.outward(
+        store.update(call.resource, body, subresource=call.subresource)))
 
 
 async def patch(request: web.Request, call: Call, store: Store) -> web.Response:
-    document = await read_json(request)
+    document = call.api.inward(await read_json(request))
     patched = store.patch(
         call.resource,
         call.namespace,
@@ -75,7 +103,7 @@ async def patch(request: web.Request, call: Call, store: Store) -> web.Response:
         content_type=request.headers.get("Content-Type", ""),
         subresource=call.subresource,
     )
-    return json_response(patched)
+    return json_response(call.api.outward(patched))
 
 
 async def delete(request: web.Request, call: Call, store: Store) -> web.Response:
@@ -89,7 +117,7 @@ async def delete(request: web.Request, call: Call, store: Store) -> web.Response
         uid=preconditions.get("uid"),
         resource_version=preconditions.get("resourceVersion"),
     )
-    return json_response(deleted)
+    return json_response(call.api.outward(deleted))
 
 
 async def delete_collection(request: web.Request, call: Call, store: Store) -> web.Response:

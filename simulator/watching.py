@@ -61,6 +61,8 @@ class Subscription:
         self.limit = limit
         self.pending: deque[tuple[EventType, dict[str, Any]]] = deque()
         self.closed = False
+        self.initial = 0  # how many of the queued events are the initial state (a list)
+        self.listed_rv = ""  # the resourceVersion that initial state is as of
         self._nudged = False
         self._wake = asyncio.Event()
 

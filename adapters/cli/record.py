@@ -31,11 +31,21 @@ def record(
     request_timeout: Annotated[
         float, typer.Option(min=0.1, help="Client read timeout per API request, seconds")
     ] = 30.0,
+    kubevirt_api: Annotated[
+        str, typer.Option(help="KubeVirt API the cluster serves: upstream | deckhouse")
+    ] = "deckhouse",
 ) -> None:
     """Record every watched kind (lists, then watch events) to a tape."""
     from nicplug.adapters.kube.client import ClientConfigError
     from nicplug.adapters.kube.errors import KubeError
+    from nicplug.adapters.kube.flavour import flavour_for
     from nicplug.adapters.tapes.recording import record_cluster
+
+    try:
+        flavour = flavour_for(kubevirt_api)
+    except ValueError as exc:
+        typer.echo(f"nicplug: --kubevirt-api: {exc}", err=True)
+        raise typer.Exit(2) from None
 
     async def recording() -> int:
         stop = asyncio.Event()
@@ -43,7 +53,8 @@ def record(
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
         return await record_cluster(
-            output, kubeconfig=kubeconfig, namespace=namespace, duration=duration,
+            output, flavour=flavour, kubeconfig=kubeconfig, namespace=namespace,
+            duration=duration,
             request_timeout=request_timeout, stop=stop,
         )
 

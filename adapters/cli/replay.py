@@ -43,6 +43,9 @@ def replay(
         help="End at this RFC 3339 time, or +DURATION (90s, 10m, 1h30m) after the last line"
     )] = None,
     dialect: Annotated[str, typer.Option(help="SDN dialect: deckhouse | multus")] = "deckhouse",
+    kubevirt_api: Annotated[str | None, typer.Option(
+        help="KubeVirt API: upstream | deckhouse (default: as the tape's objects name it)"
+    )] = None,
     gating: Annotated[
         str, typer.Option(help="rollout-strategy | always-live")
     ] = "rollout-strategy",
@@ -67,7 +70,7 @@ def replay(
 
     try:
         settings = Settings(
-            dialect=dialect, gating=gating, migrations=migrations,
+            dialect=dialect, kubevirt_api=kubevirt_api, gating=gating, migrations=migrations,
             sdn_ready_timeout=sdn_ready_timeout, attach_timeout=attach_timeout,
             detach_timeout=detach_timeout, migration_timeout=migration_timeout,
             dynamic_networks_grace=dynamic_networks_grace,

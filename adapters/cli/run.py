@@ -47,6 +47,9 @@ def run(
     ] = None,
     journal: Annotated[Path, _opt("journal", "SQLite journal file")] = Path("nicplug-journal.db"),
     dialect: Annotated[str, _opt("dialect", "SDN dialect: deckhouse | multus")] = "deckhouse",
+    kubevirt_api: Annotated[str | None, _opt(
+        "kubevirt-api", "KubeVirt API: upstream | deckhouse (default: the dialect's)"
+    )] = None,
     gating: Annotated[
         str, _opt("gating", "rollout-strategy (obey vmRolloutStrategy) | always-live")
     ] = "rollout-strategy",
@@ -64,6 +67,14 @@ def run(
     namespace: Annotated[
         str | None, _opt("namespace", "Watch only this namespace (default: all)")
     ] = None,
+    namespaces: Annotated[
+        str, _opt("namespaces", "Manage VMs only in these namespaces, comma-separated "
+                  "(default: all)")
+    ] = "",
+    vm_selector: Annotated[
+        str, _opt("vm-selector", "Manage only VMs whose labels match this label selector "
+                  "(default: all)")
+    ] = "",
     metrics_addr: Annotated[
         str, _opt("metrics-addr", "HOST:PORT of /metrics, /healthz, /readyz")
     ] = "127.0.0.1:8080",
@@ -128,9 +139,12 @@ def run(
 
     try:
         settings = Settings(
-            kubeconfig=kubeconfig, journal=journal, dialect=dialect, gating=gating,
+            kubeconfig=kubeconfig, journal=journal, dialect=dialect,
+            kubevirt_api=kubevirt_api, gating=gating,
             migrations=migrations, max_migrations=max_migrations, namespace=namespace,
             metrics_addr=metrics_addr,
+            namespaces=tuple(n.strip() for n in namespaces.split(",") if n.strip()),
+            vm_selector=vm_selector,
             sdn_ready_timeout=sdn_ready_timeout, attach_timeout=attach_timeout,
             detach_timeout=detach_timeout, migration_timeout=migration_timeout,
             dynamic_networks_grace=dynamic_networks_grace,

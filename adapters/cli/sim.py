@@ -32,6 +32,8 @@ _DELAY = {"min": 0.0, "show_default": True}
 def serve(
     vms: Annotated[int, typer.Option(min=0, help="Running VMs to create.")] = 10,
     dialect: Annotated[str, typer.Option(help="SDN dialect: deckhouse or multus.")] = "deckhouse",
+    kubevirt_api: Annotated[str | None, typer.Option(
+        help="KubeVirt API served: upstream or deckhouse (default: the dialect's).")] = None,
     dynamic_networks: Annotated[bool, typer.Option(
         "--dynamic-networks/--no-dynamic-networks",
         help="Deploy the multus dynamic-networks controller (multus only).")] = False,
@@ -85,6 +87,7 @@ def serve(
             migration_required_grace=migration_grace,
             cluster_network_nad_namespace=nad_namespace,
             seed=seed,
+            kubevirt_api=kubevirt_api,
         )
         names = ("default",) if namespaces == 1 else tuple(
             f"ns-{i}" for i in range(1, namespaces + 1))
@@ -120,7 +123,8 @@ async def _serve(knobs: Knobs, fixtures: Fixtures, port: int, kubeconfig: Path |
                                kubeconfig_path=kubeconfig)
     async with cluster:
         path = cluster.kubeconfig_path
-        print(f"simulated cluster ({knobs.dialect}, {fixtures.vms} VMs) at {cluster.url}")
+        print(f"simulated cluster ({knobs.dialect}, {knobs.api} KubeVirt API, "
+              f"{fixtures.vms} VMs) at {cluster.url}")
         print(f"kubeconfig: {path}")
         print(f"try: kubectl --kubeconfig {path} get pods -A")
         print("Ctrl-C to stop", flush=True)

@@ -6,7 +6,9 @@ the API server rejects with 415 for custom resources). Every call carries the
 client's request timeout. Objects come back as plain dicts (`_preload_content=False`).
 
 These are single requests: no retry, no re-read, no decision. A 409 surfaces as
-`Conflict` so the caller can re-read the world and decide again.
+`Conflict` so the caller can re-read the world and decide again. Every write passes
+the fence first, the instant before it is sent: once the term of leadership that
+built these calls has ended, a write raises `Deposed` and is never sent.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from kubernetes_asyncio.client import CoreV1Api, CustomObjectsApi
 
 from nicplug.adapters.kube.client import ApiConnection
 from nicplug.adapters.kube.errors import KubeError, for_json_patch
-from nicplug.adapters.kube.resources import EVENTS, LAUNCHER_PODS, VMIMS, KindRef
+from nicplug.adapters.kube.resources import EVENTS, KindRef
 from nicplug.adapters.kube.wire import JsonObject, fetch_object
 
 MERGE_PATCH: Final = "application/merge-patch+json"
@@ -72,8 +74,10 @@ class KubeCalls:
         connection: ApiConnection,
         *,
         wall_clock: Callable[[], datetime.datetime] | None = None,
+        fence: Callable[[], None] | None = None,
     ) -> None:
         self._connection = connection
+        self._fence = fence
         self._core = CoreV1Api(connection.client)
         self._custom = CustomObjectsApi(connection.client)
         self._wall_clock = wall_clock or (lambda: datetime.datetime.now(datetime.UTC))
@@ -85,10 +89,16 @@ class KubeCalls:
             **extra,
         }
 
+    def _writing(self, **extra: Any) -> dict[str, Any]:
+        """The options of a write, built as it is sent: the fencing check goes here."""
+        if self._fence is not None:
+            self._fence()
+        return self._options(**extra)
+
     async def get(self, kind: KindRef, namespace: str | None, name: str) -> JsonObject:
         """One object, fresh from the server (not from an informer's cache)."""
         if kind.core:
-            if kind.plural != LAUNCHER_PODS.plural:
+            if kind.plural != "pods":
                 raise ValueError(f"core kind {kind.plural} is not read by nicplug")
             return await fetch_object(self._core.read_namespaced_pod(
                 name, _required(namespace, kind), **self._options()))
@@ -103,7 +113,7 @@ class KubeCalls:
         self, namespace: str, name: str, patch: Any, *, content_type: PatchType
     ) -> JsonObject:
         return await fetch_object(self._core.patch_namespaced_pod(
-            name, namespace, patch, **self._options(_content_type=content_type)))
+            name, namespace, patch, **self._writing(_content_type=content_type)))
 
     async def patch_pod_annotations(
         self,
@@ -132,7 +142,7 @@ class KubeCalls:
 
         A JSON patch whose `test` op fails raises `TestFailed` (a `Conflict`)."""
         _check_body(patch, content_type)
-        options = self._options(_content_type=content_type)
+        options = self._writing(_content_type=content_type)
         if kind.namespaced:
             request = self._custom.patch_namespaced_custom_object(
                 kind.group, kind.version, _required(namespace, kind), kind.plural, name,
@@ -151,7 +161,7 @@ class KubeCalls:
         self, kind: KindRef, namespace: str | None, name: str, patch: Mapping[str, Any]
     ) -> JsonObject:
         """Merge-patch the status subresource of a custom object."""
-        options = self._options(_content_type=MERGE_PATCH)
+        options = self._writing(_content_type=MERGE_PATCH)
         if kind.namespaced:
             return await fetch_object(self._custom.patch_namespaced_custom_object_status(
                 kind.group, kind.version, _required(namespace, kind), kind.plural, name,
@@ -160,27 +170,29 @@ class KubeCalls:
             kind.group, kind.version, kind.plural, name, _plain(patch), **options))
 
     async def create_migration(
-        self, namespace: str, name: str, vmi_name: str, *, labels: Mapping[str, str] | None = None
+        self, kind: KindRef, namespace: str, name: str, vmi_name: str, *,
+        labels: Mapping[str, str] | None = None,
     ) -> JsonObject:
-        """Create a VirtualMachineInstanceMigration of `vmi_name`.
+        """Create a VirtualMachineInstanceMigration (`kind`, as the flavour names it) of
+        `vmi_name`.
 
         The name is the caller's, so that creating twice yields `AlreadyExists`
         instead of a second migration.
         """
         body = {
-            "apiVersion": VMIMS.api_version,
-            "kind": VMIMS.kind,
+            "apiVersion": kind.api_version,
+            "kind": kind.kind,
             "metadata": {"name": name, "namespace": namespace, "labels": dict(labels or {})},
             "spec": {"vmiName": vmi_name},
         }
         return await fetch_object(self._custom.create_namespaced_custom_object(
-            VMIMS.group, VMIMS.version, namespace, VMIMS.plural, body, **self._options()))
+            kind.group, kind.version, namespace, kind.plural, body, **self._writing()))
 
-    async def list_migrations(self, *, label_selector: str) -> list[JsonObject]:
-        """Every VirtualMachineInstanceMigration matching `label_selector`, cluster-wide,
-        fresh from the server."""
+    async def list_migrations(self, kind: KindRef, *, label_selector: str) -> list[JsonObject]:
+        """Every VirtualMachineInstanceMigration (`kind`, as the flavour names it)
+        matching `label_selector`, cluster-wide, fresh from the server."""
         listed = await fetch_object(self._custom.list_cluster_custom_object(
-            VMIMS.group, VMIMS.version, VMIMS.plural, label_selector=label_selector,
+            kind.group, kind.version, kind.plural, label_selector=label_selector,
             **self._options()))
         items = listed.get("items")
         return [i for i in items if isinstance(i, dict)] if isinstance(items, list) else []
@@ -216,7 +228,7 @@ class KubeCalls:
             "count": 1,
         }
         return await fetch_object(self._core.create_namespaced_event(
-            namespace, body, **self._options()))
+            namespace, body, **self._writing()))
 
     async def delete(
         self, kind: KindRef, namespace: str, name: str, *, uid: str | None = None
@@ -225,7 +237,7 @@ class KubeCalls:
         body: Any = {"preconditions": {"uid": uid}} if uid else {}
         return await fetch_object(self._custom.delete_namespaced_custom_object(
             kind.group, kind.version, namespace, kind.plural, name, body=body,
-            **self._options()))
+            **self._writing()))
 
 
 def _required(namespace: str | None, kind: KindRef) -> str:

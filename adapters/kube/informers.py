@@ -21,7 +21,7 @@ from nicplug.adapters.kube.informer import (
     WatchProgress,
     WatchSettings,
 )
-from nicplug.adapters.kube.resources import WATCHED, KindRef, Scope
+from nicplug.adapters.kube.resources import KindRef, Scope
 
 
 class Informers:
@@ -32,7 +32,7 @@ class Informers:
         connection: ApiConnection,
         *,
         scope: Scope | None = None,
-        kinds: Iterable[KindRef] = WATCHED,
+        kinds: Iterable[KindRef],
         on_change: ChangeHandler | None = None,
         on_progress: Callable[[KindRef, WatchProgress], None] | None = None,
         settings: WatchSettings | None = None,

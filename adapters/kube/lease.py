@@ -1,57 +1,52 @@
-"""Leader election on a coordination.k8s.io/v1 Lease, so that only one controller acts.
+"""Leader election on a coordination.k8s.io/v1 Lease, so that at most one controller acts.
 
-Built on kubernetes_asyncio's `LeaderElection` and `LeaseLock`, with three things that
-library leaves to its caller:
+A `Term` is one stretch of leadership. It holds until `renew_deadline` after the
+last renewal *sent* (not answered): the Lease says `leaseDurationSeconds`, longer
+than the renew deadline, so no other candidate can take it before this one has
+stopped. The deadline is enforced by a timer that cancels whatever the renew loop is
+doing, and `Term.holds()` reads the clock itself, so readiness, the leader metric and
+the fencing check before every effect all flip at the deadline even when a request
+hangs or the loop is late to notice.
 
-* it runs one term and returns when the lease is lost, and lets transport errors
-  escape (its lock catches only `ApiException`): `Leadership.run` stands again as a
-  candidate after every term or failure, for as long as it runs;
-* its `Config` refuses periods under one second; `LeaseTiming` checks the same
-  ordering (lease > renew deadline > 1.2 × retry period) without that floor, so a
-  test can fail over in about a second;
-* the leader's work is a task it creates and forgets when the caller is cancelled:
-  here the work is always cancelled and `on_stopped` always awaited when the term
-  ends — the lease lost, the API unreachable, or `run` cancelled;
-* an exception of the leader's work is lost in that forgotten task, and the leader
-  goes on renewing the lease with nothing running: here it ends the term and `run`
-  raises it.
+kubernetes_asyncio's `LeaderElection` could not give that: its lock sends requests
+without a timeout, so a renewal that hangs never reaches the deadline check, and it
+shares the caller's connection pool. Here every call has a timeout shorter than the
+renew deadline (`lease_calls`) and the Lease has a connection of its own.
 
-It never releases the lease on cancellation: a dead controller cannot either, and the
-standby must take over after the lease duration in both cases. A controller that
-shuts down cleanly calls `release` after cancelling `run`: it clears the holder (a
-compare-and-swap, so it never clears another's), and a standby takes over at its next
-retry instead of waiting out the lease. The library reads the wall clock and sleeps
-for real; it cannot take an injected clock.
+The leader's work runs while the term holds and is cancelled when it ends; its
+`on_stopped` is awaited after that. An exception of the work ends the term and `run`
+raises it: a controller that cannot do its work must not hold the Lease idle. It never
+releases the Lease on cancellation (a dead controller cannot either); a controller that
+stops cleanly calls `release` after `run` ended, so a standby takes over at its next
+retry instead of waiting the Lease out.
 """
 
 from __future__ import annotations
 
 import asyncio
+import datetime
 import logging
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any
 
-from kubernetes_asyncio.client import CoordinationV1Api
-from kubernetes_asyncio.leaderelection.electionconfig import Config
-from kubernetes_asyncio.leaderelection.leaderelection import LeaderElection
-from kubernetes_asyncio.leaderelection.resourcelock.leaselock import LeaseLock
-
-from nicplug.adapters.kube.calls import JSON_PATCH, compare_and_swap
 from nicplug.adapters.kube.client import ApiConnection
-from nicplug.adapters.kube.errors import Conflict, KubeError, NotFound
-from nicplug.adapters.kube.wire import fetch_object
+from nicplug.adapters.kube.errors import KubeError
+from nicplug.adapters.kube.lease_calls import LeaseCalls
+from nicplug.engine.errors import Deposed
 
 log = logging.getLogger(__name__)
 
-_JITTER = 1.2  # the library's factor between the renew deadline and the retry period
+_JITTER = 1.2  # client-go's factor between the renew deadline and the retry period
 
 
 @dataclass(frozen=True, slots=True)
 class LeaseTiming:
     """How long a lease lasts, how long the leader tries to renew it, how often.
 
-    `lease_duration` is whole seconds: the Lease stores `leaseDurationSeconds`.
+    `lease_duration` is whole seconds: the Lease stores `leaseDurationSeconds`. Each
+    request of the election times out after `call_timeout`, half the renew deadline,
+    so a hung call leaves time for another try within the deadline.
     """
 
     lease_duration: int = 15
@@ -66,31 +61,44 @@ class LeaseTiming:
         if self.renew_deadline <= _JITTER * self.retry_period:
             raise ValueError("the renew deadline must exceed 1.2 × the retry period")
 
-
-class _ElectionConfig(Config):
-    """The library's Config with `LeaseTiming`'s checks instead of its 1 s floor."""
-
-    def __init__(
-        self, lock: LeaseLock, timing: LeaseTiming, lead: Callable[[], Coroutine[Any, Any, None]]
-    ) -> None:
-        self.jitter_factor = _JITTER
-        self.lock = lock
-        self.lease_duration = timing.lease_duration
-        self.renew_deadline = timing.renew_deadline
-        self.retry_period = timing.retry_period
-        self.onstarted_leading = lead
-        self.onstopped_leading = _term_ended  # Leadership ends every term itself
+    @property
+    def call_timeout(self) -> float:
+        return self.renew_deadline / 2
 
 
-async def _term_ended() -> None:
-    return None
+class Term:
+    """One term of leadership: it holds until its deadline passes or it is ended.
+
+    `holds()` reads the clock, so it is right at any instant, however late the event
+    loop is; `check()` is the fencing check an effect makes just before it is sent.
+    """
+
+    def __init__(self, number: int, *, until: float, now: Callable[[], float]) -> None:
+        self.number = number
+        self.until = until
+        self._now = now
+        self._ended = False
+
+    def holds(self) -> bool:
+        return not self._ended and self._now() < self.until
+
+    def check(self) -> None:
+        if not self.holds():
+            raise Deposed(f"term {self.number} of leadership has ended")
+
+    def extend(self, until: float) -> None:
+        self.until = max(self.until, until)
+
+    def end(self) -> None:
+        self._ended = True
 
 
 class Leadership:
     """Stand for leadership of `namespace/name` as `identity`, for as long as `run` runs.
 
-    `on_started` is the leader's work: it runs while this candidate leads and is
-    cancelled when the term ends; `on_stopped` is awaited after that.
+    `connection` must be the election's own: its pool serves nothing else. `on_started`
+    is the leader's work, given its `Term`; `on_stopped` is awaited after the work of a
+    term was cancelled.
     """
 
     def __init__(
@@ -100,81 +108,122 @@ class Leadership:
         name: str,
         namespace: str,
         identity: str,
-        on_started: Callable[[], Awaitable[None]],
+        on_started: Callable[[Term], Coroutine[Any, Any, None]],
         on_stopped: Callable[[], Awaitable[None]] | None = None,
         timing: LeaseTiming = LeaseTiming(),
+        wall: Callable[[], datetime.datetime] | None = None,
     ) -> None:
+        """`wall` stamps the Lease's times for people reading it (default: the system's
+        clock; a simulation on virtual time passes its own)."""
         self.name = name
         self.namespace = namespace
         self.identity = identity
         self.timing = timing
         self.terms = 0
-        self._connection = connection
+        self._now = asyncio.get_running_loop().time
+        self._calls = LeaseCalls(
+            connection, name=name, namespace=namespace, identity=identity,
+            lease_duration=timing.lease_duration, call_timeout=timing.call_timeout,
+            now=self._now, wall=wall,
+        )
         self._on_started = on_started
         self._on_stopped = on_stopped
-        self._work: asyncio.Task[None] | None = None
-        self._standing = False
-        self._failure: asyncio.Future[Exception] | None = None
+        self._term: Term | None = None
+        self._last_failure = ""
 
     @property
     def leading(self) -> bool:
-        return self._work is not None
+        """Whether a term holds at this instant."""
+        return self._term is not None and self._term.holds()
+
+    @property
+    def term(self) -> Term | None:
+        return self._term
 
     async def run(self) -> None:
         """Stand, lead, lose, stand again — until cancelled, or until the leader's work
-        fails: then the term ends and `run` raises the work's exception. A controller
-        that cannot do its work (its journal refused) must stop and say why, not hold
-        the lease while doing nothing."""
-        loop = asyncio.get_running_loop()
+        fails: then the term ends and `run` raises the work's exception."""
+        try:
+            while True:
+                term = await self._acquire()
+                failure = await self._serve(term)
+                if failure is not None:
+                    raise failure
+                await asyncio.sleep(self.timing.retry_period)
+        finally:
+            if self._term is not None:
+                self._term.end()
+
+    async def _try(self) -> bool:
+        """One try; a failure of any kind is a failed try (the deadline decides)."""
+        try:
+            return await self._calls.acquire_or_renew()
+        except KubeError as exc:
+            self._last_failure = str(exc)
+            log.debug("%s: a try on the lease failed: %s", self.identity, exc)
+        except Exception as exc:  # a body the client cannot read, say: never end the loop
+            self._last_failure = repr(exc)
+            log.warning("%s: a try on the lease failed: %r", self.identity, exc)
+        return False
+
+    async def _acquire(self) -> Term:
         while True:
-            self._standing = True
-            failure: asyncio.Future[Exception] = loop.create_future()
-            self._failure = failure
-            lock = LeaseLock(self.name, self.namespace, self.identity, self._connection.client)
-            election = asyncio.ensure_future(
-                LeaderElection(_ElectionConfig(lock, self.timing, self._lead)).run()
-            )
-            try:
-                either: set[asyncio.Future[Any]] = {election, failure}
-                await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
-                if not failure.done():
-                    election.result()
-                    log.info("%s lost the lease %s/%s", self.identity, self.namespace, self.name)
-            except Exception as exc:  # the library lets transport errors through
-                log.warning("%s: leader election failed: %r", self.identity, exc)
-            finally:
-                self._standing = False
-                if not election.done():
-                    election.cancel()
-                    await asyncio.gather(election, return_exceptions=True)
-                await self._end_term()
-            if failure.done():
-                raise failure.result()
+            sent = self._now()
+            if await self._try():
+                self.terms += 1
+                term = Term(self.terms, until=sent + self.timing.renew_deadline, now=self._now)
+                self._term = term
+                log.info("%s leads (lease %s/%s, term %d)", self.identity, self.namespace,
+                         self.name, term.number)
+                return term
             await asyncio.sleep(self.timing.retry_period)
 
-    async def _lead(self) -> None:
-        """The task the library starts when the lease is acquired."""
-        if not self._standing:  # the term ended before this task got to run
-            return
-        self._work = asyncio.current_task()
-        self.terms += 1
-        log.info("%s leads (lease %s/%s)", self.identity, self.namespace, self.name)
+    async def _serve(self, term: Term) -> BaseException | None:
+        """Work and renew until the term ends; the work's exception, if it failed."""
+        work = asyncio.create_task(self._on_started(term), name=f"term {term.number}")
+        renewal = asyncio.create_task(self._renew(term), name=f"renew term {term.number}")
+        failure: BaseException | None = None
         try:
-            await self._on_started()
-        except Exception as exc:  # handed to `run`, which raises it; nobody awaits this task
-            log.error("%s: the leader's work failed: %s", self.identity, exc)
-            if self._failure is not None and not self._failure.done():
-                self._failure.set_result(exc)
+            await asyncio.wait({work, renewal}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            # Lost, or the work failed: the term ends before the work is cancelled, so
+            # nothing more is sent. Stopped from outside (a clean stop): the term holds
+            # until its deadline while the work winds down, then ends.
+            if work.done() or renewal.done():
+                term.end()
+            for task in (renewal, work):
+                task.cancel()
+            await asyncio.gather(renewal, work, return_exceptions=True)
+            term.end()
+            if work.done() and not work.cancelled() and work.exception() is not None:
+                failure = work.exception()
+                log.error("%s: the leader's work failed: %s", self.identity, failure)
+            if self._on_stopped is not None:
+                await self._on_stopped()
+        if renewal.done() and not renewal.cancelled():
+            log.warning("%s lost the lease %s/%s (term %d): %s; stopped at once", self.identity,
+                        self.namespace, self.name, term.number, renewal.result())
+        return failure
 
-    async def _end_term(self) -> None:
-        work, self._work = self._work, None
-        if work is None:
-            return
-        if not work.done():
-            work.cancel()
-            await asyncio.gather(work, return_exceptions=True)
-        if self._on_stopped is not None:
-            await self._on_stopped()
+    async def _renew(self, term: Term) -> str:
+        """Renew every retry period; return why the term ended once its deadline passed
+        (the timer cancels a request still hanging) or another holds the Lease."""
+        loop = asyncio.get_running_loop()
+        try:
+            async with asyncio.timeout_at(term.until) as deadline:
+                while True:
+                    await asyncio.sleep(self.timing.retry_period)
+                    sent = self._now()
+                    if await self._try():
+                        term.extend(sent + self.timing.renew_deadline)
+                        deadline.reschedule(term.until)
+                    elif self._calls.holder not in ("", self.identity):
+                        return f"{self._calls.holder} holds it now"
+        except TimeoutError:
+            late = loop.time() - term.until
+            why = f"; last failure: {self._last_failure}" if self._last_failure else ""
+            return (f"not renewed within the renew deadline of {self.timing.renew_deadline:g}s"
+                    f"{why}" + (f" (noticed {late:.1f}s late)" if late > 0.5 else ""))
 
     async def release(self) -> bool:
         """Hand the lease over now, if this candidate holds it; call after `run` ended.
@@ -182,26 +231,9 @@ class Leadership:
         True when it was released. Losing the race to another holder, or finding no
         lease, is not an error: there is nothing of ours to release.
         """
-        if self._work is not None:
+        if self.leading:
             raise RuntimeError("cancel run() before releasing the lease")
-        api = CoordinationV1Api(self._connection.client)
-        options: dict[str, Any] = {
-            "_preload_content": False, "_request_timeout": self._connection.request_timeout,
-        }
-        try:
-            lease = await fetch_object(
-                api.read_namespaced_lease(self.name, self.namespace, **options))
-            if (lease.get("spec") or {}).get("holderIdentity") != self.identity:
-                return False
-            await fetch_object(api.patch_namespaced_lease(
-                self.name, self.namespace,
-                compare_and_swap("/spec/holderIdentity", self.identity, ""),
-                **{**options, "_content_type": JSON_PATCH}))
-        except (Conflict, NotFound):
-            return False
-        except KubeError as exc:
-            if exc.status == 422:  # the test op failed: someone else holds it now
-                return False
-            raise
-        log.info("%s released the lease %s/%s", self.identity, self.namespace, self.name)
-        return True
+        released = await self._calls.release()
+        if released:
+            log.info("%s released the lease %s/%s", self.identity, self.namespace, self.name)
+        return released

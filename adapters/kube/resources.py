@@ -1,7 +1,8 @@
 """The kinds nicplug reads and writes, and how each is addressed on the API server.
 
-One table, so the informers and the calls agree on group, version, plural and scope.
-It describes addresses only: it never holds objects and never calls the server.
+The kinds whose names do not depend on which KubeVirt API the cluster serves; the
+KubeVirt kinds and the launcher pods' labels are in `flavour`. It describes addresses
+only: it never holds objects and never calls the server.
 """
 
 from __future__ import annotations
@@ -42,28 +43,17 @@ class KindRef:
 VIRTUAL_MACHINES = KindRef(
     "virtualization.deckhouse.io", "v1alpha2", "virtualmachines", "VirtualMachine", True
 )
-KVVMS = KindRef("kubevirt.io", "v1", "virtualmachines", "VirtualMachine", True)
-VMIS = KindRef("kubevirt.io", "v1", "virtualmachineinstances", "VirtualMachineInstance", True)
-VMIMS = KindRef(
-    "kubevirt.io", "v1", "virtualmachineinstancemigrations",
-    "VirtualMachineInstanceMigration", True,
+VIRTUAL_MACHINE_OPERATIONS = KindRef(
+    "virtualization.deckhouse.io", "v1alpha2", "virtualmachineoperations",
+    "VirtualMachineOperation", True,
 )
-KUBEVIRTS = KindRef("kubevirt.io", "v1", "kubevirts", "KubeVirt", True, follows_scope=False)
-"""The cluster's KubeVirt configuration lives in KubeVirt's own namespace."""
+"""How Deckhouse asks its controller to start, stop or restart a VM."""
 NETWORKS = KindRef("network.deckhouse.io", "v1alpha1", "networks", "Network", True)
 CLUSTER_NETWORKS = KindRef(
     "network.deckhouse.io", "v1alpha1", "clusternetworks", "ClusterNetwork", False
 )
-LAUNCHER_PODS = KindRef("", "v1", "pods", "Pod", True, label_selector="vm.kubevirt.io/name")
-"""virt-launcher pods: KubeVirt labels each with the name of its VM."""
-
 EVENTS = KindRef("", "v1", "events", "Event", True)
 LEASES = KindRef("coordination.k8s.io", "v1", "leases", "Lease", True)
-
-WATCHED: tuple[KindRef, ...] = (
-    VIRTUAL_MACHINES, KVVMS, VMIS, VMIMS, KUBEVIRTS, NETWORKS, CLUSTER_NETWORKS, LAUNCHER_PODS,
-)
-"""Every kind the controller lists and watches to build the world of each VM."""
 
 
 @dataclass(frozen=True, slots=True)

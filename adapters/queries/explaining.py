@@ -34,6 +34,7 @@ GUARD_PHRASES: Mapping[str, str] = {
     "vm_spec_holds_interface": "the KVVM/VMI spec holds the interface",
     "interface_released_in_spec": "the KVVM/VMI spec releases the interface",
     "change_written": "the change is written to the KVVM for the next boot",
+    "vm_stopped": "the VM is stopped (no live VMI)",
     "guest_has_interface": "the VMI reports the interface attached (infoSource domain)",
     "guest_lost_interface": "the VMI no longer reports the interface attached",
     "pod_dropped_entry": "the launcher pods' request annotation no longer holds the entry",
@@ -46,7 +47,7 @@ GUARD_PHRASES: Mapping[str, str] = {
     "migration_failed": "the migration failed",
     "migration_rejected": "creating the migration was rejected",
     "sdn_reports_error": "the SDN reports an error for the entry",
-    "deadline_passed": "the state's deadline passes",
+    "deadline_passed": "the state's deadline passes (counting only time the VM was live)",
     "effect_rejected": "the API server rejects one of its patches for good",
 }
 

@@ -43,9 +43,10 @@ def entries_of(value: str, *, key: str) -> Iterator[EntryReader]:
     return (EntryReader(entry, key=key, index=index) for index, entry in enumerate(loaded))
 
 
-def dump_entries(entries: Sequence[Entry]) -> str:
-    """The annotation value for `entries`: compact JSON with sorted keys."""
-    return orjson.dumps(list(entries), option=orjson.OPT_SORT_KEYS).decode()
+def dump_entries(entries: Sequence[Entry], *, sort_keys: bool = True) -> str:
+    """The annotation value for `entries`: compact JSON, keys sorted unless the
+    platform's own writer keeps a field order of its own."""
+    return orjson.dumps(list(entries), option=orjson.OPT_SORT_KEYS if sort_keys else 0).decode()
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,10 +2,17 @@
 
 The request entry names the network by type and name and carries the ifName the
 SDN must create in the pod, plus the uid/gid the SDN hands the tap to (64535, the
-unprivileged user of Deckhouse's virt-launcher). When the VM's
-`status.networks[].macAddress` knows the MAC, it travels in the entry as `mac`
-(nicplug allocates no MACs). The status entry is ready once every one of its
-`conditions[]` (`Configured`, `Negotiated`) is `"True"`. Main is never listed.
+unprivileged user of Deckhouse's virt-launcher). The value is written byte for byte
+as Deckhouse's controller marshals its `InterfaceSpec` (`pkg/common/network/types.go`):
+fields in the order `id,type,name,ifName,uid,gid`, `id` always (0 when unknown), never
+a MAC, `[]` on a pod once only Main remains. Deckhouse compares that string exactly,
+so any other spelling of the same list would be rewritten back and forth forever.
+The KVVM interface is Deckhouse's too (`pkg/controller/kvbuilder/kvvm.go`):
+`{name, model: virtio, acpiIndex: <network id>, binding: {name: bpfbridge},
+macAddress?}`. The status entry is ready once none of its `conditions[]`
+(`Configured`, `Negotiated`) is other than `"True"`; a `"False"` one means "not yet"
+(the SDN may still succeed), its message kept for the operator and for the
+`SDNTimeout` that ends the wait. Main is never listed.
 
 Must never import the multus dialect: the dialects are independent.
 """
@@ -35,12 +42,16 @@ from nicplug.machines.world import (
 
 SDN_UID = 64535
 SDN_GID = 64535
+INTERFACE_MODEL = "virtio"  # kvbuilder's presets, for every OS type but legacy Windows
+BINDING = "bpfbridge"
 
 
 class DeckhouseDialect(Dialect):
     name: ClassVar[str] = "deckhouse"
     request_annotation: ClassVar[str] = "network.deckhouse.io/networks-spec"
     carries_ids: ClassVar[bool] = True
+    carries_macs: ClassVar[bool] = False
+    empty_pod_requests: ClassVar[str | None] = "[]"
     kubevirt_owns_requests: ClassVar[bool] = False
     status_annotation: ClassVar[str] = "network.deckhouse.io/networks-status"
 
@@ -57,7 +68,7 @@ class DeckhouseDialect(Dialect):
                 SDNRequest(
                     identity=identity_of(type_, name),
                     if_name=entry.interface("ifName", required=True),
-                    id=entry.id("id"),
+                    id=entry.id("id") or None,  # Deckhouse writes 0 for "no id"
                     mac=entry.text("mac"),
                 )
             )
@@ -72,18 +83,15 @@ class DeckhouseDialect(Dialect):
             if type_ == "Main":
                 continue
             entry: Entry = {
+                "id": request.id if request.id is not None else 0,  # Go: ptr.Deref(id, 0)
                 "type": type_,
                 "name": name,
                 "ifName": request.if_name,
                 "uid": SDN_UID,
                 "gid": SDN_GID,
             }
-            if request.id is not None:
-                entry["id"] = request.id
-            if request.mac is not None:
-                entry["mac"] = request.mac
             entries.append(entry)
-        return dump_entries(entries) if entries else None
+        return dump_entries(entries, sort_keys=False) if entries else None
 
     def parse_statuses(self, *, value: str | None, namespace: str) -> tuple[SDNStatus, ...]:
         if value is None:
@@ -94,13 +102,13 @@ class DeckhouseDialect(Dialect):
             type_, name = _network_of(entry)
             if type_ == "Main":
                 continue
-            ready, error = _readiness(entry)
+            ready, message = _readiness(entry)
             statuses.append(
                 SDNStatus(
                     identity=identity_of(type_, name),
                     if_name=entry.interface("ifName") or "",
                     ready=ready,
-                    error=error,
+                    message=message,
                 )
             )
         check_unique([s.identity for s in statuses], key=key, what="network")
@@ -111,6 +119,26 @@ class DeckhouseDialect(Dialect):
 
     def kubevirt_network(self, *, request: SDNRequest, namespace: str) -> dict[str, Any]:
         return {"name": request.if_name, "pod": {}}
+
+    def kubevirt_interface(
+        self, *, request: SDNRequest, current: Mapping[str, Any] | None
+    ) -> dict[str, Any]:
+        """As Deckhouse's `SetNetworkInterface` builds it; a hot-plug binding its fork
+        of KubeVirt accepts (`pkg/network/controllers/vm.go` in deckhouse/3p-kubevirt).
+        A model or MAC the KVVM already holds is kept."""
+        current = current or {}
+        interface: dict[str, Any] = {
+            "name": request.if_name,
+            "model": current.get("model") or INTERFACE_MODEL,
+        }
+        acpi_index = request.id if request.id is not None else current.get("acpiIndex")
+        if acpi_index is not None:
+            interface["acpiIndex"] = acpi_index
+        interface["binding"] = {"name": BINDING}
+        mac = current.get("macAddress") or request.mac
+        if mac:
+            interface["macAddress"] = mac
+        return interface
 
     def network_identity(
         self, *, network: KVVMNetwork, namespace: str, known: Mapping[str, str]
@@ -132,16 +160,18 @@ def _network_of(entry: EntryReader) -> tuple[NetworkType, str]:
     return ("Network" if type_ == "Network" else "ClusterNetwork"), name
 
 
-def _readiness(entry: EntryReader) -> tuple[bool, str | None]:
-    """(ready, error): ready when there are conditions and all are `"True"`; an error
-    when one is `"False"` with a reason or message (False alone is still pending)."""
+def _readiness(entry: EntryReader) -> tuple[bool, str]:
+    """(ready, message), as Deckhouse's controller reads an entry
+    (`pkg/controller/vm/internal/network.go`): listed with every condition `"True"` is
+    ready, no condition at all included; any other condition means "not yet", never
+    "failed", and its message (else its reason) is what the SDN says about it."""
     conditions = entry.entry.get("conditions")
     if conditions is None:
-        return False, None
+        return True, ""
     if not isinstance(conditions, list):
         raise entry.fail("'conditions' is not a list")
-    statuses = []
-    error = None
+    ready = True
+    said: list[str] = []
     for position, condition in enumerate(conditions):
         if not isinstance(condition, dict):
             raise entry.fail(f"condition {position} is not an object")
@@ -151,7 +181,9 @@ def _readiness(entry: EntryReader) -> tuple[bool, str | None]:
         message = condition.get("message") or ""
         if not all(isinstance(v, str) for v in (type_, status, reason, message)):
             raise entry.fail(f"condition {position}: type/status/reason/message not strings")
-        statuses.append(status)
-        if status == "False" and (reason or message) and error is None:
-            error = f"{type_}=False ({': '.join(p for p in (reason, message) if p)})"
-    return bool(statuses) and all(s == "True" for s in statuses), error
+        if status != "True":
+            ready = False
+            said.append(f"{type_}={status}" + (f" ({reason}: {message})" if reason and message
+                                                 else f" ({reason or message})"
+                                                 if reason or message else ""))
+    return ready, "; ".join(said)

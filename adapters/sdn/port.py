@@ -43,6 +43,12 @@ class Dialect(ABC):
     carries_ids: ClassVar[bool]
     """Whether a request entry keeps the network's `id` (parsed requests have None
     otherwise)."""
+    carries_macs: ClassVar[bool] = True
+    """Whether a request entry keeps a known MAC (Deckhouse's never serializes one)."""
+    empty_pod_requests: ClassVar[str | None] = None
+    """What a launcher pod's request annotation holds once nothing but Main remains:
+    None removes the key; a platform that writes a value itself (Deckhouse writes
+    `[]`) gets that value, or the two writers would undo each other forever."""
     kubevirt_owns_requests: ClassVar[bool]
     """Whether KubeVirt writes the request annotation itself (upstream KubeVirt with
     multus): then nicplug only reads it, on pods and on the KVVM template alike."""
@@ -74,6 +80,13 @@ class Dialect(ABC):
     @abstractmethod
     def kubevirt_network(self, *, request: SDNRequest, namespace: str) -> dict[str, Any]:
         """The `spec.template.spec.networks[]` entry of the KVVM for `request`."""
+
+    def kubevirt_interface(
+        self, *, request: SDNRequest, current: Mapping[str, Any] | None
+    ) -> dict[str, Any]:
+        """The `spec.template.spec.domain.devices.interfaces[]` entry for `request`;
+        `current` is the entry the KVVM holds (kept as it is by default)."""
+        return dict(current) if current else {"name": request.if_name, "bridge": {}}
 
     @abstractmethod
     def network_identity(

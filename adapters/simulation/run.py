@@ -55,6 +55,9 @@ SETTINGS: dict[str, Any] = {
     "sdn_ready_timeout": 120.0, "attach_timeout": 120.0, "detach_timeout": 120.0,
     "migration_timeout": 300.0, "backoff_max": 60.0, "request_timeout": 30.0,
     "concurrency": 4,
+    # the in-process server speaks upstream KubeVirt's names, as the store keeps them and
+    # the invariants read them; the Deckhouse renaming is the HTTP layer's, tested apart
+    "kubevirt_api": "upstream",
 }
 
 

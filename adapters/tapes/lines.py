@@ -15,7 +15,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from nicplug.adapters.kube.resources import LAUNCHER_PODS, WATCHED, KindRef
+from nicplug.adapters.kube.flavour import ALL_WATCHED, DECKHOUSE, UPSTREAM
+from nicplug.adapters.kube.resources import KindRef
 
 _MAPPING = (dict, Mapping)
 """`isinstance` of a JSON body: dict first, an exact type check (the ABC's is slow)."""
@@ -97,7 +98,11 @@ class Malformed:
     problem: str
 
 
-_BY_GROUP_KIND: Mapping[tuple[str, str], KindRef] = {(k.group, k.kind): k for k in WATCHED}
+_BY_GROUP_KIND: Mapping[tuple[str, str], KindRef] = {
+    (k.group, k.kind): k for k in ALL_WATCHED if k is not DECKHOUSE.launcher_pods}
+"""A tape is read by whichever flavour's names it holds (the replay's settings say
+which flavour assembles the worlds); pods are one kind in both."""
+_CREATED_BY_LABELS = (UPSTREAM.created_by_label, DECKHOUSE.created_by_label)
 
 
 def kind_of(obj: Mapping[str, Any]) -> KindRef | str:
@@ -114,9 +119,9 @@ def kind_of(obj: Mapping[str, Any]) -> KindRef | str:
 
 def selected(kind: KindRef, obj: Mapping[str, Any]) -> bool:
     """Would the live controller's watch of `kind` deliver `obj`? (Pods: only those
-    labelled with their VM, as the informer's label selector asks.)"""
-    if kind is not LAUNCHER_PODS:
+    labelled with the VMI that created them, as the informer's label selector asks.)"""
+    if kind.plural != "pods":
         return True
     meta = obj.get("metadata")
     labels = meta.get("labels") if isinstance(meta, _MAPPING) else None
-    return isinstance(labels, _MAPPING) and bool(labels.get(LAUNCHER_PODS.label_selector or ""))
+    return isinstance(labels, _MAPPING) and any(labels.get(k) for k in _CREATED_BY_LABELS)

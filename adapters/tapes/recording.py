@@ -15,14 +15,16 @@ from pathlib import Path
 from typing import Any
 
 from nicplug.adapters.kube.client import ClientSettings, connect
+from nicplug.adapters.kube.flavour import Flavour
 from nicplug.adapters.kube.informer import Informer, WatchSettings
-from nicplug.adapters.kube.resources import WATCHED, Scope
+from nicplug.adapters.kube.resources import Scope
 from nicplug.adapters.tapes.writer import TapeWriter
 
 
 async def record_cluster(
     tape: Path,
     *,
+    flavour: Flavour,
     kubeconfig: Path | None,
     namespace: str | None = None,
     duration: float | None = None,
@@ -39,7 +41,7 @@ async def record_cluster(
         informers = [
             Informer(connection, kind, namespace=scope.namespace_for(kind),
                      on_change=writer.watch_event, settings=WatchSettings())
-            for kind in WATCHED
+            for kind in flavour.watched
         ]
         tasks = [asyncio.create_task(i.run(), name=f"record {i.kind.name}") for i in informers]
         stopping = asyncio.create_task(stop.wait())

@@ -19,16 +19,18 @@ reaction to effects: the tape holds the world's reactions as they were recorded.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from nicplug.adapters.kube.flavour import DECKHOUSE, UPSTREAM, Flavour
 from nicplug.adapters.kube.resources import object_key
 from nicplug.adapters.observing import Observing
 from nicplug.adapters.sdn import dialect_for
 from nicplug.adapters.settings import Settings
-from nicplug.adapters.tapes.framing import Overlong, Readable
+from nicplug.adapters.tapes.framing import Overlong, Readable, lines_of
 from nicplug.adapters.tapes.lines import (
     InitialEventsEnd,
     Malformed,
@@ -134,6 +136,33 @@ class _Errors(RuntimeListener):
         self.errors.append(f"{key}: {error}")
 
 
+_FLAVOUR_MARKS = (
+    (b'"apiVersion":"' + DECKHOUSE.kvvms.group.encode() + b"/", DECKHOUSE),
+    (b'"apiVersion":"' + UPSTREAM.kvvms.group.encode() + b"/", UPSTREAM),
+)
+
+
+def sniff_flavour(
+    lines: Iterable[bytes | Overlong], *, default: Flavour
+) -> tuple[Flavour, Iterable[bytes | Overlong]]:
+    """The KubeVirt API flavour whose names the tape holds (the first KubeVirt object
+    tells), and the lines unchanged; `default` when no line names a KubeVirt kind.
+    Only the lines up to that object are held in memory."""
+    iterator = iter(lines)
+    seen: list[bytes | Overlong] = []
+    found = default
+    for line in iterator:
+        seen.append(line)
+        if isinstance(line, Overlong):
+            continue
+        compact = line.replace(b" ", b"")
+        match = next((f for mark, f in _FLAVOUR_MARKS if mark in compact), None)
+        if match is not None:
+            found = match
+            break
+    return found, itertools.chain(seen, iterator)
+
+
 class Replay:
     """One replay of one tape; `run(lines)` returns the result."""
 
@@ -146,12 +175,17 @@ class Replay:
         self.strict = strict
         self.until = until or Until()
         self.clock = VirtualClock()
-        self._observing = Observing(dialect_for(
+        self._dialect = dialect_for(
             settings.dialect, cluster_nad_namespace=settings.cluster_network_namespace
-        ))
+        )
+        self._observing = Observing(self._dialect, settings.flavour(), scope=settings.scope())
 
     async def run(self, lines: Readable | Iterable[bytes | Overlong]) -> ReplayResult:
         """Replay a tape: a binary stream, or its lines already cut."""
+        if self.settings.kubevirt_api is None:
+            cut = lines_of(lines) if isinstance(lines, Readable) else lines
+            flavour, lines = sniff_flavour(cut, default=self.settings.flavour())
+            self._observing = Observing(self._dialect, flavour, scope=self.settings.scope())
         journal = await SQLiteJournal.open(
             str(self.journal_path) if self.journal_path else MEMORY, synchronous="NORMAL",
             schemas=schemas(),

@@ -62,6 +62,8 @@ class KubeVirt(Reactor):
         super().__init__(store, knobs, clock)
         self.rng = random.Random(knobs.seed)
         self.migrations = Migrations(self)
+        # Deckhouse's KubeVirt also hot-plugs interfaces bound by its bpfbridge plugin
+        self._bindings = frozenset({"bpfbridge"}) if knobs.api == "deckhouse" else frozenset()
 
     def reconcile(self, key: VMKey) -> None:
         namespace, name = key
@@ -175,7 +177,7 @@ class KubeVirt(Reactor):
 
     def _sync_spec(self, key: VMKey, kvvm: Json, vmi: Json) -> Json:
         template = ob.dig(kvvm, "spec", "template", "spec") or {}
-        wanted = _hotplug_diff(template, vmi.get("spec") or {})
+        wanted = _hotplug_diff(template, vmi.get("spec") or {}, self._bindings)
         token = (vmi["metadata"]["uid"], "sync")
         if not wanted:
             self.forget(token)
@@ -191,7 +193,7 @@ class KubeVirt(Reactor):
             t_networks = {n.get("name"): n for n in ob.networks_of(template)}
             for iface in ob.interfaces_of(template):
                 mine = by_name.get(iface.get("name"))
-                if _pluggable(iface, t_networks) and mine is None:
+                if _pluggable(iface, t_networks, self._bindings) and mine is None:
                     interfaces.append(copy.deepcopy(iface))
                     if all(n.get("name") != iface.get("name") for n in networks):
                         networks.append(copy.deepcopy(t_networks[iface.get("name")]))
@@ -308,14 +310,14 @@ class KubeVirt(Reactor):
             o.setdefault("status", {}), "MigrationRequired", state, reason, message), status=True)
 
 
-def _hotplug_diff(template: Json, spec: Json) -> bool:
+def _hotplug_diff(template: Json, spec: Json, bindings: frozenset[str]) -> bool:
     """Does the template add a bridge interface (with its network) or mark one absent
     that the VMI spec does not yet reflect?"""
     mine = {i.get("name"): i for i in ob.interfaces_of(spec)}
     t_networks = {n.get("name"): n for n in ob.networks_of(template)}
     for iface in ob.interfaces_of(template):
         current = mine.get(iface.get("name"))
-        if current is None and _pluggable(iface, t_networks):
+        if current is None and _pluggable(iface, t_networks, bindings):
             return True
         if current is not None and _unpluggable(iface) and current.get("state") != "absent":
             return True
@@ -333,7 +335,10 @@ def _unpluggable(iface: Json) -> bool:
     return iface.get("state") == "absent" and iface.get("name") != nw.MAIN_IF_NAME
 
 
-def _pluggable(iface: Json, networks: dict[object, Json]) -> bool:
-    """A bridge interface, not absent, whose network the template also declares."""
-    return (iface.get("state") != "absent" and "bridge" in iface
+def _pluggable(iface: Json, networks: dict[object, Json], bindings: frozenset[str]) -> bool:
+    """A bridge interface (or one bound by a plugin in `bindings`), not absent, whose
+    network the template also declares."""
+    binding = iface.get("binding")
+    plugin = binding.get("name") if isinstance(binding, dict) else None
+    return (iface.get("state") != "absent" and ("bridge" in iface or plugin in bindings)
             and iface.get("name") in networks)

@@ -23,7 +23,7 @@ from nicplug.simulator.clock import SimClock
 from nicplug.simulator.errors import ApiError, Conflict, NotFound
 from nicplug.simulator.knobs import Knobs
 from nicplug.simulator.networking import VM_NAME_LABEL, Json
-from nicplug.simulator.resources import PODS, VMIMS, Resource
+from nicplug.simulator.resources import PODS, VMIMS, VMOPS, Resource
 from nicplug.simulator.store import Store
 from nicplug.simulator.watching import WatchEvent
 
@@ -42,6 +42,8 @@ def vm_key(res: Resource, obj: Json) -> VMKey | None:
         name = (meta.get("labels") or {}).get(VM_NAME_LABEL)
     elif res == VMIMS:
         name = (obj.get("spec") or {}).get("vmiName")
+    elif res == VMOPS:
+        name = (obj.get("spec") or {}).get("virtualMachineName")
     else:
         name = meta.get("name")
     return (namespace, name) if isinstance(name, str) and name else None

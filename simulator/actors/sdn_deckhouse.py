@@ -51,7 +51,8 @@ class DeckhouseSDN(Reactor):
                 result.append(entry)
             elif self.due((uid, "configure", if_name), delay, key):
                 result.append(nw.deckhouse_status(
-                    request | {"ifName": if_name}, error=self._failure(pod, request)))
+                    request | {"ifName": if_name}, mac=self._mac(pod, if_name),
+                    error=self._failure(pod, request)))
                 done.append(("configure", if_name))
         for if_name, entry in current.items():
             if if_name in wanted:
@@ -66,6 +67,13 @@ class DeckhouseSDN(Reactor):
         self.merge_patch(PODS, pod, {"metadata": {"annotations": {nw.DECKHOUSE_STATUS: value}}})
         for action, if_name in done:
             self.forget((uid, action, if_name))
+
+    @staticmethod
+    def _mac(pod: Json, if_name: str) -> str:
+        """The MAC of the link the agent made: the one the VM's fixtures give it."""
+        meta = pod["metadata"]
+        vm = (meta.get("labels") or {}).get(nw.VM_NAME_LABEL, meta["name"])
+        return nw.mac_for(meta["namespace"], str(vm), if_name)
 
     def _failure(self, pod: Json, request: Json) -> str | None:
         identity = f"{request.get('type')}/{request.get('name')}"

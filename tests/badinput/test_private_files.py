@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from nicplug.adapters.demo.worlds import _spawn
-from nicplug.adapters.kube import resources as kinds
+from nicplug.adapters.kube.flavour import UPSTREAM
 from nicplug.adapters.tapes.writer import TapeWriter
 
 
@@ -31,7 +31,7 @@ def _mode(path: Path) -> int:
 def test_a_recorded_tape_is_written_0600(tmp_path: Path) -> None:
     tape = tmp_path / "cluster.tape.jsonl"
     with TapeWriter(tape, now=lambda: 0.0) as writer:
-        writer.watch_event(kinds.KVVMS, "ADDED", {"metadata": {"name": "a", "namespace": "n"}})
+        writer.watch_event(UPSTREAM.kvvms, "ADDED", {"metadata": {"name": "a", "namespace": "n"}})
     assert _mode(tape) == 0o600
     assert b'"name":"a"' in tape.read_bytes()
 

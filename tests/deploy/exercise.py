@@ -54,7 +54,9 @@ PLANS: dict[str, Plan] = {
         Knobs(delays=Delays(sdn_configure=1.0),
               failures=Failures(sdn_networks=frozenset({"Network/broken-net"}))),
         Fixtures(networks=("user-net", "broken-net")),
-        settings={"backoff_base": 300.0},  # a failed operation is not retried in the run
+        # a failed operation is not retried in the run; an SDN that cannot configure a
+        # network is waited for until the deadline, as in the demo
+        settings={"backoff_base": 300.0, "sdn_ready_timeout": 8.0},
     ),
     "stage": Plan(
         Knobs(delays=Delays(sdn_configure=0.3, restart=1.0)),

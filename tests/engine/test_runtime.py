@@ -500,3 +500,53 @@ async def test_an_empty_decision_touches_no_journal_and_lists_no_views(
     await runtime.drain()
     assert await types_of(journal, A) == ["Requested", "Bumped"] * 2
     await runtime.stop()
+
+
+async def test_a_held_key_decides_nothing_until_it_is_observed_again(
+    journal: SQLiteJournal,
+) -> None:
+    clock = VirtualClock()
+    gate = Gate()
+    runtime = make(journal, gate, clock)
+    await runtime.start()
+    await runtime.observe(A, 1, Cause("observation", "target@1"))
+    await gate.started.wait()
+    runtime.hold(A)  # its world can no longer be read
+
+    clock.advance(REMINDER * 3)
+    gate.release.set()
+    await runtime.drain()
+    assert await types_of(journal, A) == ["Requested"]  # no timer, no outcome decided
+
+    await runtime.observe(A, 1, Cause("observation", "target@2"))
+    await runtime.drain()  # the outcome first; the reminder it made moot is dropped
+    assert await types_of(journal, A) == ["Requested", "Bumped"]
+    await runtime.stop()
+
+
+async def test_recovery_with_hold_sends_nothing_before_the_key_is_observed(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "journal.db"
+    clock = VirtualClock()
+    async with opened(path) as journal:
+        gate = Gate()
+        runtime = make(journal, gate, clock)
+        await runtime.start()
+        await runtime.observe(A, 1, Cause("observation", "target@1"))
+        await gate.started.wait()
+        await runtime.stop(drain=False)
+    async with opened(path) as journal:
+        again = RecordingExecutor(clock)
+        runtime = make(journal, again, clock)
+        await runtime.start(hold=True)
+        clock.advance(REMINDER)
+        await runtime.drain()
+        assert again.executed == []
+        assert await types_of(journal, A) == ["Requested"]
+
+        await runtime.observe(A, 1, Cause("observation", "target@1"))
+        await runtime.drain()
+        assert len(again.executed) == 1
+        assert await types_of(journal, A) == ["Requested", "Reminded", "Bumped"]
+        await runtime.stop()

@@ -16,9 +16,10 @@ from typing import Any
 
 from nicplug.simulator import networking as nw
 from nicplug.simulator import objects as ob
+from nicplug.simulator.apis import served_api
 from nicplug.simulator.cluster import SimulatedCluster
 from nicplug.simulator.knobs import Knobs
-from nicplug.simulator.resources import KVVMS, PODS, VMIS, VMS, Resource
+from nicplug.simulator.resources import ALL, KVVMS, PODS, VMIS, VMS, Resource
 from nicplug.simulator.store import Store
 from nicplug.simulator.watching import WatchEvent
 
@@ -130,9 +131,20 @@ def assert_interface(cluster: SimulatedCluster, vm: str, ref: NetworkRef, *, pre
     )
 
 
+def served(cluster: SimulatedCluster, group: str, plural: str) -> tuple[str, str]:
+    """(group, plural) of a kind as the cluster serves it: KubeVirt's kinds are renamed
+    on a Deckhouse cluster."""
+    res = next(r for r in ALL if (r.group, r.plural) == (group, plural))
+    face = served_api(cluster.knobs.api).served(res)
+    return face.group, face.plural
+
+
 def writes(cluster: SimulatedCluster, what: tuple[str, str, str]) -> int:
-    """How many (verb, API group, plural) requests the API server answered."""
-    return sum(1 for r in cluster.requests if (r.verb, r.group, r.resource) == what)
+    """How many (verb, API group, plural) requests the API server answered; the kind
+    named by its upstream names, counted under the names the cluster serves it by."""
+    verb, group, plural = what
+    wanted = (verb, *served(cluster, group, plural))
+    return sum(1 for r in cluster.requests if (r.verb, r.group, r.resource) == wanted)
 
 
 def assert_healthy(cluster: SimulatedCluster) -> None:

@@ -34,7 +34,7 @@ from nicplug.simulator.cluster import SimulatedCluster
 from nicplug.simulator.fixtures import Fixtures
 from nicplug.simulator.knobs import Delays, Knobs
 from nicplug.simulator.resources import Resource
-from tests.integration.cluster_view import Trail, split
+from tests.integration.cluster_view import Trail, served, split
 from tests.integration.journal_view import JournalView
 
 MERGE = "application/merge-patch+json"
@@ -203,6 +203,7 @@ class User:
 
     def __init__(self, cluster: SimulatedCluster) -> None:
         self.url = cluster.url
+        self.cluster = cluster
         self.session = aiohttp.ClientSession(headers={"Authorization": "Bearer user"})
 
     async def _send(self, method: str, path: str, body: Any = None,
@@ -255,9 +256,8 @@ class User:
     async def restart(self, vm: str) -> None:
         """What `virtctl restart` does: delete the VMI; KubeVirt starts a new one."""
         namespace, name = split(vm)
-        await self._send(
-            "DELETE", f"/apis/kubevirt.io/v1/namespaces/{namespace}/virtualmachineinstances/{name}"
-        )
+        group, plural = served(self.cluster, "kubevirt.io", "virtualmachineinstances")
+        await self._send("DELETE", f"/apis/{group}/v1/namespaces/{namespace}/{plural}/{name}")
 
     async def close(self) -> None:
         await self.session.close()

@@ -30,6 +30,7 @@ import aiohttp
 
 from nicplug.simulator import networking as nw
 from nicplug.simulator import objects as ob
+from nicplug.simulator.apis import served_api
 from nicplug.simulator.cluster import SimulatedCluster
 from nicplug.simulator.errors import NotFound
 from nicplug.simulator.resources import KVVMS, LEASES, PODS, VMIS, VMS
@@ -85,6 +86,33 @@ class ControllerProcess:
         except (aiohttp.ClientError, TimeoutError):
             return False
 
+    async def readiness(self) -> str:
+        """What `/readyz` says ("" when it cannot be asked)."""
+        try:
+            timeout = aiohttp.ClientTimeout(total=1)
+            async with aiohttp.ClientSession(timeout=timeout) as session, session.get(
+                f"http://127.0.0.1:{self.metrics_port}/readyz"
+            ) as response:
+                return (await response.text()).strip()
+        except (aiohttp.ClientError, TimeoutError):
+            return ""
+
+    async def metric(self, name: str) -> float | None:
+        """The value of an unlabelled metric, None when it cannot be scraped."""
+        try:
+            timeout = aiohttp.ClientTimeout(total=1)
+            async with aiohttp.ClientSession(timeout=timeout) as session, session.get(
+                f"http://127.0.0.1:{self.metrics_port}/metrics"
+            ) as response:
+                text = await response.text()
+        except (aiohttp.ClientError, TimeoutError):
+            return None
+        for line in text.splitlines():
+            metric, _, value = line.partition(" ")
+            if metric == name:
+                return float(value)
+        return None
+
     async def kill(self) -> None:
         """SIGKILL: no cleanup of any kind, as a node failure or the OOM killer."""
         with contextlib.suppress(ProcessLookupError):
@@ -109,20 +137,23 @@ class ControllerProcess:
 
 
 async def start_controller(
-    cluster: SimulatedCluster, directory: Path, identity: str, *extra: str,
-    journal: Path | None = None,
+    cluster: SimulatedCluster | None, directory: Path, identity: str, *extra: str,
+    journal: Path | None = None, kubeconfig: Path | None = None,
+    wrapper: Sequence[str] = (),
 ) -> ControllerProcess:
-    """`nicplug run` (as `python -m nicplug.adapters.cli`) against `cluster`, logging to
-    `directory/<identity>.log`."""
-    assert cluster.kubeconfig_path is not None
+    """`nicplug run` (as `python -m nicplug.adapters.cli`) against `cluster` (or
+    whatever `kubeconfig` names), logging to `directory/<identity>.log`; `wrapper` is a
+    command that execs it."""
+    config = kubeconfig or (cluster.kubeconfig_path if cluster is not None else None)
+    assert config is not None
     journal = journal or directory / f"{identity}.db"
     port = free_port()
     log = directory / f"{identity}.log"
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     with log.open("wb") as out:
         process = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "nicplug.adapters.cli", "run",
-            "--kubeconfig", str(cluster.kubeconfig_path), "--journal", str(journal),
+            *wrapper, sys.executable, "-m", "nicplug.adapters.cli", "run",
+            "--kubeconfig", str(config), "--journal", str(journal),
             "--identity", identity, "--metrics-addr", f"127.0.0.1:{port}",
             "--synchronous", "NORMAL", *FAST_LEASE, *extra,
             cwd=REPO, env=env, stdin=asyncio.subprocess.DEVNULL, stdout=out,
@@ -140,10 +171,12 @@ class Launcher:
         self.started: list[ControllerProcess] = []
 
     async def start(
-        self, cluster: SimulatedCluster, identity: str, *extra: str, journal: Path | None = None
+        self, cluster: SimulatedCluster | None, identity: str, *extra: str,
+        journal: Path | None = None, kubeconfig: Path | None = None, wrapper: Sequence[str] = (),
     ) -> ControllerProcess:
         controller = await start_controller(cluster, self.directory, identity, *extra,
-                                            journal=journal)
+                                            journal=journal, kubeconfig=kubeconfig,
+                                            wrapper=wrapper)
         self.started.append(controller)
         return controller
 
@@ -380,11 +413,13 @@ def requests_by(cluster: SimulatedCluster, controller: ControllerProcess) -> lis
     return [r for r in cluster.requests if controller.sent(r)]
 
 
-def kvvm_patches(records: Iterable[RequestRecord]) -> Counter[str]:
-    """KVVM patches per VM name."""
+def kvvm_patches(records: Iterable[RequestRecord], *, api: str = "deckhouse") -> Counter[str]:
+    """KVVM patches per VM name (named as the cluster's KubeVirt `api` serves them)."""
+    face = served_api(api).served(KVVMS)
+    kvvms = (face.group, face.plural)
     return Counter(r.name or "" for r in records
-                   if r.verb == "patch" and r.group == KVVMS.group
-                   and r.resource == KVVMS.plural and r.subresource is None)
+                   if r.verb == "patch" and (r.group, r.resource) == kvvms
+                   and r.subresource is None)
 
 
 def pod_patches(records: Iterable[RequestRecord]) -> Counter[str]:

@@ -73,7 +73,8 @@ async def test_withdrawing_a_failed_plug_clears_the_failure(
 ):
     knobs = Knobs(delays=QUICK, failures=Failures(sdn_networks=frozenset({"Network/broken-net"})))
     cluster = await start_cluster(knobs, Fixtures(vms=1, networks=("user-net", "broken-net")))
-    ctl = await start_controller(cluster, backoff_base=300.0)
+    # the SDN never configures it: the plug fails at the SDN deadline
+    ctl = await start_controller(cluster, backoff_base=300.0, sdn_ready_timeout=3.0)
     user = user_of(cluster)
 
     await user.add_network(VM, "Network", "broken-net")

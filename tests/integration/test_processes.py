@@ -45,6 +45,8 @@ from tests.integration.processes_support import (
 
 pytestmark = pytest.mark.slow
 
+KVVMS_NAME = "internalvirtualizationvirtualmachines.internal.virtualization.deckhouse.io"
+"""The KVVMs of the deckhouse dialect's clusters: Deckhouse's renamed KubeVirt."""
 START = 30.0  # seconds for a controller to start, win the Lease and list (2 cores, shared)
 SETTLE = 30.0  # seconds for the in-flight operations to finish
 
@@ -158,7 +160,7 @@ async def test_killed_mid_operation_a_restarted_controller_finishes_every_change
     # 3. Killed while its KVVM patch is on the wire: the server applies it, the
     # journal never learns the outcome. The next generation re-issues it.
     ctl = await next_leader()
-    cluster.faults.add_latency(0.6, verb="patch", resource="virtualmachines.kubevirt.io")
+    cluster.faults.add_latency(0.6, verb="patch", resource=KVVMS_NAME)
     set_networks(cluster, vm2, ["Network/net-b"])
     set_networks(cluster, vm3, ["ClusterNetwork/storage"])
 
@@ -320,7 +322,7 @@ async def test_errors_on_requests_are_retried_without_a_hot_loop(
     cluster = quick
     faults = cluster.faults
     faults.fail_requests(409, times=2, verb="patch", resource="pods")
-    faults.fail_requests(429, times=2, verb="patch", resource="virtualmachines.kubevirt.io",
+    faults.fail_requests(429, times=2, verb="patch", resource=KVVMS_NAME,
                          retry_after=1)
     faults.fail_requests(500, times=3, verb="patch")
     faults.fail_requests(503, times=2, verb="get")

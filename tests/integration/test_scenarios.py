@@ -133,23 +133,29 @@ async def test_two_networks_at_once(knobs, start_cluster, start_controller, foll
     assert_healthy(cluster)
 
 
-async def test_sdn_failure_fails_the_plug_with_a_reason(start_cluster, start_controller, user_of):
-    """Deckhouse only: the multus dynamic-networks controller reports no errors (a
-    network it cannot set up is simply never listed)."""
+async def test_sdn_failure_waits_then_times_out_with_the_sdns_words(
+    start_cluster, start_controller, user_of
+):
+    """Deckhouse only: its SDN's `False` means "not yet" (as Deckhouse's controller reads
+    it), so the plug waits until the SDN deadline and fails with what the SDN last said.
+    The multus dynamic-networks controller reports no errors (a network it cannot set up
+    is simply never listed)."""
     knobs = Knobs(delays=QUICK, failures=Failures(sdn_networks=frozenset({"Network/broken-net"})))
     cluster = await start_cluster(knobs, Fixtures(vms=1, networks=("user-net", "broken-net")))
-    ctl = await start_controller(cluster, backoff_base=300.0)  # no second attempt meanwhile
+    ctl = await start_controller(cluster, backoff_base=300.0,  # no second attempt meanwhile
+                                 sdn_ready_timeout=3.0)
     broken = ("Network", "broken-net")
 
     await user_of(cluster).add_network(VM, *broken)
     op = await ctl.journal.wait_for(VM, "Network/broken-net", "plug", {"Attached", "Failed"})
 
-    assert (op.state, op.reason) == ("Failed", "SDNError")
+    assert (op.state, op.reason) == ("Failed", "SDNTimeout")
     assert await ctl.journal.path_of(op.stream) == ["Requested", "AnnotationPatched", "Failed"]
+    assert "the SDN says:" in op.message and "ConfigurationError" in op.message, op.message
     await eventually(lambda: vm_condition(cluster.store, VM, "NetworkHotplugFailed") is not None,
                      what="the NetworkHotplugFailed condition")
     condition = vm_condition(cluster.store, VM, "NetworkHotplugFailed")
-    assert (condition["status"], condition["reason"]) == ("True", "SDNError")
+    assert (condition["status"], condition["reason"]) == ("True", "SDNTimeout")
     assert "Network/broken-net" in condition["message"]
     # the pod still asks for it (a later attempt may succeed); the KVVM never got it
     assert_requests(cluster, VM, [broken], template=[])
@@ -241,6 +247,10 @@ async def test_stage_with_automatic_approval_applies_at_restart(
     assert (op.state, op.reason) == ("Attached", None)
     assert await ctl.journal.path_of(op.stream) == AT_RESTART[knobs.dialect]
     assert _vmi_uid(cluster) != before  # nicplug restarted the VM itself
+    # halt, write, start: never a VMI deleted (under runStrategy Manual it stops for good)
+    deleted = [r for r in cluster.requests
+               if r.verb == "delete" and r.resource.endswith("virtualmachineinstances")]
+    assert deleted == []
     assert _restart_flagged(trail)
     await eventually(lambda: not restart_pending(cluster, VM),
                      what="the restart condition to clear")

@@ -27,17 +27,18 @@ from nicplug.adapters.kube.errors import (
     Temporary,
     TestFailed,
 )
+from nicplug.adapters.kube.flavour import UPSTREAM
 from nicplug.adapters.kube.resources import (
     CLUSTER_NETWORKS,
-    KVVMS,
-    LAUNCHER_PODS,
     VIRTUAL_MACHINES,
-    VMIMS,
 )
 from nicplug.simulator import resources as sim
 from tests.kube.conftest import ApiServer
 
 SPEC_ANNOTATION = "network.deckhouse.io/networks-spec"
+
+KVVMS, VMIMS = UPSTREAM.kvvms, UPSTREAM.vmims  # the simulated server's default API
+LAUNCHER_PODS = UPSTREAM.launcher_pods
 
 
 def _pod(store_server: ApiServer) -> dict[str, Any]:
@@ -164,12 +165,12 @@ async def test_cluster_scoped_get_and_not_found(api_server: ApiServer, calls: Ku
 
 
 async def test_migration_created_once(api_server: ApiServer, calls: KubeCalls) -> None:
-    created = await calls.create_migration("ns1", "nicplug-vm1-1", "vm1",
+    created = await calls.create_migration(VMIMS, "ns1", "nicplug-vm1-1", "vm1",
                                            labels={"app.kubernetes.io/managed-by": "nicplug"})
     assert created["spec"] == {"vmiName": "vm1"}
     assert (await calls.get(VMIMS, "ns1", "nicplug-vm1-1"))["spec"] == {"vmiName": "vm1"}
     with pytest.raises(AlreadyExists):
-        await calls.create_migration("ns1", "nicplug-vm1-1", "vm1")
+        await calls.create_migration(VMIMS, "ns1", "nicplug-vm1-1", "vm1")
 
 
 async def test_event_about_an_object(api_server: ApiServer, calls: KubeCalls) -> None:

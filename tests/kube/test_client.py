@@ -15,7 +15,7 @@ from nicplug.adapters.kube.client import (
     ClientSettings,
     connect,
 )
-from nicplug.adapters.kube.resources import KVVMS
+from nicplug.adapters.kube.flavour import UPSTREAM
 from nicplug.simulator import resources as sim
 from tests.kube.conftest import ApiServer
 
@@ -27,7 +27,7 @@ async def test_many_concurrent_calls_share_one_sized_pool(api_server: ApiServer)
     try:
         assert connection.client.rest_client.pool_manager.connector.limit == 64
         calls = KubeCalls(connection)
-        got = await asyncio.gather(*(calls.get(KVVMS, "ns1", "vm1") for _ in range(200)))
+        got = await asyncio.gather(*(calls.get(UPSTREAM.kvvms, "ns1", "vm1") for _ in range(200)))
         assert {g["metadata"]["uid"] for g in got} == {
             api_server.store.get(sim.KVVMS, "ns1", "vm1")["metadata"]["uid"]}
     finally:
@@ -84,7 +84,7 @@ async def test_without_a_proxy_requests_skip_the_environment_lookups(
         assert not session.trust_env
         assert session.connector.limit == ClientSettings().max_connections
         api_server.store.create(sim.KVVMS, {"metadata": {"name": "vm1", "namespace": "ns1"}})
-        got = await KubeCalls(connection).get(KVVMS, "ns1", "vm1")
+        got = await KubeCalls(connection).get(UPSTREAM.kvvms, "ns1", "vm1")
         assert got["metadata"]["name"] == "vm1"
     finally:
         await connection.close()

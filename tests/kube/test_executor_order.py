@@ -8,23 +8,36 @@ must not be sent over the newer.
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 from dataclasses import replace
+from typing import Any
 
 import pytest
 
 from nicplug.adapters.executor import KubeExecutor
 from nicplug.adapters.kube.calls import KubeCalls
 from nicplug.adapters.kube.client import ApiConnection
+from nicplug.adapters.kube.flavour import UPSTREAM
+from nicplug.adapters.kube.translate import records
+from nicplug.adapters.kube.translate.objects import KVVMObject, read
 from nicplug.adapters.sdn import dialect_for
 from nicplug.engine.errors import EffectUndecodable, PermanentError, RetryAfterObservation
 from nicplug.engine.journal import PendingEffect
 from nicplug.engine.model import Key, StreamId
-from nicplug.machines.effects import Effect, PatchVirtualMachine, VMNetworkEntry
-from nicplug.machines.world import SDNRequest
+from nicplug.machines.effects import (
+    Effect,
+    KVVMTemplate,
+    PatchPodNetworks,
+    PatchVirtualMachine,
+    RestartVM,
+    VMNetworkEntry,
+)
+from nicplug.machines.world import RESTART_ANNOTATION, SDNRequest
 from nicplug.simulator import networking as nw
 from nicplug.simulator.fixtures import kvvm_for
 from nicplug.simulator.knobs import Knobs
-from nicplug.simulator.resources import KVVMS, NAMESPACES
+from nicplug.simulator.resources import KVVMS, NAMESPACES, PODS, VMIS
 from tests.kube.conftest import ApiServer
 
 NET_A, NET_B = nw.if_name("Network", "net-a"), nw.if_name("Network", "net-b")
@@ -52,7 +65,7 @@ async def test_an_older_kvvm_patch_coming_back_after_a_newer_one_is_not_sent(
     store = api_server.store
     store.create(NAMESPACES, {"metadata": {"name": "ns1"}})
     store.create(KVVMS, kvvm_for(Knobs(), "ns1", "vm", (("Network", "net-a"),)))
-    executor = KubeExecutor(KubeCalls(connection), dialect_for("deckhouse"))
+    executor = KubeExecutor(KubeCalls(connection), dialect_for("deckhouse"), flavour=UPSTREAM)
     unplug_a = kvvm_patch(VMNetworkEntry(NET_A, "Network/net-a", absent=True))
     and_plug_b = kvvm_patch(VMNetworkEntry(NET_A, "Network/net-a", absent=True),
                             VMNetworkEntry(NET_B, "Network/net-b"))
@@ -73,12 +86,143 @@ async def test_the_same_patch_tried_again_is_sent_again(
     store = api_server.store
     store.create(NAMESPACES, {"metadata": {"name": "ns1"}})
     store.create(KVVMS, kvvm_for(Knobs(), "ns1", "vm", ()))
-    executor = KubeExecutor(KubeCalls(connection), dialect_for("deckhouse"))
+    executor = KubeExecutor(KubeCalls(connection), dialect_for("deckhouse"), flavour=UPSTREAM)
     plug_b = pending(3, kvvm_patch(VMNetworkEntry(NET_B, "Network/net-b")))
 
     await executor.execute(plug_b)
     await executor.execute(plug_b)  # a re-issue after a timeout: idempotent, still sent
     assert api_server.count("patch", "virtualmachines") == 2
+
+
+async def test_a_patch_of_a_vanished_launcher_pod_is_decided_again_not_rejected(
+    api_server: ApiServer, connection: ApiConnection
+) -> None:
+    api_server.store.create(NAMESPACES, {"metadata": {"name": "ns1"}})
+    executor = KubeExecutor(KubeCalls(connection), dialect_for("deckhouse"), flavour=UPSTREAM)
+    gone = PatchPodNetworks("ns1", "virt-launcher-vm-x", "pod-uid",
+                            (SDNRequest("Network/net-a", NET_A, id=2),))
+
+    with pytest.raises(RetryAfterObservation) as raised:
+        await executor.execute(pending(3, gone))
+    assert not isinstance(raised.value, PermanentError)
+
+
+def template_of(store_kvvm: dict[str, Any]) -> KVVMTemplate:
+    """The precondition a decision from `store_kvvm` carries."""
+    record, _ = records.kvvm(read(KVVMObject, store_kvvm, kind="KVVM"),
+                             dialect=dialect_for("deckhouse"), vmi_exists=True)
+    return KVVMTemplate(store_kvvm["metadata"]["resourceVersion"], record.interfaces,
+                        record.networks, record.template_requests)
+
+
+def plug_b(observed: KVVMTemplate, pods: tuple[str, ...] = ()) -> PatchVirtualMachine:
+    patch = kvvm_patch(VMNetworkEntry(NET_A, "Network/net-a"),
+                       VMNetworkEntry(NET_B, "Network/net-b"))
+    return dataclasses.replace(patch, observed=observed, pods=pods)
+
+
+def interfaces_of(store: Any) -> list[str]:
+    spec = store.get(KVVMS, "ns1", "vm")["spec"]["template"]["spec"]
+    return [i["name"] for i in spec["domain"]["devices"]["interfaces"]]
+
+
+async def test_a_kvvm_patch_decided_before_a_users_edit_is_not_written_over_it(
+    api_server: ApiServer, connection: ApiConnection
+) -> None:
+    store = api_server.store
+    store.create(NAMESPACES, {"metadata": {"name": "ns1"}})
+    store.create(KVVMS, kvvm_for(Knobs(), "ns1", "vm", (("Network", "net-a"),)))
+    decided = plug_b(template_of(store.get(KVVMS, "ns1", "vm")))
+    edited = copy.deepcopy(store.get(KVVMS, "ns1", "vm"))  # the user adds a NIC by hand
+    edited["spec"]["template"]["spec"]["domain"]["devices"]["interfaces"].append(
+        {"name": "by-hand", "bridge": {}})
+    edited["spec"]["template"]["spec"]["networks"].append({"name": "by-hand", "pod": {}})
+    store.update(KVVMS, edited)
+    executor = KubeExecutor(KubeCalls(connection), dialect_for("deckhouse"), flavour=UPSTREAM)
+
+    with pytest.raises(RetryAfterObservation, match="template changed"):
+        await executor.execute(pending(1, decided))
+    assert interfaces_of(store) == ["default", NET_A, "by-hand"]
+
+
+async def test_a_kvvm_patch_goes_through_status_churn_after_its_decision(
+    api_server: ApiServer, connection: ApiConnection
+) -> None:
+    store = api_server.store
+    store.create(NAMESPACES, {"metadata": {"name": "ns1"}})
+    store.create(KVVMS, kvvm_for(Knobs(), "ns1", "vm", (("Network", "net-a"),)))
+    decided = plug_b(template_of(store.get(KVVMS, "ns1", "vm")))
+    churned = copy.deepcopy(store.get(KVVMS, "ns1", "vm"))
+    churned.setdefault("status", {})["printableStatus"] = "Running"
+    store.update(KVVMS, churned, subresource="status")
+    executor = KubeExecutor(KubeCalls(connection), dialect_for("deckhouse"), flavour=UPSTREAM)
+
+    await executor.execute(pending(1, decided))
+    assert interfaces_of(store) == ["default", NET_A, NET_B]
+
+
+async def test_a_kvvm_patch_decided_on_one_launcher_pod_is_not_sent_after_the_vm_moved(
+    api_server: ApiServer, connection: ApiConnection
+) -> None:
+    store = api_server.store
+    store.create(NAMESPACES, {"metadata": {"name": "ns1"}})
+    store.create(KVVMS, kvvm_for(Knobs(), "ns1", "vm", (("Network", "net-a"),)))
+    store.create(VMIS, {"metadata": {"name": "vm", "namespace": "ns1"},
+                        "status": {"activePods": {"pod-p2": "node-b"}}})  # P → P′
+    decided = plug_b(template_of(store.get(KVVMS, "ns1", "vm")), pods=("pod-p1",))
+    executor = KubeExecutor(KubeCalls(connection), dialect_for("deckhouse"), flavour=UPSTREAM)
+
+    with pytest.raises(RetryAfterObservation, match="other launcher pods"):
+        await executor.execute(pending(1, decided))
+    assert interfaces_of(store) == ["default", NET_A]
+
+
+async def test_a_pod_patch_decided_from_requests_that_changed_since_is_not_sent(
+    api_server: ApiServer, connection: ApiConnection
+) -> None:
+    store = api_server.store
+    store.create(NAMESPACES, {"metadata": {"name": "ns1"}})
+    deckhouse = dialect_for("deckhouse")
+    a = SDNRequest("Network/net-a", NET_A, id=2)
+    value = deckhouse.render_requests(requests=(a,), namespace="ns1")
+    pod = store.create(PODS, {"metadata": {
+        "name": "virt-launcher-vm-x", "namespace": "ns1",
+        "annotations": {deckhouse.request_annotation: value}}})
+    decided_on_nothing = PatchPodNetworks(  # decided when the pod requested nothing yet
+        "ns1", "virt-launcher-vm-x", pod["metadata"]["uid"],
+        (SDNRequest("Network/net-b", NET_B, id=3),), observed=())
+    executor = KubeExecutor(KubeCalls(connection), deckhouse, flavour=UPSTREAM)
+
+    with pytest.raises(RetryAfterObservation, match="SDN requests changed"):
+        await executor.execute(pending(1, decided_on_nothing))
+    annotations = store.get(PODS, "ns1", "virt-launcher-vm-x")["metadata"]["annotations"]
+    assert annotations[deckhouse.request_annotation] == value
+
+
+async def test_a_restart_halts_the_kvvm_of_the_vmi_it_saw_then_starts_it_as_it_was(
+    api_server: ApiServer, connection: ApiConnection
+) -> None:
+    store = api_server.store
+    store.create(NAMESPACES, {"metadata": {"name": "ns1"}})
+    store.create(KVVMS, kvvm_for(Knobs(), "ns1", "vm", ()))
+    vmi = store.create(VMIS, {"metadata": {"name": "vm", "namespace": "ns1"}})
+    executor = KubeExecutor(KubeCalls(connection), dialect_for("deckhouse"), flavour=UPSTREAM)
+    strategy = store.get(KVVMS, "ns1", "vm")["spec"]["runStrategy"]
+
+    stale = RestartVM("ns1", "vm", "another-vmi", "halt", strategy)
+    assert (await executor.execute(pending(1, stale)))["halted"] is False
+    await executor.execute(pending(2, RestartVM("ns1", "vm", vmi["metadata"]["uid"], "halt",
+                                                strategy)))
+    halted = store.get(KVVMS, "ns1", "vm")
+    assert halted["spec"]["runStrategy"] == "Halted"
+    assert halted["metadata"]["annotations"][RESTART_ANNOTATION] == strategy
+    again = RestartVM("ns1", "vm", vmi["metadata"]["uid"], "halt", strategy)
+    assert (await executor.execute(pending(3, again)))["halted"] is False  # once per VMI
+
+    await executor.execute(pending(4, RestartVM("ns1", "vm", "", "start", strategy)))
+    started = store.get(KVVMS, "ns1", "vm")
+    assert started["spec"]["runStrategy"] == strategy
+    assert RESTART_ANNOTATION not in (started["metadata"].get("annotations") or {})
 
 
 async def test_an_effect_payload_no_version_can_read_is_dropped_not_rejected(
@@ -88,7 +232,7 @@ async def test_an_effect_payload_no_version_can_read_is_dropped_not_rejected(
     store.create(NAMESPACES, {"metadata": {"name": "ns1"}})
     store.create(KVVMS, kvvm_for(Knobs(), "ns1", "vm", (("Network", "net-a"),)))
     before = store.get(KVVMS, "ns1", "vm")
-    executor = KubeExecutor(KubeCalls(connection), dialect_for("deckhouse"))
+    executor = KubeExecutor(KubeCalls(connection), dialect_for("deckhouse"), flavour=UPSTREAM)
     effect = pending(3, kvvm_patch(VMNetworkEntry(NET_B, "Network/net-b")))
     # written by a newer nicplug: the field the patch lists its networks in is renamed
     payload = {k: v for k, v in effect.payload.items() if k != "networks"}

@@ -17,21 +17,21 @@ import pytest
 
 from nicplug.adapters.kube.client import ApiConnection
 from nicplug.adapters.kube.errors import Expired, Temporary
+from nicplug.adapters.kube.flavour import UPSTREAM
 from nicplug.adapters.kube.informer import Informer, WatchProgress, WatchSettings
 from nicplug.adapters.kube.informers import Informers
 from nicplug.adapters.kube.resources import (
     CLUSTER_NETWORKS,
-    KUBEVIRTS,
-    KVVMS,
-    LAUNCHER_PODS,
     VIRTUAL_MACHINES,
-    WATCHED,
     KindRef,
     Scope,
 )
 from nicplug.simulator import resources as sim
 from nicplug.simulator.store import Store
 from tests.kube.conftest import ApiServer, ServerFactory, eventually
+
+KUBEVIRTS, KVVMS = UPSTREAM.kubevirts, UPSTREAM.kvvms  # the simulated server's default API
+LAUNCHER_PODS, WATCHED = UPSTREAM.launcher_pods, UPSTREAM.watched
 
 
 class Sleeps:
@@ -116,15 +116,15 @@ async def test_pods_by_label_in_one_namespace(
     api_server: ApiServer, connection: ApiConnection
 ) -> None:
     store = api_server.store
-    for name, ns, labels in [("virt-launcher-a", "ns1", {"vm.kubevirt.io/name": "a"}),
-                             ("virt-launcher-b", "ns2", {"vm.kubevirt.io/name": "b"}),
+    for name, ns, labels in [("virt-launcher-a", "ns1", {"kubevirt.io/created-by": "vmi-a"}),
+                             ("virt-launcher-b", "ns2", {"kubevirt.io/created-by": "vmi-b"}),
                              ("unrelated", "ns1", {"app": "web"})]:
         store.create(sim.PODS, {"metadata": {"name": name, "namespace": ns, "labels": labels}})
     informer = Informer(connection, LAUNCHER_PODS, namespace="ns1", sleep=Sleeps())
     async with running(informer):
         assert cached_names(informer) == {"ns1/virt-launcher-a"}
         store.create(sim.PODS, {"metadata": {"name": "virt-launcher-c", "namespace": "ns1",
-                                             "labels": {"vm.kubevirt.io/name": "c"}}})
+                                             "labels": {"kubevirt.io/created-by": "vmi-c"}}})
         store.create(sim.PODS, {"metadata": {"name": "other", "namespace": "ns1"}})
         await eventually(lambda: "ns1/virt-launcher-c" in cached_names(informer))
         assert cached_names(informer) == {"ns1/virt-launcher-a", "ns1/virt-launcher-c"}
@@ -259,7 +259,8 @@ async def test_all_kinds_sync_together_within_a_namespace(
     for ns in ("ns1", "ns2"):
         store.create(sim.VMS, {"metadata": {"name": "vm", "namespace": ns}})
     changes = Changes()
-    informers = Informers(connection, scope=Scope("ns1"), on_change=changes, sleep=Sleeps())
+    informers = Informers(connection, scope=Scope("ns1"), kinds=WATCHED, on_change=changes,
+                          sleep=Sleeps())
     task = asyncio.create_task(informers.run())
     try:
         await asyncio.wait_for(informers.synced.wait(), 5)
@@ -305,7 +306,8 @@ async def test_a_watch_that_never_answers_trips_the_watchdog(
         await eventually(lambda: informer.stats.stalls >= 1)
         api_server.faults.clear()
         api_server.store.create(sim.PODS, {"metadata": {
-            "name": "virt-launcher-a", "namespace": "ns9", "labels": {"vm.kubevirt.io/name": "a"}}})
+            "name": "virt-launcher-a", "namespace": "ns9",
+            "labels": {"kubevirt.io/created-by": "vmi-a"}}})
         await eventually(lambda: informer.get("ns9/virt-launcher-a") is not None)
     assert api_server.count("watch") <= informer.stats.stalls + 1
 

@@ -12,7 +12,7 @@ import asyncio
 import pytest
 
 from nicplug.adapters.kube.client import ApiConnection
-from nicplug.adapters.kube.lease import Leadership, LeaseTiming
+from nicplug.adapters.kube.lease import Leadership, LeaseTiming, Term
 from nicplug.simulator import resources as sim
 from tests.kube.conftest import ApiServer, eventually
 
@@ -31,7 +31,8 @@ class Candidate:
         )
         self.task = asyncio.create_task(self.leadership.run())
 
-    async def _work(self) -> None:
+    async def _work(self, term: Term) -> None:
+        self.term = term
         self.working.set()
         try:
             await asyncio.Event().wait()
@@ -139,7 +140,7 @@ async def test_a_failing_leaders_work_ends_the_term_and_is_raised(
     """A leader whose work fails (its journal refused) must not hold the lease idle."""
     stopped: list[str] = []
 
-    async def refuse() -> None:
+    async def refuse(_: Term) -> None:
         raise RuntimeError("journal refused")
 
     async def stop() -> None:
@@ -157,3 +158,27 @@ async def test_a_failing_leaders_work_ends_the_term_and_is_raised(
     renewals = api_server.count(resource="leases")
     await asyncio.sleep(3 * FAST.retry_period)  # the election really ended: no renewal
     assert api_server.count(resource="leases") == renewals
+
+
+async def test_a_renewal_that_hangs_ends_the_term_at_its_deadline(
+    api_server: ApiServer, connection: ApiConnection
+) -> None:
+    """The API server stops answering the Lease: every call times out, and the term
+    ends when its deadline passes, not when some request gives up."""
+    only = Candidate(connection, "only")
+    try:
+        await asyncio.wait_for(only.working.wait(), 2)
+        term = only.term
+        api_server.faults.add_latency(60.0, resource="leases")
+        loop = asyncio.get_running_loop()
+        hung = loop.time()
+        await eventually(lambda: not only.leadership.leading, within=3)
+        assert loop.time() - hung <= FAST.renew_deadline + FAST.retry_period + 0.5
+        assert not term.holds()
+        await eventually(lambda: only.stopped == 1, within=1)
+        assert not only.working.is_set()
+        api_server.faults.clear()
+        await asyncio.wait_for(only.working.wait(), 3)  # stands again, a new term
+        assert only.term.number == 2 and only.term.holds()
+    finally:
+        await only.kill()

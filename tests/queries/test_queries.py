@@ -145,7 +145,7 @@ async def test_explain_a_live_operation(journal: SQLiteJournal) -> None:
     found = await explanation(journal, _id("silent", "ClusterNetwork/y"), now=NOW)
     assert found is not None
     assert found.operation.state == "AnnotationPatched"
-    assert {m.to for m in found.waits_for} == {"SDNReady"}
+    assert {m.to for m in found.waits_for} == {"SDNReady", "VMIPatched"}
     assert "reports the entry ready" in found.waits_for[0].meaning
     assert {m.trigger for m in found.ends_if} >= {"SDNTimeout", "Reverted", "SDNError"}
     assert found.next_timer is not None

@@ -129,7 +129,7 @@ async def test_the_sdn_fails_a_network_it_is_told_to_fail() -> None:
     by_name = {e["name"]: e for e in json.loads(raw)}
     assert nw.deckhouse_ready(by_name["user-net"])
     configured = by_name["storage"]["conditions"][0]
-    assert configured["status"] == "False" and configured["reason"] == "ConfigurationFailed"
+    assert configured["status"] == "False" and configured["reason"] == "ConfigurationError"
     assert "ClusterNetwork/storage" in configured["message"]
     await cluster.stop()
 

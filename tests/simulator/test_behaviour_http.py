@@ -23,7 +23,8 @@ from nicplug.simulator.knobs import Delays, Knobs
 
 ROOT = Path(__file__).resolve().parents[2]
 NS, VM = "default", "vm-00000"
-KV = ("kubevirt.io", "v1", NS)
+KV = ("internal.virtualization.deckhouse.io", "v1", NS)  # Deckhouse's renamed KubeVirt
+VM_NAME = "vm.kubevirt.internal.virtualization.deckhouse.io/name"
 
 
 async def test_a_controller_over_http_plugs_in_the_right_order() -> None:
@@ -34,8 +35,10 @@ async def test_a_controller_over_http_plugs_in_the_right_order() -> None:
         api = await config.new_client_from_config(str(cluster.kubeconfig_path))
         async with api:
             core, custom = client.CoreV1Api(api), client.CustomObjectsApi(api)
-            pods = await core.list_namespaced_pod(NS, label_selector=f"{nw.VM_NAME_LABEL}={VM}")
+            pods = await core.list_namespaced_pod(NS, label_selector=f"{VM_NAME}={VM}")
             (pod,) = pods.items
+            upstream = f"{nw.VM_NAME_LABEL}={VM}"  # no stored label has KubeVirt's own name
+            assert (await core.list_namespaced_pod(NS, label_selector=upstream)).items == []
             entry = request_entry(knobs, NS, VM, "Network", "user-net", 2)
             await core.patch_namespaced_pod(pod.metadata.name, NS, {"metadata": {"annotations": {
                 nw.DECKHOUSE_REQUEST: json.dumps([entry])}}})
@@ -47,7 +50,7 @@ async def test_a_controller_over_http_plugs_in_the_right_order() -> None:
             if_name = nw.if_name("Network", "user-net")
             base = "/spec/template/spec"
             await custom.patch_namespaced_custom_object(
-                *KV, "virtualmachines", VM,
+                *KV, "internalvirtualizationvirtualmachines", VM,
                 [{"op": "add", "path": f"{base}/networks/-",
                   "value": {"name": if_name, "pod": {}}},
                  {"op": "add", "path": f"{base}/domain/devices/interfaces/-",
@@ -55,7 +58,7 @@ async def test_a_controller_over_http_plugs_in_the_right_order() -> None:
                 _content_type="application/json-patch+json")
             await cluster.advance(0.1)
             vmi = await custom.get_namespaced_custom_object(
-                *KV, "virtualmachineinstances", VM)
+                *KV, "internalvirtualizationvirtualmachineinstances", VM)
             attached = [i for i in vmi["status"]["interfaces"] if i["name"] == if_name]
             assert attached and "domain" in attached[0]["infoSource"]
             assert cluster.link_not_found == [] and cluster.actor_errors == []
@@ -110,7 +113,9 @@ def sim_serve(kubeconfig: Path, *argv: str) -> Iterator[list[str]]:
 def test_sim_serve_prints_where_it_is_and_stops_on_ctrl_c(tmp_path: Path) -> None:
     kubeconfig = tmp_path / "kubeconfig"
     with sim_serve(kubeconfig, "--vms", "3", "--dialect", "multus") as lines:
-        assert lines[0].startswith("simulated cluster (multus, 3 VMs) at http://127.0.0.1:"), lines
+        assert lines[0].startswith(
+            "simulated cluster (multus, upstream KubeVirt API, 3 VMs) at http://127.0.0.1:"
+        ), lines
         assert lines[1].strip() == f"kubeconfig: {kubeconfig}"
         assert f"kubectl --kubeconfig {kubeconfig} get pods -A" in lines[2]
         server = lines[0].rsplit(" at ", 1)[1].strip()
@@ -129,7 +134,7 @@ def test_kubectl_lists_the_launcher_pods_of_sim_serve(tmp_path: Path) -> None:
         )
         assert result.returncode == 0, result.stderr
         pods = json.loads(result.stdout)["items"]
-        names = sorted(p["metadata"]["labels"][nw.VM_NAME_LABEL] for p in pods)
+        names = sorted(p["metadata"]["labels"][VM_NAME] for p in pods)
         assert names == ["vm-00000", "vm-00001", "vm-00002"]
         for pod in pods:
             (status,) = json.loads(pod["metadata"]["annotations"][nw.DECKHOUSE_STATUS])

@@ -24,10 +24,12 @@ from pathlib import Path
 HERE = Path(__file__).parent
 ROOT = HERE.parent.parent
 TAPE = HERE / "kubectl-plug-with-snapshots.tape.json"
+KUBEVIRT = "internal.virtualization.deckhouse.io"  # a Deckhouse cluster's renamed KubeVirt
 RESOURCES = (
-    "kubevirts.kubevirt.io", "networks.network.deckhouse.io",
-    "clusternetworks.network.deckhouse.io", "virtualmachines.kubevirt.io",
-    "virtualmachineinstances.kubevirt.io", "virtualmachineinstancemigrations.kubevirt.io",
+    f"internalvirtualizationkubevirts.{KUBEVIRT}", "networks.network.deckhouse.io",
+    "clusternetworks.network.deckhouse.io", f"internalvirtualizationvirtualmachines.{KUBEVIRT}",
+    f"internalvirtualizationvirtualmachineinstances.{KUBEVIRT}",
+    f"internalvirtualizationvirtualmachineinstancemigrations.{KUBEVIRT}",
     "pods", "virtualmachines.virtualization.deckhouse.io",
 )
 """In the order a capture is concatenated: the VM last, so that when a replay first
@@ -72,7 +74,8 @@ async def _attached(kubeconfig: Path, deadline: float) -> None:
     until = loop.time() + deadline
     while loop.time() < until:
         vmi = json.loads(await _kubectl(
-            kubeconfig, "get", "virtualmachineinstances.kubevirt.io", "vm-00000", "-o", "json"))
+            kubeconfig, "get", f"internalvirtualizationvirtualmachineinstances.{KUBEVIRT}",
+            "vm-00000", "-o", "json"))
         interfaces = (vmi.get("status") or {}).get("interfaces") or []
         if any("domain" in (i.get("infoSource") or "") and i.get("name") != "default"
                for i in interfaces):

@@ -108,14 +108,17 @@ def cut_to_vm(raw: Path, vm: str) -> Iterator[bytes]:
 
 def _concerns(obj: dict[str, Any], namespace: str, name: str) -> bool:
     meta = obj.get("metadata") or {}
-    if obj.get("kind") in ("KubeVirt", "Network", "ClusterNetwork"):
+    kind = str(obj.get("kind")).removeprefix("InternalVirtualization")  # Deckhouse's names
+    if kind in ("KubeVirt", "Network", "ClusterNetwork"):
         return True
     if meta.get("namespace") != namespace:
         return False
     owner = meta.get("name")
-    if obj.get("kind") == "Pod":
-        owner = (meta.get("labels") or {}).get("vm.kubevirt.io/name")
-    elif obj.get("kind") == "VirtualMachineInstanceMigration":
+    if kind == "Pod":  # the demo's VMs keep their names as hostnames
+        labels = meta.get("labels") or {}
+        owner = labels.get("vm.kubevirt.io/name") or labels.get(
+            "vm.kubevirt.internal.virtualization.deckhouse.io/name")
+    elif kind == "VirtualMachineInstanceMigration":
         owner = (obj.get("spec") or {}).get("vmiName")
     return bool(owner == name)
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from nicplug.adapters.kube.resources import WATCHED
+from nicplug.adapters.kube.flavour import ALL_WATCHED
 from nicplug.adapters.worldview import cache_projection
 from tests.tapes.goldens import SAMPLES, SampleTape, replay_output
 
@@ -23,7 +23,7 @@ def _projected(line: bytes) -> tuple[bytes, int]:
     obj = event.get("object")
     if not isinstance(obj, dict):
         return line, 0
-    kind = next((k for k in WATCHED if k.api_version == obj.get("apiVersion")
+    kind = next((k for k in ALL_WATCHED if k.api_version == obj.get("apiVersion")
                  and k.kind == obj.get("kind")), None)
     project = cache_projection(kind) if kind is not None else None
     if project is None:

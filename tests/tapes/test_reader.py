@@ -10,13 +10,14 @@ from typer.testing import CliRunner
 
 from nicplug.adapters.cli import app
 from nicplug.adapters.kube import resources as kinds
+from nicplug.adapters.kube.flavour import UPSTREAM
 from nicplug.adapters.tapes.lines import Malformed, TapedEffect, WatchEvent
 from nicplug.adapters.tapes.reader import TapeReader
 from nicplug.adapters.tapes.times import format_at
 
 POD = {"apiVersion": "v1", "kind": "Pod",
        "metadata": {"name": "virt-launcher-a", "namespace": "ns",
-                    "labels": {"vm.kubevirt.io/name": "a"}}}
+                    "labels": {"kubevirt.io/created-by": "vmi-uid-a"}}}
 VM = {"apiVersion": "virtualization.deckhouse.io/v1alpha2", "kind": "VirtualMachine",
       "metadata": {"name": "a", "namespace": "ns"}}
 KVVM = {**VM, "apiVersion": "kubevirt.io/v1"}
@@ -37,7 +38,7 @@ def test_one_event_per_line_with_and_without_times() -> None:
     )
     assert items == [
         WatchEvent(1, "ADDED", kinds.VIRTUAL_MACHINES, VM, 1767323045.5),
-        WatchEvent(2, "MODIFIED", kinds.LAUNCHER_PODS, POD, None),
+        WatchEvent(2, "MODIFIED", UPSTREAM.launcher_pods, POD, None),
     ]
     assert reader.stats.events == 2
 
@@ -45,7 +46,7 @@ def test_one_event_per_line_with_and_without_times() -> None:
 def test_the_two_virtualmachine_kinds_are_told_apart_by_group() -> None:
     items, _ = _read(_line("ADDED", VM) + "\n" + _line("ADDED", KVVM))
     assert [i.kind for i in items if isinstance(i, WatchEvent)] == [
-        kinds.VIRTUAL_MACHINES, kinds.KVVMS]
+        kinds.VIRTUAL_MACHINES, UPSTREAM.kvvms]
 
 
 def test_pretty_printed_and_concatenated_objects() -> None:

@@ -12,6 +12,7 @@ from pathlib import Path
 import orjson
 import pytest
 
+from nicplug.adapters.kube.flavour import DECKHOUSE
 from nicplug.adapters.tapes.lines import INITIAL_EVENTS_END
 from nicplug.adapters.tapes.recording import record_cluster
 from nicplug.simulator.cluster import SimulatedCluster
@@ -23,12 +24,15 @@ ROOT = Path(__file__).resolve().parent.parent.parent
 MERGE = "application/merge-patch+json"
 
 
+KV = "internal.virtualization.deckhouse.io"  # the simulated Deckhouse cluster's KubeVirt
+
+
 async def test_record_lists_then_watches_every_kind(tmp_path: Path) -> None:
     tape = tmp_path / "tape.jsonl"
     async with SimulatedCluster(fixtures=Fixtures(vms=2)) as cluster:
         stop = asyncio.Event()
         recording = asyncio.create_task(record_cluster(
-            tape, kubeconfig=cluster.kubeconfig_path, stop=stop))
+            tape, flavour=DECKHOUSE, kubeconfig=cluster.kubeconfig_path, stop=stop))
         for _ in range(500):
             if INITIAL_EVENTS_END.encode() in (tape.read_bytes() if tape.exists() else b""):
                 break
@@ -49,8 +53,10 @@ async def test_record_lists_then_watches_every_kind(tmp_path: Path) -> None:
     listed = {(e["object"]["apiVersion"], e["object"]["kind"]) for e in entries[:marker]}
     assert {e["type"] for e in entries[:marker]} == {"ADDED"}
     assert {("virtualization.deckhouse.io/v1alpha2", "VirtualMachine"),
-            ("kubevirt.io/v1", "VirtualMachine"), ("kubevirt.io/v1", "VirtualMachineInstance"),
-            ("kubevirt.io/v1", "KubeVirt"), ("network.deckhouse.io/v1alpha1", "Network"),
+            (f"{KV}/v1", "InternalVirtualizationVirtualMachine"),
+            (f"{KV}/v1", "InternalVirtualizationVirtualMachineInstance"),
+            (f"{KV}/v1", "InternalVirtualizationKubeVirt"),
+            ("network.deckhouse.io/v1alpha1", "Network"),
             ("network.deckhouse.io/v1alpha1", "ClusterNetwork"), ("v1", "Pod")} <= listed
     assert any(e["type"] == "MODIFIED" for e in entries[marker:])
     code, output = await asyncio.to_thread(replay_output, SampleTape("rec", tape, (), ()))

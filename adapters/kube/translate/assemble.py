@@ -2,7 +2,8 @@
 
 The machines decide from everything observed about a VM at once, so this gathers
 it: the VirtualMachine, its KVVM and VMI (same name), the virt-launcher pods
-(label `vm.kubevirt.io/name`), the migrations of its VMI (`spec.vmiName`), the
+(those its VMI lists in `status.activePods` or that carry its uid in the
+created-by label), the migrations of its VMI (`spec.vmiName`), the
 KubeVirt configuration and the readiness of the networks it asks for. It is a pure
 function of raw API bodies: no I/O, no clock, the same input gives the same World.
 
@@ -18,6 +19,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any, TypeVar, cast
 
+from nicplug.adapters.kube.flavour import UPSTREAM
 from nicplug.adapters.kube.translate import records
 from nicplug.adapters.kube.translate.objects import (
     KubeVirtObject,
@@ -49,7 +51,6 @@ _MAPPING = (dict, Mapping)
 
 Body = Mapping[str, Any]
 
-VM_NAME_LABEL = "vm.kubevirt.io/name"
 FINISHED_POD_PHASES = frozenset({"Succeeded", "Failed"})
 
 
@@ -68,6 +69,22 @@ class VMObjects:
     kubevirts: Iterable[Body] = ()
     networks: Iterable[Body] = ()
     cluster_networks: Iterable[Body] = ()
+    created_by_label: str = UPSTREAM.created_by_label  # as the cluster's Flavour names it
+
+
+def active_pod_uids(vmi: Body) -> tuple[str, ...]:
+    """The pod uids a VMI's `status.activePods` names (keys: pod uid, values: node)."""
+    status = vmi.get("status")
+    active = status.get("activePods") if isinstance(status, _MAPPING) else None
+    return tuple(k for k in active if isinstance(k, str)) if isinstance(active, _MAPPING) else ()
+
+
+def _vmi_links(vmi: Body | None) -> tuple[str | None, frozenset[str]]:
+    if not isinstance(vmi, _MAPPING):
+        return None, frozenset()
+    metadata = vmi.get("metadata")
+    uid = metadata.get("uid") if isinstance(metadata, _MAPPING) else None
+    return (uid if isinstance(uid, str) else None), frozenset(active_pod_uids(vmi))
 
 
 T = TypeVar("T")
@@ -179,11 +196,18 @@ def assemble_world(
 def _launcher_pods(
     objects: VMObjects, dialect: Dialect, errors: list[str], memo: ReadMemo | None
 ) -> tuple[LauncherPod, ...]:
+    """The VMI's launcher pods: listed in its `activePods` or labelled with its uid;
+    none without a VMI (a pod outliving its VMI runs nothing nicplug can change)."""
     pods = []
+    vmi_uid, active = _vmi_links(objects.vmi)
+    if vmi_uid is None:
+        return ()
     for body in objects.pods:
         metadata = body.get("metadata") if isinstance(body, _MAPPING) else None
         labels = metadata.get("labels") if isinstance(metadata, _MAPPING) else None
-        if not isinstance(labels, _MAPPING) or labels.get(VM_NAME_LABEL) != objects.name:
+        creator = labels.get(objects.created_by_label) if isinstance(labels, _MAPPING) else None
+        uid = metadata.get("uid") if isinstance(metadata, _MAPPING) else None
+        if creator != vmi_uid and uid not in active:
             continue
         if address_of(body)[0] != objects.namespace:
             continue

@@ -24,6 +24,8 @@ from nicplug.adapters.kube.translate.objects import (
 from nicplug.adapters.sdn import Dialect, MalformedAnnotation
 from nicplug.machines.world import (
     KVVM,
+    RESTART_ANNOTATION,
+    RUNNING,
     VMI,
     ClusterConfig,
     Condition,
@@ -96,6 +98,10 @@ def kvvm(
     except MalformedAnnotation as e:
         error = e
     interfaces, networks = _devices(spec.template.spec)
+    if spec.run_strategy is not None:
+        strategy: str = spec.run_strategy
+    else:
+        strategy = RUNNING if spec.running else ""
     record = KVVM(
         resource_version=obj.metadata.resource_version,
         running=running,
@@ -104,6 +110,8 @@ def kvvm(
         template_requests=requests,
         labels=obj.metadata.labels,
         eviction_strategy=spec.template.spec.eviction_strategy,
+        run_strategy=strategy,
+        resumes=obj.metadata.annotations.get(RESTART_ANNOTATION),
     )
     return record, error
 

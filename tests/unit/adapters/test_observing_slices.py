@@ -7,6 +7,7 @@ import asyncio
 from itertools import count
 from typing import Any
 
+from nicplug.adapters.kube.flavour import UPSTREAM
 from nicplug.adapters.observing import Observing
 from nicplug.adapters.sdn import dialect_for
 
@@ -41,13 +42,14 @@ async def _feed_beside_a_ticker(observing: Observing, vms: int) -> list[str]:
 
 async def test_each_slice_of_work_gives_the_loop_a_turn() -> None:
     clock = count()  # every reading is one second later: each VM fills a slice
-    observing = Observing(dialect_for("deckhouse"), time_slice=1.0, now=lambda: next(clock))
+    observing = Observing(dialect_for("deckhouse"), UPSTREAM, time_slice=1.0,
+                          now=lambda: next(clock))
     trail = await _feed_beside_a_ticker(observing, 3)
     assert trail == ["observe ns/vm-0", "tick", "observe ns/vm-1", "tick",
                      "observe ns/vm-2", "tick"]
 
 
 async def test_without_a_slice_the_feed_runs_in_one_go() -> None:
-    observing = Observing(dialect_for("deckhouse"))
+    observing = Observing(dialect_for("deckhouse"), UPSTREAM)
     trail = await _feed_beside_a_ticker(observing, 3)
     assert trail == ["observe ns/vm-0", "observe ns/vm-1", "observe ns/vm-2"]

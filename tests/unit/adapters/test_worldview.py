@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from nicplug.adapters.kube import resources as kinds
+from nicplug.adapters.kube.flavour import UPSTREAM
 from nicplug.adapters.worldview import WorldIndex
 
 
@@ -34,7 +35,7 @@ def kubevirt(*, rv: str, strategy: str = "LiveUpdate", phase: str = "Deployed",
 
 
 def index_of_three() -> WorldIndex:
-    index = WorldIndex()
+    index = WorldIndex(UPSTREAM)
     index.apply(kinds.VIRTUAL_MACHINES, "ADDED", vm("a", "asks", ("Network", "user-net"),
                                                    ("ClusterNetwork", "storage")))
     index.apply(kinds.VIRTUAL_MACHINES, "ADDED", vm("b", "same-name-elsewhere",
@@ -78,7 +79,7 @@ def test_a_spec_change_moves_what_the_vm_is_touched_by() -> None:
 
 
 def test_an_unreadable_spec_asks_for_nothing() -> None:
-    index = WorldIndex()
+    index = WorldIndex(UPSTREAM)
     body = vm("a", "odd")
     body["spec"]["networks"] = "not a list"
     assert index.apply(kinds.VIRTUAL_MACHINES, "ADDED", body) == {"a/odd"}
@@ -91,10 +92,10 @@ def test_an_unreadable_spec_asks_for_nothing() -> None:
 def test_kubevirt_status_churn_touches_no_vm_but_what_nicplug_reads_touches_all() -> None:
     index = index_of_three()
     every = {"a/asks", "b/same-name-elsewhere", "a/main-only"}
-    assert index.apply(kinds.KUBEVIRTS, "ADDED", kubevirt(rv="1")) == every
-    assert index.apply(kinds.KUBEVIRTS, "MODIFIED", kubevirt(rv="2", observed="2")) == set()
-    assert index.apply(kinds.KUBEVIRTS, "MODIFIED", kubevirt(rv="3", strategy="Stage")) == every
-    assert index.apply(kinds.KUBEVIRTS, "MODIFIED",
+    assert index.apply(UPSTREAM.kubevirts, "ADDED", kubevirt(rv="1")) == every
+    assert index.apply(UPSTREAM.kubevirts, "MODIFIED", kubevirt(rv="2", observed="2")) == set()
+    assert index.apply(UPSTREAM.kubevirts, "MODIFIED", kubevirt(rv="3", strategy="Stage")) == every
+    assert index.apply(UPSTREAM.kubevirts, "MODIFIED",
                        kubevirt(rv="4", strategy="Stage", phase="Deploying")) == every
-    assert index.apply(kinds.KUBEVIRTS, "DELETED", kubevirt(rv="5", strategy="Stage",
+    assert index.apply(UPSTREAM.kubevirts, "DELETED", kubevirt(rv="5", strategy="Stage",
                                                             phase="Deploying")) == every

@@ -32,6 +32,7 @@ from nicplug.machines.effects import (
     CreateMigration,
     PatchPodNetworks,
     PatchVirtualMachine,
+    RemoveVMCondition,
     RestartVM,
     SetVMCondition,
     effect_from_payload,
@@ -108,6 +109,11 @@ class Sim:
     live_migratable_reason: str = ""
     kubevirt_stuck: str = ""  # "sync": the VMI lags the KVVM; "annotation": the pod does
     names: dict[str, str] = field(default_factory=dict)
+    # the KVVM's runStrategy, and the one nicplug noted to put back after halting it
+    run_strategy: str = "Always"
+    resumes: str | None = None
+    # KubeVirt recreates a deleted VMI at once, before anyone sees the VM stopped
+    recreate_at_once: bool = False
 
     def world(self) -> World:
         vm = None
@@ -117,8 +123,8 @@ class Sim:
                 conditions=tuple(self.vm_conditions.values()),
             )  # fmt: skip
         kvvm = KVVM("1", self.running, tuple(self.kvvm_ifaces), tuple(self.kvvm_nets),
-                    tuple(self.template), dict(self.kvvm_labels),
-                    self.eviction_strategy)  # fmt: skip
+                    tuple(self.template), dict(self.kvvm_labels), self.eviction_strategy,
+                    self.run_strategy, self.resumes)  # fmt: skip
         vmi = None
         pods: tuple[LauncherPod, ...] = ()
         if self.vmi_uid is not None:
@@ -157,17 +163,37 @@ class Sim:
             self.vm_conditions[effect.type] = Condition(
                 effect.type, effect.status, effect.reason, effect.message
             )
+        elif isinstance(effect, RemoveVMCondition):
+            self.vm_conditions.pop(effect.type, None)
         elif isinstance(effect, CreateMigration):
             if all(m.name != effect.migration for m in self.migrations):
                 self.migrations.append(Migration(effect.migration, effect.migration, "Pending"))
-        elif isinstance(effect, RestartVM) and effect.vmi_uid == self.vmi_uid:
-            self.restart()
+        elif isinstance(effect, RestartVM):
+            self.restart_step(effect)
         return None
 
+    def restart_step(self, effect: RestartVM) -> None:
+        step = getattr(effect, "step", None)
+        if step is None:  # a restart by deleting the VMI
+            if effect.vmi_uid == self.vmi_uid:
+                self.restart()
+        elif step == "halt":  # preconditions: the same VMI, the same run strategy
+            if effect.vmi_uid == self.vmi_uid and self.run_strategy == effect.resumes:
+                self.run_strategy, self.resumes, self.running = "Halted", effect.resumes, False
+                self.stop()
+        elif self.resumes == effect.resumes:
+            self.run_strategy, self.resumes, self.running = effect.resumes, None, True
+
     def restart(self) -> None:
-        """Stop now; a new VMI starts two steps later (one observed while stopped)."""
+        """The VMI is deleted: stop now; under a run strategy that recreates it, a new
+        VMI starts two steps later (one observed while stopped), or at once."""
         self.stop()
-        self.restarting = 2
+        if self.run_strategy not in ("Always", "RerunOnFailure"):
+            self.running = False  # Manual: deleting the VMI stops the VM
+        elif self.recreate_at_once:
+            self.start()
+        else:
+            self.restarting = 2
 
     def stop(self) -> None:
         self.vmi_uid = None

@@ -13,6 +13,7 @@ from nicplug.machines.effects import (
     EmitEvent,
     PatchPodNetworks,
     PatchVirtualMachine,
+    RemoveVMCondition,
     RestartVM,
     SetVMCondition,
     VMNetworkEntry,
@@ -35,6 +36,7 @@ EXAMPLES: list[AnyEffect] = [
     SetVMCondition(
         "ns", "vm", "AwaitingRestartToApplyConfiguration", "True", "ChangesPendingRestart", "m"
     ),
+    RemoveVMCondition("ns", "vm", "AwaitingRestartToApplyConfiguration"),
     RestartVM("ns", "vm", "vmi-uid"),
     CreateMigration("ns", "vm", "nicplug-vm-0011aabb"),
     EmitEvent("ns", "vm", "PlugAttached", "Network/x plug: Requested → Attached", "Normal", "s", 2),

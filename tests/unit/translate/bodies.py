@@ -194,8 +194,11 @@ def launcher_pod(
     namespace: str = NS,
     phase: str = "Running",
     annotations: dict[str, str] | None = None,
+    created_by: str | None = None,
     **metadata_extra: Any,
 ) -> Body:
+    """A virt-launcher pod of `vm`'s VMI (`created_by`: its uid, `VMI_UID` for `VM`)."""
+    creator = created_by or (VMI_UID if vm == VM else f"vmi-of-{vm}")
     return {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -206,11 +209,11 @@ def launcher_pod(
             namespace=namespace,
             labels={
                 "kubevirt.io": "virt-launcher",
-                "kubevirt.io/created-by": VMI_UID,
+                "kubevirt.io/created-by": creator,
                 "vm.kubevirt.io/name": vm,
             },
             annotations={"kubevirt.io/domain": vm, **(annotations or {})},
-            ownerReferences=[{"kind": "VirtualMachineInstance", "name": vm, "uid": VMI_UID}],
+            ownerReferences=[{"kind": "VirtualMachineInstance", "name": vm, "uid": creator}],
             **metadata_extra,
         ),
         "spec": {"nodeName": "node-1", "containers": [{"name": "compute", "image": "launcher"}]},

@@ -1,0 +1,158 @@
+"""Which KubeVirt API a cluster serves: every KubeVirt kind and label name, in one table.
+
+Upstream KubeVirt serves `kubevirt.io/v1`. Deckhouse runs its own copy of KubeVirt
+renamed by its API rewriter (`src/kubevirt-rules/kubevirt_rules.go` in
+deckhouse/virtualization): group `internal.virtualization.deckhouse.io`, kinds and
+plurals prefixed `InternalVirtualization` / `internalvirtualization`, and every label,
+annotation and finalizer under `kubevirt.io/` or `vm.kubevirt.io/` moved under
+`kubevirt.internal.virtualization.deckhouse.io/` / `vm.kubevirt.internal.…/`. Only
+Deckhouse's own controller sees `kubevirt.io` names, through a sidecar; a client of the
+API server (nicplug) sees the renamed ones, so it gets a 404 and finds no launcher pod
+unless it speaks them.
+
+Everything that addresses KubeVirt reads its names from a `Flavour`: the informers, the
+calls, the index of a VM's objects, the tape reader and the RBAC in `deploy/` (checked
+against `rbac_rules`). It only describes names; it never calls the server.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from nicplug.adapters.kube.resources import (
+    CLUSTER_NETWORKS,
+    EVENTS,
+    LEASES,
+    NETWORKS,
+    VIRTUAL_MACHINES,
+    KindRef,
+)
+
+FlavourName = Literal["upstream", "deckhouse"]
+FLAVOURS: tuple[FlavourName, ...] = ("upstream", "deckhouse")
+
+_UPSTREAM_GROUP = "kubevirt.io"
+_DECKHOUSE_GROUP = "internal.virtualization.deckhouse.io"
+_KIND_PREFIX = "InternalVirtualization"
+_PLURAL_PREFIX = "internalvirtualization"
+
+
+@dataclass(frozen=True, slots=True)
+class Flavour:
+    """The names one KubeVirt API flavour gives the kinds and labels nicplug uses.
+
+    `created_by_label` holds the VMI uid on each of its launcher pods (the migration
+    target too); `vm_name_label` holds only the sanitized hostname, so it is never used
+    to find a pod (`pkg/virt-controller/services/template.go`).
+
+    A restart is the same in both: nicplug halts the KVVM, writes the change and starts
+    it (`executor.KubeExecutor._restart`); Deckhouse's `VirtualMachineOperation` would
+    be the platform's own way, not used yet.
+    """
+
+    name: FlavourName
+    kvvms: KindRef
+    vmis: KindRef
+    vmims: KindRef
+    kubevirts: KindRef
+    created_by_label: str
+    vm_name_label: str
+    launcher_pods: KindRef = field(init=False)
+    virtual_machines: KindRef = field(default=VIRTUAL_MACHINES, init=False)
+    networks: KindRef = field(default=NETWORKS, init=False)
+    cluster_networks: KindRef = field(default=CLUSTER_NETWORKS, init=False)
+    events: KindRef = field(default=EVENTS, init=False)
+    leases: KindRef = field(default=LEASES, init=False)
+
+    def __post_init__(self) -> None:
+        # KubeVirt labels each launcher pod (a migration's target too) with its VMI's uid
+        pods = KindRef("", "v1", "pods", "Pod", True, label_selector=self.created_by_label)
+        object.__setattr__(self, "launcher_pods", pods)
+
+    @property
+    def watched(self) -> tuple[KindRef, ...]:
+        """Every kind the controller lists and watches to build the world of each VM."""
+        return (
+            self.virtual_machines, self.kvvms, self.vmis, self.vmims, self.kubevirts,
+            self.networks, self.cluster_networks, self.launcher_pods,
+        )
+
+
+def _kubevirt_kind(group: str, plural: str, kind: str, *, renamed: bool) -> KindRef:
+    follows_scope = kind != "KubeVirt"  # the configuration lives in KubeVirt's namespace
+    if renamed:
+        return KindRef(_DECKHOUSE_GROUP, "v1", _PLURAL_PREFIX + plural, _KIND_PREFIX + kind,
+                       True, follows_scope=follows_scope)
+    return KindRef(group, "v1", plural, kind, True, follows_scope=follows_scope)
+
+
+def _flavour(name: FlavourName) -> Flavour:
+    renamed = name == "deckhouse"
+    label_domain = "kubevirt.internal.virtualization.deckhouse.io" if renamed else "kubevirt.io"
+    vm_domain = "vm." + label_domain
+    return Flavour(
+        name=name,
+        kvvms=_kubevirt_kind(_UPSTREAM_GROUP, "virtualmachines", "VirtualMachine",
+                             renamed=renamed),
+        vmis=_kubevirt_kind(_UPSTREAM_GROUP, "virtualmachineinstances",
+                            "VirtualMachineInstance", renamed=renamed),
+        vmims=_kubevirt_kind(_UPSTREAM_GROUP, "virtualmachineinstancemigrations",
+                             "VirtualMachineInstanceMigration", renamed=renamed),
+        kubevirts=_kubevirt_kind(_UPSTREAM_GROUP, "kubevirts", "KubeVirt", renamed=renamed),
+        created_by_label=f"{label_domain}/created-by",
+        vm_name_label=f"{vm_domain}/name",
+    )
+
+
+UPSTREAM = _flavour("upstream")
+DECKHOUSE = _flavour("deckhouse")
+_BY_NAME: dict[str, Flavour] = {"upstream": UPSTREAM, "deckhouse": DECKHOUSE}
+
+
+def flavour_for(name: str) -> Flavour:
+    """The flavour named `name`; a `ValueError` naming the choices otherwise."""
+    found = _BY_NAME.get(name)
+    if found is None:
+        raise ValueError(f"unknown KubeVirt API {name!r}: choose upstream or deckhouse")
+    return found
+
+
+def default_for_dialect(dialect: str) -> FlavourName:
+    """A Deckhouse SDN runs only under Deckhouse's renamed KubeVirt; anything else
+    under upstream KubeVirt."""
+    return "deckhouse" if dialect == "deckhouse" else "upstream"
+
+
+@dataclass(frozen=True, slots=True)
+class Grant:
+    """One RBAC rule nicplug needs: `verbs` on `resources` of `group`."""
+
+    group: str
+    resources: tuple[str, ...]
+    verbs: tuple[str, ...]
+
+
+def rbac_rules(flavour: Flavour) -> tuple[Grant, ...]:
+    """What the controller does to each kind, named as `flavour` names the kinds.
+
+    `deploy/clusterrole.yaml` must grant exactly the union of these over the flavours
+    it is meant for (a test checks it), so a rename never leaves the RBAC behind.
+    """
+    f = flavour
+    return (
+        Grant(f.virtual_machines.group, (f.virtual_machines.plural,), ("get", "list", "watch")),
+        Grant(f.virtual_machines.group, (f.virtual_machines.plural + "/status",), ("patch",)),
+        Grant(f.kvvms.group, (f.kvvms.plural,), ("get", "list", "watch", "patch")),
+        Grant(f.vmis.group, (f.vmis.plural,), ("get", "list", "watch")),
+        Grant(f.vmims.group, (f.vmims.plural,), ("list", "watch", "create")),
+        Grant(f.kubevirts.group, (f.kubevirts.plural,), ("list", "watch")),
+        Grant(f.networks.group, (f.networks.plural, f.cluster_networks.plural),
+              ("list", "watch")),
+        Grant("", (f.launcher_pods.plural,), ("get", "list", "watch", "patch")),
+        Grant("", (f.events.plural,), ("create",)),
+    )
+
+
+ALL_WATCHED: tuple[KindRef, ...] = tuple(dict.fromkeys(UPSTREAM.watched + DECKHOUSE.watched))
+"""The watched kinds of every flavour: a tape is read by whichever names it holds."""

@@ -1,0 +1,121 @@
+"""Which changes need an operation, read off one world (and the operations already there).
+
+The comparator's changes; a plug adopted half-way (in the KVVM, not in the guest); SDN
+entries, KVVM or VMI interfaces left for networks no longer desired; a restart nicplug
+began that nobody tracks any more; and a failed operation whose goal the world shows
+since (its next attempt adopts that at once). Pure: opens nothing itself, the decider
+does.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from nicplug.machines.comparator import Comparison, Direction
+from nicplug.machines.facts import Facts
+from nicplug.machines.operation import Operation, VMState
+from nicplug.machines.policy import MachineConfig
+from nicplug.machines.targets import kvvm_identities
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """A change that needs an operation: (network, direction) plus what it asks."""
+
+    network: str
+    direction: Direction
+    if_name: str
+    target: str
+    why: str
+    goal_shown: bool = False
+    """A failed attempt whose goal the world shows since: the next attempt adopts it at
+    once, without waiting for the backoff."""
+
+
+def changes_needing_operations(
+    state: VMState, facts: Facts, comparison: Comparison, config: MachineConfig
+) -> list[Candidate]:
+    """Every (network, direction) an operation should be open for, in slot order."""
+    found = {
+        (c.identity, c.direction): Candidate(
+            c.identity,
+            c.direction,
+            c.if_name,
+            comparison.signature(c.identity) if c.direction == "update" else "",
+            c.why,
+        )
+        for c in comparison.changes
+    }
+    world = facts.world
+    running = world.vmi is not None and world.vmi.phase == "Running"
+    for spec in comparison.desired:
+        slot: tuple[str, Direction] = (spec.identity, "plug")
+        if spec.type == "Main" or slot in found or not running:
+            continue
+        if spec.if_name in facts.kvvm_present and spec.if_name not in facts.attached:
+            # in the KVVM but not in the guest: a plug adopted half-way
+            found[slot] = Candidate(spec.identity, "plug", spec.if_name, "", "not attached")
+    kvvm = world.kvvm
+    if (
+        kvvm is not None
+        and kvvm.resumes is not None
+        and not facts.live
+        and not state.ops
+        and not found
+    ):
+        # halted by nicplug for a restart nobody tracks (the journal was lost) and no
+        # change left to drive it: adopt it through a change it wrote, so that someone
+        # starts the VM again
+        written = [w for w in comparison.desired if w.if_name in facts.kvvm_present]
+        adopt = next((w for w in written if w.type != "Main"), written[0] if written else None)
+        if adopt is not None and (adopt.identity, "plug") not in found:
+            found[(adopt.identity, "plug")] = Candidate(
+                adopt.identity, "plug", adopt.if_name, "", "restart adopted")
+    names: dict[str, str] = {}
+    if world.kvvm is not None:
+        names.update({r.identity: r.if_name for r in world.kvvm.template_requests})
+    for pod in world.pods:
+        names.update({r.identity: r.if_name for r in pod.requested})
+        names.update({s.identity: s.if_name for s in pod.reported})
+    if world.kvvm is not None and world.vm is not None:
+        names.update(kvvm_identities(world.kvvm, world.vm.namespace, config))
+    desired = facts.desired_identities
+    for identity, if_name in sorted(names.items()):
+        if identity in desired or identity == "Main" or (identity, "unplug") in found:
+            continue
+        if (
+            if_name in facts.kvvm_anywhere
+            or if_name in facts.vmi_anywhere
+            or if_name in facts.attached
+            or identity in facts.lingering
+        ):
+            found[(identity, "unplug")] = Candidate(identity, "unplug", if_name, "", "removed")
+    for op in state.ops.values():
+        slot = (op.network, op.direction)
+        if (
+            op.state == "Failed"
+            and op.direction != "update"
+            and slot not in found
+            and goal_shown(op, facts)
+        ):
+            found[slot] = Candidate(
+                op.network, op.direction, op.if_name, op.target, "done since", goal_shown=True
+            )
+    return [found[k] for k in sorted(found)]
+
+
+def goal_shown(op: Operation, facts: Facts) -> bool:
+    """The world shows what the operation was for, though it failed on the way (a
+    deadline passed, then the NIC attached): a plug's interface in the KVVM and the
+    running guest, an unplug's gone from everything."""
+    desired = op.network in facts.desired_identities
+    name = op.if_name
+    if op.direction == "plug":
+        return desired and facts.live and name in facts.attached and name in facts.kvvm_present
+    return (
+        not desired
+        and name not in facts.attached
+        and name not in facts.kvvm_anywhere
+        and name not in facts.vmi_anywhere
+        and op.network not in facts.lingering
+    )

@@ -1,0 +1,105 @@
+"""Every object a simulated Deckhouse cluster serves fits Deckhouse's real CRD schemas.
+
+The schemas are Deckhouse's own (`tests/fixtures/deckhouse/crds/`, with provenance):
+its VirtualMachine and VirtualMachineOperation, and the KubeVirt VM and VMI under the
+names Deckhouse serves them by. Each object, as a client reads it over HTTP, must be
+valid and lose nothing to pruning — including what nicplug itself writes (a KVVM
+interface as the deckhouse dialect builds it, a Restart operation), so a field the
+real API server would drop cannot pass unnoticed here.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+from kubernetes_asyncio.client import CustomObjectsApi
+
+from nicplug.adapters.kube.calls import JSON_PATCH, KubeCalls
+from nicplug.adapters.kube.client import ClientSettings, connect
+from nicplug.adapters.kube.flavour import DECKHOUSE
+from nicplug.adapters.kube.resources import VIRTUAL_MACHINE_OPERATIONS as VMOPS_REF
+from nicplug.adapters.sdn import dialect_for
+from nicplug.machines.world import SDNRequest
+from nicplug.simulator.clock import VirtualSimClock
+from nicplug.simulator.cluster import SimulatedCluster
+from nicplug.simulator.fixtures import Fixtures
+from nicplug.simulator.knobs import Knobs
+from tests.contract.structural import check, load_crds
+
+CRDS = Path(__file__).parents[1] / "fixtures" / "deckhouse" / "crds"
+SCHEMAS = load_crds(*sorted(CRDS.glob("*.yaml")))
+PLURALS = {
+    "VirtualMachine": "virtualmachines",
+    "VirtualMachineOperation": "virtualmachineoperations",
+    "InternalVirtualizationVirtualMachine": "internalvirtualizationvirtualmachines",
+    "InternalVirtualizationVirtualMachineInstance":
+        "internalvirtualizationvirtualmachineinstances",
+}
+NS, VM = "default", "vm-00000"
+
+
+async def _served(session: aiohttp.ClientSession, url: str) -> dict[str, list[dict[str, Any]]]:
+    found = {}
+    for (group, version, kind) in SCHEMAS:
+        async with session.get(f"{url}/apis/{group}/{version}/{PLURALS[kind]}") as response:
+            assert response.status == 200, (kind, response.status)
+            found[kind] = (await response.json())["items"]
+    return found
+
+
+async def test_what_the_simulator_and_nicplug_write_fits_the_real_schemas() -> None:
+    assert set(PLURALS) == {kind for (_g, _v, kind) in SCHEMAS}
+    fixtures = Fixtures(vms=2, vm_networks=(("Network", "user-net"),))
+    async with SimulatedCluster(Knobs(dialect="deckhouse"), clock=VirtualSimClock(),
+                                fixtures=fixtures) as cluster, aiohttp.ClientSession() as s:
+        assert cluster.kubeconfig_path is not None
+        connection = await connect(ClientSettings(kubeconfig=cluster.kubeconfig_path))
+        try:
+            calls = KubeCalls(connection)
+            dialect = dialect_for("deckhouse")
+            request = SDNRequest("ClusterNetwork/storage", "veth_cn0a1b2c3d", id=3)
+            interface = dialect.kubevirt_interface(request=request, current=None)
+            network = dialect.kubevirt_network(request=request, namespace=NS)
+            base = "/spec/template/spec"
+            await calls.patch(DECKHOUSE.kvvms, NS, VM, [
+                {"op": "add", "path": f"{base}/domain/devices/interfaces/-", "value": interface},
+                {"op": "add", "path": f"{base}/networks/-", "value": network},
+            ], content_type=JSON_PATCH)
+            # a VirtualMachineOperation as a user's tool would ask for one (nicplug does not)
+            await CustomObjectsApi(connection.client).create_namespaced_custom_object(
+                VMOPS_REF.group, VMOPS_REF.version, NS, VMOPS_REF.plural, {
+                    "apiVersion": VMOPS_REF.api_version, "kind": VMOPS_REF.kind,
+                    "metadata": {"name": "restart-vm-00001", "namespace": NS},
+                    "spec": {"type": "Restart", "virtualMachineName": "vm-00001"},
+                })
+            await cluster.settle()
+        finally:
+            await connection.close()
+        served = await _served(s, cluster.url)
+
+    assert all(served.values()), {k: len(v) for k, v in served.items()}
+    kvvm = next(o for o in served["InternalVirtualizationVirtualMachine"]
+                if o["metadata"]["name"] == VM)
+    assert interface in kvvm["spec"]["template"]["spec"]["domain"]["devices"]["interfaces"]
+    problems = {}
+    for (group, version, kind), schema in SCHEMAS.items():
+        for obj in served[kind]:
+            assert obj["apiVersion"] == f"{group}/{version}"
+            findings = check(obj, schema)
+            if findings:
+                problems[f"{kind} {obj['metadata']['name']}"] = (findings.pruned,
+                                                                 findings.invalid)
+    assert problems == {}
+
+
+def test_the_checker_sees_pruned_and_invalid_fields() -> None:
+    schema = SCHEMAS[("virtualization.deckhouse.io", "v1alpha2", "VirtualMachine")]
+    findings = check({"apiVersion": "x", "kind": "VirtualMachine", "metadata": {},
+                      "spec": {"virtualMachineClassName": "c", "cpu": {"cores": "two"},
+                               "memory": {"size": "1Gi"}, "blockDeviceRefs": [],
+                               "runPolicy": "Sometimes", "made": "up"}}, schema)
+    assert findings.pruned == [".spec.made"]
+    assert ".spec.runPolicy: 'Sometimes' not in" in " ".join(findings.invalid)
+    assert any(f.startswith(".spec.cpu.cores") for f in findings.invalid)

@@ -1,0 +1,99 @@
+"""Holding a VM still: nothing decided from its last readable world while its objects
+cannot be read, and no cluster-wide object that cannot be read holds every VM."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from nicplug.adapters.kube.flavour import UPSTREAM as kinds
+from nicplug.adapters.observing import Observing
+from nicplug.adapters.sdn import dialect_for
+from nicplug.engine.clock import VirtualClock
+from nicplug.engine.effects import RecordingExecutor
+from nicplug.engine.model import Key
+from nicplug.engine.runtime import Runtime
+from nicplug.machines.decider import HotplugDecider
+from nicplug.machines.operation import VMState
+from nicplug.machines.world import World
+from nicplug.simulator import resources as sim
+from nicplug.simulator.fixtures import Fixtures, populate
+from nicplug.simulator.knobs import Knobs
+from nicplug.simulator.store import Store
+from tests.engine.journal_support import opened
+
+KINDS = (
+    (sim.VMS, kinds.virtual_machines), (sim.KVVMS, kinds.kvvms), (sim.VMIS, kinds.vmis),
+    (sim.PODS, kinds.launcher_pods), (sim.KUBEVIRTS, kinds.kubevirts),
+    (sim.NETWORKS, kinds.networks), (sim.CLUSTER_NETWORKS, kinds.cluster_networks),
+)  # fmt: skip
+VM, OTHER = "default/vm-00000", "default/vm-00001"
+
+
+def listed(store: Store) -> Observing:
+    observing = Observing(dialect_for("deckhouse"), kinds)
+    for resource, kind in KINDS:
+        for obj in store.list(resource)[0]:
+            observing.changed(kind, "ADDED", obj)
+    return observing
+
+
+def cluster(**fixtures: Any) -> Store:
+    store = Store()
+    populate(store, Knobs(), Fixtures(vms=2, **fixtures))
+    return store
+
+
+def with_networks(store: Store, networks: list[dict[str, Any]]) -> dict[str, Any]:
+    vm = copy.deepcopy(store.get(sim.VMS, "default", "vm-00000"))
+    vm["spec"]["networks"] = networks
+    vm["metadata"]["resourceVersion"] = str(int(vm["metadata"]["resourceVersion"]) + 1000)
+    return vm
+
+
+def test_a_malformed_kubevirt_cr_holds_no_vm_and_its_last_readable_version_stands() -> None:
+    store = cluster(rollout_strategy="Stage")
+    observing = listed(store)
+    broken = copy.deepcopy(store.get(sim.KUBEVIRTS, "kubevirt", "kubevirt"))
+    broken["spec"]["configuration"]["vmRolloutStrategy"] = 42
+
+    observing.changed(kinds.kubevirts, "MODIFIED", broken)
+
+    for vm in (VM, OTHER):
+        world = observing.world(vm)
+        assert world is not None, vm
+        assert world.cluster.rollout_strategy == "Stage"
+    assert observing.held == frozenset()
+
+
+async def test_a_held_vm_gets_no_timer_decision_and_no_effect_from_its_last_world() -> None:
+    store = cluster()
+    observing = listed(store)
+    clock = VirtualClock()
+    executor = RecordingExecutor(clock)
+    async with opened(":memory:") as journal:
+        runtime: Runtime[VMState, World] = Runtime(
+            HotplugDecider(), journal, executor, clock, concurrency=1)
+        await runtime.start()
+        plug = with_networks(store, [{"type": "Main", "id": 1},
+                                     {"type": "Network", "name": "user-net", "id": 2}])
+        observing.changed(kinds.virtual_machines, "MODIFIED", plug)
+        await observing.feed(runtime)
+        await runtime.drain()
+        sent = [e.effect.type for e in executor.executed]
+        assert "PatchPodNetworks" in sent  # the plug began; the SDN never answers here
+
+        unreadable = copy.deepcopy(plug)
+        unreadable["spec"]["networks"][0]["id"] = "one"
+        observing.changed(kinds.virtual_machines, "MODIFIED", unreadable)
+        await observing.feed(runtime)
+        for _ in range(10):  # reissue (30 s) and deadline (120 s) would both have fired
+            clock.advance(30)
+            await runtime.drain()
+
+        assert observing.held == frozenset({VM})
+        assert [e.effect.type for e in executor.executed] == sent
+        state = runtime.state_of(Key(VM))
+        assert state is not None
+        assert [op.state for op in state.ops.values()] == ["Requested"]
+        await runtime.stop()
