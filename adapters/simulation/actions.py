@@ -303,7 +303,8 @@ class Hands:
         for pod in self._pods_of(ns, name):
             raw = nw.annotations_of(pod).get(nw.DECKHOUSE_STATUS)
             entries = nw.parse_list(raw) or []
-            changed = [nw.deckhouse_status(e, error="simulated: the bridge went away")
+            changed = [nw.deckhouse_status(e, mac=str(e.get("mac", "")),
+                                           error="simulated: the bridge went away")
                        if e.get("ifName") == if_name else e for e in entries]
             if changed != entries:
                 self.store.patch(PODS, ns, pod["metadata"]["name"], {"metadata": {"annotations": {
