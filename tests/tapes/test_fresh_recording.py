@@ -44,7 +44,26 @@ async def test_a_fresh_recording_replays_to_the_live_final_states(tmp_path: Path
          tuple(op["history"]))
         for op in orjson.loads(output)["operations"]
     )
-    assert replayed == live
+    assert [row[:5] for row in replayed] == [row[:5] for row in live]
+    for (*_, replayed_trail), (*_, live_trail) in zip(replayed, live, strict=True):
+        assert _same_but_for_a_coalesced_burst(replayed_trail, live_trail), (
+            replayed_trail, live_trail)
+
+
+def _same_but_for_a_coalesced_burst(a: tuple[str, ...], b: tuple[str, ...]) -> bool:
+    """Both trails start and end alike, and one holds the other in order.
+
+    The live controller coalesces a burst of events on a VM into one observation when
+    they arrive before it gets to the VM; the replay coalesces the events of one tape
+    millisecond. So a state passed through between two events of one burst (the pod's
+    annotation seen just before KubeVirt's `MigrationRequired`) can be in one trail and
+    not in the other, and never anything else.
+    """
+    shorter, longer = sorted((a, b), key=len)
+    if shorter[:1] != longer[:1] or shorter[-1:] != longer[-1:]:
+        return False
+    rest = iter(longer)
+    return all(state in rest for state in shorter)
 
 
 @pytest.mark.slow
