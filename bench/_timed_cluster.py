@@ -104,7 +104,8 @@ async def serve(vms: int, kubeconfig: Path, writes: Path, requests: Path,
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     cluster = SimulatedCluster(
-        Knobs(delays=ZERO_DELAYS), fixtures=Fixtures(vms=vms, networks=network_names(networks)),
+        Knobs(delays=ZERO_DELAYS, kubevirt_api="upstream"),  # the names the peer speaks
+        fixtures=Fixtures(vms=vms, networks=network_names(networks)),
         kubeconfig_path=kubeconfig,
     )
     log = WriteLog()

@@ -186,7 +186,7 @@ def nicplug(cluster: Cluster, directory: Path) -> Controller:
         "nicplug",
         ["-m", "nicplug.adapters.cli", "run", "--kubeconfig", str(cluster.kubeconfig),
          "--journal", str(directory / "journal.db"), "--metrics-addr", f"127.0.0.1:{port}",
-         "--identity", "bench"],
+         "--identity", "bench", "--kubevirt-api", "upstream"],
         ROOT, {}, lambda: _get(metrics + "/readyz") is not None,
         lambda agent: agent.startswith("nicplug/"),
     )
