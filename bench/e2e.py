@@ -1,6 +1,6 @@
 """End to end: nicplug and the kopf peer, one after the other, on one simulated cluster.
 
-`python -m bench e2e [--quick] [--peer DIR]`. For each size (plugging + idle VMs:
+`python -m bench e2e [--quick] [--peer DIR] [--profile FILE]`. For each size (plugging + idle VMs:
 100 + 1,000 and 1,000 + 10,000; `--quick`: 20 + 200 with 100 unused Networks), one
 simulated cluster process (`bench._timed_cluster`: every simulated delay zero, upstream
 KubeVirt API names, which the peer speaks) serves plugging + idle running VMs. Then,
@@ -30,6 +30,9 @@ included) and, at the steady pace, the p99 latency it adds per step (journaled d
 time − commit of the cluster write that enabled it, watch delivery included).
 
 The machine is shared: wall-clock figures carry its load; CPU and memory much less.
+`--profile FILE` runs `nicplug run` under cProfile (its figures then carry the
+profiler's cost) and writes the profile of its whole life to FILE (`.<size>` appended
+when there are two sizes): `python -m pstats FILE` reads it.
 """
 
 from __future__ import annotations
@@ -179,12 +182,13 @@ class Controller:
     client: Callable[[str], bool]  # whether a User-Agent is one of its clients
 
 
-def nicplug(cluster: Cluster, directory: Path) -> Controller:
+def nicplug(cluster: Cluster, directory: Path, profile: Path | None = None) -> Controller:
     port = _free_port()
     metrics = f"http://127.0.0.1:{port}"
+    profiled = ["-m", "cProfile", "-o", str(profile)] if profile is not None else []
     return Controller(
         "nicplug",
-        ["-m", "nicplug.adapters.cli", "run", "--kubeconfig", str(cluster.kubeconfig),
+        [*profiled, "-m", "nicplug.adapters.cli", "run", "--kubeconfig", str(cluster.kubeconfig),
          "--journal", str(directory / "journal.db"), "--metrics-addr", f"127.0.0.1:{port}",
          "--identity", "bench", "--kubevirt-api", "upstream"],
         ROOT, {}, lambda: _get(metrics + "/readyz") is not None,
@@ -357,7 +361,7 @@ class SizeRun:
 
 
 def run_size(plugging: int, idle: int, directory: Path, peer: Path, *,
-             networks: int = 0) -> SizeRun:
+             networks: int = 0, profile: Path | None = None) -> SizeRun:
     steady_n = max(plugging // 2, 10)
     total = plugging + idle
     if idle < plugging + steady_n:
@@ -368,7 +372,7 @@ def run_size(plugging: int, idle: int, directory: Path, peer: Path, *,
     deadline = 600.0 + total / 10
     cluster = start_cluster(total, directory, networks=networks)
     try:
-        ctl = nicplug(cluster, directory)
+        ctl = nicplug(cluster, directory, profile)
         port = ctl.argv[ctl.argv.index("--metrics-addr") + 1]
         side = run_side(cluster, ctl, ours, directory / "nicplug.log", deadline=deadline,
                         steady=steady, networks=networks,
@@ -422,6 +426,7 @@ def report(run: SizeRun) -> list[tuple[str, object, object, object]]:
 def main(argv: list[str]) -> int:
     quick = "--quick" in argv
     peer = Path(argv[argv.index("--peer") + 1]) if "--peer" in argv else PEER
+    profile = Path(argv[argv.index("--profile") + 1]).resolve() if "--profile" in argv else None
     if not (peer / "operator.py").is_file():
         print(f"bench e2e: no kopf peer at {peer} (give --peer DIR)", file=sys.stderr)
         return 2
@@ -432,7 +437,12 @@ def main(argv: list[str]) -> int:
         for plugging, idle, networks in sizes:
             directory = Path(tmp) / f"{plugging}-{idle}"
             directory.mkdir()
-            runs.append(run_size(plugging, idle, directory, peer, networks=networks))
+            profiled = None
+            if profile is not None:
+                profiled = profile if len(sizes) == 1 else profile.with_name(
+                    f"{profile.name}.{plugging}-{idle}")
+            runs.append(run_size(plugging, idle, directory, peer, networks=networks,
+                                 profile=profiled))
     load_after = os.getloadavg()[0]
     for run in runs:
         print(f"\n{run.plugging} plugging + {run.idle} idle VMs "
