@@ -329,8 +329,11 @@ def run_side(cluster: Cluster, controller: Controller, names: list[str], log: Pa
     finally:
         _stop(process)
     time.sleep(2 * 0.25)  # the cluster's last round of records
-    counted = requests_between(requests_of(cluster.requests), since, end + 0.5,
-                               controller.client)
+    answered = requests_of(cluster.requests)
+    counted = requests_between(answered, since, end + 0.5, controller.client)
+    extra["by_resource"] = dict(requests_between(
+        [(t, agent, f"{verb} {resource}", "") for t, agent, verb, resource in answered],
+        since, end + 0.5, controller.client))
     return Side(controller.name, plugs, cpu, rss_ready, rss_peak, ready_s, dict(counted),
                 extra)
 
@@ -452,6 +455,9 @@ def main(argv: list[str]) -> int:
         for name, x, y, r in rows:
             print(f"  {name:<{width}}  {x!s:>14}  {y!s:>14}  {r!s:>6}")
         lag = run.nicplug.extra
+        for side in (run.nicplug, run.peer):
+            print(f"  {side.name} requests by verb and resource: "
+                  f"{json.dumps(side.extra['by_resource'], sort_keys=True)}")
         print(f"  nicplug event loop's largest stall: ready {_ms(lag['loop_lag_max_s'])} ms, "
               f"whole run {_ms(lag['after_loop_lag_max_s'])} ms")
         if "burst_ticks" in lag:
