@@ -30,13 +30,14 @@ from typing import Any
 from aiohttp import web
 
 from nicplug.adapters import __version__
-from nicplug.adapters.executor import KubeExecutor
+from nicplug.adapters.executor import Cached, KubeExecutor
 from nicplug.adapters.heap import loading_long_lived
 from nicplug.adapters.kube.calls import KubeCalls
 from nicplug.adapters.kube.client import ApiConnection, ClientSettings, connect
 from nicplug.adapters.kube.informer import Informer, WatchProgress, WatchSettings
 from nicplug.adapters.kube.lease import Leadership, Term
 from nicplug.adapters.kube.resources import KindRef, Scope
+from nicplug.adapters.kube.wire import JsonObject
 from nicplug.adapters.loop_lag import LoopLag
 from nicplug.adapters.observability import (
     Health,
@@ -121,6 +122,17 @@ async def _stop(runtime: Runtime[VMState, World], term: Term) -> None:
         except TimeoutError:
             log.info("stopping with effects in flight; the next leader re-issues them")
     await runtime.stop(drain=False)
+
+
+def _cached_in(informers: Sequence[Informer]) -> Cached:
+    """The executor's view of the informers' caches: what a write is built from."""
+    by_kind = {i.kind.name: i for i in informers}
+
+    def cached(kind: KindRef, namespace: str, name: str) -> JsonObject | None:
+        informer = by_kind.get(kind.name)
+        return informer.get(f"{namespace}/{name}") if informer is not None else None
+
+    return cached
 
 
 class JournalHealth(RuntimeListener):
@@ -269,6 +281,7 @@ class Controller:
         journal = await self.surroundings.open_journal(
             self.settings.journal, self.settings, self.metrics)
         listener = MetricsListener(self.metrics)
+        informers = self._informers(connection)
         runtime: Runtime[VMState, World] = Runtime(
             HotplugDecider(self.settings.machine_config()),
             journal,
@@ -278,13 +291,14 @@ class Controller:
                 flavour=self.flavour,
                 metrics=self.metrics,
                 max_migrations=self.settings.max_migrations,
+                cached=_cached_in(informers),
+                monotonic=self.surroundings.monotonic,
             ),
             self.surroundings.clock,
             concurrency=self.settings.concurrency,
             listeners=[listener, self._journal_health,
                        *([EffectTaping(self._tape)] if self._tape else [])],
         )
-        informers = self._informers(connection)
         tasks: list[asyncio.Task[None]] = []
         try:
             await runtime.start(hold=True)  # re-issued effects wait for the synced world

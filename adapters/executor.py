@@ -4,11 +4,14 @@ Every effect is idempotent: patches carry whole desired lists, a migration has a
 of the machine's choosing (creating it twice finds it), a restart is a compare-and-swap
 on the VMI's uid. A patch also carries what its decision read (the pod's requests, the
 KVVM template and its resourceVersion, the launcher pods whose SDN was ready): each
-attempt checks that against the object read fresh, and a world that moved since is
-`RetryAfterObservation` — decide again — however long the effect waited or retried.
-The write itself is a JSON patch whose `test` ops pin what was just read (the pod's uid
-and request annotation, the KVVM's resourceVersion), so a concurrent writer is never
-overwritten either.
+attempt checks that against the object as the informers hold it now (`Cached`; read
+fresh from the server only when no cache is given or the object is not in it), and a
+world that moved since is `RetryAfterObservation` — decide again — however long the
+effect waited or retried. The write itself pins what was read (JSON-patch `test` ops
+on the pod's uid and request annotation, on the KVVM's resourceVersion; a status merge
+patch carries the VM's resourceVersion), so a cache behind the server makes the
+server refuse the write (422 / 409): nothing is written, and the VM is decided again
+from the next world. No GET precedes a write.
 
 HTTP errors become the engine's: a conflict is `RetryAfterObservation`, 429/5xx and
 timeouts `TemporaryError` (with `Retry-After`), rejections `PermanentError`. This module
@@ -21,11 +24,12 @@ import asyncio
 import datetime
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 from nicplug.adapters.kube import errors as kube_errors
 from nicplug.adapters.kube.calls import EventNote, KubeCalls, pointer
+from nicplug.adapters.kube.events import EventRecorder
 from nicplug.adapters.kube.flavour import Flavour
 from nicplug.adapters.kube.resources import KindRef
 from nicplug.adapters.kube.translate import records
@@ -58,6 +62,9 @@ MANAGED_BY_NICPLUG: Final = "app.kubernetes.io/managed-by=nicplug"
 MIGRATION_SLOT_WAIT: Final = 10.0
 """Seconds before asking again for a migration the cluster-wide cap held back."""
 Result = Mapping[str, Any]
+Cached = Callable[[KindRef, str, str], Mapping[str, Any] | None]
+"""The informers' copy of an object (kind, namespace, name), or None if they hold none.
+It must keep whole every part a write is built from: see `worldview.WRITTEN_FROM`."""
 
 
 class KubeExecutor:
@@ -72,8 +79,12 @@ class KubeExecutor:
         metrics: Metrics | None = None,
         now: Callable[[], datetime.datetime] | None = None,
         max_migrations: int = 5,
+        cached: Cached | None = None,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self._calls = calls
+        self._cached = cached
+        self._events = EventRecorder(calls, monotonic=monotonic)
         self._max_migrations = max_migrations
         self._migrating = asyncio.Lock()
         self._dialect = dialect
@@ -154,13 +165,24 @@ class KubeExecutor:
             return RetryAfterObservation(str(exc))
         return PermanentError(str(exc))
 
+    async def _read(self, kind: KindRef, namespace: str, name: str) -> Mapping[str, Any]:
+        """The object as the informers hold it (one they do not hold is gone, or not
+        seen yet: `NotFound`, decided again from the next world); from the server only
+        when no cache was given."""
+        if self._cached is None:
+            return await self._calls.get(kind, namespace, name)
+        held = self._cached(kind, namespace, name)
+        if held is None:
+            raise kube_errors.NotFound(f"{kind.kind} {namespace}/{name} is not in the cache")
+        return held
+
     # -- the effects -------------------------------------------------------------------
 
     async def _patch_pod(self, e: PatchPodNetworks, effect: PendingEffect) -> Result:
         value = self._dialect.render_requests(requests=e.entries, namespace=e.namespace)
         if value is None:
             value = self._dialect.empty_pod_requests
-        pod = await self._calls.get(self._kinds.launcher_pods, e.namespace, e.pod)
+        pod = await self._read(self._kinds.launcher_pods, e.namespace, e.pod)
         key = self._dialect.request_annotation
         current = ((pod.get("metadata") or {}).get("annotations") or {}).get(key)
         if e.observed is not None:
@@ -173,10 +195,13 @@ class KubeExecutor:
         ops = _annotation_ops(pod, "/metadata", key, value)
         if not ops:
             return {"unchanged": True}
-        patch = [{"op": "test", "path": "/metadata/uid", "value": e.pod_uid}]
+        patch: list[dict[str, Any]] = [{"op": "test", "path": "/metadata/uid", "value": e.pod_uid}]
         if isinstance(current, str):
             patch.append({"op": "test", "path": "/metadata" + pointer("annotations", key),
                           "value": current})
+        else:  # nothing to pin but the whole pod: the annotation may have come since
+            patch.append({"op": "test", "path": "/metadata/resourceVersion",
+                          "value": (pod.get("metadata") or {}).get("resourceVersion")})
         patch += ops
         if self._superseded(effect, (effect.type, e.target)):
             return {"superseded": True}
@@ -184,10 +209,10 @@ class KubeExecutor:
         return {"annotation": value}
 
     async def _patch_kvvm(self, e: PatchVirtualMachine, effect: PendingEffect) -> Result:
-        kvvm = await self._calls.get(self._kinds.kvvms, e.namespace, e.name)
+        kvvm = await self._read(self._kinds.kvvms, e.namespace, e.name)
         self._check_template(e, kvvm)
         if e.pods:
-            vmi = await self._calls.get(self._kinds.vmis, e.namespace, e.name)
+            vmi = await self._read(self._kinds.vmis, e.namespace, e.name)
             serving = (vmi.get("status") or {}).get("activePods") or {}
             if not isinstance(serving, dict) or set(serving) != set(e.pods):
                 raise RetryAfterObservation(
@@ -243,7 +268,8 @@ class KubeExecutor:
             )
         if self._superseded(effect, (effect.type, e.target)):
             return {"superseded": True}
-        await self._cas(self._kinds.kvvms, e.namespace, e.name, ops, version)
+        await self._calls.patch(
+            self._kinds.kvvms, e.namespace, e.name, ops, content_type=JSON_PATCH)
         return {"interfaces": [i["name"] for i in interfaces]}
 
     def _check_template(self, e: PatchVirtualMachine, kvvm: Mapping[str, Any]) -> None:
@@ -263,7 +289,7 @@ class KubeExecutor:
             raise RetryAfterObservation(f"KVVM {e.target}: its template changed")
 
     async def _set_condition(self, e: SetVMCondition) -> Result:
-        vm = await self._calls.get(self._kinds.virtual_machines, e.namespace, e.name)
+        vm = await self._read(self._kinds.virtual_machines, e.namespace, e.name)
         status = vm.get("status") or {}
         conditions: list[dict[str, Any]] = [
             c for c in status.get("conditions") or () if isinstance(c, dict)
@@ -285,7 +311,7 @@ class KubeExecutor:
         return {"condition": e.type, "status": e.status}
 
     async def _remove_condition(self, e: RemoveVMCondition) -> Result:
-        vm = await self._calls.get(self._kinds.virtual_machines, e.namespace, e.name)
+        vm = await self._read(self._kinds.virtual_machines, e.namespace, e.name)
         status = vm.get("status") or {}
         conditions = [c for c in status.get("conditions") or () if isinstance(c, dict)]
         kept = [c for c in conditions if c.get("type") != e.type]
@@ -299,7 +325,7 @@ class KubeExecutor:
     async def _restart(self, e: RestartVM) -> Result:
         """Halt (noting the strategy to put back) or start the KVVM, as `virtctl stop`
         and `start` do; each a JSON patch testing what it changes."""
-        kvvm = await self._calls.get(self._kinds.kvvms, e.namespace, e.name)
+        kvvm = await self._read(self._kinds.kvvms, e.namespace, e.name)
         metadata = kvvm.get("metadata") or {}
         spec = kvvm.get("spec") or {}
         noted = (metadata.get("annotations") or {}).get(RESTART_ANNOTATION)
@@ -308,7 +334,7 @@ class KubeExecutor:
             if noted is not None:
                 return {"halted": False, "reason": "halted for a restart already"}
             try:
-                vmi = await self._calls.get(self._kinds.vmis, e.namespace, e.name)
+                vmi = await self._read(self._kinds.vmis, e.namespace, e.name)
             except kube_errors.NotFound:
                 return {"halted": False, "reason": "no VMI"}
             if (vmi.get("metadata") or {}).get("uid") != e.vmi_uid:
@@ -360,28 +386,18 @@ class KubeExecutor:
             return {"created": True}
 
     async def _event(self, e: EmitEvent) -> Result:
+        kind = self._kinds.virtual_machines
+        vm = self._cached(kind, e.namespace, e.name) if self._cached is not None else None
+        uid = ((vm or {}).get("metadata") or {}).get("uid")  # `kubectl describe` matches it
         involved = {
-            "apiVersion": self._kinds.virtual_machines.api_version,
-            "kind": self._kinds.virtual_machines.kind,
-            "metadata": {"namespace": e.namespace, "name": e.name},
+            "apiVersion": kind.api_version,
+            "kind": kind.kind,
+            "metadata": {"namespace": e.namespace, "name": e.name,
+                         **({"uid": uid} if uid else {})},
         }
-        await self._calls.create_event(
+        return await self._events.record(
             EventNote(involved=involved, reason=e.reason, message=e.message, type=e.type)
         )
-        return {}
-
-    async def _cas(
-        self, kind: KindRef, namespace: str, name: str,
-        ops: Sequence[Mapping[str, Any]], version: object,
-    ) -> None:
-        """A JSON patch pinned to `version`; a failed `test` is the world moving."""
-        try:
-            await self._calls.patch(kind, namespace, name, ops, content_type=JSON_PATCH)
-        except kube_errors.PatchRejected as exc:
-            fresh = await self._calls.get(kind, namespace, name)
-            if (fresh.get("metadata") or {}).get("resourceVersion") != version:
-                raise RetryAfterObservation(f"{kind.kind} {namespace}/{name} changed") from exc
-            raise
 
 
 def _annotation_ops(

@@ -292,9 +292,25 @@ _READ_AS: dict[str, type[read.KubeObject]] = {
 }
 _ENVELOPE: Shape = {"apiVersion": None, "kind": None}  # how tapes and logs tell kinds apart
 
+WRITTEN_FROM: dict[str, Shape] = {
+    kinds.VIRTUAL_MACHINES.name: {"status": {"conditions": None}},
+    **{
+        f.kvvms.name: {"spec": {"template": {"spec": {
+            "domain": {"devices": {"interfaces": None}}, "networks": None}}}}
+        for f in (UPSTREAM, DECKHOUSE)
+    },
+}
+"""What the effect executor writes back whole besides what the translation reads: a
+patch of the KVVM template's interface and network lists, or of the VM's conditions,
+replaces the list, so every field of every entry must be in the cache it is built
+from (`executor.Cached`). Annotations, uids and resourceVersions the models keep."""
+
 
 def cache_projection(kind: KindRef) -> Callable[[Body], Body] | None:
     """What to keep of each object of `kind` as it arrives: the fields the translation
-    reads (`translate/projection.py`); None for a kind it does not read."""
+    reads (`translate/projection.py`) and those writes are built from (`WRITTEN_FROM`);
+    None for a kind it does not read."""
     model = _READ_AS.get(kind.name)
-    return projector(model, keep=_ENVELOPE) if model is not None else None
+    if model is None:
+        return None
+    return projector(model, keep={**_ENVELOPE, **WRITTEN_FROM.get(kind.name, {})})

@@ -1,0 +1,214 @@
+"""Writes built from the informers' cache: no GET before a write, and a stale cache
+makes the server refuse the write, never overwrite what changed.
+
+The executor is given a cache holding each object as the informers would (projected
+by `worldview.cache_projection`, as in `nicplug run`). When the server's object moved
+after the cache's copy (a user's edit, another writer, a watch event not delivered
+yet), the write's preconditions — JSON-patch `test` ops on what the cache held, the
+resourceVersion of a status patch — fail on the server (422 / 409): the effect is
+`RetryAfterObservation` (decide again) and the object is left as it is.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from nicplug.adapters.executor import KubeExecutor
+from nicplug.adapters.kube import resources as kube_kinds
+from nicplug.adapters.kube.calls import KubeCalls
+from nicplug.adapters.kube.client import ApiConnection
+from nicplug.adapters.kube.flavour import UPSTREAM
+from nicplug.adapters.kube.resources import KindRef
+from nicplug.adapters.sdn import dialect_for
+from nicplug.adapters.worldview import cache_projection
+from nicplug.engine.errors import RetryAfterObservation
+from nicplug.machines.effects import PatchPodNetworks, RestartVM, SetVMCondition
+from nicplug.machines.world import SDNRequest
+from nicplug.simulator.fixtures import kvvm_for
+from nicplug.simulator.knobs import Knobs
+from nicplug.simulator.resources import KVVMS, NAMESPACES, PODS, VMIS, VMS, Resource
+from tests.kube.conftest import ApiServer
+from tests.kube.test_executor_order import NET_A, NET_B, interfaces_of, pending, plug_b, template_of
+
+DECKHOUSE = dialect_for("deckhouse")
+
+
+class Cache:
+    """The informers' copies: objects projected as they arrive, keyed as they are."""
+
+    def __init__(self) -> None:
+        self.held: dict[tuple[str, str], dict[str, Any]] = {}
+
+    def take(self, kind: KindRef, obj: dict[str, Any]) -> None:
+        projection = cache_projection(kind)
+        body = copy.deepcopy(obj)
+        meta = body["metadata"]
+        self.held[kind.name, f"{meta['namespace']}/{meta['name']}"] = (
+            projection(body) if projection is not None else body)
+
+    def __call__(self, kind: KindRef, namespace: str, name: str) -> dict[str, Any] | None:
+        return self.held.get((kind.name, f"{namespace}/{name}"))
+
+
+def executor(connection: ApiConnection, cache: Cache) -> KubeExecutor:
+    return KubeExecutor(KubeCalls(connection), DECKHOUSE, flavour=UPSTREAM, cached=cache)
+
+
+def edit(api_server: ApiServer, resource: Resource, name: str, change: Any) -> None:
+    """Someone else's write the cache has not seen yet."""
+    obj = copy.deepcopy(api_server.store.get(resource, "ns1", name))
+    change(obj)
+    api_server.store.update(resource, obj)
+
+
+@pytest.fixture
+def ns1(api_server: ApiServer) -> None:
+    api_server.store.create(NAMESPACES, {"metadata": {"name": "ns1"}})
+
+
+async def test_a_kvvm_patch_is_built_from_the_cache_without_a_get(
+    api_server: ApiServer, connection: ApiConnection, ns1: None
+) -> None:
+    kvvm = kvvm_for(Knobs(), "ns1", "vm", (("Network", "net-a"),))
+    kvvm["spec"]["template"]["spec"]["domain"]["devices"]["interfaces"][0]["pciAddress"] = \
+        "0000:81:01.0"  # a field nicplug does not read (Main is kept as it is)
+    stored = api_server.store.create(KVVMS, kvvm)
+    cache = Cache()
+    cache.take(UPSTREAM.kvvms, stored)
+
+    await executor(connection, cache).execute(pending(1, plug_b(template_of(stored))))
+
+    assert interfaces_of(api_server.store) == ["default", NET_A, NET_B]
+    spec = api_server.store.get(KVVMS, "ns1", "vm")["spec"]["template"]["spec"]
+    assert spec["domain"]["devices"]["interfaces"][0]["pciAddress"] == "0000:81:01.0"
+    assert (api_server.count("get"), api_server.count("patch")) == (0, 1)
+
+
+async def test_a_kvvm_patch_from_a_stale_cache_is_refused_and_writes_nothing(
+    api_server: ApiServer, connection: ApiConnection, ns1: None
+) -> None:
+    stored = api_server.store.create(
+        KVVMS, kvvm_for(Knobs(), "ns1", "vm", (("Network", "net-a"),)))
+    cache = Cache()
+    cache.take(UPSTREAM.kvvms, stored)  # the decision and the cache saw this one
+
+    def by_hand(obj: dict[str, Any]) -> None:
+        obj["spec"]["template"]["spec"]["domain"]["devices"]["interfaces"].append(
+            {"name": "by-hand", "bridge": {}})
+        obj["spec"]["template"]["spec"]["networks"].append({"name": "by-hand", "pod": {}})
+
+    edit(api_server, KVVMS, "vm", by_hand)
+    before = api_server.store.get(KVVMS, "ns1", "vm")
+
+    with pytest.raises(RetryAfterObservation):
+        await executor(connection, cache).execute(pending(1, plug_b(template_of(stored))))
+
+    assert api_server.store.get(KVVMS, "ns1", "vm") == before
+    assert interfaces_of(api_server.store) == ["default", NET_A, "by-hand"]
+    assert (api_server.count("get"), api_server.count("patch")) == (0, 1)
+
+
+def launcher_pod(api_server: ApiServer, annotations: dict[str, str]) -> dict[str, Any]:
+    return api_server.store.create(PODS, {"metadata": {
+        "name": "virt-launcher-vm-x", "namespace": "ns1", "annotations": annotations}})
+
+
+async def test_a_pod_patch_from_a_stale_cache_is_refused_and_writes_nothing(
+    api_server: ApiServer, connection: ApiConnection, ns1: None
+) -> None:
+    a, b = SDNRequest("Network/net-a", NET_A, id=2), SDNRequest("Network/net-b", NET_B, id=3)
+    key = DECKHOUSE.request_annotation
+    pod = launcher_pod(api_server, {key: DECKHOUSE.render_requests(requests=(a,),
+                                                                   namespace="ns1") or ""})
+    cache = Cache()
+    cache.take(UPSTREAM.launcher_pods, pod)
+    newer = DECKHOUSE.render_requests(requests=(a, b), namespace="ns1") or ""
+    edit(api_server, PODS, "virt-launcher-vm-x",
+         lambda obj: obj["metadata"]["annotations"].__setitem__(key, newer))
+    decided = PatchPodNetworks("ns1", "virt-launcher-vm-x", pod["metadata"]["uid"], (),
+                               observed=(a,))  # unplug a, as the cache shows the pod
+
+    with pytest.raises(RetryAfterObservation):
+        await executor(connection, cache).execute(pending(1, decided))
+
+    assert api_server.store.get(PODS, "ns1", "virt-launcher-vm-x")["metadata"][
+        "annotations"][key] == newer
+    assert (api_server.count("get"), api_server.count("patch")) == (0, 1)
+
+
+async def test_a_pod_patch_adding_the_first_requests_is_pinned_to_the_whole_pod(
+    api_server: ApiServer, connection: ApiConnection, ns1: None
+) -> None:
+    """With no request annotation in the cache there is nothing to `test` but the
+    pod's resourceVersion: an annotation written since is not overwritten."""
+    pod = launcher_pod(api_server, {"other": "x"})
+    cache = Cache()
+    cache.take(UPSTREAM.launcher_pods, pod)
+    key = DECKHOUSE.request_annotation
+    edit(api_server, PODS, "virt-launcher-vm-x",
+         lambda obj: obj["metadata"]["annotations"].__setitem__(key, "[]"))
+    decided = PatchPodNetworks("ns1", "virt-launcher-vm-x", pod["metadata"]["uid"],
+                               (SDNRequest("Network/net-a", NET_A, id=2),), observed=None)
+
+    with pytest.raises(RetryAfterObservation):
+        await executor(connection, cache).execute(pending(1, decided))
+    assert api_server.store.get(PODS, "ns1", "virt-launcher-vm-x")["metadata"][
+        "annotations"] == {"other": "x", key: "[]"}
+
+    cache.take(UPSTREAM.launcher_pods, api_server.store.get(PODS, "ns1", "virt-launcher-vm-x"))
+    await executor(connection, cache).execute(pending(2, decided))  # the next world
+    annotations = api_server.store.get(PODS, "ns1", "virt-launcher-vm-x")["metadata"][
+        "annotations"]
+    assert annotations["other"] == "x" and NET_A in annotations[key]
+    assert (api_server.count("get"), api_server.count("patch")) == (0, 2)
+
+
+async def test_a_condition_from_a_stale_cache_is_refused_and_writes_nothing(
+    api_server: ApiServer, connection: ApiConnection, ns1: None
+) -> None:
+    vm = api_server.store.create(VMS, {
+        "metadata": {"name": "vm", "namespace": "ns1"}, "spec": {},
+        "status": {"conditions": [{"type": "Running", "status": "True", "reason": "Up",
+                                   "lastTransitionTime": "2026-01-01T00:00:00Z"}]}})
+    cache = Cache()
+    cache.take(kube_kinds.VIRTUAL_MACHINES, vm)
+    later = {"type": "Migrating", "status": "True", "reason": "Moving"}
+    newer = copy.deepcopy(api_server.store.get(VMS, "ns1", "vm"))
+    newer["status"]["conditions"].append(later)
+    api_server.store.update(VMS, newer, subresource="status")
+    failed = SetVMCondition("ns1", "vm", "NetworkHotplugFailed", "True", "SDNTimeout", "slow")
+
+    with pytest.raises(RetryAfterObservation):
+        await executor(connection, cache).execute(pending(1, failed))
+    assert [c["type"] for c in api_server.store.get(VMS, "ns1", "vm")["status"][
+        "conditions"]] == ["Running", "Migrating"]
+
+    cache.take(kube_kinds.VIRTUAL_MACHINES, api_server.store.get(VMS, "ns1", "vm"))
+    await executor(connection, cache).execute(pending(2, failed))
+    conditions = api_server.store.get(VMS, "ns1", "vm")["status"]["conditions"]
+    assert [c["type"] for c in conditions] == ["Running", "Migrating", "NetworkHotplugFailed"]
+    assert conditions[0]["lastTransitionTime"] == "2026-01-01T00:00:00Z"  # kept whole
+    assert api_server.count("get") == 0
+
+
+async def test_a_halt_from_a_stale_cache_is_refused_and_writes_nothing(
+    api_server: ApiServer, connection: ApiConnection, ns1: None
+) -> None:
+    kvvm = api_server.store.create(KVVMS, kvvm_for(Knobs(), "ns1", "vm", ()))
+    vmi = api_server.store.create(VMIS, {"metadata": {"name": "vm", "namespace": "ns1"}})
+    cache = Cache()
+    cache.take(UPSTREAM.kvvms, kvvm)
+    cache.take(UPSTREAM.vmis, vmi)
+    edit(api_server, KVVMS, "vm",
+         lambda obj: obj["metadata"].setdefault("labels", {}).__setitem__("by", "hand"))
+    halt = RestartVM("ns1", "vm", vmi["metadata"]["uid"], "halt", kvvm["spec"]["runStrategy"])
+
+    with pytest.raises(RetryAfterObservation):
+        await executor(connection, cache).execute(pending(1, halt))
+    assert api_server.store.get(KVVMS, "ns1", "vm")["spec"]["runStrategy"] == \
+        kvvm["spec"]["runStrategy"]
+    assert (api_server.count("get"), api_server.count("patch")) == (0, 1)
+
