@@ -46,7 +46,7 @@ from nicplug.machines.candidates import Candidate, changes_needing_operations
 from nicplug.machines.comparator import Comparison, Direction
 from nicplug.machines.effects import AnyEffect, EmitEvent
 from nicplug.machines.facts import Facts, facts_of, same_for_decisions, sdn_messages
-from nicplug.machines.graph import MOVES_BY_FLAVOUR, Move
+from nicplug.machines.graph import MOVES_BY_FLAVOUR, TERMINAL, Move
 from nicplug.machines.guards import GUARDS, Context, budget, budget_when, restart_only
 from nicplug.machines.operation import (
     EFFECTS_ISSUED,
@@ -78,6 +78,10 @@ DEADLINE, GRACE, REISSUE, RETRY = "deadline", "grace", "reissue", "retry"
 APPLIED_LIVE = frozenset({"sync_vmi", "patch_vm", "mark_absent"})
 """The moves by which a running VMI took a NIC change (not at a boot)."""
 KEEP_ISSUED = 6
+OUTCOMES = TERMINAL | {"RestartRequired", "MigrationRequired"}
+"""States an operation's Event is emitted in: where it ended, or waits for someone (a
+restart, a migration). The steps between are in the journal (`explain`), not Events;
+operations of one decision reaching the same outcome share one Event."""
 NOTHING = Decision()
 
 Guard = Callable[[Context], bool]
@@ -393,30 +397,13 @@ class HotplugDecider:
             needed += restarts_and_migrations(facts, ops, vm, self.config)
         needed += conditions(facts, ops, vm, self.config, asked)
         requests = self._issued(session, needed, now) if needed else []
+        ended: dict[str, list[Operation]] = {}  # Event reason -> operations, in order
         for stream, path in session.paths.items():
             op = session.state.by_stream(stream)
             if op is None or len(path) < 2:
                 continue
-            kind: Literal["Normal", "Warning"] = (
-                "Warning" if op.state in ("Failed", "MigrationRequired") else "Normal"
-            )
-            message = f"{op.network} {op.direction}: {' → '.join(path)}"
-            waiting = op.state == "MigrationRequired"
-            blocked = migration_blocked(facts, self.config) if waiting else None
-            if blocked:
-                message += f"; nicplug will not migrate the VM: {blocked}. {MIGRATION_ADVICE}"
-            if op.reason:
-                message += f" ({op.reason}: {op.message})" if op.message else f" ({op.reason})"
-            event = EmitEvent(
-                vm.namespace,
-                vm.name,
-                f"{op.direction.capitalize()}{op.state}",
-                message,
-                kind,
-                str(stream),
-                len(op.history),
-            )
-            requests.append(event.request(stream))
+            if op.state in OUTCOMES:
+                ended.setdefault(f"{op.direction.capitalize()}{op.state}", []).append(op)
             if any(e.stream == stream and e.type == ROLLOUT_BYPASSED for e in session.events):
                 bypassed = EmitEvent(
                     vm.namespace, vm.name, "RolloutBypassed",
@@ -426,7 +413,34 @@ class HotplugDecider:
                     "Warning", str(stream), len(op.history),
                 )  # fmt: skip
                 requests.append(bypassed.request(stream))
+        for reason, ops in ended.items():
+            requests.append(self._outcome_event(facts, reason, ops).request(ops[0].stream))
         return requests
+
+    def _outcome_event(self, facts: Facts, reason: str, ops: list[Operation]) -> EmitEvent:
+        """One Event for the operations of this decision that ended up in the same
+        outcome (`OUTCOMES`; one user edit asking for two networks gets one Event when
+        both attach together), each with the path it took: Warning when they failed or
+        wait for a migration."""
+        vm = facts.world.vm
+        assert vm is not None
+        state = ops[0].state
+        kind: Literal["Normal", "Warning"] = (
+            "Warning" if state in ("Failed", "MigrationRequired") else "Normal"
+        )
+        parts = []
+        for op in ops:
+            part = f"{op.network} {op.direction}: {' → '.join(op.history)}"
+            if op.reason:
+                part += f" ({op.reason}: {op.message})" if op.message else f" ({op.reason})"
+            parts.append(part)
+        message = "; ".join(parts)
+        blocked = migration_blocked(facts, self.config) if state == "MigrationRequired" else None
+        if blocked:
+            message += f"; nicplug will not migrate the VM: {blocked}. {MIGRATION_ADVICE}"
+        first = ops[0]
+        return EmitEvent(vm.namespace, vm.name, reason, message, kind, str(first.stream),
+                         len(first.history))
 
     def _issued(
         self, session: _Session, needed: list[tuple[Operation, AnyEffect]], now: float

@@ -36,6 +36,10 @@ PODS = Resource("", "v1", "pods", "Pod", namespaced=True, has_status=True,
                 short_names=("po",), categories=("all",))
 EVENTS = Resource("", "v1", "events", "Event", namespaced=True, has_status=False,
                   short_names=("ev",))
+EVENTS_V1 = Resource("events.k8s.io", "v1", "events", "Event", namespaced=True,
+                     has_status=False)
+"""The `events.k8s.io/v1` view of Events: a table of its own here (a real API server
+keeps one object behind both views); `SimulatedCluster.events()` reads both."""
 LEASES = Resource(
     "coordination.k8s.io", "v1", "leases", "Lease", namespaced=True, has_status=False
 )
@@ -77,6 +81,6 @@ CRDS = Resource(
 )
 
 ALL: tuple[Resource, ...] = (
-    NAMESPACES, PODS, EVENTS, LEASES, CRDS, VMS, KVVMS, VMIS, VMIMS, KUBEVIRTS, VMOPS, NETWORKS,
-    CLUSTER_NETWORKS,
+    NAMESPACES, PODS, EVENTS, EVENTS_V1, LEASES, CRDS, VMS, KVVMS, VMIS, VMIMS, KUBEVIRTS, VMOPS,
+    NETWORKS, CLUSTER_NETWORKS,
 )

@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
-from kubernetes_asyncio.client import CoreV1Api, CustomObjectsApi
+from kubernetes_asyncio.client import CoreV1Api, CustomObjectsApi, EventsV1Api
 
 from nicplug.adapters.kube.client import ApiConnection
 from nicplug.adapters.kube.errors import KubeError, for_json_patch
@@ -29,6 +29,8 @@ from nicplug.adapters.kube.wire import JsonObject, fetch_object
 MERGE_PATCH: Final = "application/merge-patch+json"
 JSON_PATCH: Final = "application/json-patch+json"
 STRATEGIC_MERGE_PATCH: Final = "application/strategic-merge-patch+json"
+NOTE_LIMIT: Final = 1024
+"""Bytes an `events.k8s.io/v1` Event's note may hold (the API server refuses more)."""
 PatchType = Literal[
     "application/merge-patch+json",
     "application/json-patch+json",
@@ -64,6 +66,7 @@ class EventNote:
     type: Literal["Normal", "Warning"] = "Normal"
     component: str = "nicplug"
     instance: str = field(default="")
+    action: str = "NetworkHotplug"
 
 
 class KubeCalls:
@@ -80,6 +83,7 @@ class KubeCalls:
         self._fence = fence
         self._core = CoreV1Api(connection.client)
         self._custom = CustomObjectsApi(connection.client)
+        self._events = EventsV1Api(connection.client)
         self._wall_clock = wall_clock or (lambda: datetime.datetime.now(datetime.UTC))
 
     def _options(self, **extra: Any) -> dict[str, Any]:
@@ -112,8 +116,14 @@ class KubeCalls:
     async def patch_pod(
         self, namespace: str, name: str, patch: Any, *, content_type: PatchType
     ) -> JsonObject:
-        return await fetch_object(self._core.patch_namespaced_pod(
-            name, namespace, patch, **self._writing(_content_type=content_type)))
+        """Patch a pod. A JSON patch whose `test` op fails raises `TestFailed`."""
+        try:
+            return await fetch_object(self._core.patch_namespaced_pod(
+                name, namespace, patch, **self._writing(_content_type=content_type)))
+        except KubeError as exc:
+            if content_type == JSON_PATCH and isinstance(patch, Sequence):
+                raise for_json_patch(exc, patch) from exc
+            raise
 
     async def patch_pod_annotations(
         self,
@@ -198,10 +208,9 @@ class KubeCalls:
         return [i for i in items if isinstance(i, dict)] if isinstance(items, list) else []
 
     async def create_event(self, note: EventNote) -> JsonObject:
-        """Record a core/v1 Event in the namespace of the involved object."""
+        """Record an `events.k8s.io/v1` Event in the namespace of the object it regards."""
         metadata = note.involved.get("metadata") or {}
         namespace = metadata.get("namespace") or "default"
-        now = self._wall_clock().strftime("%Y-%m-%dT%H:%M:%SZ")
         body: Any = {
             "apiVersion": EVENTS.api_version,
             "kind": EVENTS.kind,
@@ -209,26 +218,34 @@ class KubeCalls:
                 "name": f"{metadata.get('name', 'unknown')}.{secrets.token_hex(8)}",
                 "namespace": namespace,
             },
-            "involvedObject": {
+            "regarding": {
                 "apiVersion": note.involved.get("apiVersion"),
                 "kind": note.involved.get("kind"),
                 "name": metadata.get("name"),
                 "namespace": metadata.get("namespace"),
                 "uid": metadata.get("uid"),
-                "resourceVersion": metadata.get("resourceVersion"),
             },
             "reason": note.reason,
-            "message": note.message,
+            "note": _at_most(note.message, NOTE_LIMIT),
             "type": note.type,
-            "source": {"component": note.component},
-            "reportingComponent": note.component,
+            "action": note.action,
+            "eventTime": self._micro_time(),
+            "reportingController": note.component,
             "reportingInstance": note.instance or note.component,
-            "firstTimestamp": now,
-            "lastTimestamp": now,
-            "count": 1,
         }
-        return await fetch_object(self._core.create_namespaced_event(
+        return await fetch_object(self._events.create_namespaced_event(
             namespace, body, **self._writing()))
+
+    async def patch_event_series(self, namespace: str, name: str, count: int) -> JsonObject:
+        """Say that the Event `name` was observed again: its `series` (`count` in all,
+        last observed now), as client-go's event recorder does for an isomorphic one."""
+        patch = {"series": {"count": count, "lastObservedTime": self._micro_time()}}
+        return await fetch_object(self._events.patch_namespaced_event(
+            name, namespace, patch, **self._writing(_content_type=MERGE_PATCH)))
+
+    def _micro_time(self) -> str:
+        """A `MicroTime`, as the events API has it."""
+        return self._wall_clock().strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
     async def delete(
         self, kind: KindRef, namespace: str, name: str, *, uid: str | None = None
@@ -238,6 +255,14 @@ class KubeCalls:
         return await fetch_object(self._custom.delete_namespaced_custom_object(
             kind.group, kind.version, namespace, kind.plural, name, body=body,
             **self._writing()))
+
+
+def _at_most(text: str, limit: int) -> str:
+    """`text` cut to `limit` bytes of UTF-8 (on a character boundary), marked as cut."""
+    encoded = text.encode()
+    if len(encoded) <= limit:
+        return text
+    return encoded[:limit - 3].decode(errors="ignore") + "…"
 
 
 def _required(namespace: str | None, kind: KindRef) -> str:

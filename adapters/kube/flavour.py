@@ -141,16 +141,16 @@ def rbac_rules(flavour: Flavour) -> tuple[Grant, ...]:
     """
     f = flavour
     return (
-        Grant(f.virtual_machines.group, (f.virtual_machines.plural,), ("get", "list", "watch")),
+        Grant(f.virtual_machines.group, (f.virtual_machines.plural,), ("list", "watch")),
         Grant(f.virtual_machines.group, (f.virtual_machines.plural + "/status",), ("patch",)),
-        Grant(f.kvvms.group, (f.kvvms.plural,), ("get", "list", "watch", "patch")),
-        Grant(f.vmis.group, (f.vmis.plural,), ("get", "list", "watch")),
+        Grant(f.kvvms.group, (f.kvvms.plural,), ("list", "watch", "patch")),
+        Grant(f.vmis.group, (f.vmis.plural,), ("list", "watch")),
         Grant(f.vmims.group, (f.vmims.plural,), ("list", "watch", "create")),
         Grant(f.kubevirts.group, (f.kubevirts.plural,), ("list", "watch")),
         Grant(f.networks.group, (f.networks.plural, f.cluster_networks.plural),
               ("list", "watch")),
-        Grant("", (f.launcher_pods.plural,), ("get", "list", "watch", "patch")),
-        Grant("", (f.events.plural,), ("create",)),
+        Grant("", (f.launcher_pods.plural,), ("list", "watch", "patch")),
+        Grant(f.events.group, (f.events.plural,), ("create", "patch")),
     )
 
 

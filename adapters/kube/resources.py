@@ -52,7 +52,7 @@ NETWORKS = KindRef("network.deckhouse.io", "v1alpha1", "networks", "Network", Tr
 CLUSTER_NETWORKS = KindRef(
     "network.deckhouse.io", "v1alpha1", "clusternetworks", "ClusterNetwork", False
 )
-EVENTS = KindRef("", "v1", "events", "Event", True)
+EVENTS = KindRef("events.k8s.io", "v1", "events", "Event", True)
 LEASES = KindRef("coordination.k8s.io", "v1", "leases", "Lease", True)
 
 

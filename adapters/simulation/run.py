@@ -42,7 +42,7 @@ from nicplug.adapters.simulation.wire import InProcessServer
 from nicplug.simulator.cluster import SimulatedCluster
 from nicplug.simulator.fixtures import Fixtures
 from nicplug.simulator.knobs import Delays, Knobs
-from nicplug.simulator.resources import EVENTS, NAMESPACES, VMS
+from nicplug.simulator.resources import EVENTS, EVENTS_V1, NAMESPACES, VMS
 from nicplug.simulator.server import make_app
 from nicplug.simulator.store import Store
 from nicplug.simulator.watching import Change
@@ -120,7 +120,7 @@ async def _play(schedule: Schedule, directory: Path, tape: Path | None) -> Outco
     def tapped(change: Change) -> None:
         nonlocal writes
         writes += 1
-        if change.resource is EVENTS:  # named at random by the client; nothing reads them
+        if change.resource in (EVENTS, EVENTS_V1):  # named at random; nothing reads them
             return
         meta = change.obj.get("metadata", {})
         hasher.update(f"{change.type} {change.resource.plural} {meta.get('namespace')}/"

@@ -178,11 +178,17 @@ async def test_event_about_an_object(api_server: ApiServer, calls: KubeCalls) ->
                                            "kind": "VirtualMachine",
                                            "metadata": {"name": "vm1", "namespace": "ns1"}})
     event = await calls.create_event(EventNote(vm, "Attached", "Network/user-net attached"))
-    assert event["involvedObject"]["uid"] == vm["metadata"]["uid"]
-    assert event["involvedObject"]["kind"] == "VirtualMachine"
-    assert event["firstTimestamp"] == "2026-01-02T03:04:05Z"
-    stored, _ = api_server.store.list(sim.EVENTS, "ns1")
+    assert event["apiVersion"] == "events.k8s.io/v1"
+    assert event["regarding"]["uid"] == vm["metadata"]["uid"]
+    assert event["regarding"]["kind"] == "VirtualMachine"
+    assert event["eventTime"] == "2026-01-02T03:04:05.000000Z"
+    assert (event["note"], event["action"]) == ("Network/user-net attached", "NetworkHotplug")
+    assert event["reportingController"] == event["reportingInstance"] == "nicplug"
+    stored, _ = api_server.store.list(sim.EVENTS_V1, "ns1")
     assert [e["reason"] for e in stored] == ["Attached"]
+
+    again = await calls.patch_event_series("ns1", event["metadata"]["name"], 2)
+    assert again["series"] == {"count": 2, "lastObservedTime": "2026-01-02T03:04:05.000000Z"}
 
 
 async def test_injected_409_429_500_are_translated(

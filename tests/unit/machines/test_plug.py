@@ -417,3 +417,21 @@ def test_a_kvvm_that_lost_an_attached_interface_gets_it_back_in_one_attempt() ->
     assert (op.attempt, op.state) == (2, "Attached")
     assert X.if_name in {i.name for i in d.sim.kvvm_ifaces}
     assert types(d)[-1] == "PatchVirtualMachine"
+
+
+def test_events_say_where_operations_ended_not_each_step() -> None:
+    """One Event when the plug attaches (its message the path it took), none for the
+    steps between; two networks asked for in one edit that attach together share it."""
+    d = driver()
+    d.run(8)
+    events = [e.payload for e in d.effects if e.type == "EmitEvent"]
+    assert [(e["reason"], e["type"]) for e in events] == [("PlugAttached", "Normal")]
+    assert events[0]["message"] == "Network/x plug: " + " → ".join(HAPPY)
+
+    y = net("y", 3, type_="ClusterNetwork")
+    both = driver(Sim(networks=(MAIN, X, y)))
+    both.run(8)
+    events = [e.payload for e in both.effects if e.type == "EmitEvent"]
+    assert [e["reason"] for e in events] == ["PlugAttached"]
+    assert sorted(events[0]["message"].split("; ")) == [
+        "ClusterNetwork/y plug: " + " → ".join(HAPPY), "Network/x plug: " + " → ".join(HAPPY)]
