@@ -317,6 +317,9 @@ def run_side(cluster: Cluster, controller: Controller, names: list[str], log: Pa
         rss_peak = _status_mb(process.pid, "VmHWM")
         plugs = hotplugs(writes_of(cluster.writes), vms, since, PER_VM)
         if steady:
+            # requests are logged with the time of the cluster's next round (every
+            # 0.25 s) and counted up to `end` + 0.5 s: the steady ones start after that
+            time.sleep(2 * 0.25)
             rate = plugs.per_second / PER_VM / 2  # VMs per second: half the throughput
             steady_since = time.time()
             asyncio.run(_patch(cluster.url, steady, pace=1 / rate))
