@@ -30,9 +30,10 @@ included) and, at the steady pace, the p99 latency it adds per step (journaled d
 time − commit of the cluster write that enabled it, watch delivery included).
 
 The machine is shared: wall-clock figures carry its load; CPU and memory much less.
-`--profile FILE` runs `nicplug run` under cProfile (its figures then carry the
-profiler's cost) and writes the profile of its whole life to FILE (`.<size>` appended
-when there are two sizes): `python -m pstats FILE` reads it.
+`--profile FILE` runs `nicplug run` under cProfile counting CPU time
+(`bench._profiled`; its figures then carry the profiler's cost) and writes the
+profile of its whole life to FILE (`.<size>` appended when there are two sizes):
+`python -m pstats FILE` reads it.
 """
 
 from __future__ import annotations
@@ -185,10 +186,10 @@ class Controller:
 def nicplug(cluster: Cluster, directory: Path, profile: Path | None = None) -> Controller:
     port = _free_port()
     metrics = f"http://127.0.0.1:{port}"
-    profiled = ["-m", "cProfile", "-o", str(profile)] if profile is not None else []
+    cli = ["-m", "bench._profiled", str(profile)] if profile else ["-m", "nicplug.adapters.cli"]
     return Controller(
         "nicplug",
-        [*profiled, "-m", "nicplug.adapters.cli", "run", "--kubeconfig", str(cluster.kubeconfig),
+        [*cli, "run", "--kubeconfig", str(cluster.kubeconfig),
          "--journal", str(directory / "journal.db"), "--metrics-addr", f"127.0.0.1:{port}",
          "--identity", "bench", "--kubevirt-api", "upstream"],
         ROOT, {}, lambda: _get(metrics + "/readyz") is not None,
