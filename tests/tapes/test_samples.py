@@ -4,6 +4,7 @@ the same way every time, and with the effects the recording controller issued.""
 from __future__ import annotations
 
 import sqlite3
+from collections import Counter
 from pathlib import Path
 
 import orjson
@@ -40,8 +41,24 @@ def test_replay_reaches_the_outcomes_of_the_live_run(sample: SampleTape) -> None
     "sample", [s for s in SAMPLES if s.tape.suffix == ".jsonl"], ids=lambda s: s.name
 )
 def test_recorded_effects_agree_with_the_replay(sample: SampleTape) -> None:
-    code, _ = replay_output(sample, "--compare-effects")
+    """Every write agrees with the recording controller's. Its Events do not: the
+    tapes were recorded when nicplug emitted an Event for every decision that moved an
+    operation; it now emits one where operations end up, so the replay's Events are
+    fewer, each on a VM the recording evented too (`--compare-effects` would report
+    them; re-recording the tapes would also change their KubeVirt API names)."""
+    code, output = replay_output(sample)
     assert code == 0
+    taped: Counter[tuple[str, str]] = Counter()
+    for line in sample.tape.read_bytes().splitlines():
+        item = orjson.loads(line)
+        if item.get("type") == "EFFECT":
+            taped[item["object"]["type"], item["object"]["target"]] += 1
+    replayed = Counter((e["type"], e["target"]) for e in orjson.loads(output)["effects"])
+    assert {k: n for k, n in replayed.items() if k[0] != "EmitEvent"} == \
+        {k: n for k, n in taped.items() if k[0] != "EmitEvent"}
+    for (kind, target), n in replayed.items():
+        if kind == "EmitEvent":
+            assert 1 <= n <= taped[kind, target], (target, n, taped[kind, target])
 
 
 def test_an_effect_difference_is_reported_and_fails(tmp_path: Path) -> None:
