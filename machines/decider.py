@@ -413,8 +413,9 @@ class HotplugDecider:
                     "Warning", str(stream), len(op.history),
                 )  # fmt: skip
                 requests.append(bypassed.request(stream))
-        for reason, ops in ended.items():
-            requests.append(self._outcome_event(facts, reason, ops).request(ops[0].stream))
+        for reason, together in ended.items():
+            event = self._outcome_event(facts, reason, together)
+            requests.append(event.request(together[0].stream))
         return requests
 
     def _outcome_event(self, facts: Facts, reason: str, ops: list[Operation]) -> EmitEvent:
