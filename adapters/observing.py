@@ -122,6 +122,8 @@ class Observing:
                 runtime.hold(Key(vm_key))
             else:
                 await runtime.observe(Key(vm_key), world, Cause("observation", ref))
+                if _nothing_left(world):
+                    runtime.forget(Key(vm_key))  # once its operations have ended
                 fed += 1
             if budget is not None and self._now() - began >= budget:
                 await asyncio.sleep(0)
@@ -196,3 +198,8 @@ class Observing:
         if vm_key not in self._held:
             self._held.add(vm_key)
             log.warning("vm=%s held still: %s", vm_key, problem)
+
+
+def _nothing_left(world: World) -> bool:
+    """Nothing of the VM is in the cluster any more: no VM, KVVM, VMI or launcher pod."""
+    return world.vm is None and world.kvvm is None and world.vmi is None and not world.pods

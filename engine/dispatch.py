@@ -55,12 +55,14 @@ class Dispatch:
         concurrency: int,
         activity: Activity,
         on_error: Callable[[Key, BaseException], None],
+        on_idle: Callable[[Key], None] | None = None,
     ) -> None:
         if concurrency < 1:
             raise ValueError(f"concurrency must be at least 1, not {concurrency}")
         self._handle = handle
         self._activity = activity
         self._on_error = on_error
+        self._on_idle = on_idle
         self._slots = asyncio.Semaphore(concurrency)
         self._queues: dict[Key, deque[Trigger]] = {}
         self._workers: dict[Key, asyncio.Task[None]] = {}
@@ -95,7 +97,13 @@ class Dispatch:
             del self._workers[key]
             if not queue:
                 del self._queues[key]
+                if self._on_idle is not None:
+                    self._on_idle(key)
             self._activity.leave()
+
+    def busy(self, key: Key) -> bool:
+        """Whether an input of `key` is waiting or being decided."""
+        return key in self._workers
 
     async def close(self) -> None:
         """Cancel every worker (what is queued is dropped; the journal keeps the rest)."""

@@ -101,7 +101,7 @@ class Runtime(Generic[S, W]):
         self._activity = Activity()
         self._dispatch = Dispatch(
             self._handle, concurrency=concurrency, activity=self._activity,
-            on_error=self._listen.on_error,
+            on_error=self._listen.on_error, on_idle=self._evict_if_done,
         )
         rng = rng or random.Random(0)
         self._retries = CommitRetries(
@@ -114,6 +114,7 @@ class Runtime(Generic[S, W]):
             deliver=self._deliver_outcome, journal_health=self._journal_health,
         )
         self._slots: dict[Key, _Slot[S]] = {}
+        self._gone: set[Key] = set()  # forgotten: evicted once nothing of them is live
         self._worlds: dict[Key, W] = {}
         self._held: dict[Key, list[EffectOutcome]] = {}
         self._holding: set[Key] = set()
@@ -185,6 +186,7 @@ class Runtime(Generic[S, W]):
         """The world of `key` is now `world`: decide again (coalescing with any
         observation of the key still waiting)."""
         self._require_running()
+        self._gone.discard(key)
         self._worlds[key] = world
         self._observations[key] = self._observations.get(key, 0) + 1
         self._holding.discard(key)
@@ -195,6 +197,33 @@ class Runtime(Generic[S, W]):
         for fired in self._held_timers.pop(key, []):
             self._dispatch.submit(key, fired)
         self._dispatch.submit(key, Observed(cause))
+
+    def forget(self, key: Key) -> None:
+        """`key` is gone from the world (nothing of its VM is left). Once its inputs
+        are decided and nothing of it is live — every stream's view terminal, no timer
+        armed, nothing held — its state and last world leave memory. The journal keeps
+        everything: a later input of the key (an effect's outcome, the VM back) loads
+        it from there again, as after a restart."""
+        self._gone.add(key)
+        if not self._dispatch.busy(key):
+            self._evict_if_done(key)
+
+    def _evict_if_done(self, key: Key) -> None:
+        if key not in self._gone:
+            return
+        slot = self._slots.get(key)
+        if slot is not None:
+            if set(slot.versions) - set(slot.views) or not all(
+                    v.terminal for v in slot.views.values()):
+                return  # a live stream, or one whose row this process has not seen
+            if any(stream in slot.versions for stream, _ in self._timers):
+                return
+        if key in self._holding or self._held.get(key) or self._held_timers.get(key) \
+                or self._unsent.get(key):
+            return
+        self._gone.discard(key)
+        self._slots.pop(key, None)
+        self._worlds.pop(key, None)
 
     async def drain(self) -> None:
         """Wait until nothing is runnable: no input waiting or being decided, no effect

@@ -550,3 +550,47 @@ async def test_recovery_with_hold_sends_nothing_before_the_key_is_observed(
         assert len(again.executed) == 1
         assert await types_of(journal, A) == ["Requested", "Reminded", "Bumped"]
         await runtime.stop()
+
+
+async def test_a_forgotten_key_leaves_memory_once_nothing_of_it_is_live(
+    journal: SQLiteJournal,
+) -> None:
+    """A key gone from the world is dropped from memory when its streams have ended and
+    no timer is armed for them; a live one is kept; either loads again from the journal."""
+    clock = VirtualClock()
+    executor = ScriptedExecutor(clock, journal, script={1: [PermanentError("422 invalid")]})
+    runtime = make(journal, executor, clock)
+    await runtime.start()
+    await runtime.observe(A, 3, Cause("observation", "target@1"))  # fails: terminal
+    await runtime.observe(B, 0, Cause("observation", "target@1"))  # idle: never written
+    runtime.forget(A)
+    runtime.forget(B)
+    await runtime.drain()
+    assert runtime.state_of(A) is None and runtime.state_of(B) is None
+
+    await runtime.observe(A, 3, Cause("observation", "target@2"))  # back: loaded again
+    await runtime.drain()
+    state = runtime.state_of(A)
+    assert state is not None and state.failed
+    await runtime.stop()
+
+
+async def test_a_forgotten_key_with_a_live_stream_or_a_timer_stays(
+    journal: SQLiteJournal,
+) -> None:
+    clock = VirtualClock()
+    executor = ScriptedExecutor(clock, journal, script={1: [TemporaryError("down")]})
+    runtime = make(journal, executor, clock)
+    await runtime.start()
+    await runtime.observe(A, 1, Cause("observation", "target@1"))  # pending, a reminder
+    await runtime.drain()
+    runtime.forget(A)
+    await runtime.drain()
+    state = runtime.state_of(A)
+    assert state is not None and state.pending
+    assert await journal.timers()  # the reminder is armed
+    clock.advance(1.0)  # the retry succeeds: counted, but the stream has not ended
+    await runtime.drain()
+    state = runtime.state_of(A)
+    assert state is not None and state.count == 1
+    await runtime.stop()

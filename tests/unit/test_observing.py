@@ -97,3 +97,33 @@ async def test_a_held_vm_gets_no_timer_decision_and_no_effect_from_its_last_worl
         assert state is not None
         assert [op.state for op in state.ops.values()] == ["Requested"]
         await runtime.stop()
+
+
+async def test_a_deleted_vm_leaves_the_runtimes_memory_once_its_operations_ended() -> None:
+    """The VM, KVVM, VMI and pod deleted: its plug is cancelled (VMDeleted), and then
+    nothing of the VM stays in memory; the journal keeps its record."""
+    store = cluster()
+    observing = listed(store)
+    clock = VirtualClock()
+    async with opened(":memory:") as journal:
+        runtime: Runtime[VMState, World] = Runtime(
+            HotplugDecider(), journal, RecordingExecutor(clock), clock, concurrency=1)
+        await runtime.start()
+        plug = with_networks(store, [{"type": "Main", "id": 1},
+                                     {"type": "Network", "name": "user-net", "id": 2}])
+        observing.changed(kinds.virtual_machines, "MODIFIED", plug)
+        await observing.feed(runtime)
+        await runtime.drain()
+        assert runtime.state_of(Key(VM)) is not None
+
+        for resource, kind in KINDS[:4]:
+            for obj in store.list(resource)[0]:
+                if VM.split("/")[1] in obj["metadata"]["name"]:
+                    observing.changed(kind, "DELETED", obj)
+        await observing.feed(runtime)
+        await runtime.drain()
+
+        assert runtime.state_of(Key(VM)) is None
+        (view,) = await journal.views(key=Key(VM))
+        assert (view.view.state, view.view.terminal) == ("Cancelled", True)
+        await runtime.stop()

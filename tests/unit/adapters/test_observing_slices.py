@@ -21,6 +21,9 @@ class Observed:
     async def observe(self, key: Any, world: Any, cause: Any) -> None:
         self.trail.append(f"observe {key}")
 
+    def forget(self, key: Any) -> None:
+        """These VMs have no objects at all: each is forgotten after its observation."""
+
 
 async def _feed_beside_a_ticker(observing: Observing, vms: int) -> list[str]:
     trail: list[str] = []
