@@ -49,8 +49,12 @@ class EffectRunner:
         listener: RuntimeListener,
         deliver: Deliver,
         journal_health: Callable[[JournalError | None], None],
+        in_flight: int = 128,
     ) -> None:
+        if in_flight < 1:
+            raise ValueError(f"in_flight must be at least 1, not {in_flight}")
         self._executor = executor
+        self._in_flight = asyncio.Semaphore(in_flight)
         self._journal = journal
         self._clock = clock
         self._retry = retry
@@ -79,9 +83,10 @@ class EffectRunner:
         if effect.next_attempt_at is not None:
             await self._clock.sleep_until(effect.next_attempt_at)
         while True:
-            self._activity.enter()
+            self._activity.enter()  # waiting for a turn is work to do, for `drain`
             try:
-                retry_at = await self._attempt(effect, attempts + 1)
+                async with self._in_flight:
+                    retry_at = await self._attempt(effect, attempts + 1)
             finally:
                 self._activity.leave()
             if retry_at is None:

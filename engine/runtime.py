@@ -75,7 +75,9 @@ class _Slot(Generic[S]):
 class Runtime(Generic[S, W]):
     """Runs `decider` over keys. `start()` first; `stop()` to finish.
 
-    `concurrency` bounds how many keys are decided at once; `conflict_retries` how often
+    `concurrency` bounds how many keys are decided at once; `effects_in_flight` how
+    many effects are executed at once (the others wait their turn: a burst of ten
+    thousand never means ten thousand requests in flight); `conflict_retries` how often
     a key is reloaded and decided again when its append meets a concurrent writer.
     """
 
@@ -87,6 +89,7 @@ class Runtime(Generic[S, W]):
         clock: Clock,
         *,
         concurrency: int = 64,
+        effects_in_flight: int = 128,
         retry: RetryPolicy | None = None,
         rng: random.Random | None = None,
         listeners: Sequence[RuntimeListener] = (),
@@ -112,6 +115,7 @@ class Runtime(Generic[S, W]):
             executor, journal, clock, retry=retry or RetryPolicy(),
             rng=rng, activity=self._activity, listener=self._listen,
             deliver=self._deliver_outcome, journal_health=self._journal_health,
+            in_flight=effects_in_flight,
         )
         self._slots: dict[Key, _Slot[S]] = {}
         self._gone: set[Key] = set()  # forgotten: evicted once nothing of them is live

@@ -594,3 +594,41 @@ async def test_a_forgotten_key_with_a_live_stream_or_a_timer_stays(
     state = runtime.state_of(A)
     assert state is not None and state.count == 1
     await runtime.stop()
+
+
+async def test_effects_in_flight_are_bounded(journal: SQLiteJournal) -> None:
+    """Twelve keys each issue an effect at once; at most `effects_in_flight` execute
+    together, and every one runs in the end."""
+
+    class Gated:
+        def __init__(self) -> None:
+            self.running = self.most = 0
+            self.done = 0
+            self.gate = asyncio.Event()
+
+        async def execute(self, effect: PendingEffect) -> Mapping[str, Any]:
+            self.running += 1
+            self.most = max(self.most, self.running)
+            await self.gate.wait()
+            self.running -= 1
+            self.done += 1
+            return {"step": effect.payload["step"]}
+
+    clock = VirtualClock()
+    executor = Gated()
+    runtime = make(journal, executor, clock, effects_in_flight=3)
+    await runtime.start()
+    keys = [Key(f"ns/k{i}") for i in range(12)]
+    for key in keys:
+        await runtime.observe(key, 1, Cause("observation", "target@1"))
+    for _ in range(200):  # each look a round trip through the database thread
+        await journal.timers()
+        if executor.running == 3 and len(await journal.outbox(pending_only=True)) == 12:
+            break
+    for _ in range(20):  # and more turns: still no fourth
+        await journal.timers()
+    assert executor.running == executor.most == 3
+    executor.gate.set()
+    await runtime.drain()
+    assert executor.done == 12 and executor.most == 3
+    await runtime.stop()
