@@ -18,7 +18,8 @@ fold rewritten: the tenth behind on the first of the three runs). Last,
 churn: 40 VMs plug and unplug a network for ten rounds through the real decider and
 runtime (the tests' simulated VM worlds), retention archiving what finished after
 each round: journal bytes per plug+unplug, and the file's growth from round 2 to 10.
-Medians of three interleaved rounds (ratios: median of the per-round ratios). Prints a
+Appends: medians of 9 interleaved rounds (5 with --quick), each in another order;
+ratios are medians of the per-round ratios. The rest: medians of three runs. Prints a
 table, then one JSON line.
 """
 
@@ -74,13 +75,16 @@ CHURN_ROUNDS = 10
 
 @dataclass(frozen=True)
 class Sizes:
-    appends: int  # events appended by each contender per run
+    appends: int  # events appended by each contender per round
+    append_rounds: int  # rounds of appends, each contender once a round
     journal: int  # events in the journal for the history and recovery figures
     live: int  # live streams among journal / 10 streams
 
     @staticmethod
     def of(quick: bool) -> Sizes:
-        return Sizes(20_000, 100_000, 1_000) if quick else Sizes(200_000, 1_000_000, 10_000)
+        if quick:
+            return Sizes(20_000, 5, 100_000, 1_000)
+        return Sizes(50_000, 9, 1_000_000, 10_000)
 
 
 _INSERT = "INSERT INTO events VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
@@ -110,15 +114,15 @@ def ceiling(path: str, events: int) -> float:
     conn = _schema(path, "FULL")
     groups = []
     position = 0
-    for start in _rounds(events):
+    for first in _rounds(events):
         rows = []
         for n in range(APPENDERS):
             stream = f"s{n}"
-            for version in range(start + 1, start + PER_COMMIT + 1):
+            for version in range(first + 1, first + PER_COMMIT + 1):
                 position += 1
                 rows.append((position, stream, stream, version, "Step", 1, PAYLOAD_JSON,
-                             "observation", f"VirtualMachine/{stream}@{start}", None, 1.0, 2.0))
-        groups.append((rows, [(f"s{n}", f"s{n}", start + PER_COMMIT) for n in range(APPENDERS)]))
+                             "observation", f"VirtualMachine/{stream}@{first}", None, 1.0, 2.0))
+        groups.append((rows, [(f"s{n}", f"s{n}", first + PER_COMMIT) for n in range(APPENDERS)]))
     started = time.perf_counter()
     for rows, streams in groups:
         conn.execute("BEGIN IMMEDIATE")
@@ -139,9 +143,9 @@ async def nicplug_appends(path: str, events: int) -> tuple[float, float]:
         # events are immutable data without a version: a machine may well reuse them
         batch = tuple(NewEvent(stream, "Step", PAYLOAD) for _ in range(PER_COMMIT))
         return [Commit(
-            key=Key(stream), cause=Cause("observation", f"VirtualMachine/{stream}@{start}"),
-            wall_time=1.0, logical_time=2.0, expected={stream: start}, events=batch,
-        ) for start in _rounds(events)]
+            key=Key(stream), cause=Cause("observation", f"VirtualMachine/{stream}@{first}"),
+            wall_time=1.0, logical_time=2.0, expected={stream: first}, events=batch,
+        ) for first in _rounds(events)]
 
     async def appender(mine: list[Commit]) -> None:
         for commit in mine:
@@ -353,13 +357,19 @@ def main(argv: list[str]) -> int:
             groups.append(group)
             return rate
 
+        contenders = [
+            lambda n: ceiling(os.path.join(directory, f"ceiling-{n}.db"), sizes.appends),
+            lambda n: ours(os.path.join(directory, f"nicplug-{n}.db")),
+            lambda n: eventsourcing_appends(os.path.join(directory, f"es-{n}.db"),
+                                            sizes.appends),
+        ]
         rounds = []
-        for n in range(RUNS):  # interleaved, so that a noisy disk hits every contender
-            rounds.append((
-                ceiling(os.path.join(directory, f"ceiling-{n}.db"), sizes.appends),
-                ours(os.path.join(directory, f"nicplug-{n}.db")),
-                eventsourcing_appends(os.path.join(directory, f"es-{n}.db"), sizes.appends),
-            ))
+        for n in range(sizes.append_rounds):
+            # interleaved, each round in another order, so that a disk or a CPU others
+            # keep busy for a while hits every contender alike
+            order = [(n + i) % len(contenders) for i in range(len(contenders))]
+            rates = {i: contenders[i](n) for i in order}
+            rounds.append((rates[0], rates[1], rates[2]))
         sqlite_rate = statistics.median(r[0] for r in rounds)
         nicplug_rate = statistics.median(r[1] for r in rounds)
         es_rate = statistics.median(r[2] for r in rounds)
@@ -383,7 +393,8 @@ def main(argv: list[str]) -> int:
     p99 = sorted(history)[int(len(history) * 0.99) - 1]
     scale = "QUICK run: smaller sizes than the targets name" if quick else "full run"
     print(f"journal benchmark ({scale}); synchronous=FULL, WAL, {PER_COMMIT} events a commit,"
-          f" ~{len(PAYLOAD_JSON)} B payload, medians of {RUNS} interleaved rounds")
+          f" ~{len(PAYLOAD_JSON)} B payload, medians of {sizes.append_rounds} interleaved"
+          f" rounds of appends and of {RUNS} of the rest")
     print(f"{'measure':<58} {'value':>14}")
     table = [
         (f"(a) raw sqlite3 executemany, (b)'s rows, 1000 events/txn ({sizes.appends})",
