@@ -103,7 +103,7 @@ class Operation(NamedTuple):
         return self.entered_at + self.credit
 
     def snapshot(self) -> dict[str, Any]:
-        return {
+        snapshot = {
             "vm": self.vm,
             "vm_uid": self.vm_uid,
             "network": self.network,
@@ -123,9 +123,12 @@ class Operation(NamedTuple):
             "retry_at": self.retry_at,
             "paused_at": self.paused_at,
             "credit": self.credit,
-        } | ({} if self.flavour == "deckhouse" else {"flavour": self.flavour}) | (
-            {} if self.bypassed_vmi is None else {"bypassed_vmi": self.bypassed_vmi}
-        )
+        }
+        if self.flavour != "deckhouse":
+            snapshot["flavour"] = self.flavour
+        if self.bypassed_vmi is not None:
+            snapshot["bypassed_vmi"] = self.bypassed_vmi
+        return snapshot
 
     @classmethod
     def from_snapshot(cls, stream: StreamId, state: str, s: Mapping[str, Any]) -> Operation:
