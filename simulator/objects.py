@@ -141,8 +141,10 @@ def domain_pod(vmi: Json | None, pods: list[Json]) -> Json | None:
     active = dig(vmi, "status", "activePods") or {}
     node = dig(vmi, "status", "nodeName")
     mine = [p for p in pods if p["metadata"].get("uid") in active]
-    return next((p for p in mine if dig(p, "spec", "nodeName") == node),
-                mine[0] if len(mine) == 1 else None)
+    if node is None:  # not scheduled yet: at most one pod to speak of
+        return mine[0] if len(mine) == 1 else None
+    # the domain's own pod gone (a migration target alone left): the domain has none
+    return next((p for p in mine if dig(p, "spec", "nodeName") == node), None)
 
 
 def set_migratable(status: Json, vmi: Json, dialect: str) -> None:
