@@ -186,6 +186,8 @@ class KubeExecutor:
     async def _patch_kvvm(self, e: PatchVirtualMachine, effect: PendingEffect) -> Result:
         kvvm = await self._calls.get(self._kinds.kvvms, e.namespace, e.name)
         self._check_template(e, kvvm)
+        if e.stopped:
+            await self._check_stopped(e)
         if e.pods:
             vmi = await self._calls.get(self._kinds.vmis, e.namespace, e.name)
             serving = (vmi.get("status") or {}).get("activePods") or {}
@@ -245,6 +247,18 @@ class KubeExecutor:
             return {"superseded": True}
         await self._cas(self._kinds.kvvms, e.namespace, e.name, ops, version)
         return {"interfaces": [i["name"] for i in interfaces]}
+
+    async def _check_stopped(self, e: PatchVirtualMachine) -> None:
+        """The decision wrote for the next boot: the VM must still have no live VMI.
+        Read after the KVVM, whose resourceVersion the patch pins: a VMI KubeVirt
+        creates later changes the KVVM's status (`created`), so the patch fails."""
+        try:
+            vmi = await self._calls.get(self._kinds.vmis, e.namespace, e.name)
+        except kube_errors.NotFound:
+            return
+        if (vmi.get("status") or {}).get("phase") not in ("Succeeded", "Failed"):
+            raise RetryAfterObservation(
+                f"VM {e.target} started since the decision wrote for its next boot")
 
     def _check_template(self, e: PatchVirtualMachine, kvvm: Mapping[str, Any]) -> None:
         """The KVVM template still reads as the decision saw it (when its

@@ -261,8 +261,16 @@ class Hands:
             pods = self._pods_of(ns, name)
             if not pods:
                 return
-            patches["pod"] = (PODS, pods[0]["metadata"]["name"], {"metadata": {"annotations": {
-                ob.request_annotation(self.setup.dialect): "{not json"}}})
+            # An unreadable SDN annotation does not hold the VM: the controller decides
+            # from the rest of its world and never writes over what it could not read
+            # (only writes to that pod are the watchman's business).
+            pod = pods[0]["metadata"]["name"]
+            key = (PODS, ns, pod)
+            if key not in self._spoiled:
+                self._spoil(key, {"metadata": {"annotations": {
+                    ob.request_annotation(self.setup.dialect): "{not json"}}})
+                self.watchman.malformed_pods.add((ns, pod))
+            return
         res, obj_name, patch = patches[kind]
         if self.store.peek(res, ns, obj_name) is None:
             return
@@ -295,6 +303,7 @@ class Hands:
                     pass
         self._spoiled.clear()
         self.watchman.malformed.clear()
+        self.watchman.malformed_pods.clear()
 
     def _do_sdn_error(self, ns: str, name: str, net: str) -> None:
         if self.setup.dialect != "deckhouse":
