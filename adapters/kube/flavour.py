@@ -78,6 +78,14 @@ class Flavour:
             self.networks, self.cluster_networks, self.launcher_pods,
         )
 
+    def watched_by(self, *, desired_in_template: bool) -> tuple[KindRef, ...]:
+        """What a controller watches: in the kubevirt flavour (the desired state is the
+        KubeVirt VM's template) no Deckhouse kind, which an upstream cluster lacks."""
+        if not desired_in_template:
+            return self.watched
+        deckhouse = (self.virtual_machines, self.networks, self.cluster_networks)
+        return tuple(k for k in self.watched if k not in deckhouse)
+
 
 def _kubevirt_kind(group: str, plural: str, kind: str, *, renamed: bool) -> KindRef:
     follows_scope = kind != "KubeVirt"  # the configuration lives in KubeVirt's namespace

@@ -147,7 +147,13 @@ def assemble_world(
     namespace, name = objects.namespace, objects.name
 
     vm = None
-    if (vm_body := objects.vm) is not None:
+    in_template = dialect.kubevirt_owns_requests  # the kubevirt flavour
+    if in_template:
+        if (template_body := objects.kvvm) is not None:
+            vm = _memoized(memo, "desired", template_body, lambda: records.desired_in_template(
+                read(KVVMObject, template_body, kind="KubeVirt VirtualMachine"),
+                cluster_nad_namespace=dialect.cluster_nad_namespace))
+    elif (vm_body := objects.vm) is not None:
         vm = _memoized(memo, "vm", vm_body, lambda: records.desired_vm(
             read(VirtualMachineObject, vm_body, kind="VirtualMachine")))
 
@@ -173,7 +179,8 @@ def assemble_world(
         except MalformedObject as e:
             errors.append(str(e))
 
-    pods = _launcher_pods(objects, dialect, errors, memo)
+    named = _pod_interfaces(kvvm, vmi, dialect) if in_template else None
+    pods = _launcher_pods(objects, dialect, errors, memo, named)
     migrations = _migrations(objects, errors, memo)
     cluster = _cluster_config(objects.kubevirts, errors, memo)
 
@@ -193,8 +200,24 @@ def assemble_world(
     return Translation(world=world, dialect=dialect)
 
 
+def _pod_interfaces(kvvm: KVVM | None, vmi: VMI | None, dialect: Dialect) -> dict[str, str]:
+    """Pod-side interface name → KubeVirt network name, for every multus network the
+    template or the VMI's spec names: where users name the interfaces, this is how a
+    pod's entries are told to be theirs."""
+    named: dict[str, str] = {}
+    for record in (kvvm, vmi):
+        for network in record.networks if record is not None else ():
+            if network.multus_network is not None:
+                named[dialect.pod_interface(if_name=network.name)] = network.name
+    return named
+
+
 def _launcher_pods(
-    objects: VMObjects, dialect: Dialect, errors: list[str], memo: ReadMemo | None
+    objects: VMObjects,
+    dialect: Dialect,
+    errors: list[str],
+    memo: ReadMemo | None,
+    named: Mapping[str, str] | None = None,
 ) -> tuple[LauncherPod, ...]:
     """The VMI's launcher pods: listed in its `activePods` or labelled with its uid;
     none without a VMI (a pod outliving its VMI runs nothing nicplug can change)."""
@@ -218,8 +241,9 @@ def _launcher_pods(
             continue
         if pod.metadata.deletion_timestamp or pod.status.phase in FINISHED_POD_PHASES:
             continue  # gone or going: no SDN request of it matters any more
-        record = _memoized(
-            memo, "launcher", body, partial(records.launcher_pod, pod, dialect=dialect))
+        what = "launcher" if not named else "launcher:" + ",".join(sorted(named.values()))
+        record = _memoized(memo, what, body, partial(
+            records.launcher_pod, pod, dialect=dialect, interfaces=named))
         pods.append(record)
     return tuple(sorted(pods, key=lambda p: p.name))
 
