@@ -13,7 +13,7 @@ Pure: no I/O.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from nicplug.machines.world import nad_identity
@@ -88,3 +88,68 @@ def nad_name(kvvm: Body, type_: str, name: str, *, cluster_nad_namespace: str) -
     ClusterNetwork (the ClusterNetworks' NAD namespace)."""
     namespace = str((kvvm.get("metadata") or {}).get("namespace") or "")
     return f"{namespace if type_ == 'Network' else cluster_nad_namespace}/{name}"
+
+
+def desired(kvvm: Body, *, cluster_nad_namespace: str) -> list[str]:
+    """The identities of the secondary networks the template asks for (not `absent`),
+    in its order."""
+    namespace = str((kvvm.get("metadata") or {}).get("namespace") or "")
+    interfaces, networks = _template(kvvm)
+    by_name = {str(n.get("name")): n for n in networks}
+    found = []
+    for interface in interfaces:
+        network = by_name.get(str(interface.get("name")))
+        multus = network.get("multus") if network is not None else None
+        if interface.get("state") == "absent" or not isinstance(multus, Mapping):
+            continue
+        identity = nad_identity(str(multus.get("networkName") or ""), namespace,
+                                cluster_nad_namespace, str(interface.get("name")))
+        if identity is not None:
+            found.append(identity)
+    return found
+
+
+def set_networks(
+    kvvm: Body,
+    identities: Sequence[str],
+    *,
+    cluster_nad_namespace: str,
+    name_of: Callable[[str, str], str],
+) -> Patch | None:
+    """One edit that leaves the template asking for exactly `identities` (secondary
+    networks, `Network/<n>` or `ClusterNetwork/<n>`): the missing ones plugged under
+    `name_of(type, name)`, the others marked `absent`."""
+    current = desired(kvvm, cluster_nad_namespace=cluster_nad_namespace)
+    body: Body = kvvm
+    patch: Patch | None = None
+    for identity in identities:
+        if identity in current:
+            continue
+        type_, _, name = identity.partition("/")
+        network = nad_name(body, type_, name, cluster_nad_namespace=cluster_nad_namespace)
+        patch = plug(body, interface=name_of(type_, name), network_name=network) or patch
+        body = _applied(body, patch)
+    for identity in current:
+        if identity in identities:
+            continue
+        interface = interface_of(body, identity, cluster_nad_namespace=cluster_nad_namespace)
+        if interface is not None:
+            patch = unplug(body, interface=interface) or patch
+            body = _applied(body, patch)
+    return patch
+
+
+def _applied(kvvm: Body, patch: Patch | None) -> Body:
+    """`kvvm` with `patch` (one of these functions' merge patches) applied."""
+    if patch is None:
+        return kvvm
+    spec = dict(kvvm.get("spec") or {})
+    template = dict(spec.get("template") or {})
+    template_spec = dict(template.get("spec") or {})
+    edited = patch["spec"]["template"]["spec"]
+    domain = dict(template_spec.get("domain") or {})
+    domain["devices"] = {**(domain.get("devices") or {}), **edited["domain"]["devices"]}
+    template_spec.update(domain=domain, networks=edited["networks"])
+    template["spec"] = template_spec
+    spec["template"] = template
+    return {**kvvm, "spec": spec}
