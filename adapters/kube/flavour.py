@@ -148,6 +148,18 @@ def rbac_rules(flavour: Flavour) -> tuple[Grant, ...]:
     it is meant for (a test checks it), so a rename never leaves the RBAC behind.
     """
     f = flavour
+    if f.name == "upstream":
+        # the kubevirt flavour: the KubeVirt VM is the user's, read and given conditions;
+        # KubeVirt writes the VMI, the pods' networks annotation and the template
+        return (
+            Grant(f.kvvms.group, (f.kvvms.plural,), ("get", "list", "watch")),
+            Grant(f.kvvms.group, (f.kvvms.plural + "/status",), ("patch",)),
+            Grant(f.vmis.group, (f.vmis.plural,), ("list", "watch")),
+            Grant(f.vmims.group, (f.vmims.plural,), ("list", "watch", "create")),
+            Grant(f.kubevirts.group, (f.kubevirts.plural,), ("list", "watch")),
+            Grant("", (f.launcher_pods.plural,), ("list", "watch")),
+            Grant("", (f.events.plural,), ("create",)),
+        )
     return (
         Grant(f.virtual_machines.group, (f.virtual_machines.plural,), ("get", "list", "watch")),
         Grant(f.virtual_machines.group, (f.virtual_machines.plural + "/status",), ("patch",)),
