@@ -70,7 +70,8 @@ async def record(scenario: Scenario, directory: Path, tape: Path, *, budget: flo
         refresh = asyncio.create_task(_refresh(board))
         try:
             deadline = time.monotonic() + budget
-            driver = WorldDriver(spec.name, KubeCalls(connection), board, deadline)
+            driver = WorldDriver(spec.name, KubeCalls(connection), board, deadline,
+                                 edits_template=spec.dialect == "multus")
             await scenario.steps(driver)
             for outcome in scenario.outcomes:
                 await driver.wait_for(outcome, states=frozenset({outcome.state}))
