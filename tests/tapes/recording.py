@@ -47,7 +47,7 @@ def world_of(scenario: Scenario) -> WorldSpec:
 def replay_args(scenario: Scenario) -> list[str]:
     """The options a replay of the scenario's tape needs: the controller's."""
     spec = world_of(scenario)
-    return ["--dialect", spec.dialect, *spec.controller_args]
+    return ["--flavour", spec.flavour, *spec.controller_args]
 
 
 def scenario_vm(scenario: Scenario) -> str:
