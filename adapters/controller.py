@@ -346,7 +346,8 @@ class Controller:
                 transform=None if self._tape is not None else cache_projection(kind),
             )
             for kind in self.flavour.watched_by(
-                desired_in_template=self.dialect.kubevirt_owns_requests)
+                desired_in_template=self.dialect.kubevirt_owns_requests,
+                namespace_opt_in=self.settings.migrations == "opt-in")
         ]
 
     @staticmethod

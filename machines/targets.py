@@ -358,11 +358,14 @@ def migration_blocked(facts: Facts, config: MachineConfig) -> str | None:
     if config.migrations in ("never", "manual"):
         return f"nicplug's migrations are off (--migrations={config.migrations})"
     if config.migrations == "opt-in":
-        labels = {**(vm.labels if vm else {}), **(kvvm.labels if kvvm else {})}
+        # the VM's own label decides; else its namespace's
+        labels = {**world.namespace_labels, **(vm.labels if vm else {}),
+                  **(kvvm.labels if kvvm else {})}
         if labels.get(MIGRATION_OPT_IN_LABEL) != "true":
             return (
                 f"the VM has not opted in to nicplug's migrations (label "
-                f"{MIGRATION_OPT_IN_LABEL}=true, --migrations=opt-in)"
+                f"{MIGRATION_OPT_IN_LABEL}=true on the VM or its namespace, "
+                f"--migrations=opt-in)"
             )
     if kvvm is not None and kvvm.eviction_strategy == "None":
         return "the VM's evictionStrategy is None: it is not to be migrated"

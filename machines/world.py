@@ -284,4 +284,6 @@ class World:
     cluster: ClusterConfig = ClusterConfig()
     networks_ready: Mapping[str, bool] = field(default_factory=dict)
     observation_errors: tuple[str, ...] = ()
+    namespace_labels: Mapping[str, str] = field(default_factory=dict)
+    """The labels of the VM's namespace, where read (`--migrations opt-in`)."""
 

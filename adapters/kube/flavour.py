@@ -24,6 +24,7 @@ from nicplug.adapters.kube.resources import (
     CLUSTER_NETWORKS,
     EVENTS,
     LEASES,
+    NAMESPACES,
     NETWORKS,
     VIRTUAL_MACHINES,
     KindRef,
@@ -78,13 +79,17 @@ class Flavour:
             self.networks, self.cluster_networks, self.launcher_pods,
         )
 
-    def watched_by(self, *, desired_in_template: bool) -> tuple[KindRef, ...]:
+    def watched_by(
+        self, *, desired_in_template: bool, namespace_opt_in: bool = False
+    ) -> tuple[KindRef, ...]:
         """What a controller watches: in the kubevirt flavour (the desired state is the
-        KubeVirt VM's template) no Deckhouse kind, which an upstream cluster lacks."""
-        if not desired_in_template:
-            return self.watched
-        deckhouse = (self.virtual_machines, self.networks, self.cluster_networks)
-        return tuple(k for k in self.watched if k not in deckhouse)
+        KubeVirt VM's template) no Deckhouse kind, which an upstream cluster lacks; the
+        Namespaces too where a namespace's label opts its VMs in to migrations."""
+        kinds = self.watched
+        if desired_in_template:
+            deckhouse = (self.virtual_machines, self.networks, self.cluster_networks)
+            kinds = tuple(k for k in kinds if k not in deckhouse)
+        return (*kinds, NAMESPACES) if namespace_opt_in else kinds
 
 
 def _kubevirt_kind(group: str, plural: str, kind: str, *, renamed: bool) -> KindRef:
@@ -159,6 +164,7 @@ def rbac_rules(flavour: Flavour) -> tuple[Grant, ...]:
             Grant(f.kubevirts.group, (f.kubevirts.plural,), ("list", "watch")),
             Grant("", (f.launcher_pods.plural,), ("list", "watch")),
             Grant("", (f.events.plural,), ("create",)),
+            Grant("", (NAMESPACES.plural,), ("list", "watch")),  # --migrations opt-in
         )
     return (
         Grant(f.virtual_machines.group, (f.virtual_machines.plural,), ("get", "list", "watch")),
@@ -171,8 +177,10 @@ def rbac_rules(flavour: Flavour) -> tuple[Grant, ...]:
               ("list", "watch")),
         Grant("", (f.launcher_pods.plural,), ("get", "list", "watch", "patch")),
         Grant("", (f.events.plural,), ("create",)),
+        Grant("", (NAMESPACES.plural,), ("list", "watch")),  # --migrations opt-in
     )
 
 
-ALL_WATCHED: tuple[KindRef, ...] = tuple(dict.fromkeys(UPSTREAM.watched + DECKHOUSE.watched))
+ALL_WATCHED: tuple[KindRef, ...] = tuple(
+    dict.fromkeys((*UPSTREAM.watched, *DECKHOUSE.watched, NAMESPACES)))
 """The watched kinds of every flavour: a tape is read by whichever names it holds."""

@@ -360,6 +360,39 @@ async def test_multus_without_dynamic_networks_migrates(
     assert_healthy(cluster)
 
 
+async def test_opt_in_by_namespace_label_and_out_by_the_vms_own(
+    start_cluster, start_controller, user_of
+):
+    """`--migrations opt-in`: a namespace labelled nicplug.io/migrations=true opts its
+    VMs in, seen when the label comes after the plug waits; a VM labelled false stays
+    out whatever its namespace says, and its condition says why."""
+    cluster = await start_cluster(NO_DNC, Fixtures(vms=2))
+    ctl = await start_controller(cluster, migrations="opt-in")
+    user = user_of(cluster)
+    other = "default/vm-00001"
+    await user.patch_kvvm(other, {"metadata": {"labels": {"nicplug.io/migrations": "false"}}})
+
+    for vm in (VM, other):
+        await user.add_network(vm, *USER_NET)
+    for vm in (VM, other):
+        await ctl.journal.wait_for(vm, "Network/user-net", "plug", {"MigrationRequired"})
+    assert _migrations_created(cluster) == 0
+    await user._send("PATCH", "/api/v1/namespaces/default",
+                     {"metadata": {"labels": {"nicplug.io/migrations": "true"}}})
+
+    op = await ctl.journal.wait_for(VM, "Network/user-net", "plug", {"Attached", "Failed"})
+    assert (op.state, await ctl.journal.path_of(op.stream)) == (
+        "Attached", [*MIGRATION_PATH, "Migrating", "Attached"])
+    (waiting,) = await ctl.journal.of(other, "Network/user-net")
+    assert waiting.state == "MigrationRequired"
+    await eventually(
+        lambda: "has not opted in" in str(
+            (vm_condition(cluster.store, other, "NetworkHotplugAwaitingMigration") or {})
+            .get("message")), what="the opted-out VM's condition")
+    assert _migrations_created(cluster) == 1
+    assert_healthy(cluster)
+
+
 async def test_manual_migrations_wait_and_say_so(start_cluster, start_controller, user_of):
     cluster = await start_cluster(NO_DNC)
     ctl = await start_controller(cluster, dynamic_networks_grace=0.3, migrations="manual")

@@ -70,6 +70,7 @@ class VMObjects:
     networks: Iterable[Body] = ()
     cluster_networks: Iterable[Body] = ()
     created_by_label: str = UPSTREAM.created_by_label  # as the cluster's Flavour names it
+    namespace_object: Body | None = None  # the VM's Namespace, where watched
 
 
 def active_pod_uids(vmi: Body) -> tuple[str, ...]:
@@ -196,6 +197,7 @@ def assemble_world(
         cluster=cluster,
         networks_ready=networks_ready,
         observation_errors=tuple(errors),
+        namespace_labels=_labels_of(objects.namespace_object),
     )
     return Translation(world=world, dialect=dialect)
 
@@ -210,6 +212,15 @@ def _pod_interfaces(kvvm: KVVM | None, vmi: VMI | None, dialect: Dialect) -> dic
             if network.multus_network is not None:
                 named[dialect.pod_interface(if_name=network.name)] = network.name
     return named
+
+
+def _labels_of(body: Body | None) -> Mapping[str, str]:
+    """A Namespace's labels; whatever is not a string label is not a label."""
+    metadata = body.get("metadata") if isinstance(body, _MAPPING) else None
+    labels = metadata.get("labels") if isinstance(metadata, _MAPPING) else None
+    if not isinstance(labels, _MAPPING):
+        return {}
+    return {k: v for k, v in labels.items() if isinstance(k, str) and isinstance(v, str)}
 
 
 def _launcher_pods(
