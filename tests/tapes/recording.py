@@ -112,6 +112,8 @@ def _concerns(obj: dict[str, Any], namespace: str, name: str) -> bool:
     kind = str(obj.get("kind")).removeprefix("InternalVirtualization")  # Deckhouse's names
     if kind in ("KubeVirt", "Network", "ClusterNetwork"):
         return True
+    if kind == "Namespace":  # its label may opt the VM in to migrations
+        return bool(meta.get("name") == namespace)
     if meta.get("namespace") != namespace:
         return False
     owner = meta.get("name")
