@@ -3,7 +3,8 @@ checks each expected outcome and prints a verdict.
 
 The driver acts as a user would with kubectl: merge patches of the VM objects over
 the simulated API server's HTTP API, through the same Kubernetes client the controller
-uses (on upstream KubeVirt, of the KubeVirt VM's template, as its user guide does it). The verdict comes from the controllers' journals, never from the driver's own
+uses (on upstream KubeVirt, of the KubeVirt VM's template, as its user guide does it).
+The verdict comes from the controllers' journals, never from the driver's own
 bookkeeping.
 """
 
@@ -24,13 +25,13 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from nicplug.adapters.demo.board import Board, Row, table
 from nicplug.adapters.demo.scenarios import SCENARIOS, WORLDS, Outcome, Scenario, matches
 from nicplug.adapters.demo.worlds import RunningWorld, start_world, stop_world
-from nicplug.adapters.sdn.port import DEFAULT_CLUSTER_NAD_NAMESPACE
 from nicplug.adapters.kube import hotplug_edits as edits
 from nicplug.adapters.kube import resources as kinds
-from nicplug.adapters.kube.flavour import UPSTREAM
-from nicplug.adapters.kube.resources import KindRef
 from nicplug.adapters.kube.calls import KubeCalls
 from nicplug.adapters.kube.client import ApiConnection, ClientSettings, connect
+from nicplug.adapters.kube.flavour import UPSTREAM
+from nicplug.adapters.kube.resources import KindRef
+from nicplug.adapters.sdn.port import DEFAULT_CLUSTER_NAD_NAMESPACE
 from nicplug.machines.graph import TERMINAL
 
 MERGE: Final = "application/merge-patch+json"

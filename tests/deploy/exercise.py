@@ -24,8 +24,8 @@ from nicplug.adapters.controller import Controller
 from nicplug.adapters.demo.board import Board, Row
 from nicplug.adapters.demo.play import WorldDriver
 from nicplug.adapters.demo.scenarios import SCENARIOS, WORLDS, Outcome, Scenario, matches
-from nicplug.adapters.kube.flavour import UPSTREAM
 from nicplug.adapters.kube import resources as kinds
+from nicplug.adapters.kube.flavour import UPSTREAM
 from nicplug.adapters.kube.resources import KindRef
 from nicplug.adapters.settings import Settings
 from nicplug.simulator import resources as sim
