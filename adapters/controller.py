@@ -354,7 +354,9 @@ class Controller:
                 # a recorded tape keeps whole objects; otherwise only what is read
                 transform=None if self._tape is not None else cache_projection(kind),
             )
-            for kind in self.flavour.watched
+            for kind in self.flavour.watched_by(
+                desired_in_template=self.dialect.kubevirt_owns_requests,
+                namespace_opt_in=self.settings.migrations == "opt-in")
         ]
 
     @staticmethod

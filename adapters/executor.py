@@ -78,6 +78,10 @@ class KubeExecutor:
         self._migrating = asyncio.Lock()
         self._dialect = dialect
         self._kinds = flavour
+        # whose status carries nicplug's conditions and whom its Events are about: the
+        # VM the user edits (Deckhouse's; in the kubevirt flavour KubeVirt's own)
+        self._vm_kind = flavour.kvvms if dialect.kubevirt_owns_requests else (
+            flavour.virtual_machines)
         self._metrics = metrics
         self._now = now or (lambda: datetime.datetime.now(datetime.UTC))
         # (effect type, target) -> the newest effect started on it: see `_superseded`.
@@ -277,7 +281,7 @@ class KubeExecutor:
             raise RetryAfterObservation(f"KVVM {e.target}: its template changed")
 
     async def _set_condition(self, e: SetVMCondition) -> Result:
-        vm = await self._calls.get(self._kinds.virtual_machines, e.namespace, e.name)
+        vm = await self._calls.get(self._vm_kind, e.namespace, e.name)
         status = vm.get("status") or {}
         conditions: list[dict[str, Any]] = [
             c for c in status.get("conditions") or () if isinstance(c, dict)
@@ -295,11 +299,11 @@ class KubeExecutor:
             conditions.append(updated)
         version = (vm.get("metadata") or {}).get("resourceVersion")
         patch = {"metadata": {"resourceVersion": version}, "status": {"conditions": conditions}}
-        await self._calls.patch_status(self._kinds.virtual_machines, e.namespace, e.name, patch)
+        await self._calls.patch_status(self._vm_kind, e.namespace, e.name, patch)
         return {"condition": e.type, "status": e.status}
 
     async def _remove_condition(self, e: RemoveVMCondition) -> Result:
-        vm = await self._calls.get(self._kinds.virtual_machines, e.namespace, e.name)
+        vm = await self._calls.get(self._vm_kind, e.namespace, e.name)
         status = vm.get("status") or {}
         conditions = [c for c in status.get("conditions") or () if isinstance(c, dict)]
         kept = [c for c in conditions if c.get("type") != e.type]
@@ -307,7 +311,7 @@ class KubeExecutor:
             return {"unchanged": True}
         version = (vm.get("metadata") or {}).get("resourceVersion")
         patch = {"metadata": {"resourceVersion": version}, "status": {"conditions": kept}}
-        await self._calls.patch_status(self._kinds.virtual_machines, e.namespace, e.name, patch)
+        await self._calls.patch_status(self._vm_kind, e.namespace, e.name, patch)
         return {"removed": e.type}
 
     async def _restart(self, e: RestartVM) -> Result:
@@ -375,8 +379,8 @@ class KubeExecutor:
 
     async def _event(self, e: EmitEvent) -> Result:
         involved = {
-            "apiVersion": self._kinds.virtual_machines.api_version,
-            "kind": self._kinds.virtual_machines.kind,
+            "apiVersion": self._vm_kind.api_version,
+            "kind": self._vm_kind.kind,
             "metadata": {"namespace": e.namespace, "name": e.name},
         }
         await self._calls.create_event(

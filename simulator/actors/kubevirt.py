@@ -75,6 +75,7 @@ class KubeVirt(Reactor):
             for pod in self.members(PODS, key):
                 self.delete(PODS, pod)
             if kvvm is not None:
+                kvvm = self._clear_absent(kvvm)
                 self._report(kvvm, None)
             return
         finished = ob.dig(vmi, "status", "phase") in ("Failed", "Succeeded")
@@ -180,6 +181,23 @@ class KubeVirt(Reactor):
         self.edit(KVVMS, kvvm, report, status=True)
 
     # ------------------------------------------------------------- hotplug
+
+    def _clear_absent(self, kvvm: Json) -> Json:
+        """With no VMI, every interface marked absent leaves the template, with its
+        network (KubeVirt's network synchronizer: `clearDetachedInterfaces` against no
+        interface status)."""
+        template = ob.dig(kvvm, "spec", "template", "spec") or {}
+        gone = {i.get("name") for i in ob.interfaces_of(template) if _unpluggable(i)}
+        if not gone:
+            return kvvm
+
+        def clear(obj: Json) -> None:
+            spec = obj["spec"]["template"]["spec"]
+            ob.set_interfaces(spec, [i for i in ob.interfaces_of(spec)
+                                     if i.get("name") not in gone])
+            spec["networks"] = [n for n in ob.networks_of(spec) if n.get("name") not in gone]
+
+        return self.edit(KVVMS, kvvm, clear)
 
     def _sync_spec(self, key: VMKey, kvvm: Json, vmi: Json) -> Json:
         template = ob.dig(kvvm, "spec", "template", "spec") or {}
