@@ -24,6 +24,7 @@ import socket
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +57,7 @@ from nicplug.adapters.worldview import cache_projection
 from nicplug.engine.clock import Clock, RealClock
 from nicplug.engine.errors import JournalError, JournalRefused
 from nicplug.engine.listening import RuntimeListener
+from nicplug.engine.outbox import check_not_held
 from nicplug.engine.runtime import Runtime
 from nicplug.engine.sqlite_journal import SQLiteJournal
 from nicplug.machines.decider import HotplugDecider
@@ -109,6 +111,13 @@ class Surroundings:
     connect: Callable[[ClientSettings], Awaitable[ApiConnection]] = connect
     open_journal: Callable[[Path, Settings, Metrics], Awaitable[SQLiteJournal]] = _open_journal
     serve_http: bool = True
+
+
+def _fence(term: Term) -> None:
+    """Checked the instant before each write: this term of leadership holds (else
+    `Deposed`), and the effect's VM is readable (else, held still, not sent)."""
+    term.check()
+    check_not_held()
 
 
 async def _stop(runtime: Runtime[VMState, World], term: Term) -> None:
@@ -286,7 +295,7 @@ class Controller:
             HotplugDecider(self.settings.machine_config()),
             journal,
             KubeExecutor(
-                KubeCalls(connection, fence=term.check),
+                KubeCalls(connection, fence=partial(_fence, term)),
                 self.dialect,
                 flavour=self.flavour,
                 metrics=self.metrics,
@@ -359,7 +368,9 @@ class Controller:
                 # a recorded tape keeps whole objects; otherwise only what is read
                 transform=None if self._tape is not None else cache_projection(kind),
             )
-            for kind in self.flavour.watched
+            for kind in self.flavour.watched_by(
+                desired_in_template=self.dialect.kubevirt_owns_requests,
+                namespace_opt_in=self.settings.migrations == "opt-in")
         ]
 
     @staticmethod

@@ -89,6 +89,14 @@ class KubeExecutor:
         self._migrating = asyncio.Lock()
         self._dialect = dialect
         self._kinds = flavour
+        # whose status carries nicplug's conditions and whom its Events are about: the
+        # VM the user edits (Deckhouse's; in the kubevirt flavour KubeVirt's own)
+        self._vm_kind = flavour.kvvms if dialect.kubevirt_owns_requests else (
+            flavour.virtual_machines)
+        # conditions are written over the whole list: Deckhouse's VM from the cache, which
+        # keeps its conditions; KubeVirt's, whose cached copy keeps none, read afresh
+        self._vm_reader = (
+            self._calls.get if dialect.kubevirt_owns_requests else self._read)
         self._metrics = metrics
         self._now = now or (lambda: datetime.datetime.now(datetime.UTC))
         # (effect type, target) -> the newest effect started on it: see `_superseded`.
@@ -211,6 +219,8 @@ class KubeExecutor:
     async def _patch_kvvm(self, e: PatchVirtualMachine, effect: PendingEffect) -> Result:
         kvvm = await self._read(self._kinds.kvvms, e.namespace, e.name)
         self._check_template(e, kvvm)
+        if e.stopped:
+            await self._check_stopped(e)
         if e.pods:
             vmi = await self._read(self._kinds.vmis, e.namespace, e.name)
             serving = (vmi.get("status") or {}).get("activePods") or {}
@@ -272,6 +282,18 @@ class KubeExecutor:
             self._kinds.kvvms, e.namespace, e.name, ops, content_type=JSON_PATCH)
         return {"interfaces": [i["name"] for i in interfaces]}
 
+    async def _check_stopped(self, e: PatchVirtualMachine) -> None:
+        """The decision wrote for the next boot: the VM must still have no live VMI.
+        Read after the KVVM, whose resourceVersion the patch pins: a VMI KubeVirt
+        creates later changes the KVVM's status (`created`), so the patch fails."""
+        try:
+            vmi = await self._calls.get(self._kinds.vmis, e.namespace, e.name)
+        except kube_errors.NotFound:
+            return
+        if (vmi.get("status") or {}).get("phase") not in ("Succeeded", "Failed"):
+            raise RetryAfterObservation(
+                f"VM {e.target} started since the decision wrote for its next boot")
+
     def _check_template(self, e: PatchVirtualMachine, kvvm: Mapping[str, Any]) -> None:
         """The KVVM template still reads as the decision saw it (when its
         resourceVersion moved: status churn alone is no reason to decide again)."""
@@ -289,7 +311,7 @@ class KubeExecutor:
             raise RetryAfterObservation(f"KVVM {e.target}: its template changed")
 
     async def _set_condition(self, e: SetVMCondition) -> Result:
-        vm = await self._read(self._kinds.virtual_machines, e.namespace, e.name)
+        vm = await self._vm_reader(self._vm_kind, e.namespace, e.name)
         status = vm.get("status") or {}
         conditions: list[dict[str, Any]] = [
             c for c in status.get("conditions") or () if isinstance(c, dict)
@@ -307,11 +329,11 @@ class KubeExecutor:
             conditions.append(updated)
         version = (vm.get("metadata") or {}).get("resourceVersion")
         patch = {"metadata": {"resourceVersion": version}, "status": {"conditions": conditions}}
-        await self._calls.patch_status(self._kinds.virtual_machines, e.namespace, e.name, patch)
+        await self._calls.patch_status(self._vm_kind, e.namespace, e.name, patch)
         return {"condition": e.type, "status": e.status}
 
     async def _remove_condition(self, e: RemoveVMCondition) -> Result:
-        vm = await self._read(self._kinds.virtual_machines, e.namespace, e.name)
+        vm = await self._vm_reader(self._vm_kind, e.namespace, e.name)
         status = vm.get("status") or {}
         conditions = [c for c in status.get("conditions") or () if isinstance(c, dict)]
         kept = [c for c in conditions if c.get("type") != e.type]
@@ -319,7 +341,7 @@ class KubeExecutor:
             return {"unchanged": True}
         version = (vm.get("metadata") or {}).get("resourceVersion")
         patch = {"metadata": {"resourceVersion": version}, "status": {"conditions": kept}}
-        await self._calls.patch_status(self._kinds.virtual_machines, e.namespace, e.name, patch)
+        await self._calls.patch_status(self._vm_kind, e.namespace, e.name, patch)
         return {"removed": e.type}
 
     async def _restart(self, e: RestartVM) -> Result:
@@ -386,12 +408,12 @@ class KubeExecutor:
             return {"created": True}
 
     async def _event(self, e: EmitEvent) -> Result:
-        kind = self._kinds.virtual_machines
+        kind = self._vm_kind
         vm = self._cached(kind, e.namespace, e.name) if self._cached is not None else None
         uid = ((vm or {}).get("metadata") or {}).get("uid")  # `kubectl describe` matches it
         involved = {
-            "apiVersion": kind.api_version,
-            "kind": kind.kind,
+            "apiVersion": self._vm_kind.api_version,
+            "kind": self._vm_kind.kind,
             "metadata": {"namespace": e.namespace, "name": e.name,
                          **({"uid": uid} if uid else {})},
         }

@@ -32,6 +32,7 @@ Body = dict[str, Any]
 # kinds are told apart by name: a string compare, where a KindRef compares every field
 _VMS = kinds.VIRTUAL_MACHINES.name
 _NETWORKS, _CLUSTER_NETWORKS = kinds.NETWORKS.name, kinds.CLUSTER_NETWORKS.name
+_NAMESPACES = kinds.NAMESPACES.name
 _ASKED = frozenset({_NETWORKS, _CLUSTER_NETWORKS})
 
 NetworkRef = tuple[str, str]
@@ -90,6 +91,8 @@ class WorldIndex:
             table[key] = obj
         if kind.name == self._pods:
             return self._apply_pod(key, event_type, obj)
+        if kind.name == _NAMESPACES:  # its label may opt its VMs in to migrations
+            return {vm for vm in self.vm_keys() if vm.partition("/")[0] == key}
         namespace = str(_meta(obj).get("namespace") or "")
         vm_key = self._vm_of(kind, namespace, obj)
         if kind.name == self._vmis and vm_key is not None:
@@ -230,6 +233,7 @@ class WorldIndex:
             networks=self._networks_asked(vm_key, _NETWORKS),
             cluster_networks=self._networks_asked(vm_key, _CLUSTER_NETWORKS),
             created_by_label=self._created_by,
+            namespace_object=table[_NAMESPACES].get(namespace),
         )
 
     def _networks_asked(self, vm_key: str, kind_name: str) -> list[Body]:

@@ -1,20 +1,25 @@
 """`python -m bench journal [--quick]`: nicplug's journal side by side with its ceiling
 and with the `eventsourcing` library.
 
-Appends of the same rows (about 200 bytes of JSON each, ten events a commit), all with
-`synchronous=FULL` in WAL mode, on a fresh file each run:
-(a) raw `sqlite3` `executemany`, 1000 rows a transaction, into the journal's own events
-    table — the ceiling; (b) nicplug's journal with many concurrent appenders (group
-    commit); (c) `eventsourcing`'s `SQLiteApplicationRecorder`, appenders on threads.
+Appends of the same events (about 200 bytes of JSON each, ten a commit), all with
+`synchronous=FULL` in WAL mode, on a fresh file each run, each contender's input made
+before the clock starts:
+(a) raw `sqlite3` `executemany` of exactly the rows (b) writes, one transaction per
+    group of (b): the events of 100 streams, ten each, and those streams' rows at their
+    new versions — the ceiling; (b) nicplug's journal with 100 concurrent appenders,
+    one commit in flight each (group commit: 100 commits, 1000 events a transaction);
+    (c) `eventsourcing`'s `SQLiteApplicationRecorder`, appenders on threads.
 Then, on a journal of 1M events of real plug operations (100k with --quick, as
 printed), 10,000 of them live (1,000): the history query of one stream; recovery (open
 with the default checks + `Runtime.start`: snapshots loaded, the events after them
 folded, a tenth of the live operations with a tail of two events); and a full
-`journal rebuild` (every stream folded from its events, every row rewritten). Last,
+`journal rebuild` (every stream folded from its events, the rows that differ from the
+fold rewritten: the tenth behind on the first of the three runs). Last,
 churn: 40 VMs plug and unplug a network for ten rounds through the real decider and
 runtime (the tests' simulated VM worlds), retention archiving what finished after
 each round: journal bytes per plug+unplug, and the file's growth from round 2 to 10.
-Medians of three interleaved rounds (ratios: median of the per-round ratios). Prints a
+Appends: medians of 9 interleaved rounds (5 with --quick), each in another order;
+ratios are medians of the per-round ratios. The rest: medians of three runs. Prints a
 table, then one JSON line.
 """
 
@@ -70,21 +75,24 @@ CHURN_ROUNDS = 10
 
 @dataclass(frozen=True)
 class Sizes:
-    appends: int  # events appended by each contender per run
+    appends: int  # events appended by each contender per round
+    append_rounds: int  # rounds of appends, each contender once a round
     journal: int  # events in the journal for the history and recovery figures
     live: int  # live streams among journal / 10 streams
 
     @staticmethod
     def of(quick: bool) -> Sizes:
-        return Sizes(20_000, 100_000, 1_000) if quick else Sizes(200_000, 1_000_000, 10_000)
-
-
-def _event_row(position: int, stream: str, version: int) -> tuple[object, ...]:
-    return (position, stream, stream, version, "Step", 1, PAYLOAD_JSON, "observation",
-            f"VirtualMachine/{stream}@{version}", None, 1.0, 2.0)
+        if quick:
+            return Sizes(20_000, 5, 100_000, 1_000)
+        return Sizes(50_000, 9, 1_000_000, 10_000)
 
 
 _INSERT = "INSERT INTO events VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+_TOUCH = (
+    "INSERT INTO streams (stream, key, version, updated_wall, updated_logical)"
+    " VALUES (?, ?, ?, 1.0, 2.0) ON CONFLICT (stream) DO UPDATE SET version = excluded.version,"
+    " updated_wall = excluded.updated_wall, updated_logical = excluded.updated_logical"
+)
 
 
 def _schema(path: str, synchronous: str) -> sqlite3.Connection:
@@ -95,37 +103,57 @@ def _schema(path: str, synchronous: str) -> sqlite3.Connection:
     return conn
 
 
+def _rounds(events: int) -> range:
+    """The versions each appender's stream starts its commits at."""
+    return range(0, events // APPENDERS, PER_COMMIT)
+
+
 def ceiling(path: str, events: int) -> float:
+    """The rows (b) writes for the same appends, one transaction per group: the events
+    of every appender's commit and each stream's row at its new version."""
     conn = _schema(path, "FULL")
-    streams = events // PER_COMMIT
-    rows = [_event_row(p + 1, f"s{p % streams}", p // streams + 1) for p in range(events)]
+    groups = []
+    position = 0
+    for first in _rounds(events):
+        rows = []
+        for n in range(APPENDERS):
+            stream = f"s{n}"
+            for version in range(first + 1, first + PER_COMMIT + 1):
+                position += 1
+                rows.append((position, stream, stream, version, "Step", 1, PAYLOAD_JSON,
+                             "observation", f"VirtualMachine/{stream}@{first}", None, 1.0, 2.0))
+        groups.append((rows, [(f"s{n}", f"s{n}", first + PER_COMMIT) for n in range(APPENDERS)]))
     started = time.perf_counter()
-    for first in range(0, events, 1000):
+    for rows, streams in groups:
         conn.execute("BEGIN IMMEDIATE")
-        conn.executemany(_INSERT, rows[first : first + 1000])
+        conn.executemany(_INSERT, rows)
+        conn.executemany(_TOUCH, streams)
         conn.execute("COMMIT")
     elapsed = time.perf_counter() - started
     conn.close()
-    return events / elapsed
+    return len(groups) * APPENDERS * PER_COMMIT / elapsed
 
 
 async def nicplug_appends(path: str, events: int) -> tuple[float, float]:
     """Events per second, and the mean number of appends per group commit."""
     journal = await SQLiteJournal.open(path)
-    commits = events // PER_COMMIT
 
-    async def appender(n: int) -> None:
+    def commits(n: int) -> list[Commit]:
         stream = StreamId(f"s{n}")
         # events are immutable data without a version: a machine may well reuse them
-        events = tuple(NewEvent(stream, "Step", PAYLOAD) for _ in range(PER_COMMIT))
-        for version in range(0, commits // APPENDERS * PER_COMMIT, PER_COMMIT):
-            await journal.append(Commit(
-                key=Key(stream), cause=Cause("observation", f"VirtualMachine/{stream}@{version}"),
-                wall_time=1.0, logical_time=2.0, expected={stream: version}, events=events,
-            ))
+        batch = tuple(NewEvent(stream, "Step", PAYLOAD) for _ in range(PER_COMMIT))
+        return [Commit(
+            key=Key(stream), cause=Cause("observation", f"VirtualMachine/{stream}@{first}"),
+            wall_time=1.0, logical_time=2.0, expected={stream: first}, events=batch,
+        ) for first in _rounds(events)]
 
+    async def appender(mine: list[Commit]) -> None:
+        for commit in mine:
+            await journal.append(commit)
+
+    prepared = [commits(n) for n in range(APPENDERS)]  # made beforehand, like (a)'s rows
     started = time.perf_counter()
-    await asyncio.gather(*(appender(n) for n in range(APPENDERS)))
+    await asyncio.gather(*(appender(mine) for mine in prepared))
     elapsed = time.perf_counter() - started
     stats = journal.stats
     await journal.close()
@@ -139,23 +167,26 @@ def eventsourcing_appends(path: str, events: int) -> float:
     state = PAYLOAD_JSON.encode()
     commits = events // PER_COMMIT
 
-    def appender(n: int) -> None:
-        for first in range(1, commits // THREADS * PER_COMMIT, PER_COMMIT):
-            recorder.insert_events([
-                StoredEvent(f"s{n}", first + i, "bench:Step", state) for i in range(PER_COMMIT)
-            ])
+    def batches(n: int) -> list[list[StoredEvent]]:
+        return [[StoredEvent(f"s{n}", first + i, "bench:Step", state) for i in range(PER_COMMIT)]
+                for first in range(1, commits // THREADS * PER_COMMIT, PER_COMMIT)]
+
+    def appender(mine: list[list[StoredEvent]]) -> None:
+        for batch in mine:
+            recorder.insert_events(batch)
 
     with datastore.transaction(commit=False) as cursor:
         cursor.execute("PRAGMA synchronous")
         synchronous = cursor.fetchone()[0]
     if synchronous != 2:
         raise RuntimeError(f"eventsourcing's connections run synchronous={synchronous}, not FULL")
+    prepared = [batches(n) for n in range(THREADS)]  # made beforehand, like (a)'s rows
     started = time.perf_counter()
     with ThreadPoolExecutor(THREADS) as pool:
-        list(pool.map(appender, range(THREADS)))
+        list(pool.map(appender, prepared))
     elapsed = time.perf_counter() - started
     datastore.close()
-    return commits // THREADS * THREADS * PER_COMMIT / elapsed
+    return sum(len(batch) for mine in prepared for batch in mine) / elapsed
 
 
 def _operation_events(s: int, live: bool) -> list[tuple[str, dict[str, object]]]:
@@ -326,13 +357,19 @@ def main(argv: list[str]) -> int:
             groups.append(group)
             return rate
 
+        contenders = [
+            lambda n: ceiling(os.path.join(directory, f"ceiling-{n}.db"), sizes.appends),
+            lambda n: ours(os.path.join(directory, f"nicplug-{n}.db")),
+            lambda n: eventsourcing_appends(os.path.join(directory, f"es-{n}.db"),
+                                            sizes.appends),
+        ]
         rounds = []
-        for n in range(RUNS):  # interleaved, so that a noisy disk hits every contender
-            rounds.append((
-                ceiling(os.path.join(directory, f"ceiling-{n}.db"), sizes.appends),
-                ours(os.path.join(directory, f"nicplug-{n}.db")),
-                eventsourcing_appends(os.path.join(directory, f"es-{n}.db"), sizes.appends),
-            ))
+        for n in range(sizes.append_rounds):
+            # interleaved, each round in another order, so that a disk or a CPU others
+            # keep busy for a while hits every contender alike
+            order = [(n + i) % len(contenders) for i in range(len(contenders))]
+            rates = {i: contenders[i](n) for i in order}
+            rounds.append((rates[0], rates[1], rates[2]))
         sqlite_rate = statistics.median(r[0] for r in rounds)
         nicplug_rate = statistics.median(r[1] for r in rounds)
         es_rate = statistics.median(r[2] for r in rounds)
@@ -356,10 +393,11 @@ def main(argv: list[str]) -> int:
     p99 = sorted(history)[int(len(history) * 0.99) - 1]
     scale = "QUICK run: smaller sizes than the targets name" if quick else "full run"
     print(f"journal benchmark ({scale}); synchronous=FULL, WAL, {PER_COMMIT} events a commit,"
-          f" ~{len(PAYLOAD_JSON)} B payload, medians of {RUNS} interleaved rounds")
+          f" ~{len(PAYLOAD_JSON)} B payload, medians of {sizes.append_rounds} interleaved"
+          f" rounds of appends and of {RUNS} of the rest")
     print(f"{'measure':<58} {'value':>14}")
     table = [
-        (f"(a) raw sqlite3 executemany, 1000/txn ({sizes.appends} events)",
+        (f"(a) raw sqlite3 executemany, (b)'s rows, 1000 events/txn ({sizes.appends})",
          f"{sqlite_rate:,.0f} ev/s"),
         (f"(b) nicplug journal, {APPENDERS} concurrent appenders", f"{nicplug_rate:,.0f} ev/s"),
         ("    appends per group commit (mean)", f"{statistics.median(groups):,.1f}"),

@@ -5,14 +5,20 @@ never recorded). Temporary failures are retried with backoff, each attempt journ
 the final outcome is handed back to the key's path, where it is recorded together with
 whatever the machine decides about it. An effect whose term of leadership ended
 (`Deposed`) is dropped from memory unsent and unrecorded: the next leader re-issues
-it. This module never decides: it reports outcomes.
+it. An effect whose key is held (its world cannot be read) is not attempted: it is
+parked, with its attempts so far, and runs again once the key is observed; an attempt
+under way when its key becomes held sends no further write (`check_not_held`, called
+by the executor the instant before each write: `RetryAfterObservation`, decided again
+from the next readable world). This module never decides: it reports outcomes.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import random
 from collections.abc import Callable
+from contextvars import ContextVar
 from typing import Protocol
 
 from nicplug.engine.clock import Clock
@@ -28,6 +34,19 @@ from nicplug.engine.errors import (
 from nicplug.engine.journal import Commit, EffectUpdate, Journal, PendingEffect
 from nicplug.engine.listening import RuntimeListener
 from nicplug.engine.model import Cause, EffectOutcome, Key
+
+_ATTEMPT_HELD: ContextVar[Callable[[], bool] | None] = ContextVar(
+    "nicplug_attempt_held", default=None)
+"""In the task of an effect's attempt: whether the effect's key is held now."""
+
+
+def check_not_held() -> None:
+    """Raise `RetryAfterObservation` when the effect this task is attempting belongs to
+    a key held since the attempt began (its world turned unreadable): held still is
+    still, so what the attempt would write next is not sent. Outside an attempt: no-op."""
+    held = _ATTEMPT_HELD.get()
+    if held is not None and held():
+        raise RetryAfterObservation("its objects cannot be read: held until observed again")
 
 
 class Deliver(Protocol):
@@ -49,6 +68,8 @@ class EffectRunner:
         listener: RuntimeListener,
         deliver: Deliver,
         journal_health: Callable[[JournalError | None], None],
+        held: Callable[[Key], bool] = lambda _key: False,
+        park: Callable[[PendingEffect], None] = lambda _effect: None,
         in_flight: int = 128,
     ) -> None:
         if in_flight < 1:
@@ -63,6 +84,8 @@ class EffectRunner:
         self._listener = listener
         self._deliver = deliver
         self._journal_health = journal_health
+        self._held = held
+        self._park = park
         self._tasks: dict[int, asyncio.Task[None]] = {}
 
     def run(self, effect: PendingEffect) -> None:
@@ -83,6 +106,10 @@ class EffectRunner:
         if effect.next_attempt_at is not None:
             await self._clock.sleep_until(effect.next_attempt_at)
         while True:
+            if self._held(effect.key):
+                # held still is still: not one attempt from the last readable world
+                self._park(dataclasses.replace(effect, attempts=attempts, next_attempt_at=None))
+                return
             self._activity.enter()  # waiting for a turn is work to do, for `drain`
             try:
                 async with self._in_flight:
@@ -97,6 +124,7 @@ class EffectRunner:
     async def _attempt(self, effect: PendingEffect, attempt: int) -> float | None:
         """One try; the moment to try again, or None when the outcome is delivered."""
         self._listener.on_effect(effect, "started", None)
+        held = _ATTEMPT_HELD.set(lambda: self._held(effect.key))
         try:
             result = await self._executor.execute(effect)
         except Deposed:
@@ -136,6 +164,8 @@ class EffectRunner:
             else:
                 self._journal_health(None)
             return retry_at
+        finally:
+            _ATTEMPT_HELD.reset(held)
         self._listener.on_effect(effect, "succeeded", None)
         self._finish(effect, attempt, ok=True, result=dict(result))
         return None

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from nicplug.engine.journal import StoredView
-from nicplug.engine.model import Decider, Key, RecordedEvent, StreamView
+from nicplug.engine.model import Decider, Key, RecordedEvent, StreamId, StreamView
 
 S = TypeVar("S")
 W = TypeVar("W")
@@ -34,7 +34,7 @@ def restore(
     decider: Decider[S, W], key: Key, stored: Sequence[StoredView], tail: Sequence[RecordedEvent]
 ) -> S | Distrust:
     """The state from `stored` snapshots and the `tail` of events after them."""
-    after = Counter(event.stream for event in tail)
+    after = Counter(event.stream for event in tail) if tail else Counter[StreamId]()
     for row in stored:
         if row.archived is not None:
             continue  # its events are in the archive: the row is all the journal has

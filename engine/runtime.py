@@ -12,8 +12,9 @@ with the key's next observation, or at once when one newer than its decision's w
 has come in meanwhile (else it would wait for one that already came).
 
 A key whose world cannot be read is held (`hold`): nothing is decided for it, and the
-timers that fire and the outcomes that arrive meanwhile wait for its next observation,
-so it is held still rather than driven from its last readable world. `start(hold=True)`
+timers that fire, the outcomes that arrive and the effects due to be attempted (a first
+attempt or a retry) meanwhile wait for its next observation, so it is held still rather
+than driven from its last readable world. `start(hold=True)`
 holds every key the journal resumes until it is first observed: a re-issued effect
 waits for the world it will meet.
 Decisions, timers and backoff take time only from the injected clock (the performance
@@ -115,6 +116,8 @@ class Runtime(Generic[S, W]):
             executor, journal, clock, retry=retry or RetryPolicy(),
             rng=rng, activity=self._activity, listener=self._listen,
             deliver=self._deliver_outcome, journal_health=self._journal_health,
+            held=lambda key: key in self._holding,
+            park=lambda effect: self._unsent.setdefault(effect.key, []).append(effect),
             in_flight=effects_in_flight,
         )
         self._slots: dict[Key, _Slot[S]] = {}
@@ -160,7 +163,8 @@ class Runtime(Generic[S, W]):
 
     def hold(self, key: Key) -> None:
         """The world of `key` cannot be read: decide nothing for it until it is observed
-        again (timers that fire and outcomes that arrive wait for that observation)."""
+        again (timers that fire, outcomes that arrive and effects due to be attempted
+        wait for that observation; a request already sent is not called back)."""
         self._worlds.pop(key, None)
         self._holding.add(key)
 

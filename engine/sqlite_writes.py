@@ -74,6 +74,9 @@ class _Duplicate(Exception):
     pass
 
 
+_ACCEPTED = Appended()
+
+
 class _Group:
     """Versions and dedup keys as they stand after the units accepted so far."""
 
@@ -120,12 +123,13 @@ class _Group:
         dedup = unit.cause.dedup_key
         if dedup is not None and any(self.seen(s, dedup) for s in expected):
             raise _Duplicate
+        versions = self.versions
         for stream, version in expected.items():
-            actual = self.version(stream)
+            actual = versions[stream] if stream in versions else self.version(stream)
             if actual != version:
                 raise JournalConflict(stream, version, actual)
         for event in unit.events:
-            self.versions[event.stream] += 1
+            versions[event.stream] += 1
         if dedup is not None:
             self.dedups.update((s, dedup) for s in expected)
 
@@ -167,7 +171,7 @@ def _write_checked(
                 results.append(_write(conn, [(index, unit, position)])[index])
                 conn.execute("RELEASE unit")
             else:
-                results.append(Appended())
+                results.append(_ACCEPTED)  # until `_write` gives its positions and ids
                 accepted.append((index, unit, position))
             position += len(unit.events)
         except _Duplicate:
@@ -194,28 +198,29 @@ def _write_checked(
 def _write(
     conn: sqlite3.Connection, accepted: Sequence[tuple[int, Commit, int]]
 ) -> dict[int, Appended]:
+    """The rows of every accepted unit, each table in one `executemany`; the outbox and
+    timers of the units that have any. The per-event work is a tuple and its JSON."""
+    dumps = orjson.dumps
     event_rows: list[tuple[Any, ...]] = []
     stream_rows: list[tuple[Any, ...]] = []
     view_rows: list[tuple[Any, ...]] = []
     for _, unit, first_position in accepted:
         cause, key, wall, logical = unit.cause, unit.key, unit.wall_time, unit.logical_time
         kind, ref, dedup_key = cause.kind, cause.ref, cause.dedup_key
-        versions = dict(unit.expected)
-        position = first_position
-        for event in unit.events:
+        expected = unit.expected
+        versions = dict(expected)
+        for position, event in enumerate(unit.events, first_position + 1):
             stream = event.stream
             version = versions[stream] + 1
             versions[stream] = version
-            position += 1
-            # the dedup key goes on the cause's first event of each stream only
-            dedup = dedup_key if dedup_key is not None and version == unit.expected[
-                stream] + 1 else None
             event_rows.append((
                 position, stream, key, version, event.type, event.schema_version,
-                to_json(event.payload), kind, ref, dedup, wall, logical,
+                dumps(event.payload, default=_plain).decode(), kind, ref,
+                # the dedup key goes on the cause's first event of each stream only
+                dedup_key if version == expected[stream] + 1 else None, wall, logical,
             ))
         for stream, version in versions.items():
-            if version != unit.expected[stream]:
+            if version != expected[stream]:
                 stream_rows.append((stream, key, version, wall, logical))
         for view in unit.views:
             view_rows.append((
@@ -228,7 +233,11 @@ def _write(
         conn.executemany(_PUT_VIEW, view_rows)
     results: dict[int, Appended] = {}
     for index, unit, first_position in accepted:
-        effects = _write_side_effects(conn, unit)
+        effects = (
+            _write_side_effects(conn, unit)
+            if unit.effects or unit.effect_updates or unit.timers or unit.cancel_timers
+            else ()
+        )
         results[index] = Appended(commit=unit, first_position=first_position, effects=effects)
     return results
 

@@ -126,8 +126,13 @@ def carried_networks(kvvm: KVVM, desired: tuple[NetworkSpec, ...]) -> tuple[Carr
     return tuple(carried)
 
 
-def compare(networks: tuple[NetworkSpec, ...] | None, kvvm: KVVM) -> Comparison:
-    """Sort the differences between the desired list and the KVVM into changes."""
+def compare(
+    networks: tuple[NetworkSpec, ...] | None, kvvm: KVVM, *, ordered: bool = True
+) -> Comparison:
+    """Sort the differences between the desired list and the KVVM into changes.
+
+    `ordered=False` where order carries no meaning: a running VMI's spec, into which
+    KubeVirt appends hot-plugged interfaces wherever the template has them."""
     desired = desired_networks(networks)
     carried = carried_networks(kvvm, desired)
     problem = invalid_reason(desired)
@@ -148,7 +153,7 @@ def compare(networks: tuple[NetworkSpec, ...] | None, kvvm: KVVM) -> Comparison:
             changes.append(Change(entry.identity, entry.if_name, "unplug", restart, why, entry.id))
     desired_order = [d.identity for d in desired if d.identity in present]
     carried_order = [c.identity for c in carried if c.identity in wanted]
-    moved = {a for a, b in zip(desired_order, carried_order, strict=True) if a != b}
+    moved = {a for a, b in zip(desired_order, carried_order, strict=True) if a != b and ordered}
     for spec in desired:
         held = present.get(spec.identity)
         if held is None:

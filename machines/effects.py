@@ -172,17 +172,20 @@ class KVVMTemplate:
 @dataclass(frozen=True, slots=True)
 class PatchVirtualMachine(Effect):
     """Set the KVVM template's interfaces/networks and SDN request annotation, provided
-    the template is still what the decision saw (`observed`) and, when `pods` is set,
-    the VMI is still served by exactly those launcher pods (their SDN was ready)."""
+    the template is still what the decision saw (`observed`), when `pods` is set, the
+    VMI is still served by exactly those launcher pods (their SDN was ready), and when
+    `stopped` is set, the VM still has no live VMI (a write for the next boot must not
+    reach a VM that started meanwhile: KubeVirt would hot-plug it before its SDN)."""
 
     TYPE: ClassVar[str] = "PatchVirtualMachine"
-    PRECONDITIONS: ClassVar[tuple[str, ...]] = ("observed", "pods")
+    PRECONDITIONS: ClassVar[tuple[str, ...]] = ("observed", "pods", "stopped")
     namespace: str
     name: str
     networks: tuple[VMNetworkEntry, ...]
     template_requests: tuple[SDNRequest, ...]
     observed: KVVMTemplate | None = None
     pods: tuple[str, ...] = ()
+    stopped: bool = False
 
     @property
     def target(self) -> str:
@@ -205,7 +208,7 @@ class PatchVirtualMachine(Effect):
             "template_requests": [_request_payload(r) for r in self.template_requests],
             "observed": None if self.observed is None else self.observed.to_payload(),
             "pods": list(self.pods),
-        }
+        } | ({"stopped": True} if self.stopped else {})
 
     @classmethod
     def from_payload(cls, p: Mapping[str, Any]) -> PatchVirtualMachine:
@@ -220,7 +223,8 @@ class PatchVirtualMachine(Effect):
         seen = p.get("observed")
         observed = None if seen is None else KVVMTemplate.from_payload(seen)
         pods = tuple(str(u) for u in p.get("pods", ()))
-        return cls(p["namespace"], p["name"], networks, requests, observed, pods)
+        return cls(p["namespace"], p["name"], networks, requests, observed, pods,
+                   bool(p.get("stopped", False)))
 
 
 @dataclass(frozen=True, slots=True)

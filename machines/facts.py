@@ -80,14 +80,14 @@ def _kvvm_facts(kvvm: KVVM) -> _KVVMFacts:
 
 
 def comparison_of(
-    networks: tuple[NetworkSpec, ...] | None, kvvm: KVVM
+    networks: tuple[NetworkSpec, ...] | None, kvvm: KVVM, *, ordered: bool = True
 ) -> tuple[Comparison, frozenset[str]]:
     """`compare(networks, kvvm)` and the desired identities, kept with the KVVM for the
-    latest desired list."""
+    latest desired list (a KVVM is compared either ordered or not, never both)."""
     derived = _kvvm_facts(kvvm)
     compared = derived.compared
     if derived.comparison is None or not (compared is networks or compared == networks):
-        derived.comparison = compare(networks, kvvm)
+        derived.comparison = compare(networks, kvvm, ordered=ordered)
         derived.desired_identities = frozenset(d.identity for d in derived.comparison.desired)
         derived.compared = networks
     return derived.comparison, derived.desired_identities
@@ -99,6 +99,17 @@ class _VMIFacts:
     anywhere: frozenset[str]
     attached: frozenset[str]
     migration_required: bool
+    applied: KVVM
+
+
+def applied(vmi: VMI) -> KVVM:
+    """What a running VMI's spec holds, as the KVVM-shaped record the comparator reads.
+
+    Where the desired list is the KVVM template itself (the kubevirt flavour), the
+    changes still to apply are those between the template and the running VMI's spec:
+    KubeVirt syncs one into the other, and nicplug follows. Kept with the VMI record,
+    so its comparisons are kept too."""
+    return _vmi_facts(vmi).applied
 
 
 def _vmi_facts(vmi: VMI) -> _VMIFacts:
@@ -109,6 +120,7 @@ def _vmi_facts(vmi: VMI) -> _VMIFacts:
             frozenset([i.name for i in vmi.interfaces] + [n.name for n in vmi.networks]),
             frozenset(s.name for s in vmi.status_interfaces if s.attached),
             vmi.condition("MigrationRequired") is not None,
+            KVVM(vmi.resource_version, True, vmi.interfaces, vmi.networks),
         )
         object.__setattr__(vmi, "derived", derived)
     return derived
@@ -255,7 +267,11 @@ def facts_of(world: World) -> Facts:
     comparison = None
     desired_identities = _EMPTY
     if world.vm is not None and world.kvvm is not None:
-        comparison, desired_identities = comparison_of(world.vm.networks, world.kvvm)
+        if world.vm.in_template and vmi is not None and live:
+            comparison, desired_identities = comparison_of(
+                world.vm.networks, applied(vmi), ordered=False)
+        else:
+            comparison, desired_identities = comparison_of(world.vm.networks, world.kvvm)
     return Facts(
         world=world,
         comparison=comparison,
@@ -301,6 +317,7 @@ _READ: Mapping[type, Callable[[Any], tuple[Any, ...]]] = {
 }
 COMPARED_WORLD_FIELDS = (
     "vm", "kvvm", "vmi", "pods", "migrations", "cluster", "networks_ready", "observation_errors",
+    "namespace_labels",
 )  # fmt: skip
 """What `same_for_decisions` compares: every field of `World` (a test checks it)."""
 
@@ -329,4 +346,5 @@ def same_for_decisions(a: World, b: World) -> bool:
         and a.cluster == b.cluster
         and a.networks_ready == b.networks_ready
         and a.observation_errors == b.observation_errors
+        and a.namespace_labels == b.namespace_labels
     )

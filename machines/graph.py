@@ -237,7 +237,10 @@ PLUG_KUBEVIRT = MachineGraph(
         ("go_live", "RestartRequired", "Requested", "hotplug_allowed"),
         ("sync_vmi", "Requested", "VMIPatched",
          ("vm_spec_holds_interface", "vmi_spec_holds_interface")),
-        ("write_for_boot", "RestartRequired", "VMIPatched", "change_written"),
+        ("write_for_boot", ("Requested", "RestartRequired"), "VMIPatched", "change_written"),
+        # (the VM stopped half-way: its next boot brings the NIC with the template)
+        ("write_for_boot", ("AnnotationPatched", "SDNReady"), "VMIPatched",
+         ("vm_stopped", "change_written")),
         ("annotate", "VMIPatched", "AnnotationPatched", "pod_holds_entry"),
         ("sdn_ready", "AnnotationPatched", "SDNReady", "sdn_reports_ready"),
         # a VM restarted with the change boots with the NIC: the guest shows the goal

@@ -98,6 +98,12 @@ def spec_invalid(c: Context) -> bool:
 
 
 def _in_place(c: Context) -> bool:
+    vm = c.facts.world.vm
+    if vm is not None and vm.in_template:
+        # the user edited the KubeVirt VM, and KubeVirt applies NIC changes to the running
+        # VMI whatever its rollout strategy: nothing for nicplug to gate (the bypass of a
+        # Stage strategy is reported instead)
+        return True
     return hotplug_in_place(c.config.gating, c.facts.world.cluster.rollout_strategy)
 
 

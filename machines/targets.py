@@ -54,6 +54,7 @@ from nicplug.machines.world import (
     SDNRequest,
     identity_of,
     if_name_of,
+    nad_identity,
 )
 
 Ops = Mapping[tuple[str, str], Operation]
@@ -164,12 +165,32 @@ def _insert(entries: list[VMNetworkEntry], new: VMNetworkEntry, order: list[str]
     entries.insert(at, new)
 
 
+def template_identities(facts: Facts, namespace: str, config: MachineConfig) -> dict[str, str]:
+    """identity → interface name of every multus network the KVVM template or the running
+    VMI's spec names (absent ones too), where the template is the desired list: the
+    user names the interfaces, the NAD says the network (`nad_identity`)."""
+    found: dict[str, str] = {}
+    world = facts.world
+    networks = list(world.kvvm.networks) if world.kvvm is not None else []
+    if world.vmi is not None and facts.live:
+        networks += world.vmi.networks
+    for network in networks:
+        if network.multus_network is None:
+            continue
+        identity = nad_identity(
+            network.multus_network, namespace, config.cluster_network_nad_namespace,
+            network.name)
+        if identity is not None:
+            found.setdefault(identity, network.name)
+    return found
+
+
 def kvvm_patch(
     facts: Facts, ops: Ops, vm: DesiredVM, comparison: Comparison, config: MachineConfig
 ) -> Owned:
     kvvm = facts.world.kvvm
-    if kvvm is None:
-        return []
+    if kvvm is None or vm.in_template:
+        return []  # the template is the user's: nicplug follows it, never writes it
     live_ops = sorted((op for op in ops.values() if not op.terminal), key=lambda o: o.stream)
     if not live_ops:
         return []
@@ -238,7 +259,8 @@ def kvvm_patch(
         return []
     pods = tuple(p.uid for p in facts.pods) if adding else ()  # whose SDN was ready
     patch = PatchVirtualMachine(
-        vm.namespace, vm.name, tuple(entries), requests, template_read(kvvm), pods
+        vm.namespace, vm.name, tuple(entries), requests, template_read(kvvm), pods,
+        stopped=not facts.live,
     )
     return [(owner, patch)]
 
@@ -337,11 +359,14 @@ def migration_blocked(facts: Facts, config: MachineConfig) -> str | None:
     if config.migrations in ("never", "manual"):
         return f"nicplug's migrations are off (--migrations={config.migrations})"
     if config.migrations == "opt-in":
-        labels = {**(vm.labels if vm else {}), **(kvvm.labels if kvvm else {})}
+        # the VM's own label decides; else its namespace's
+        labels = {**world.namespace_labels, **(vm.labels if vm else {}),
+                  **(kvvm.labels if kvvm else {})}
         if labels.get(MIGRATION_OPT_IN_LABEL) != "true":
             return (
                 f"the VM has not opted in to nicplug's migrations (label "
-                f"{MIGRATION_OPT_IN_LABEL}=true, --migrations=opt-in)"
+                f"{MIGRATION_OPT_IN_LABEL}=true on the VM or its namespace, "
+                f"--migrations=opt-in)"
             )
     if kvvm is not None and kvvm.eviction_strategy == "None":
         return "the VM's evictionStrategy is None: it is not to be migrated"

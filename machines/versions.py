@@ -14,7 +14,7 @@ today. Versions so far:
   version-2 snapshot reads with none (`paused_at` None, `credit` 0).
 * `Paused`, `Resumed` 1: as first written.
 * effects 1: as first written; members added since are optional and read with their
-  defaults: `PatchPodNetworks.observed` and `PatchVirtualMachine.observed` / `pods`
+  defaults: `PatchPodNetworks.observed` and `PatchVirtualMachine.observed` / `pods` / `stopped`
   (none: no precondition), `RestartVM.step` / `resumes` (a pending restart of an older
   nicplug reads as a halt whose precondition fails, so it is decided again).
 * `Opened` 1 carries `flavour` only for an operation not of the deckhouse flavour (absent:

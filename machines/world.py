@@ -45,23 +45,58 @@ def if_name_of(type_: NetworkType, name: str) -> str:
     return prefix + digest[:8]
 
 
+def nad_network(
+    network_name: str, namespace: str, cluster_nad_namespace: str, interface: str = ""
+) -> tuple[NetworkType, str] | None:
+    """The network a KubeVirt `multus.networkName` (`[<ns>/]<nad>`) stands for in the
+    kubevirt flavour, where users name interfaces themselves: a NAD in the VM's own
+    namespace is a `Network`, one in the ClusterNetworks' NAD namespace a
+    `ClusterNetwork`. Where the two namespaces coincide it is a `Network`, unless the
+    interface (or network) carries nicplug's name for the ClusterNetwork. A NAD
+    anywhere else is not nicplug's to track (None)."""
+    nad_namespace, _, nad = network_name.rpartition("/")
+    nad_namespace = nad_namespace or namespace
+    if not nad:
+        return None
+    if nad_namespace == namespace:
+        if nad_namespace == cluster_nad_namespace and interface == if_name_of(
+            "ClusterNetwork", nad
+        ):
+            return "ClusterNetwork", nad
+        return "Network", nad
+    if nad_namespace == cluster_nad_namespace:
+        return "ClusterNetwork", nad
+    return None
+
+
+def nad_identity(
+    network_name: str, namespace: str, cluster_nad_namespace: str, interface: str = ""
+) -> str | None:
+    """The identity of `nad_network`, or None."""
+    found = nad_network(network_name, namespace, cluster_nad_namespace, interface)
+    return identity_of(*found) if found is not None else None
+
+
 @dataclass(frozen=True, slots=True)
 class NetworkSpec:
     """One entry of the VM's `spec.networks`.
 
     `identity` and `if_name` are derived once, when the entry is built (the machines ask
-    for them on every decision).
+    for them on every decision). `interface` is the KubeVirt interface name where the
+    user chose it (the kubevirt flavour reads it from the VM template); empty, nicplug
+    names it (`if_name_of`).
     """
 
     type: NetworkType
     name: str = ""
     id: int | None = None
+    interface: str = ""
     identity: str = field(init=False, repr=False, compare=False)
     if_name: str = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "identity", identity_of(self.type, self.name))
-        object.__setattr__(self, "if_name", if_name_of(self.type, self.name))
+        object.__setattr__(self, "if_name", self.interface or if_name_of(self.type, self.name))
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,10 +109,14 @@ class Condition:
 
 @dataclass(frozen=True, slots=True)
 class DesiredVM:
-    """The `virtualization.deckhouse.io` VirtualMachine: what the user wants.
+    """What the user wants: the `virtualization.deckhouse.io` VirtualMachine, or in the
+    kubevirt flavour the KubeVirt VirtualMachine's own template (`in_template`).
 
     `networks` is None when `spec.networks` is missing (== `[Main]`).
-    `macs` maps an identity to `status.networks[].macAddress` where known.
+    `macs` maps an identity to `status.networks[].macAddress` (in the template: the
+    interface's `macAddress`) where known. `in_template`: the desired list is the KVVM
+    template itself, so what is applied is what the running VMI's spec holds, and
+    nicplug never writes the template.
     """
 
     uid: str
@@ -89,6 +128,7 @@ class DesiredVM:
     macs: Mapping[str, str] = field(default_factory=dict)
     conditions: tuple[Condition, ...] = ()
     labels: Mapping[str, str] = field(default_factory=dict)
+    in_template: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -244,4 +284,6 @@ class World:
     cluster: ClusterConfig = ClusterConfig()
     networks_ready: Mapping[str, bool] = field(default_factory=dict)
     observation_errors: tuple[str, ...] = ()
+    namespace_labels: Mapping[str, str] = field(default_factory=dict)
+    """The labels of the VM's namespace, where read (`--migrations opt-in`)."""
 

@@ -143,20 +143,8 @@ def _ensure(store: Store, res: Resource, obj: Json) -> None:
 def _create_vm(store: Store, knobs: Knobs, rng: random.Random, namespace: str, vm: str,
                extra: tuple[NetworkRef, ...], main_binding: str = "masquerade") -> None:
     macs = {(t, n): nw.mac_for(namespace, vm, nw.if_name(t, n)) for t, n in extra}
-    store.create(VMS, {
-        "apiVersion": "virtualization.deckhouse.io/v1alpha2", "kind": "VirtualMachine",
-        "metadata": {"name": vm, "namespace": namespace},
-        # the fields Deckhouse's CRD requires (crds/virtualmachines.yaml)
-        "spec": {"virtualMachineClassName": "generic", "cpu": {"cores": 1},
-                 "memory": {"size": "1Gi"},
-                 "blockDeviceRefs": [{"kind": "VirtualDisk", "name": f"{vm}-root"}],
-                 "runPolicy": "AlwaysOn", "disruptions": {"restartApprovalMode": "Manual"},
-                 "networks": [{"type": "Main", "id": 1}] + [
-                     {"type": t, "name": n, "id": i} for i, (t, n) in enumerate(extra, start=2)]},
-        "status": {"phase": "Running", "networks": [{"type": "Main", "id": 1}] + [
-            {"type": t, "name": n, "id": i, "macAddress": macs[(t, n)]}
-            for i, (t, n) in enumerate(extra, start=2)]},
-    })
+    if knobs.dialect == "deckhouse":  # upstream KubeVirt: the KubeVirt VM is the user's own
+        _create_deckhouse_vm(store, namespace, vm, extra, macs)
     kvvm = store.create(KVVMS, kvvm_for(knobs, namespace, vm, extra, main_binding))
     vmi = store.create(VMIS, ob.vmi_for(kvvm, KVVMS))
     request = (ob.dig(kvvm, "spec", "template", "metadata", "annotations") or {}).get(
@@ -186,3 +174,21 @@ def _create_vm(store: Store, knobs: Knobs, rng: random.Random, namespace: str, v
     ob.set_migratable(status, vmi, knobs.dialect)
     ob.set_condition(status, "Ready", "True", "")
     store.update(VMIS, vmi | {"status": status}, subresource="status")
+
+
+def _create_deckhouse_vm(store: Store, namespace: str, vm: str, extra: tuple[NetworkRef, ...],
+                         macs: dict[NetworkRef, str]) -> None:
+    store.create(VMS, {
+        "apiVersion": "virtualization.deckhouse.io/v1alpha2", "kind": "VirtualMachine",
+        "metadata": {"name": vm, "namespace": namespace},
+        # the fields Deckhouse's CRD requires (crds/virtualmachines.yaml)
+        "spec": {"virtualMachineClassName": "generic", "cpu": {"cores": 1},
+                 "memory": {"size": "1Gi"},
+                 "blockDeviceRefs": [{"kind": "VirtualDisk", "name": f"{vm}-root"}],
+                 "runPolicy": "AlwaysOn", "disruptions": {"restartApprovalMode": "Manual"},
+                 "networks": [{"type": "Main", "id": 1}] + [
+                     {"type": t, "name": n, "id": i} for i, (t, n) in enumerate(extra, start=2)]},
+        "status": {"phase": "Running", "networks": [{"type": "Main", "id": 1}] + [
+            {"type": t, "name": n, "id": i, "macAddress": macs[(t, n)]}
+            for i, (t, n) in enumerate(extra, start=2)]},
+    })

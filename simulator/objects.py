@@ -131,6 +131,22 @@ def launcher_pod(
     }
 
 
+def domain_pod(vmi: Json | None, pods: list[Json]) -> Json | None:
+    """The launcher pod the VMI's domain runs in: the active pod on the VMI's node.
+
+    KubeVirt lists every pod the VMI controls in `status.activePods`, a migration's
+    target from its creation on; the domain moves to the target (and `status.nodeName`
+    with it) only when the migration completes.
+    """
+    active = dig(vmi, "status", "activePods") or {}
+    node = dig(vmi, "status", "nodeName")
+    mine = [p for p in pods if p["metadata"].get("uid") in active]
+    if node is None:  # not scheduled yet: at most one pod to speak of
+        return mine[0] if len(mine) == 1 else None
+    # the domain's own pod gone (a migration target alone left): the domain has none
+    return next((p for p in mine if dig(p, "spec", "nodeName") == node), None)
+
+
 def set_migratable(status: Json, vmi: Json, dialect: str) -> None:
     """`LiveMigratable` as upstream KubeVirt's virt-handler computes it from the network
     (multus); Deckhouse's KubeVirt migrates its pod-network VMs."""

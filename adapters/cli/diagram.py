@@ -33,7 +33,11 @@ class MachineName(enum.StrEnum):
 
 class Flavour(enum.StrEnum):
     deckhouse = "deckhouse"
-    multus = "multus"
+    kubevirt = "kubevirt"
+    multus = "multus"  # the kubevirt flavour's older name
+
+
+_GRAPHS_OF = {"deckhouse": "deckhouse", "kubevirt": "multus", "multus": "multus"}
 
 
 class _Canvas:
@@ -50,7 +54,7 @@ def render(machine: str, fmt: str, flavour: str = "deckhouse") -> bytes:
         model=canvas,
         graph_engine=engine,
         show_conditions=True,
-        title=f"nicplug {machine}" if flavour == "deckhouse" else f"nicplug {flavour} {machine}",
+        title=f"nicplug {machine}" if flavour == "deckhouse" else f"nicplug kubevirt {machine}",
     )
     drawn = canvas.get_graph()  # type: ignore[attr-defined]
     if fmt == "mermaid":
@@ -77,7 +81,8 @@ def diagram(
         MachineName.plug
     ),
     flavour: Annotated[
-        Flavour, typer.Option("--flavour", help="whose order: deckhouse, or multus (KubeVirt's)")
+        Flavour, typer.Option(
+            "--flavour", help="whose order: deckhouse, or kubevirt (KubeVirt's; also: multus)")
     ] = Flavour.deckhouse,
     output: Annotated[
         Path | None, typer.Option("-o", "--output", help="write here instead of stdout")
@@ -85,7 +90,7 @@ def diagram(
 ) -> None:
     """Draw the plug, unplug or update machine (states, triggers, guards)."""
     try:
-        data = render(machine.value, format.value, flavour.value)
+        data = render(machine.value, format.value, _GRAPHS_OF[flavour.value])
     except Exception as error:  # graphviz missing its `dot` binary, mostly
         if type(error).__name__ == "ExecutableNotFound":
             typer.echo(

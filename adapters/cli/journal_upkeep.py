@@ -79,8 +79,10 @@ class _Unreadable(JournalError):
 
 
 async def rebuild_read_model(journal: SQLiteJournal) -> tuple[int, int, int]:
-    """Rewrite every read-model row from its stream's events: (rows, events, rows that
-    differed). Refuses, writing nothing, when a stream cannot be folded."""
+    """Fold every read-model row from its stream's events and write those the fold
+    changes (a row equal to its fold, in the current schema and through the stream's
+    last event, is left as it is): (rows rebuilt, events, rows that differed and were
+    written). Refuses, writing nothing, when a stream cannot be folded."""
     given = await journal.audit_input(folder(fold_view))
     problems = {s: f.problem for s, f in given.folded.items() if f.problem}
     if problems:
@@ -89,16 +91,18 @@ async def rebuild_read_model(journal: SQLiteJournal) -> tuple[int, int, int]:
             f"journal {journal.path}: {len(problems)} streams cannot be folded by this nicplug "
             f"(first: {stream}: {why}); run the nicplug that wrote them; nothing was changed"
         )
-    rewritten: list[StreamView] = []
-    differed = 0
+    rebuilt = 0
+    differing: list[StreamView] = []
     for row in given.rows:
         result = given.folded.get(row.view.stream)
         if row.archived is not None or result is None or result.view is None:
             continue
-        rewritten.append(result.view)
-        differed += row.view != result.view or row.through != row.version
-    await journal.rewrite_views(rewritten)
-    return len(rewritten), sum(f.events for f in given.folded.values()), differed
+        rebuilt += 1
+        if (row.view != result.view or row.through != row.version
+                or row.stored_schema != result.view.schema):
+            differing.append(result.view)
+    await journal.rewrite_views(differing)
+    return rebuilt, sum(f.events for f in given.folded.values()), len(differing)
 
 
 @journal_app.command()

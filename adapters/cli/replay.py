@@ -1,6 +1,6 @@
 """`nicplug replay TAPE`: feed a recorded tape to the controller's decision code.
 
-Takes the options of `nicplug run` that change decisions (dialect, gating, migrations,
+Takes the options of `nicplug run` that change decisions (flavour, gating, migrations,
 timeouts), runs on a virtual clock, executes no effect against any server, and prints
 a report, or `--json` (DESIGN §7). `--until TIME|+DURATION` ends the replay at a time
 (later lines are not fed) or lets time pass after the last line, so the timers of a
@@ -42,7 +42,11 @@ def replay(
     until: Annotated[str | None, typer.Option(
         help="End at this RFC 3339 time, or +DURATION (90s, 10m, 1h30m) after the last line"
     )] = None,
-    dialect: Annotated[str, typer.Option(help="SDN dialect: deckhouse | multus")] = "deckhouse",
+    flavour: Annotated[str | None, typer.Option(
+        help="deckhouse | kubevirt (upstream KubeVirt with multus)  [default: deckhouse]"
+    )] = None,
+    dialect: Annotated[str | None, typer.Option(
+        help="Deprecated: deckhouse | multus (= --flavour kubevirt)")] = None,
     kubevirt_api: Annotated[str | None, typer.Option(
         help="KubeVirt API: upstream | deckhouse (default: as the tape's objects name it)"
     )] = None,
@@ -62,12 +66,14 @@ def replay(
 ) -> None:
     """Replay a tape on a virtual clock; no effect reaches any server."""
     from nicplug.adapters.cli.console import make_console
+    from nicplug.adapters.cli.flavours import dialect_of
     from nicplug.adapters.settings import Settings
     from nicplug.adapters.tapes.replaying import Replay, TapeMalformed
     from nicplug.adapters.tapes.report import compare_effects as compare
     from nicplug.adapters.tapes.report import print_report, replay_json
     from nicplug.engine.errors import JournalError
 
+    dialect = dialect_of(flavour, dialect)
     try:
         settings = Settings(
             dialect=dialect, kubevirt_api=kubevirt_api, gating=gating, migrations=migrations,

@@ -46,7 +46,11 @@ def run(
         Path | None, _opt("kubeconfig", "Kubeconfig file; default: in-cluster, then $KUBECONFIG")
     ] = None,
     journal: Annotated[Path, _opt("journal", "SQLite journal file")] = Path("nicplug-journal.db"),
-    dialect: Annotated[str, _opt("dialect", "SDN dialect: deckhouse | multus")] = "deckhouse",
+    flavour: Annotated[str | None, _opt(
+        "flavour", "deckhouse | kubevirt (upstream KubeVirt with multus)  [default: deckhouse]"
+    )] = None,
+    dialect: Annotated[str | None, _opt(
+        "dialect", "Deprecated: deckhouse | multus (= --flavour kubevirt)")] = None,
     kubevirt_api: Annotated[str | None, _opt(
         "kubevirt-api", "KubeVirt API: upstream | deckhouse (default: the dialect's)"
     )] = None,
@@ -135,8 +139,10 @@ def run(
     log_level: Annotated[str, _opt("log-level", "DEBUG | INFO | WARNING | ERROR")] = "INFO",
 ) -> None:
     """Run the controller: watch VMs and hot-plug/unplug their interfaces."""
+    from nicplug.adapters.cli.flavours import dialect_of
     from nicplug.adapters.settings import Settings
 
+    dialect = dialect_of(flavour, dialect)
     try:
         settings = Settings(
             kubeconfig=kubeconfig, journal=journal, dialect=dialect,

@@ -79,6 +79,7 @@ def simulate(
         tapes = sorted(str(p) for p in out.glob(f"dst-seed-{plan.seed}.tape.*.jsonl"))
         print(f"  schedule: {saved}")
         for path in tapes:
-            print(f"  tape: {path}  (nicplug replay {path} --dialect {plan.setup.dialect})")
+            print(f"  tape: {path}  (nicplug replay {path} --flavour "
+                  f"{'kubevirt' if plan.setup.dialect == 'multus' else 'deckhouse'})")
     if failed:
         raise typer.Exit(1)

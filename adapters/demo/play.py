@@ -3,7 +3,8 @@ checks each expected outcome and prints a verdict.
 
 The driver acts as a user would with kubectl: merge patches of the VM objects over
 the simulated API server's HTTP API, through the same Kubernetes client the controller
-uses. The verdict comes from the controllers' journals, never from the driver's own
+uses (on upstream KubeVirt, of the KubeVirt VM's template, as its user guide does it).
+The verdict comes from the controllers' journals, never from the driver's own
 bookkeeping.
 """
 
@@ -12,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -24,9 +25,13 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from nicplug.adapters.demo.board import Board, Row, table
 from nicplug.adapters.demo.scenarios import SCENARIOS, WORLDS, Outcome, Scenario, matches
 from nicplug.adapters.demo.worlds import RunningWorld, start_world, stop_world
+from nicplug.adapters.kube import hotplug_edits as edits
 from nicplug.adapters.kube import resources as kinds
 from nicplug.adapters.kube.calls import KubeCalls
 from nicplug.adapters.kube.client import ApiConnection, ClientSettings, connect
+from nicplug.adapters.kube.flavour import UPSTREAM
+from nicplug.adapters.kube.resources import KindRef
+from nicplug.adapters.sdn.port import DEFAULT_CLUSTER_NAD_NAMESPACE
 from nicplug.machines.graph import TERMINAL
 
 MERGE: Final = "application/merge-patch+json"
@@ -45,6 +50,19 @@ class WorldDriver:
     board: Board
     deadline: float
     waits: list[str] = field(default_factory=list)
+    edits_template: bool = False
+    """Upstream KubeVirt: the user edits the KubeVirt VM (no Deckhouse VM exists)."""
+
+    @property
+    def _vm_kind(self) -> KindRef:
+        return UPSTREAM.kvvms if self.edits_template else kinds.VIRTUAL_MACHINES
+
+    async def _edit_template(self, vm: str, edit: Callable[[dict[str, Any]], Any]) -> None:
+        namespace, _, name = vm.partition("/")
+        body = await self.calls.get(UPSTREAM.kvvms, namespace, name)
+        patch = edit(body)
+        if patch is not None:
+            await self.calls.patch(UPSTREAM.kvvms, namespace, name, patch, content_type=MERGE)
 
     async def _networks(self, vm: str) -> list[dict[str, Any]]:
         namespace, _, name = vm.partition("/")
@@ -58,12 +76,25 @@ class WorldDriver:
         await self.calls.patch(kinds.VIRTUAL_MACHINES, namespace, name, patch, content_type=MERGE)
 
     async def add_network(self, vm: str, type_: str, name: str) -> None:
+        if self.edits_template:  # as the KubeVirt user guide does it; the user names it
+            await self._edit_template(vm, lambda kvvm: edits.plug(
+                kvvm, interface=name, network_name=edits.nad_name(
+                    kvvm, type_, name, cluster_nad_namespace=DEFAULT_CLUSTER_NAD_NAMESPACE)))
+            return
         networks = await self._networks(vm)
         next_id = max((int(n.get("id") or 0) for n in networks), default=1) + 1
         networks.append({"type": type_, "name": name, "id": next_id})
         await self._set_networks(vm, networks)
 
     async def remove_network(self, vm: str, identity: str) -> None:
+        if self.edits_template:  # state: absent; KubeVirt unplugs it, then drops it
+            def absent(kvvm: dict[str, Any]) -> Any:
+                interface = edits.interface_of(
+                    kvvm, identity, cluster_nad_namespace=DEFAULT_CLUSTER_NAD_NAMESPACE)
+                return None if interface is None else edits.unplug(kvvm, interface=interface)
+
+            await self._edit_template(vm, absent)
+            return
         networks = await self._networks(vm)
         kept = [
             n for n in networks
@@ -80,7 +111,7 @@ class WorldDriver:
     async def set_label(self, vm: str, key: str, value: str) -> None:
         namespace, _, name = vm.partition("/")
         patch = {"metadata": {"labels": {key: value}}}
-        await self.calls.patch(kinds.VIRTUAL_MACHINES, namespace, name, patch, content_type=MERGE)
+        await self.calls.patch(self._vm_kind, namespace, name, patch, content_type=MERGE)
 
     async def wait_for(self, outcome: Outcome, *, states: frozenset[str]) -> None:
         while time.monotonic() < self.deadline:
@@ -117,7 +148,7 @@ async def play(directory: Path, console: Console, *, budget: float = 150.0) -> i
             connection = await connect(ClientSettings(kubeconfig=w.kubeconfig))
             connections.append(connection)
             drivers[w.spec.name] = WorldDriver(w.spec.name, KubeCalls(connection), board,
-                                               deadline)
+                                               deadline, edits_template=w.spec.dialect == "multus")
         code = await _run_scenarios(SCENARIOS, drivers, board, console, deadline)
     finally:
         await board.close()

@@ -1,8 +1,9 @@
 """The demo's scenarios: what a user changes on which VM, and what must come of it.
 
-A scenario is a few `Driver` calls (merge patches of the VM's `spec.networks`, the
-KubeVirt CR, the approval mode — what a user or an admin would do with kubectl) and the
-final state each operation must reach. Nothing here reads the journal directly: the
+A scenario is a few `Driver` calls (merge patches of the VM's `spec.networks` — on
+upstream KubeVirt of the KubeVirt VM's template —, the KubeVirt CR, the approval mode:
+what a user or an admin would do with kubectl) and the final state each operation must
+reach. Nothing here reads the journal directly: the
 driver's `wait_for` does, through the board's snapshot.
 """
 
@@ -130,9 +131,8 @@ WORLDS: tuple[WorldSpec, ...] = (
     ),
     WorldSpec(
         "kubevirt-stage", "upstream KubeVirt + multus with the dynamic-networks controller, "
-        "vmRolloutStrategy Stage, --gating always-live", dialect="multus",
+        "vmRolloutStrategy Stage", dialect="multus",
         rollout_strategy="Stage", vms=1, sim_args=("--dynamic-networks", "--sdn-delay", "0.5"),
-        controller_args=("--gating", "always-live"),
     ),
 )
 

@@ -32,6 +32,11 @@ class WorldSpec:
     sim_args: tuple[str, ...] = ()
     controller_args: tuple[str, ...] = ()
 
+    @property
+    def flavour(self) -> str:
+        """The controller's `--flavour`: multus is the SDN of the kubevirt flavour."""
+        return "kubevirt" if self.dialect == "multus" else self.dialect
+
 
 @dataclass
 class RunningWorld:
@@ -85,7 +90,7 @@ async def start_world(spec: WorldSpec, directory: Path, *, deadline: float = 30.
     await _wait(lambda: _kubeconfig_ready(kubeconfig), sim, "the simulated cluster", deadline)
     controller = await _spawn(
         ["run", "--kubeconfig", str(kubeconfig), "--journal", str(world.journal),
-         "--dialect", spec.dialect, "--metrics-addr", f"127.0.0.1:{world.metrics_port}",
+         "--flavour", spec.flavour, "--metrics-addr", f"127.0.0.1:{world.metrics_port}",
          "--identity", f"demo-{spec.name}", *spec.controller_args],
         directory / f"{spec.name}-controller.log",
     )

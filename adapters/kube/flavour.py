@@ -24,6 +24,7 @@ from nicplug.adapters.kube.resources import (
     CLUSTER_NETWORKS,
     EVENTS,
     LEASES,
+    NAMESPACES,
     NETWORKS,
     VIRTUAL_MACHINES,
     KindRef,
@@ -77,6 +78,18 @@ class Flavour:
             self.virtual_machines, self.kvvms, self.vmis, self.vmims, self.kubevirts,
             self.networks, self.cluster_networks, self.launcher_pods,
         )
+
+    def watched_by(
+        self, *, desired_in_template: bool, namespace_opt_in: bool = False
+    ) -> tuple[KindRef, ...]:
+        """What a controller watches: in the kubevirt flavour (the desired state is the
+        KubeVirt VM's template) no Deckhouse kind, which an upstream cluster lacks; the
+        Namespaces too where a namespace's label opts its VMs in to migrations."""
+        kinds = self.watched
+        if desired_in_template:
+            deckhouse = (self.virtual_machines, self.networks, self.cluster_networks)
+            kinds = tuple(k for k in kinds if k not in deckhouse)
+        return (*kinds, NAMESPACES) if namespace_opt_in else kinds
 
 
 def _kubevirt_kind(group: str, plural: str, kind: str, *, renamed: bool) -> KindRef:
@@ -140,19 +153,35 @@ def rbac_rules(flavour: Flavour) -> tuple[Grant, ...]:
     it is meant for (a test checks it), so a rename never leaves the RBAC behind.
     """
     f = flavour
+    if f.name == "upstream":
+        # the kubevirt flavour: the KubeVirt VM is the user's, read and given conditions;
+        # KubeVirt writes the VMI, the pods' networks annotation and the template
+        return (
+            Grant(f.kvvms.group, (f.kvvms.plural,), ("get", "list", "watch")),
+            Grant(f.kvvms.group, (f.kvvms.plural + "/status",), ("patch",)),
+            Grant(f.vmis.group, (f.vmis.plural,), ("list", "watch")),
+            Grant(f.vmims.group, (f.vmims.plural,), ("list", "watch", "create")),
+            Grant(f.kubevirts.group, (f.kubevirts.plural,), ("list", "watch")),
+            Grant("", (f.launcher_pods.plural,), ("list", "watch")),
+            Grant(f.events.group, (f.events.plural,), ("create", "patch")),
+            Grant("", (NAMESPACES.plural,), ("list", "watch")),  # --migrations opt-in
+        )
     return (
         Grant(f.virtual_machines.group, (f.virtual_machines.plural,), ("list", "watch")),
         Grant(f.virtual_machines.group, (f.virtual_machines.plural + "/status",), ("patch",)),
         Grant(f.kvvms.group, (f.kvvms.plural,), ("list", "watch", "patch")),
-        Grant(f.vmis.group, (f.vmis.plural,), ("list", "watch")),
+        # get: a write for a stopped VM's next boot reads afresh that no VMI runs
+        Grant(f.vmis.group, (f.vmis.plural,), ("get", "list", "watch")),
         Grant(f.vmims.group, (f.vmims.plural,), ("list", "watch", "create")),
         Grant(f.kubevirts.group, (f.kubevirts.plural,), ("list", "watch")),
         Grant(f.networks.group, (f.networks.plural, f.cluster_networks.plural),
               ("list", "watch")),
         Grant("", (f.launcher_pods.plural,), ("list", "watch", "patch")),
         Grant(f.events.group, (f.events.plural,), ("create", "patch")),
+        Grant("", (NAMESPACES.plural,), ("list", "watch")),  # --migrations opt-in
     )
 
 
-ALL_WATCHED: tuple[KindRef, ...] = tuple(dict.fromkeys(UPSTREAM.watched + DECKHOUSE.watched))
+ALL_WATCHED: tuple[KindRef, ...] = tuple(
+    dict.fromkeys((*UPSTREAM.watched, *DECKHOUSE.watched, NAMESPACES)))
 """The watched kinds of every flavour: a tape is read by whichever names it holds."""

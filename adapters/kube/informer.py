@@ -220,6 +220,8 @@ class Informer:
         kind, ns = self.kind, self.namespace
         kwargs.update(_preload_content=False, label_selector=kind.label_selector)
         if kind.core:
+            if kind.plural == "namespaces":
+                return self._core.list_namespace(**kwargs)
             if kind.plural != "pods":
                 raise ValueError(f"core kind {kind.plural} is not watched")
             if ns is None:

@@ -53,6 +53,8 @@ CLUSTER_NETWORKS = KindRef(
     "network.deckhouse.io", "v1alpha1", "clusternetworks", "ClusterNetwork", False
 )
 EVENTS = KindRef("events.k8s.io", "v1", "events", "Event", True)
+NAMESPACES = KindRef("", "v1", "namespaces", "Namespace", False)
+"""Read only under `--migrations opt-in`: a namespace's label opts its VMs in."""
 LEASES = KindRef("coordination.k8s.io", "v1", "leases", "Lease", True)
 
 

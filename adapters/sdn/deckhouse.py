@@ -55,7 +55,9 @@ class DeckhouseDialect(Dialect):
     kubevirt_owns_requests: ClassVar[bool] = False
     status_annotation: ClassVar[str] = "network.deckhouse.io/networks-status"
 
-    def parse_requests(self, *, value: str | None, namespace: str) -> tuple[SDNRequest, ...]:
+    def parse_requests(
+        self, *, value: str | None, namespace: str, interfaces: Mapping[str, str] | None = None
+    ) -> tuple[SDNRequest, ...]:
         if value is None:
             return ()
         key = self.request_annotation
@@ -93,7 +95,9 @@ class DeckhouseDialect(Dialect):
             entries.append(entry)
         return dump_entries(entries, sort_keys=False) if entries else None
 
-    def parse_statuses(self, *, value: str | None, namespace: str) -> tuple[SDNStatus, ...]:
+    def parse_statuses(
+        self, *, value: str | None, namespace: str, interfaces: Mapping[str, str] | None = None
+    ) -> tuple[SDNStatus, ...]:
         if value is None:
             return ()
         key = self.status_annotation

@@ -50,6 +50,7 @@ from nicplug.machines.world import (
     SDNStatus,
     identity_of,
     if_name_of,
+    nad_network,
 )
 
 ORDINAL_POD_INTERFACE = re.compile(r"net[0-9]+")
@@ -73,7 +74,9 @@ class MultusDialect(Dialect):
             raise ValueError(f"not a namespace name: {cluster_nad_namespace!r}")
         self.cluster_nad_namespace = cluster_nad_namespace
 
-    def parse_requests(self, *, value: str | None, namespace: str) -> tuple[SDNRequest, ...]:
+    def parse_requests(
+        self, *, value: str | None, namespace: str, interfaces: Mapping[str, str] | None = None
+    ) -> tuple[SDNRequest, ...]:
         if value is None or value == "":
             return ()  # KubeVirt writes "" once no secondary network is left
         key = self.request_annotation
@@ -85,11 +88,10 @@ class MultusDialect(Dialect):
             mac = entry.text("mac")
             if interface is None and "cni-args" in entry.entry:
                 continue  # a network binding plugin's entry, not an attachment
-            found = self._attribute(nad_namespace, nad, interface, namespace)
+            found = self._attribute(nad_namespace, nad, interface, namespace, interfaces)
             if found is None:
                 continue  # someone else's attachment
-            type_, name = found
-            identity, if_name = identity_of(type_, name), if_name_of(type_, name)
+            identity, if_name = found
             requests.append(SDNRequest(identity=identity, if_name=if_name, mac=mac))
         check_unique([r.identity for r in requests], key=key, what="network")
         return tuple(requests)
@@ -110,7 +112,9 @@ class MultusDialect(Dialect):
             entries.append(entry)
         return dump_entries(entries) if entries else None
 
-    def parse_statuses(self, *, value: str | None, namespace: str) -> tuple[SDNStatus, ...]:
+    def parse_statuses(
+        self, *, value: str | None, namespace: str, interfaces: Mapping[str, str] | None = None
+    ) -> tuple[SDNStatus, ...]:
         if value is None or value == "":
             return ()
         key = self.status_annotation
@@ -125,11 +129,10 @@ class MultusDialect(Dialect):
             if not is_object_name(nad) or (nad_namespace and not is_object_name(nad_namespace)):
                 continue  # not a NAD reference: some other CNI's own name for a network
             nad_namespace = nad_namespace or entry.object_name("namespace") or namespace
-            found = self._attribute(nad_namespace, nad, interface, namespace)
+            found = self._attribute(nad_namespace, nad, interface, namespace, interfaces)
             if found is None:
                 continue  # an attachment of some other requester
-            type_, name = found
-            identity, if_name = identity_of(type_, name), if_name_of(type_, name)
+            identity, if_name = found
             statuses.append(SDNStatus(identity=identity, if_name=if_name, ready=True))
         check_unique([s.identity for s in statuses], key=key, what="network")
         return tuple(statuses)
@@ -167,13 +170,24 @@ class MultusDialect(Dialect):
         return types
 
     def _attribute(
-        self, nad_namespace: str, nad: str, interface: str | None, namespace: str
-    ) -> tuple[NetworkType, str] | None:
-        """(type, name) of the nicplug network behind a NAD reference; None when the
-        entry is not one nicplug can account for as its own."""
+        self,
+        nad_namespace: str,
+        nad: str,
+        interface: str | None,
+        namespace: str,
+        interfaces: Mapping[str, str] | None,
+    ) -> tuple[str, str] | None:
+        """(identity, KubeVirt network name) of the nicplug network behind a NAD
+        reference; None when the entry is not one nicplug can account for as its own.
+        A pod interface the VM's spec names (`interfaces`) is that network's, whatever
+        the user called it; the NAD says which network (`nad_network`)."""
+        if interfaces and interface is not None and interface in interfaces:
+            found = nad_network(f"{nad_namespace}/{nad}", namespace, self.cluster_nad_namespace,
+                                interfaces[interface])
+            return (identity_of(*found), interfaces[interface]) if found is not None else None
         types = self._types_in(nad_namespace, namespace)
         if interface is not None and ORDINAL_POD_INTERFACE.fullmatch(interface) is None:
             types = [t for t in types if kubevirt_pod_interface(if_name_of(t, nad)) == interface]
         if len(types) != 1:
             return None
-        return types[0], nad
+        return identity_of(types[0], nad), if_name_of(types[0], nad)

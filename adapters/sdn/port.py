@@ -53,12 +53,19 @@ class Dialect(ABC):
     """Whether KubeVirt writes the request annotation itself (upstream KubeVirt with
     multus): then nicplug only reads it, on pods and on the KVVM template alike."""
 
+    cluster_nad_namespace: str = DEFAULT_CLUSTER_NAD_NAMESPACE
+    """Where the NetworkAttachmentDefinitions of ClusterNetworks live (multus)."""
+
     @abstractmethod
-    def parse_requests(self, *, value: str | None, namespace: str) -> tuple[SDNRequest, ...]:
+    def parse_requests(
+        self, *, value: str | None, namespace: str, interfaces: Mapping[str, str] | None = None
+    ) -> tuple[SDNRequest, ...]:
         """Read the request annotation of a pod in `namespace` (None: not set).
 
-        Raises `MalformedAnnotation` for anything that is not a JSON array of
-        entries of this dialect's shape.
+        `interfaces` maps pod-side interface names to the KubeVirt network names the
+        VM's template and VMI give them, where users name them (the kubevirt flavour):
+        an entry of one of those is that network's. Raises `MalformedAnnotation` for
+        anything that is not a JSON array of entries of this dialect's shape.
         """
 
     @abstractmethod
@@ -69,9 +76,12 @@ class Dialect(ABC):
         listed. None when nothing but Main remains: the patch removes the key."""
 
     @abstractmethod
-    def parse_statuses(self, *, value: str | None, namespace: str) -> tuple[SDNStatus, ...]:
+    def parse_statuses(
+        self, *, value: str | None, namespace: str, interfaces: Mapping[str, str] | None = None
+    ) -> tuple[SDNStatus, ...]:
         """Read the status annotation the SDN wrote; entries not of nicplug's networks
-        (the default network, foreign attachments) are left out."""
+        (the default network, foreign attachments) are left out. `interfaces`: as for
+        `parse_requests`."""
 
     @abstractmethod
     def pod_interface(self, *, if_name: str) -> str:

@@ -13,9 +13,11 @@ import asyncio
 import contextlib
 from typing import Any
 
+from nicplug.adapters.kube import hotplug_edits as edits
 from nicplug.adapters.simulation.invariants import USER_MIGRATION, Watchman
 from nicplug.adapters.simulation.replicas import Replica
 from nicplug.adapters.simulation.schedule import NETWORKS, Setup, Step
+from nicplug.machines.world import if_name_of
 from nicplug.simulator import networking as nw
 from nicplug.simulator import objects as ob
 from nicplug.simulator.cluster import SimulatedCluster
@@ -68,10 +70,22 @@ class Hands:
     def vm(self, index: int) -> tuple[str, str]:
         return self.cluster.vms[index % len(self.cluster.vms)]
 
+    @property
+    def _edits_template(self) -> bool:
+        """Upstream KubeVirt: the user's desired state is the KubeVirt VM's template."""
+        return self.setup.dialect == "multus"
+
     def _desired(self, ns: str, name: str) -> list[str]:
+        if self._edits_template:
+            kvvm = self.store.peek(KVVMS, ns, name) or {}
+            return edits.desired(kvvm, cluster_nad_namespace=self._nad_namespace)
         vm = self.store.peek(VMS, ns, name) or {}
         return [f"{n['type']}/{n['name']}" for n in ob.dig(vm, "spec", "networks") or []
                 if isinstance(n, dict) and n.get("type") != "Main"]
+
+    @property
+    def _nad_namespace(self) -> str:
+        return self.cluster.knobs.cluster_network_nad_namespace
 
     def _leader(self) -> Replica:
         for replica in self.replicas:
@@ -120,6 +134,16 @@ class Hands:
         key = f"{ns}/{name}"
         current = self._desired(ns, name)
         self._previous[key] = current
+        if self._edits_template:  # as the KubeVirt user guide does it
+            kvvm = self.store.peek(KVVMS, ns, name)
+            wanted = sorted(set(identities), key=lambda i: _IDS.get(i, 99))
+            patch = None if kvvm is None else edits.set_networks(
+                kvvm, wanted, cluster_nad_namespace=self._nad_namespace,
+                name_of=lambda t, n: if_name_of(t, n))  # type: ignore[arg-type]
+            if patch is not None:
+                self.store.patch(KVVMS, ns, name, patch, content_type=MERGE)
+                self.watchman.changes[key] += 1
+            return
         entries: list[Json] = [{"type": "Main", "id": 1}]
         for identity in sorted(set(identities), key=lambda i: _IDS.get(i, 99)):
             type_, _, net = identity.partition("/")
@@ -261,8 +285,16 @@ class Hands:
             pods = self._pods_of(ns, name)
             if not pods:
                 return
-            patches["pod"] = (PODS, pods[0]["metadata"]["name"], {"metadata": {"annotations": {
-                ob.request_annotation(self.setup.dialect): "{not json"}}})
+            # An unreadable SDN annotation does not hold the VM: the controller decides
+            # from the rest of its world and never writes over what it could not read
+            # (only writes to that pod are the watchman's business).
+            pod = pods[0]["metadata"]["name"]
+            key = (PODS, ns, pod)
+            if key not in self._spoiled:
+                self._spoil(key, {"metadata": {"annotations": {
+                    ob.request_annotation(self.setup.dialect): "{not json"}}})
+                self.watchman.malformed_pods.add((ns, pod))
+            return
         res, obj_name, patch = patches[kind]
         if self.store.peek(res, ns, obj_name) is None:
             return
@@ -295,6 +327,7 @@ class Hands:
                     pass
         self._spoiled.clear()
         self.watchman.malformed.clear()
+        self.watchman.malformed_pods.clear()
 
     def _do_sdn_error(self, ns: str, name: str, net: str) -> None:
         if self.setup.dialect != "deckhouse":

@@ -4,16 +4,19 @@ Safety is checked on every change the simulated store commits (its `tap`) and on
 request a replica sends, so a violation is caught at the write that makes it, not at
 the end of a step that may hide it:
 
-* `link-before-sdn` — a running VMI's spec holds an interface whose active launcher pod
-  has no ready SDN entry for it (deckhouse), or virt-handler crashed with "Link not
-  found";
+* `link-before-sdn` — a running VMI's spec holds an interface whose launcher pod the
+  domain runs in (the active pod on the VMI's node; a migration target only once the
+  domain moved there) has no link for it: the SDN never reported its entry ready on that
+  pod, or the entry left the pod's requests since (deckhouse);
 * `sdn-released-early` — an SDN request entry leaves a pod while the guest still has
   the interface;
 * `write-without-lease` — a replica writes (anything but the Lease) while another holds
   the Lease, or while its own has expired;
 * `write-before-sync` — a replica writes before its informers have listed everything;
 * `write-while-unreadable` — a replica writes to a VM's objects while one of them is
-  malformed (held still means still);
+  malformed (held still means still), or to a launcher pod whose SDN annotation it
+  cannot read (an unreadable pod annotation does not hold the VM: that pod is left
+  alone, the rest of the world is read and decided from);
 * `restart-repeated` — more than one `RestartVM` for one VMI uid, or a VM restarted more
   than twice for one change of its desired networks;
 * `migrations-in-flight` — a replica creates a migration while one is unfinished;
@@ -63,9 +66,11 @@ class Watchman:
     step: int = -1
     violations: list[Violation] = field(default_factory=list)
     malformed: set[tuple[str, str]] = field(default_factory=set)  # (namespace, vm)
+    malformed_pods: set[tuple[str, str]] = field(default_factory=set)  # (namespace, pod)
     restarts_by_uid: Counter[str] = field(default_factory=Counter)
     restarts_by_change: Counter[tuple[str, int]] = field(default_factory=Counter)
     changes: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    linked: dict[str, set[str]] = field(default_factory=dict)  # pod uid -> ifNames with a tap
     on_violation: Callable[[], None] = lambda: None  # the run stops at the first one
     closed: bool = False  # after the judgement nothing counts
 
@@ -83,12 +88,17 @@ class Watchman:
             self._released(change)
         if change.resource is VMIMS and change.type == "ADDED":
             self._migration_created(change.obj)
+        if change.resource is PODS and self.dialect == "deckhouse":
+            self._tap(change)
         if change.resource in (VMIS, PODS) and self.dialect == "deckhouse":
             vm = _vm_of(change.obj) if change.resource is PODS else change.obj["metadata"]["name"]
             if vm:
                 self._links(change.obj["metadata"].get("namespace", ""), vm)
 
     def _released(self, change: Change) -> None:
+        raw = nw.annotations_of(change.obj).get(ob.request_annotation(self.dialect))
+        if change.type != "DELETED" and raw is not None and not _readable(raw):
+            return  # an unreadable annotation (a fault) releases nothing: the SDN keeps it
         before = _requested(change.prev, self.dialect)
         after = _requested(change.obj, self.dialect) if change.type != "DELETED" else before
         gone = before - after
@@ -108,24 +118,36 @@ class Watchman:
                         f"{ns}/{vm}: pod {change.obj['metadata']['name']} lost the SDN entry "
                         f"{if_name} while the guest still has it")
 
+    def _tap(self, change: Change) -> None:
+        """The links a pod has: an entry the SDN once reported ready has its tap until
+        its request leaves the pod (an error the SDN reports later does not take back
+        a link the guest may already use: that is the SDN's fault, not a plug order)."""
+        uid = str(change.obj["metadata"].get("uid"))
+        if change.type == "DELETED":
+            self.linked.pop(uid, None)
+            return
+        linked = self.linked.get(uid, set()) | nw.deckhouse_taps(change.obj)
+        raw = nw.annotations_of(change.obj).get(ob.request_annotation(self.dialect))
+        if raw is None or _readable(raw):  # an unreadable request tears nothing down
+            linked &= _requested(change.obj, self.dialect)
+        self.linked[uid] = linked
+
     def _links(self, ns: str, vm: str) -> None:
         vmi = self.store.peek(VMIS, ns, vm)
         if vmi is None or ob.dig(vmi, "status", "phase") != "Running":
             return
-        active = ob.dig(vmi, "status", "activePods") or {}
         wanted = {str(i["name"]) for i in ob.interfaces_of(vmi.get("spec"))
                   if i.get("name") != nw.MAIN_IF_NAME and i.get("state") != "absent"}
         if not wanted:
             return
-        for pod in self.store.list_shared(PODS, ns)[0]:
-            if pod["metadata"].get("uid") not in active:
-                continue
-            ready = nw.deckhouse_taps(pod)
-            missing = wanted - ready
+        pods = [p for p in self.store.list_shared(PODS, ns)[0] if _vm_of(p) == vm]
+        pod = ob.domain_pod(vmi, pods)
+        if pod is not None:
+            missing = wanted - self.linked.get(str(pod["metadata"].get("uid")), set())
             if missing:
                 self.report("link-before-sdn",
                             f"{ns}/{vm}: the running VMI holds {sorted(missing)} but its launcher "
-                            f"pod {pod['metadata']['name']} has no ready SDN entry for them")
+                            f"pod {pod['metadata']['name']} has no link (ready SDN entry) for them")
 
     def _migration_created(self, migration: Json) -> None:
         """The controller created a migration (the user's are named `user-migration-*`):
@@ -161,6 +183,9 @@ class Watchman:
             self.report("write-while-unreadable",
                         f"{identity} sent {method} {path} while {target[0]}/{target[1]}'s "
                         f"objects are malformed")
+        if _pod_target(path) in self.malformed_pods:
+            self.report("write-while-unreadable",
+                        f"{identity} sent {method} {path} over an SDN annotation it cannot read")
         if method == "DELETE" and "/virtualmachineinstances/" in path and target is not None:
             vmi = self.store.peek(VMIS, *target)
             uid = str(ob.dig(vmi, "metadata", "uid")) if vmi else "gone"
@@ -210,7 +235,20 @@ def _requested(pod: Json | None, dialect: str) -> set[str]:
     return {str(e.get("interface")) for e in entries if isinstance(e, dict)}
 
 
+def _readable(raw: object) -> bool:
+    return isinstance(raw, str) and nw.parse_list(raw) is not None
+
+
 _VM_KINDS = {"virtualmachines", "virtualmachineinstances", "pods"}
+
+
+def _pod_target(path: str) -> tuple[str, str] | None:
+    """(namespace, pod name) a write to a pod concerns."""
+    parts = path.strip("/").split("/")
+    if "namespaces" not in parts:
+        return None
+    rest = parts[parts.index("namespaces") + 1:]
+    return (rest[0], rest[2]) if len(rest) >= 3 and rest[1] == "pods" else None
 
 
 def _vm_target(path: str) -> tuple[str, str] | None:

@@ -125,6 +125,9 @@ def _converged(views: Any, world: dict[str, dict[str, Any]]) -> list[Problem]:
     problems: list[Problem] = []
     live = {(str(v.view.key), str(v.view.snapshot.get("network"))) for v in views
             if not v.view.terminal}
+    # an interface the guest keeps is no longer desired, so only its ifName names it
+    live |= {(str(v.view.key), str(v.view.snapshot.get("if_name"))) for v in views
+             if not v.view.terminal}
     for key, seen in world.items():
         if seen["malformed"] or not seen["running"]:
             continue

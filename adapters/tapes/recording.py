@@ -41,7 +41,10 @@ async def record_cluster(
         informers = [
             Informer(connection, kind, namespace=scope.namespace_for(kind),
                      on_change=writer.watch_event, settings=WatchSettings())
-            for kind in flavour.watched
+            # upstream KubeVirt is the kubevirt flavour: no Deckhouse kinds exist there;
+            # Namespaces too, whose labels may opt VMs in to migrations
+            for kind in flavour.watched_by(
+                desired_in_template=flavour.name == "upstream", namespace_opt_in=True)
         ]
         tasks = [asyncio.create_task(i.run(), name=f"record {i.kind.name}") for i in informers]
         stopping = asyncio.create_task(stop.wait())

@@ -78,6 +78,7 @@ class KubeVirt(Reactor):
             for pod in self.members(PODS, key):
                 self.delete(PODS, pod)
             if kvvm is not None:
+                kvvm = self._clear_absent(kvvm)
                 self._report(kvvm, None)
             return
         finished = ob.dig(vmi, "status", "phase") in ("Failed", "Succeeded")
@@ -112,11 +113,17 @@ class KubeVirt(Reactor):
 
     def new_pod(self, vmi: Json, request: str | None, *, avoid: str = "",
                 migration_uid: str | None = None) -> Json:
-        """Create a launcher pod for `vmi` on a node other than `avoid`."""
+        """Create a launcher pod for `vmi` on a node other than `avoid`. Its name is
+        generated (`generateName`): a name already taken is drawn again, as KubeVirt
+        creates the pod again when the API server answers AlreadyExists."""
         node = self.rng.choice([n for n in NODES if n != avoid])
-        suffix = "".join(self.rng.choice("bcdfghjklmnpqrstvwxz2456789") for _ in range(5))
+        namespace, vm = vmi["metadata"]["namespace"], vmi["metadata"]["name"]
+        name = ""
+        while not name or self.store.peek(PODS, namespace, name) is not None:
+            suffix = "".join(self.rng.choice("bcdfghjklmnpqrstvwxz2456789") for _ in range(5))
+            name = f"virt-launcher-{vm}-{suffix}"
         pod = ob.launcher_pod(
-            vmi, VMIS, name=f"virt-launcher-{vmi['metadata']['name']}-{suffix}", node=node,
+            vmi, VMIS, name=name, node=node,
             dialect=self.knobs.dialect, request=request, migration_uid=migration_uid,
         )
         return self.store.create(PODS, pod)
@@ -177,6 +184,23 @@ class KubeVirt(Reactor):
         self.edit(KVVMS, kvvm, report, status=True)
 
     # ------------------------------------------------------------- hotplug
+
+    def _clear_absent(self, kvvm: Json) -> Json:
+        """With no VMI, every interface marked absent leaves the template, with its
+        network (KubeVirt's network synchronizer: `clearDetachedInterfaces` against no
+        interface status)."""
+        template = ob.dig(kvvm, "spec", "template", "spec") or {}
+        gone = {i.get("name") for i in ob.interfaces_of(template) if _unpluggable(i)}
+        if not gone:
+            return kvvm
+
+        def clear(obj: Json) -> None:
+            spec = obj["spec"]["template"]["spec"]
+            ob.set_interfaces(spec, [i for i in ob.interfaces_of(spec)
+                                     if i.get("name") not in gone])
+            spec["networks"] = [n for n in ob.networks_of(spec) if n.get("name") not in gone]
+
+        return self.edit(KVVMS, kvvm, clear)
 
     def _sync_spec(self, key: VMKey, kvvm: Json, vmi: Json) -> Json:
         template = ob.dig(kvvm, "spec", "template", "spec") or {}
@@ -239,8 +263,7 @@ class KubeVirt(Reactor):
         status = vmi.get("status") or {}
         if self.knobs.dialect != "multus" or status.get("phase") != "Running":
             return vmi
-        active = status.get("activePods") or {}
-        pod = next((p for p in self.members(PODS, key) if p["metadata"]["uid"] in active), None)
+        pod = ob.domain_pod(vmi, self.members(PODS, key))
         spec = vmi.get("spec") or {}
         links = ob.links_in(pod, spec, "multus")
         reported = {e.get("name") for e in status.get("interfaces") or []}
@@ -285,10 +308,10 @@ class KubeVirt(Reactor):
         status = vmi.get("status") or {}
         uid = vmi["metadata"]["uid"]
         token = (uid, "migration-required")
-        active = [p for p in self.members(PODS, key)
-                  if p["metadata"]["uid"] in (status.get("activePods") or {})]
+        pod = ob.domain_pod(vmi, self.members(PODS, key))
+        active = [pod] if pod is not None else []
         spec = vmi.get("spec") or {}
-        links = ob.links_in(active[0] if active else None, spec, "multus")
+        links = ob.links_in(pod, spec, "multus")
         reported = {e.get("name"): str(e.get("infoSource") or "")
                     for e in status.get("interfaces") or []}
         pending = sorted(

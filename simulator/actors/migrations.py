@@ -1,13 +1,17 @@
 """Live migrations as the simulated KubeVirt runs them (a part of the KubeVirt actor).
 
 A `VirtualMachineInstanceMigration` (`spec.vmiName`) goes Pending → Scheduling (a target
-launcher pod exists, created with the request annotation of the *current* KVVM template)
-→ Running (the SDN configured the target: at once in multus, where networks are given at
-pod start; when the agent reports every entry ready in deckhouse) → Succeeded after
-`delays.migration`: the VMI's `activePods` switch to the target, every interface whose
-link exists there is attached, `MigrationRequired` is cleared, the source pod goes.
-It ends Failed when the VMI is not running or not `LiveMigratable`, when the SDN fails
-the target, or when the knobs say migrations fail. One migration per VMI at a time.
+launcher pod exists, created with the request annotation of the *current* KVVM template,
+and listed in the VMI's `activePods` beside the source, as virt-controller lists every
+pod the VMI controls) → Running (the SDN configured the target: at once in multus, where
+networks are given at pod start; when the agent reports every entry ready in deckhouse)
+→ Succeeded after `delays.migration`: the VMI's `activePods` and `nodeName` switch to
+the target, every interface whose link exists there is attached, `MigrationRequired` is
+cleared, the source pod goes. It ends Failed (the target pod deleted and dropped from
+`activePods`) when the VMI is not running or not `LiveMigratable`, when the SDN fails the
+target, when (deckhouse) an interface of the VMI spec has no link on the target (the
+domain cannot start there), or when the knobs say migrations fail. One migration per
+VMI at a time.
 """
 
 from __future__ import annotations
@@ -55,6 +59,15 @@ class Migrations:
     def _fail(self, migration: Json, reason: str, target: Json | None = None) -> None:
         if target is not None:
             self.kv.delete(PODS, target)
+            vmi = self.kv.find(VMIS, target["metadata"]["namespace"],
+                               ob.dig(migration, "spec", "vmiName") or "")
+            gone = target["metadata"]["uid"]
+            if vmi is not None and gone in (ob.dig(vmi, "status", "activePods") or {}):
+                def drop(obj: Json) -> None:
+                    status = obj.setdefault("status", {})
+                    active = status.get("activePods") or {}
+                    status["activePods"] = {u: n for u, n in active.items() if u != gone}
+                self.kv.edit(VMIS, vmi, drop, status=True)
         state = dict(ob.dig(migration, "status", "migrationState") or {})
         state.update({"failed": True, "completed": True, "failureReason": reason})
         self._set(migration, {"phase": "Failed", "migrationState": state})
@@ -71,10 +84,9 @@ class Migrations:
             self._fail(migration, "the migration failed (simulated)")
             return False
         uid = migration["metadata"]["uid"]
-        active = ob.dig(vmi, "status", "activePods") or {}
         key = (vmi["metadata"]["namespace"], vmi["metadata"]["name"])
         pods = self.kv.members(PODS, key)
-        source = next((p for p in pods if p["metadata"]["uid"] in active), None)
+        source = ob.domain_pod(vmi, pods)
         target = next((p for p in pods if _labels(p).get(nw.MIGRATION_LABEL) == uid), None)
         if target is None:
             target = self.kv.new_pod(
@@ -88,8 +100,16 @@ class Migrations:
             "startTimestamp": ob.wall_time(), "completed": False,
         }
         self._set(migration, {"phase": "Scheduling", "migrationState": state})
-        self.kv.edit(VMIS, vmi, lambda o: o.setdefault("status", {}).update(
-            {"migrationState": state | {"migrationUid": uid}}), status=True)
+
+        def scheduling(obj: Json) -> None:
+            status = obj.setdefault("status", {})
+            status["migrationState"] = state | {"migrationUid": uid}
+            # virt-controller lists every pod the VMI controls, the target too
+            active = dict(status.get("activePods") or {})
+            active[target["metadata"]["uid"]] = target["spec"]["nodeName"]
+            status["activePods"] = active
+
+        self.kv.edit(VMIS, vmi, scheduling, status=True)
         return True
 
     def _target(self, key: VMKey, migration: Json) -> Json | None:
@@ -127,6 +147,13 @@ class Migrations:
         node = target["spec"]["nodeName"]
         spec = vmi.get("spec") or {}
         links = ob.links_in(target, spec, self.kv.knobs.dialect)
+        missing = sorted(str(i.get("name")) for i in ob.interfaces_of(spec)
+                         if i.get("state") != "absent" and i.get("name") not in links)
+        if missing and self.kv.knobs.dialect == "deckhouse":
+            # the target's network setup finds no tap for them: the domain cannot start
+            # there, the migration fails and the guest stays on the source
+            self._fail(migration, f"no link for {', '.join(missing)} on the target", target)
+            return
         multus = self.kv.knobs.dialect == "multus"
         interfaces = [
             ob.attached_interface(str(i.get("name")), index, links[str(i.get("name"))],

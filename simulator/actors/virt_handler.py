@@ -62,8 +62,7 @@ class VirtHandler(Reactor):
         phase = ob.dig(vmi, "status", "phase")
         if vmi is None or phase not in ("Scheduled", "Running"):
             return
-        active = ob.dig(vmi, "status", "activePods") or {}
-        pod = next((p for p in self.members(PODS, key) if p["metadata"]["uid"] in active), None)
+        pod = ob.domain_pod(vmi, self.members(PODS, key))
         if pod is None or ob.dig(pod, "status", "phase") != "Running":
             return
         spec = vmi.get("spec") or {}

@@ -25,6 +25,7 @@ from nicplug.adapters.demo.board import Board, Row
 from nicplug.adapters.demo.play import WorldDriver
 from nicplug.adapters.demo.scenarios import SCENARIOS, WORLDS, Outcome, Scenario, matches
 from nicplug.adapters.kube import resources as kinds
+from nicplug.adapters.kube.flavour import UPSTREAM
 from nicplug.adapters.kube.resources import KindRef
 from nicplug.adapters.settings import Settings
 from nicplug.simulator import resources as sim
@@ -73,7 +74,6 @@ PLANS: dict[str, Plan] = {
         Knobs(dialect="multus", dynamic_networks_controller=True,
               delays=Delays(sdn_configure=0.5)),
         Fixtures(rollout_strategy="Stage"),
-        settings={"gating": "always-live"},
     ),
 }
 
@@ -90,7 +90,8 @@ class WorldRun:
 class StoreCalls:
     """The two calls the demo's driver makes, served by the store without HTTP."""
 
-    _RESOURCES: Mapping[KindRef, sim.Resource] = {kinds.VIRTUAL_MACHINES: sim.VMS}
+    _RESOURCES: Mapping[KindRef, sim.Resource] = {
+        kinds.VIRTUAL_MACHINES: sim.VMS, UPSTREAM.kvvms: sim.KVVMS}
 
     def __init__(self, cluster: SimulatedCluster) -> None:
         self._store = cluster.store
@@ -201,7 +202,8 @@ async def play_world(name: str, directory: Path, lease: tuple[str, str], *,
         deadline = time.monotonic() + budget
         try:
             await _ready(controller, running, deadline)
-            driver = PromptDriver(name, StoreCalls(cluster), board, deadline)  # type: ignore[arg-type]
+            driver = PromptDriver(name, StoreCalls(cluster), board, deadline,  # type: ignore[arg-type]
+                                  edits_template=spec.dialect == "multus")
             scenarios = [s for s in SCENARIOS if s.world == name]
             missed = await _play(cluster, board, driver, scenarios, deadline)
         finally:

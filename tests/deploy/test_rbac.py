@@ -93,9 +93,9 @@ def test_the_scenarios_exercise_every_kind_of_write(runs: list[WorldRun]) -> Non
     kv = "internal.virtualization.deckhouse.io"  # Deckhouse's renamed KubeVirt
     for needed in (
         (P("", "pods", "patch"),),  # PatchPodNetworks
-        (P("kubevirt.io", "virtualmachines", "patch"),  # PatchVirtualMachine, RestartVM
-         P(kv, "internalvirtualizationvirtualmachines", "patch")),
+        (P(kv, "internalvirtualizationvirtualmachines", "patch"),),  # PatchVirtualMachine
         (P("virtualization.deckhouse.io", "virtualmachines/status", "patch"),),  # SetVMCondition
+        (P("kubevirt.io", "virtualmachines/status", "patch"),),  # SetVMCondition (kubevirt)
         (P("kubevirt.io", "virtualmachineinstancemigrations", "create"),  # CreateMigration
          P(kv, "internalvirtualizationvirtualmachineinstancemigrations", "create")),
         (P("events.k8s.io", "events", "create"),),  # EmitEvent

@@ -17,6 +17,7 @@ from nicplug.engine.errors import PermanentError, RetryAfterObservation, Tempora
 from nicplug.engine.journal import Appended, Commit, PendingEffect
 from nicplug.engine.listening import RuntimeListener
 from nicplug.engine.model import Cause, Key, NewEvent, RecordedEvent, StreamId, StreamView
+from nicplug.engine.outbox import check_not_held
 from nicplug.engine.runtime import Runtime
 from nicplug.engine.sqlite_journal import SQLiteJournal
 from tests.engine.counter_machine import REMINDER, Counter, CounterMachine
@@ -521,6 +522,70 @@ async def test_a_held_key_decides_nothing_until_it_is_observed_again(
     await runtime.observe(A, 1, Cause("observation", "target@2"))
     await runtime.drain()  # the outcome first; the reminder it made moot is dropped
     assert await types_of(journal, A) == ["Requested", "Bumped"]
+    await runtime.stop()
+
+
+async def test_a_retry_due_while_its_key_is_held_waits_for_the_next_observation(
+    journal: SQLiteJournal,
+) -> None:
+    clock = VirtualClock()
+    executor = ScriptedExecutor(clock, journal, script={1: [TemporaryError("503")]})
+    runtime = make(journal, executor, clock)
+    await runtime.start()
+    await runtime.observe(A, 1, Cause("observation", "target@1"))
+    await runtime.drain()
+    assert [t for t, _, _ in executor.calls] == [0.0]  # the retry is due at 1.0
+    runtime.hold(A)
+
+    clock.advance(5.0)
+    await runtime.drain()
+    assert len(executor.calls) == 1  # held still: not attempted from the last world
+
+    await runtime.observe(A, 1, Cause("observation", "target@2"))
+    await runtime.drain()
+    assert [t for t, _, _ in executor.calls] == [0.0, 5.0]
+    assert await types_of(journal, A) == ["Requested", "Bumped"]
+    rows = await journal.outbox(stream=stream(A), pending_only=False)
+    assert [(r.status, r.attempts) for r in rows] == [("succeeded", 2)]
+    await runtime.stop()
+
+
+@dataclass
+class FencedWriter:
+    """Reads, waits to be released, then writes: the fence checked the instant before
+    the write, as the Kubernetes calls do."""
+
+    started: asyncio.Event = field(default_factory=asyncio.Event)
+    release: asyncio.Event = field(default_factory=asyncio.Event)
+    writes: list[int] = field(default_factory=list)
+
+    async def execute(self, effect: PendingEffect) -> Mapping[str, Any]:
+        self.started.set()
+        await self.release.wait()
+        check_not_held()
+        self.writes.append(effect.id)
+        return {}
+
+
+async def test_an_attempt_under_way_when_its_key_is_held_writes_nothing(
+    journal: SQLiteJournal,
+) -> None:
+    clock = VirtualClock()
+    writer = FencedWriter()
+    runtime = make(journal, writer, clock)
+    await runtime.start()
+    await runtime.observe(A, 1, Cause("observation", "target@1"))
+    await writer.started.wait()
+    runtime.hold(A)  # between the attempt's read and its write
+    writer.release.set()
+    await runtime.drain()
+    assert writer.writes == []
+    assert await types_of(journal, A) == ["Requested"]
+
+    await runtime.observe(A, 1, Cause("observation", "target@2"))
+    await runtime.drain()  # decided again from the readable world: asked for again
+    assert writer.writes == [2]
+    assert await types_of(journal, A) == ["Requested", "Requested", "Bumped"]
     await runtime.stop()
 
 

@@ -18,6 +18,7 @@ from nicplug.simulator import networking as nw
 from nicplug.simulator import objects as ob
 from nicplug.simulator.apis import served_api
 from nicplug.simulator.cluster import SimulatedCluster
+from nicplug.simulator.errors import NotFound
 from nicplug.simulator.knobs import Knobs
 from nicplug.simulator.resources import ALL, KVVMS, PODS, VMIS, VMS, Resource
 from nicplug.simulator.store import Store
@@ -58,7 +59,12 @@ def active_pods(store: Store, vm: str) -> list[Json]:
 
 
 def vm_condition(store: Store, vm: str, type_: str) -> Json | None:
-    return ob.condition(store.get(VMS, *split(vm)), type_)
+    """A condition on the VM the user edits: Deckhouse's, or (upstream KubeVirt, where
+    there is none) the KubeVirt VM."""
+    try:
+        return ob.condition(store.get(VMS, *split(vm)), type_)
+    except NotFound:
+        return ob.condition(store.get(KVVMS, *split(vm)), type_)
 
 
 def restart_pending(cluster: SimulatedCluster, vm: str) -> bool:

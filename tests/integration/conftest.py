@@ -29,7 +29,9 @@ import aiohttp
 import pytest
 
 from nicplug.adapters.controller import Controller
+from nicplug.adapters.kube import hotplug_edits as edits
 from nicplug.adapters.settings import Settings
+from nicplug.machines.world import if_name_of
 from nicplug.simulator.cluster import SimulatedCluster
 from nicplug.simulator.fixtures import Fixtures
 from nicplug.simulator.knobs import Delays, Knobs
@@ -232,12 +234,66 @@ class User:
     async def set_networks(self, vm: str, networks: list[dict[str, Any]]) -> None:
         await self._send("PATCH", self._vm_path(vm), {"spec": {"networks": networks}})
 
-    async def add_network(self, vm: str, type_: str, name: str) -> None:
+    @property
+    def edits_template(self) -> bool:
+        """Upstream KubeVirt (the kubevirt flavour): the user edits the KubeVirt VM."""
+        return self.cluster.knobs.dialect == "multus"
+
+    def _kvvm_path(self, vm: str) -> str:
+        namespace, name = split(vm)
+        group, plural = served(self.cluster, "kubevirt.io", "virtualmachines")
+        return f"/apis/{group}/v1/namespaces/{namespace}/{plural}/{name}"
+
+    async def add_network(self, vm: str, type_: str, name: str, *,
+                          mac: str | None = None, interface: str | None = None) -> None:
+        if self.edits_template:  # as the KubeVirt user guide does it
+            kvvm = await self._send("GET", self._kvvm_path(vm))
+            network = edits.nad_name(kvvm, type_, name, cluster_nad_namespace=self.nad_namespace)
+            # named as nicplug would name it, unless told: the views look for that name
+            interface = interface or if_name_of(type_, name)  # type: ignore[arg-type]
+            patch = edits.plug(kvvm, interface=interface, network_name=network, mac=mac)
+            if patch is not None:
+                await self._send("PATCH", self._kvvm_path(vm), patch)
+            return
         networks = await self.networks(vm)
         next_id = max((int(n.get("id") or 0) for n in networks), default=1) + 1
         await self.set_networks(vm, [*networks, {"type": type_, "name": name, "id": next_id}])
 
+    async def add_networks(self, vm: str, *refs: tuple[str, str]) -> None:
+        """Add several networks in one edit."""
+        if not self.edits_template:
+            networks = await self.networks(vm)
+            next_id = max((int(n.get("id") or 0) for n in networks), default=1) + 1
+            added = [{"type": t, "name": n, "id": i} for i, (t, n) in enumerate(refs, next_id)]
+            await self.set_networks(vm, [*networks, *added])
+            return
+        kvvm = await self._send("GET", self._kvvm_path(vm))
+        patch = None
+        for type_, name in refs:
+            network = edits.nad_name(kvvm, type_, name, cluster_nad_namespace=self.nad_namespace)
+            patch = edits.plug(kvvm, interface=if_name_of(type_, name),  # type: ignore[arg-type]
+                               network_name=network) or patch
+            if patch is not None:
+                kvvm = {**kvvm, "spec": {**kvvm["spec"], "template": {
+                    **kvvm["spec"]["template"], "spec": {
+                        **kvvm["spec"]["template"]["spec"], **patch["spec"]["template"]["spec"]}}}}
+        if patch is not None:
+            await self._send("PATCH", self._kvvm_path(vm), patch)
+
+    @property
+    def nad_namespace(self) -> str:
+        return self.cluster.knobs.cluster_network_nad_namespace
+
     async def remove_network(self, vm: str, identity: str) -> None:
+        if self.edits_template:
+            kvvm = await self._send("GET", self._kvvm_path(vm))
+            interface = edits.interface_of(kvvm, identity,
+                                           cluster_nad_namespace=self.nad_namespace)
+            patch = None if interface is None else edits.unplug(kvvm, interface=interface)
+            if patch is not None:
+                await self._send("PATCH", self._kvvm_path(vm), patch)
+            return
+
         def ident(n: dict[str, Any]) -> str:
             return "Main" if n.get("type") == "Main" else f"{n.get('type')}/{n.get('name')}"
 
@@ -249,6 +305,10 @@ class User:
 
     async def patch_vm(self, vm: str, patch: Any, content_type: str = MERGE) -> None:
         await self._send("PATCH", self._vm_path(vm), patch, content_type)
+
+    async def patch_kvvm(self, vm: str, patch: Any, *, status: bool = False) -> None:
+        path = self._kvvm_path(vm) + ("/status" if status else "")
+        await self._send("PATCH", path, patch)
 
     async def patch_pod(self, namespace: str, name: str, patch: Any) -> None:
         await self._send("PATCH", f"/api/v1/namespaces/{namespace}/pods/{name}", patch)

@@ -97,6 +97,9 @@ async def test_withdrawing_a_failed_plug_clears_the_failure(
 async def test_stage_unplug_with_automatic_approval_applies_at_restart(
     knobs, start_cluster, start_controller, user_of
 ):
+    if knobs.dialect == "multus":
+        pytest.skip("KubeVirt has no restart approval, and applies the unplug live under "
+                    "Stage: the kubevirt flavour gates nothing")
     fixtures = Fixtures(vms=1, rollout_strategy="Stage", vm_networks=(USER_NET,))
     cluster = await start_cluster(knobs, fixtures)
     ctl = await start_controller(cluster)
@@ -128,10 +131,7 @@ async def test_many_vms_at_once(knobs, start_cluster, start_controller, user_of)
     ctl = await start_controller(cluster)
     user = user_of(cluster)
     vms = [f"{ns}/{name}" for ns, name in cluster.vms]
-    wanted = [{"type": "Main", "id": 1}, {"type": "Network", "name": "user-net", "id": 2},
-              {"type": "ClusterNetwork", "name": "storage", "id": 3}]
-
-    await asyncio.gather(*(user.set_networks(vm, wanted) for vm in vms))
+    await asyncio.gather(*(user.add_networks(vm, USER_NET, STORAGE) for vm in vms))
     for vm in vms:
         for ref in (USER_NET, STORAGE):
             op = await ctl.journal.wait_for(vm, "/".join(ref), "plug", {"Attached", "Failed"})
@@ -146,7 +146,10 @@ async def test_many_vms_at_once(knobs, start_cluster, start_controller, user_of)
     pod_writes = writes(cluster, POD_PATCH)
     assert len(vms) <= pod_writes <= 2 * len(vms) if knobs.dialect == "deckhouse" else \
         pod_writes == 0
-    assert len(vms) <= writes(cluster, KVVM_PATCH) <= 2 * len(vms)
+    if knobs.dialect == "deckhouse":
+        assert len(vms) <= writes(cluster, KVVM_PATCH) <= 2 * len(vms)
+    else:  # the user's own edit of each KubeVirt VM, and none of nicplug's
+        assert writes(cluster, KVVM_PATCH) == len(vms)
     assert_healthy(cluster)
 
 

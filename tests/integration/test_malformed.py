@@ -38,7 +38,10 @@ async def test_malformed_objects_hold_one_vm_and_never_stop_the_others(
     # a VM whose network list no translator can read, and a launcher pod whose SDN
     # request annotation is not JSON — both there before the controller's first list
     await user.add_network(BAD_VM, *USER_NET)
-    await user.patch_vm(BAD_VM, {"spec": {"networks": [{"type": "Main", "id": "one"}]}})
+    if dialect == "deckhouse":
+        await user.patch_vm(BAD_VM, {"spec": {"networks": [{"type": "Main", "id": "one"}]}})
+    else:  # the desired state is the KubeVirt VM: make that one unreadable
+        await user.patch_kvvm(BAD_VM, {"status": {"conditions": [{"type": 1}]}}, status=True)
     (pod,) = active_pods(cluster.store, BAD_POD)
     namespace, _ = split(BAD_POD)
     await user.patch_pod(namespace, pod["metadata"]["name"],
@@ -67,19 +70,30 @@ async def test_malformed_objects_hold_one_vm_and_never_stop_the_others(
     assert await ctl.metric("nicplug_observation_errors_total", kind="object") >= 1
     assert await ctl.metric("nicplug_observation_errors_total", kind="annotation") >= 1
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
-    assert any(m.startswith(f"vm={BAD_VM} held still") and "spec.networks[0].id" in m
+    field = "spec.networks[0].id" if dialect == "deckhouse" else "status.conditions[0].type"
+    assert any(m.startswith(f"vm={BAD_VM} held still") and field in m
                for m in warnings), warnings
     assert any(m.startswith(f"vm={BAD_POD} waits on an unreadable pod annotation")
                for m in warnings), warnings
     ctl.alive()
 
     # once readable again, both go on from where the world is
-    await user.set_networks(BAD_VM, [{"type": "Main", "id": 1},
-                                     {"type": "Network", "name": "user-net", "id": 2}])
+    if dialect == "deckhouse":
+        await user.set_networks(BAD_VM, [{"type": "Main", "id": 1},
+                                         {"type": "Network", "name": "user-net", "id": 2}])
+    else:
+        await user.patch_kvvm(BAD_VM, {"status": {"conditions": []}}, status=True)
     if dialect == "deckhouse":  # multus: KubeVirt already rewrote it
         await user.patch_pod(namespace, pod["metadata"]["name"],
                              {"metadata": {"annotations": {REQUEST[dialect]: None}}})
     for vm in (BAD_VM, BAD_POD):
+        if vm == BAD_VM and dialect == "multus":
+            # KubeVirt hot-plugged what the user wrote into its VM while nicplug could
+            # not read it; readable again, the VM's world shows nothing left to do
+            await ctl.journal.wait_for(GOOD, "Network/user-net", "plug", {"Attached"})
+            assert await ctl.journal.of(BAD_VM) == []
+            assert_interface(cluster, vm, USER_NET, present=True)
+            continue
         op = await ctl.journal.wait_for(vm, "Network/user-net", "plug", {"Attached", "Failed"})
         assert await ctl.journal.path_of(op.stream) == list(PLUG_PATHS[dialect])
         assert_requests(cluster, vm, [USER_NET])

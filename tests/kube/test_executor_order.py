@@ -177,6 +177,40 @@ async def test_a_kvvm_patch_decided_on_one_launcher_pod_is_not_sent_after_the_vm
     assert interfaces_of(store) == ["default", NET_A]
 
 
+async def test_a_write_for_the_next_boot_is_not_sent_once_the_vm_started(
+    api_server: ApiServer, connection: ApiConnection
+) -> None:
+    """Decided while the VM was stopped, sent (late: slow answers, retries) after it
+    started again: KubeVirt would hot-plug the interfaces into the running VMI before
+    any launcher pod requested them from the SDN."""
+    store = api_server.store
+    store.create(NAMESPACES, {"metadata": {"name": "ns1"}})
+    store.create(KVVMS, kvvm_for(Knobs(), "ns1", "vm", (("Network", "net-a"),)))
+    decided = dataclasses.replace(plug_b(template_of(store.get(KVVMS, "ns1", "vm"))),
+                                  stopped=True)
+    executor = KubeExecutor(KubeCalls(connection), dialect_for("deckhouse"), flavour=UPSTREAM)
+    store.create(VMIS, {"metadata": {"name": "vm", "namespace": "ns1"},
+                        "status": {"phase": "Scheduled", "activePods": {"pod-p1": "node-a"}}})
+
+    with pytest.raises(RetryAfterObservation, match="started since"):
+        await executor.execute(pending(1, decided))
+    assert interfaces_of(store) == ["default", NET_A]
+
+
+async def test_a_write_for_the_next_boot_goes_to_a_vm_still_stopped(
+    api_server: ApiServer, connection: ApiConnection
+) -> None:
+    store = api_server.store
+    store.create(NAMESPACES, {"metadata": {"name": "ns1"}})
+    store.create(KVVMS, kvvm_for(Knobs(), "ns1", "vm", (("Network", "net-a"),)))
+    decided = dataclasses.replace(plug_b(template_of(store.get(KVVMS, "ns1", "vm"))),
+                                  stopped=True)
+    executor = KubeExecutor(KubeCalls(connection), dialect_for("deckhouse"), flavour=UPSTREAM)
+
+    await executor.execute(pending(1, decided))
+    assert interfaces_of(store) == ["default", NET_A, NET_B]
+
+
 async def test_a_pod_patch_decided_from_requests_that_changed_since_is_not_sent(
     api_server: ApiServer, connection: ApiConnection
 ) -> None:

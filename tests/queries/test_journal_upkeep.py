@@ -69,6 +69,28 @@ def test_verify_names_every_mismatch_and_rebuild_repairs_the_read_model(journal:
     assert as_json("journal", "verify", "--journal", str(journal))["ok"] is True
 
 
+def test_rebuild_writes_only_the_rows_that_differ_from_their_fold(journal: Path) -> None:
+    with sqlite3.connect(journal) as conn:
+        other, snapshot = conn.execute(
+            "SELECT stream, snapshot FROM streams WHERE stream != ? AND state IS NOT NULL"
+            " AND snapshot_through = version AND archived IS NULL ORDER BY stream LIMIT 1",
+            (PLUGGED,),
+        ).fetchone()
+        # the same value in another key order: equal to the fold, but not as written
+        reordered = json.dumps(dict(reversed(json.loads(snapshot).items())))
+        conn.execute("UPDATE streams SET snapshot = ? WHERE stream = ?", (reordered, other))
+    sql(journal, "UPDATE streams SET state = 'Failed' WHERE stream = ?", PLUGGED)
+
+    rebuilt = nicplug("journal", "rebuild", "--journal", str(journal))
+
+    assert rebuilt.exit_code == 0 and "(1 differed from the fold)" in rebuilt.stdout
+    with sqlite3.connect(journal) as conn:
+        rows = dict(conn.execute("SELECT stream, snapshot FROM streams").fetchall())
+        (state,) = conn.execute("SELECT state FROM streams WHERE stream = ?",
+                                (PLUGGED,)).fetchone()
+    assert rows[other] == reordered and state == "Attached"
+
+
 async def test_rebuild_refuses_a_journal_a_controller_holds(journal: Path) -> None:
     before = contents(journal)
     writer = await SQLiteJournal.open(journal, schemas=schemas())

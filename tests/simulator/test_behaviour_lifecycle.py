@@ -26,7 +26,9 @@ async def test_fixtures_create_running_vms_that_the_actors_leave_alone() -> None
         version = store.resource_version
         await cluster.advance(30.0)
         assert store.resource_version == version, "a consistent world needs no fixing"
-        assert len(store.list(VMS)[0]) == len(store.list(KVVMS)[0]) == 40
+        assert len(store.list(KVVMS)[0]) == 40
+        # upstream KubeVirt has no Deckhouse VM: its users edit the KubeVirt VM itself
+        assert len(store.list(VMS)[0]) == (40 if dialect == "deckhouse" else 0)
         assert len(store.list(VMIS, "ns-b")[0]) == 20 and len(store.list(PODS)[0]) == 40
         kv = store.get(KUBEVIRTS, "kubevirt", "kubevirt")
         assert kv["spec"]["configuration"]["vmRolloutStrategy"] == "Stage"

@@ -47,7 +47,7 @@ def world_of(scenario: Scenario) -> WorldSpec:
 def replay_args(scenario: Scenario) -> list[str]:
     """The options a replay of the scenario's tape needs: the controller's."""
     spec = world_of(scenario)
-    return ["--dialect", spec.dialect, *spec.controller_args]
+    return ["--flavour", spec.flavour, *spec.controller_args]
 
 
 def scenario_vm(scenario: Scenario) -> str:
@@ -70,7 +70,8 @@ async def record(scenario: Scenario, directory: Path, tape: Path, *, budget: flo
         refresh = asyncio.create_task(_refresh(board))
         try:
             deadline = time.monotonic() + budget
-            driver = WorldDriver(spec.name, KubeCalls(connection), board, deadline)
+            driver = WorldDriver(spec.name, KubeCalls(connection), board, deadline,
+                                 edits_template=spec.dialect == "multus")
             await scenario.steps(driver)
             for outcome in scenario.outcomes:
                 await driver.wait_for(outcome, states=frozenset({outcome.state}))
@@ -111,6 +112,8 @@ def _concerns(obj: dict[str, Any], namespace: str, name: str) -> bool:
     kind = str(obj.get("kind")).removeprefix("InternalVirtualization")  # Deckhouse's names
     if kind in ("KubeVirt", "Network", "ClusterNetwork"):
         return True
+    if kind == "Namespace":  # its label may opt the VM in to migrations
+        return bool(meta.get("name") == namespace)
     if meta.get("namespace") != namespace:
         return False
     owner = meta.get("name")

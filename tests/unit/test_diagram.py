@@ -54,8 +54,10 @@ def test_the_readme_shows_the_current_graphs(name: str, flavour: str) -> None:
 
 
 def test_the_multus_flavour_draws_kubevirts_order() -> None:
-    result = CliRunner().invoke(app, ["diagram", "--flavour", "multus"])
+    result = CliRunner().invoke(app, ["diagram", "--flavour", "kubevirt"])
     assert result.exit_code == 0, result.output
-    assert "title: nicplug multus plug" in result.output
+    assert "title: nicplug kubevirt plug" in result.output
+    older = CliRunner().invoke(app, ["diagram", "--flavour", "multus"])  # the older name
+    assert older.exit_code == 0 and older.output == result.output
     assert "Requested --> VMIPatched: sync_vmi" in result.output
     assert "VMIPatched --> AnnotationPatched: annotate [pod_holds_entry]" in result.output

@@ -70,6 +70,7 @@ class VMObjects:
     networks: Iterable[Body] = ()
     cluster_networks: Iterable[Body] = ()
     created_by_label: str = UPSTREAM.created_by_label  # as the cluster's Flavour names it
+    namespace_object: Body | None = None  # the VM's Namespace, where watched
 
 
 def active_pod_uids(vmi: Body) -> tuple[str, ...]:
@@ -147,7 +148,13 @@ def assemble_world(
     namespace, name = objects.namespace, objects.name
 
     vm = None
-    if (vm_body := objects.vm) is not None:
+    in_template = dialect.kubevirt_owns_requests  # the kubevirt flavour
+    if in_template:
+        if (template_body := objects.kvvm) is not None:
+            vm = _memoized(memo, "desired", template_body, lambda: records.desired_in_template(
+                read(KVVMObject, template_body, kind="KubeVirt VirtualMachine"),
+                cluster_nad_namespace=dialect.cluster_nad_namespace))
+    elif (vm_body := objects.vm) is not None:
         vm = _memoized(memo, "vm", vm_body, lambda: records.desired_vm(
             read(VirtualMachineObject, vm_body, kind="VirtualMachine")))
 
@@ -173,7 +180,8 @@ def assemble_world(
         except MalformedObject as e:
             errors.append(str(e))
 
-    pods = _launcher_pods(objects, dialect, errors, memo)
+    named = _pod_interfaces(kvvm, vmi, dialect) if in_template else None
+    pods = _launcher_pods(objects, dialect, errors, memo, named)
     migrations = _migrations(objects, errors, memo)
     cluster = _cluster_config(objects.kubevirts, errors, memo)
 
@@ -189,12 +197,38 @@ def assemble_world(
         cluster=cluster,
         networks_ready=networks_ready,
         observation_errors=tuple(errors),
+        namespace_labels=_labels_of(objects.namespace_object),
     )
     return Translation(world=world, dialect=dialect)
 
 
+def _pod_interfaces(kvvm: KVVM | None, vmi: VMI | None, dialect: Dialect) -> dict[str, str]:
+    """Pod-side interface name → KubeVirt network name, for every multus network the
+    template or the VMI's spec names: where users name the interfaces, this is how a
+    pod's entries are told to be theirs."""
+    named: dict[str, str] = {}
+    for record in (kvvm, vmi):
+        for network in record.networks if record is not None else ():
+            if network.multus_network is not None:
+                named[dialect.pod_interface(if_name=network.name)] = network.name
+    return named
+
+
+def _labels_of(body: Body | None) -> Mapping[str, str]:
+    """A Namespace's labels; whatever is not a string label is not a label."""
+    metadata = body.get("metadata") if isinstance(body, _MAPPING) else None
+    labels = metadata.get("labels") if isinstance(metadata, _MAPPING) else None
+    if not isinstance(labels, _MAPPING):
+        return {}
+    return {k: v for k, v in labels.items() if isinstance(k, str) and isinstance(v, str)}
+
+
 def _launcher_pods(
-    objects: VMObjects, dialect: Dialect, errors: list[str], memo: ReadMemo | None
+    objects: VMObjects,
+    dialect: Dialect,
+    errors: list[str],
+    memo: ReadMemo | None,
+    named: Mapping[str, str] | None = None,
 ) -> tuple[LauncherPod, ...]:
     """The VMI's launcher pods: listed in its `activePods` or labelled with its uid;
     none without a VMI (a pod outliving its VMI runs nothing nicplug can change)."""
@@ -218,8 +252,9 @@ def _launcher_pods(
             continue
         if pod.metadata.deletion_timestamp or pod.status.phase in FINISHED_POD_PHASES:
             continue  # gone or going: no SDN request of it matters any more
-        record = _memoized(
-            memo, "launcher", body, partial(records.launcher_pod, pod, dialect=dialect))
+        what = "launcher" if not named else "launcher:" + ",".join(sorted(named.values()))
+        record = _memoized(memo, what, body, partial(
+            records.launcher_pod, pod, dialect=dialect, interfaces=named))
         pods.append(record)
     return tuple(sorted(pods, key=lambda p: p.name))
 

@@ -81,10 +81,15 @@ class InterfaceModel(Model):
 
     name: str = Field(min_length=1)
     state: str = ""
+    mac_address: str = ""
 
 
 class MultusRef(Model):
     network_name: str = Field(min_length=1)
+
+
+class PodRef(Model):
+    """`networks[].pod: {}`: the pod network (nicplug's `Main`)."""
 
 
 class NetworkModel(Model):
@@ -92,6 +97,7 @@ class NetworkModel(Model):
 
     name: str = Field(min_length=1)
     multus: MultusRef | None = None
+    pod: PodRef | None = None
 
 
 class Devices(Model):
@@ -128,8 +134,13 @@ class KVVMSpec(Model):
         return self
 
 
+class KVVMStatus(Model):
+    conditions: list[ConditionModel] = []
+
+
 class KVVMObject(KubeObject):
     spec: KVVMSpec
+    status: KVVMStatus = KVVMStatus()
 
 
 class VMIInterfaceStatusModel(Model):

@@ -9,7 +9,7 @@ exception. Nothing here looks at more than one object or decides anything.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from nicplug.adapters.kube.translate.objects import (
     ConditionModel,
@@ -39,6 +39,7 @@ from nicplug.machines.world import (
     SDNStatus,
     VMIInterfaceStatus,
     identity_of,
+    nad_network,
 )
 
 ABSENT = "absent"
@@ -73,6 +74,57 @@ def desired_vm(vm: VirtualMachineObject) -> DesiredVM:
         },
         conditions=conditions(vm.status.conditions),
         labels=vm.metadata.labels,
+    )
+
+
+def desired_in_template(obj: KVVMObject, *, cluster_nad_namespace: str) -> DesiredVM:
+    """The kubevirt flavour's desired state: the KubeVirt VirtualMachine's own template,
+    as users edit it (`kubevirt/user-guide` `docs/network/hotplug/interfaces.md`).
+
+    Each interface of `spec.template.spec.domain.devices.interfaces` with its network
+    of the same name is wanted: a `pod` network is `Main`, a `multus` one the Network
+    or ClusterNetwork its `networkName` names (`nad_network`), under the interface name
+    the user gave it; an interface `state: absent` is not wanted (KubeVirt unplugs it,
+    then drops it). A NAD in any other namespace, and an interface without a network,
+    are not nicplug's: left out. A template with neither interfaces nor networks gets
+    KubeVirt's default pod network (`None`: `[Main]`). The interface's `macAddress` is
+    the MAC, the VM's labels and status conditions are the VM's.
+    """
+    namespace = obj.metadata.namespace
+    template = obj.spec.template.spec
+    by_name = {n.name: n for n in template.networks}
+    interfaces = template.domain.devices.interfaces
+    networks: tuple[NetworkSpec, ...] | None = None
+    macs: dict[str, str] = {}
+    if interfaces or template.networks:
+        wanted: list[NetworkSpec] = []
+        for interface in interfaces:
+            network = by_name.get(interface.name)
+            if interface.state == ABSENT or network is None:
+                continue
+            if network.multus is None:
+                if network.pod is not None:
+                    wanted.append(NetworkSpec("Main", interface=interface.name))
+                continue
+            found = nad_network(
+                network.multus.network_name, namespace, cluster_nad_namespace, interface.name)
+            if found is None:
+                continue
+            spec = NetworkSpec(found[0], found[1], interface=interface.name)
+            wanted.append(spec)
+            if interface.mac_address:
+                macs[spec.identity] = interface.mac_address
+        networks = tuple(wanted)
+    return DesiredVM(
+        uid=obj.metadata.uid,
+        namespace=namespace,
+        name=obj.metadata.name,
+        resource_version=obj.metadata.resource_version,
+        networks=networks,
+        macs=macs,
+        conditions=conditions(obj.status.conditions),
+        labels=obj.metadata.labels,
+        in_template=True,
     )
 
 
@@ -144,9 +196,13 @@ def info_sources(value: str) -> frozenset[str]:
     return frozenset(part.strip() for part in value.split(",") if part.strip())
 
 
-def launcher_pod(pod: PodObject, *, dialect: Dialect) -> LauncherPod:
-    """The pod with its SDN annotations parsed. An unreadable annotation becomes the
-    pod's observation error and reads as empty; the other one is still read."""
+def launcher_pod(
+    pod: PodObject, *, dialect: Dialect, interfaces: Mapping[str, str] | None = None
+) -> LauncherPod:
+    """The pod with its SDN annotations parsed (`interfaces`: the pod-side names of the
+    networks the VM's spec names, see `Dialect.parse_requests`). An unreadable
+    annotation becomes the pod's observation error and reads as empty; the other one is
+    still read."""
     annotations = pod.metadata.annotations
     namespace = pod.metadata.namespace
     problems: list[str] = []
@@ -154,13 +210,15 @@ def launcher_pod(pod: PodObject, *, dialect: Dialect) -> LauncherPod:
     reported: tuple[SDNStatus, ...] = ()
     try:
         requested = dialect.parse_requests(
-            value=annotations.get(dialect.request_annotation), namespace=namespace
+            value=annotations.get(dialect.request_annotation), namespace=namespace,
+            interfaces=interfaces,
         )
     except MalformedAnnotation as e:
         problems.append(str(e))
     try:
         reported = dialect.parse_statuses(
-            value=annotations.get(dialect.status_annotation), namespace=namespace
+            value=annotations.get(dialect.status_annotation), namespace=namespace,
+            interfaces=interfaces,
         )
     except MalformedAnnotation as e:
         problems.append(str(e))

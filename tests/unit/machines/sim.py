@@ -54,6 +54,7 @@ from nicplug.machines.world import (
     SDNStatus,
     VMIInterfaceStatus,
     World,
+    nad_network,
 )
 
 KEY = Key("ns/vm")
@@ -114,10 +115,49 @@ class Sim:
     resumes: str | None = None
     # KubeVirt recreates a deleted VMI at once, before anyone sees the VM stopped
     recreate_at_once: bool = False
+    # the kubevirt flavour: the desired state is the KVVM template, which the user edits
+    # (`user_plugs`, `user_unplugs`); `networks` is not read
+    in_template: bool = False
+
+    def user_plugs(self, nad: str, interface: str) -> None:
+        """The user guide's hotplug: an interface with its multus network."""
+        self.kvvm_ifaces = [i for i in self.kvvm_ifaces if i.name != interface]
+        self.kvvm_ifaces.append(KVVMInterface(interface))
+        if all(n.name != interface for n in self.kvvm_nets):
+            self.kvvm_nets.append(KVVMNetwork(interface, f"ns/{nad}"))
+
+    def user_unplugs(self, interface: str) -> None:
+        """The user guide's unplug: the interface `state: absent`."""
+        self.kvvm_ifaces = [KVVMInterface(i.name, i.absent or i.name == interface)
+                            for i in self.kvvm_ifaces]
+
+    def template_networks(self) -> tuple[NetworkSpec, ...]:
+        """The desired list as the adapter reads it from the template."""
+        specs = []
+        nets = {n.name: n for n in self.kvvm_nets}
+        for iface in self.kvvm_ifaces:
+            network = nets.get(iface.name)
+            if iface.absent or network is None:
+                continue
+            if network.multus_network is None:
+                specs.append(NetworkSpec("Main", interface=iface.name))
+                continue
+            found = nad_network(network.multus_network, "ns", "default", iface.name)
+            if found is not None:
+                specs.append(NetworkSpec(found[0], found[1], interface=iface.name))
+        for spec in specs:
+            self.names[spec.if_name] = spec.identity
+        return tuple(specs)
 
     def world(self) -> World:
         vm = None
-        if not self.vm_deleted:
+        if not self.vm_deleted and self.in_template:
+            vm = DesiredVM(
+                "uid-1", "ns", "vm", "1", self.template_networks(),
+                conditions=tuple(self.vm_conditions.values()), labels=dict(self.kvvm_labels),
+                in_template=True,
+            )
+        elif not self.vm_deleted:
             vm = DesiredVM(
                 "uid-1", "ns", "vm", "1", self.networks, self.approval,  # type: ignore[arg-type]
                 conditions=tuple(self.vm_conditions.values()),
@@ -322,6 +362,9 @@ def check_invariants(world: World, decision: Decision, multus: bool = False) -> 
                     raise InvariantBroken(f"{n.identity} added to the KVVM before SDN ready")
         if isinstance(effect, PatchPodNetworks) and multus:
             raise InvariantBroken("a pod's networks annotation written where KubeVirt owns it")
+        if isinstance(effect, PatchVirtualMachine | RestartVM) and world.vm is not None \
+                and world.vm.in_template:
+            raise InvariantBroken("the user's KubeVirt VM written in the kubevirt flavour")
         if isinstance(effect, PatchVirtualMachine) and multus:
             kvvm = world.kvvm
             if kvvm is not None and effect.template_requests != kvvm.template_requests:

@@ -100,6 +100,27 @@ def test_a_plug_written_to_a_stopped_vm_waits_for_the_boot_and_attaches() -> Non
     assert d.op("Network/x", "plug").state == "Attached"
 
 
+def test_a_multus_plug_written_to_a_stopped_vm_waits_for_the_boot_and_attaches() -> None:
+    """Upstream KubeVirt: the KVVM template written to a stopped VM is what its next
+    boot brings, so the plug waits for the boot in `VMIPatched` (its deadline paused),
+    not in `Requested` for a VMI spec that no running VM will ever sync."""
+    sim = Sim(networks=(MAIN, X), running=False, vmi_uid=None, kubevirt_owns_pod=True)
+    d = driver(sim, dialect_kind="multus")
+    d.multus = True
+    d.run(2)
+    op = d.op("Network/x", "plug")
+    assert (op.state, op.history[-1]) == ("VMIPatched", "VMIPatched")
+    assert "PatchVirtualMachine" in [e.type for e in d.effects]
+    d.now += 600
+    d.fire_due()
+
+    boot(d)
+    d.run(6)
+
+    assert d.failures() == []
+    assert d.op("Network/x", "plug").state == "Attached"
+
+
 def test_a_plug_failed_by_its_deadline_completes_when_the_nic_attaches_after_all() -> None:
     d = driver(Sim(networks=(MAIN, X), handler_stuck=True), timeouts=Timeouts(backoff_base=900))
     d.run(130)

@@ -223,6 +223,9 @@ def test_a_stopped_vm_is_patched_directly() -> None:
     op = d.op("Network/x", "plug")
     assert list(op.history) == ["Requested", "VMIPatched"]
     assert "RestartVM" not in types(d)
+    # a write for the next boot holds only while the VM stays stopped
+    writes = [e for e in d.effects if e.type == "PatchVirtualMachine"]
+    assert writes[-1].payload["stopped"] is True
     d.sim.running = True
     d.run(4)
     assert d.op("Network/x", "plug").state == "Attached"

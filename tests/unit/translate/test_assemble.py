@@ -227,7 +227,12 @@ def test_multus_world_tells_identities_from_the_network_names() -> None:
     )
     translation = assemble_world(objects, dialect=MULTUS)
     world = translation.world
-    assert world.vm is not None and world.vm.networks == ()
+    # the desired state is the KubeVirt VM's template (its interfaces: default, user-net);
+    # the Deckhouse VM is not read at all in this flavour
+    assert world.vm is not None and world.vm.in_template
+    assert [(n.identity, n.if_name) for n in world.vm.networks or ()] == [
+        ("Main", "default"), ("Network/user-net", b.USER_NET_IF)]
+    assert world.vm.macs == {"Network/user-net": "aa:bb:cc:dd:ee:01"}
     assert world.kvvm is not None
     assert world.kvvm.networks[1] == KVVMNetwork(b.USER_NET_IF, "ns1/user-net")
     (launcher,) = world.pods
@@ -237,6 +242,51 @@ def test_multus_world_tells_identities_from_the_network_names() -> None:
         b.USER_NET_IF: "Network/user-net",
         b.STORAGE_IF: "ClusterNetwork/storage",
     }
+
+
+def test_the_kubevirt_flavour_reads_what_users_write_into_the_template() -> None:
+    """The user guide's hotplug: an interface `dyniface1` on `new-fancy-net`, then the
+    same set `absent`. The user's name is kept; the pod's entries under KubeVirt's hash of
+    it are that network's; `absent` is not desired; a NAD elsewhere is not nicplug's."""
+    networks = [
+        {"name": "default", "pod": {}},
+        {"name": "dyniface1", "multus": {"networkName": "new-fancy-net"}},
+        {"name": "other", "multus": {"networkName": "elsewhere/x"}},
+    ]
+    interfaces = [{"name": "default", "masquerade": {}},
+                  {"name": "dyniface1", "bridge": {}, "macAddress": "02:00:00:00:00:01"},
+                  {"name": "other", "bridge": {}}]
+    pod_side = MULTUS.pod_interface(if_name="dyniface1")
+    requested = orjson.dumps([
+        {"interface": pod_side, "mac": "02:00:00:00:00:01", "name": "new-fancy-net",
+         "namespace": b.NS},
+        {"interface": MULTUS.pod_interface(if_name="other"), "name": "x",
+         "namespace": "elsewhere"},
+    ]).decode()
+    status = orjson.dumps([
+        {"name": "kindnet", "interface": "eth0", "default": True},
+        {"name": f"{b.NS}/new-fancy-net", "interface": pod_side},
+    ]).decode()
+    pod = b.launcher_pod(annotations={
+        MULTUS.request_annotation: requested, MULTUS.status_annotation: status})
+    kvvm = b.kvvm(networks=networks, interfaces=interfaces)
+    objects = VMObjects(namespace=b.NS, name=b.VM, vm=None, kvvm=kvvm,
+                        vmi=b.vmi(networks=networks), pods=[pod])
+    world = assemble_world(objects, dialect=MULTUS).world
+    assert world.vm is not None and world.vm.uid == "0a1b2c3d-kvvm"
+    assert [(n.identity, n.if_name) for n in world.vm.networks or ()] == [
+        ("Main", "default"), ("Network/new-fancy-net", "dyniface1")]
+    assert world.vm.macs == {"Network/new-fancy-net": "02:00:00:00:00:01"}
+    (launcher,) = world.pods
+    assert [(r.identity, r.if_name) for r in launcher.requested] == [
+        ("Network/new-fancy-net", "dyniface1")]
+    assert [(s.identity, s.if_name) for s in launcher.reported] == [
+        ("Network/new-fancy-net", "dyniface1")]
+    interfaces[1] = {**interfaces[1], "state": "absent"}
+    unplugged = _with(objects, kvvm=b.kvvm(networks=networks, interfaces=interfaces))
+    world = assemble_world(unplugged, dialect=MULTUS).world
+    assert world.vm is not None
+    assert [n.identity for n in world.vm.networks or ()] == ["Main"]
 
 
 def _with(objects: VMObjects, **changes: Any) -> VMObjects:

@@ -1,0 +1,92 @@
+"""The kubevirt flavour: the desired state is the KubeVirt VM's template, edited by the
+user as KubeVirt's user guide documents; nicplug follows what KubeVirt, multus and the
+dynamic-networks controller do, step by step, and writes nothing of the VM or its pods
+(the simulation's invariants fail any such effect)."""
+
+from __future__ import annotations
+
+from nicplug.machines.decider import HotplugDecider
+from nicplug.machines.effects import CONDITION_MIGRATION, CONDITION_ROLLOUT
+from nicplug.machines.policy import MachineConfig
+from tests.unit.machines.sim import Driver, Sim
+
+NET = ("Network/fancy-net", "plug")
+
+
+def driver(sim: Sim, **config: object) -> Driver:
+    decider = HotplugDecider(MachineConfig(dialect_kind="multus", **config))  # type: ignore[arg-type]
+    return Driver(decider, sim, multus=True)
+
+
+def conditions(d: Driver, type_: str) -> list[dict[str, object]]:
+    return [dict(e.payload) for e in d.effects
+            if e.type == "SetVMCondition" and e.payload["type"] == type_]
+
+
+def test_a_plug_and_an_unplug_the_user_wrote_are_followed_in_kubevirts_order() -> None:
+    sim = Sim(in_template=True, kubevirt_owns_pod=True)
+    d = driver(sim)
+    d.run(2)
+    assert d.state.ops == {}  # the template asks for nothing new
+    sim.user_plugs("fancy-net", "dyniface1")  # the user's own interface name
+    d.run(10)
+    plug = d.op(*NET)
+    assert plug.if_name == "dyniface1"
+    assert list(plug.history) == ["Requested", "VMIPatched", "AnnotationPatched", "SDNReady",
+                                  "Attached"]  # fmt: skip
+    sim.user_unplugs("dyniface1")
+    d.run(10)
+    unplug = d.op("Network/fancy-net", "unplug")
+    assert list(unplug.history) == ["Requested", "VMIPatched", "AnnotationPatched",
+                                    "GuestDetached", "SDNReleased", "Detached"]  # fmt: skip
+    assert [i.name for i in sim.kvvm_ifaces] == ["default"]  # KubeVirt dropped it
+    assert {e.type for e in d.effects} <= {"EmitEvent"}  # nothing written but Events
+
+
+def test_under_stage_kubevirt_applies_it_live_and_the_bypass_is_reported() -> None:
+    sim = Sim(in_template=True, kubevirt_owns_pod=True, strategy="Stage")
+    d = driver(sim)  # the default gating: rollout-strategy, which has no say here
+    d.run(1)
+    sim.user_plugs("fancy-net", "fancy-net")
+    d.run(10)
+    plug = d.op(*NET)
+    assert plug.state == "Attached" and "RestartRequired" not in plug.history
+    (said,) = conditions(d, CONDITION_ROLLOUT)
+    assert said["status"] == "True" and "restart the VM" in str(said["message"])
+
+
+def test_without_dynamic_networks_nicplug_migrates_an_opted_in_vm() -> None:
+    sim = Sim(in_template=True, kubevirt_owns_pod=True, dynamic_networks=False,
+              kvvm_labels={"nicplug.io/migrations": "true"})
+    d = driver(sim, migrations="opt-in")
+    d.run(1)
+    sim.user_plugs("fancy-net", "fancy-net")
+    d.run(12)
+    plug = d.op(*NET)
+    assert list(plug.history)[-3:] == ["MigrationRequired", "Migrating", "Attached"]
+    assert [e.type for e in d.effects].count("CreateMigration") == 1
+
+
+def test_without_dynamic_networks_an_opted_out_vm_says_why_it_waits() -> None:
+    sim = Sim(in_template=True, kubevirt_owns_pod=True, dynamic_networks=False)
+    d = driver(sim, migrations="opt-in")
+    d.run(1)
+    sim.user_plugs("fancy-net", "fancy-net")
+    d.run(12)
+    assert d.op(*NET).state == "MigrationRequired"
+    (said,) = conditions(d, CONDITION_MIGRATION)
+    assert "has not opted in" in str(said["message"])
+    assert not any(e.type == "CreateMigration" for e in d.effects)
+
+
+def test_the_user_taking_the_interface_back_mid_flight_cancels_the_plug() -> None:
+    sim = Sim(in_template=True, kubevirt_owns_pod=True, sdn_silent=frozenset({NET[0]}))
+    d = driver(sim)
+    d.run(1)
+    sim.user_plugs("fancy-net", "fancy-net")
+    d.run(4)
+    assert d.op(*NET).state == "AnnotationPatched"
+    sim.user_unplugs("fancy-net")
+    d.run(8)
+    plug = d.op(*NET)
+    assert (plug.state, plug.reason) == ("Cancelled", "Reverted")
