@@ -49,7 +49,9 @@ from nicplug.machines.facts import Facts, facts_of, same_for_decisions, sdn_mess
 from nicplug.machines.graph import MOVES_BY_FLAVOUR, Move
 from nicplug.machines.guards import GUARDS, Context, budget, budget_when, restart_only
 from nicplug.machines.operation import (
+    AWAITING_MAC,
     EFFECTS_ISSUED,
+    NAMED,
     OPENED,
     PAUSED,
     RESUMED,
@@ -250,6 +252,11 @@ class HotplugDecider:
         self, session: _Session, op: Operation, facts: Facts, now: float, trigger: Trigger
     ) -> None:
         by_state = self._moves[op.direction]
+        if not op.if_name and op.direction == "plug" and facts.comparison is not None:
+            spec = facts.comparison.desired_entry(op.network)
+            if spec is not None and spec.if_name:  # its MAC is allocated: now it has a name
+                named = {"if_name": spec.if_name, "mac": spec.mac, "at": now}
+                op = session.append(op.stream, NAMED, named)
         for _ in range(16):
             ctx = Context(op, facts, self.config, now, trigger)
             move = _first_move(by_state[op.state], ctx)
@@ -306,6 +313,8 @@ class HotplugDecider:
         if move.trigger.endswith("Timeout"):
             limit = budget(op, facts, self.config) or 0.0
             reason = f"no progress in {op.state} within {limit:g}s"
+            if not op.if_name and op.direction == "plug":
+                reason += f"; {AWAITING_MAC}"
             said = sdn_messages(facts, op.network) if move.trigger == "SDNTimeout" else ""
             return f"{reason}; the SDN says: {said}" if said else reason
         if move.trigger in ("PatchRejected", "MigrationFailed") and isinstance(

@@ -30,8 +30,18 @@ ROLLOUT_BYPASSED = "RolloutBypassed"
 `Stage`: `{at, strategy, vmi}` (the VMI that got it live)."""
 PAUSED = "Paused"
 RESUMED = "Resumed"
+NAMED = "Named"
+"""A plug opened before its network had a name learnt it: `{at, if_name, mac}` (the
+platform allocated the MAC the interface is named after)."""
+AWAITING_MAC = (
+    "its MAC address is not allocated yet (the platform's VirtualMachineMACAddress for"
+    " it has no status.address), so the network has no interface name and nothing is"
+    " written for it"
+)
+"""What a plug with no interface name yet waits for (`explain`, deadline messages)."""
 EVENT_TYPES = (
-    OPENED, TRANSITIONED, EFFECTS_ISSUED, GRACE_EXPIRED, ROLLOUT_BYPASSED, PAUSED, RESUMED
+    OPENED, TRANSITIONED, EFFECTS_ISSUED, GRACE_EXPIRED, ROLLOUT_BYPASSED, PAUSED, RESUMED,
+    NAMED,
 )
 SNAPSHOT_SCHEMA = 3
 """The version of `Operation.snapshot()` (`versions` says what changed)."""
@@ -234,6 +244,8 @@ def apply(op: Operation, type_: str, p: Mapping[str, Any]) -> Operation:
         )  # fmt: skip
     if type_ == GRACE_EXPIRED:
         return replace(op, waived=True)
+    if type_ == NAMED:
+        return replace(op, if_name=_intern(str(p["if_name"])))
     if type_ == ROLLOUT_BYPASSED:
         return replace(op, bypassed_vmi=str(p["vmi"]))
     if type_ == PAUSED:

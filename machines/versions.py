@@ -21,6 +21,8 @@ today. Versions so far:
   deckhouse); snapshots (2 and 3) likewise `flavour` and `bypassed_vmi` (absent: none), so older
   journals read unchanged.
 * `RolloutBypassed` 1: `{at, strategy, vmi}`.
+* `Named` 1: `{at, if_name, mac}`; an `Opened` whose `if_name` is `""` is a plug whose
+  network had no name yet (its MAC not allocated).
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from nicplug.machines.effects import EFFECT_TYPES
 from nicplug.machines.operation import (
     EFFECTS_ISSUED,
     GRACE_EXPIRED,
+    NAMED,
     OPENED,
     PAUSED,
     RESUMED,
@@ -42,7 +45,7 @@ from nicplug.machines.operation import (
 
 EVENT_SCHEMAS = {
     OPENED: 1, TRANSITIONED: 1, EFFECTS_ISSUED: 2, GRACE_EXPIRED: 1, ROLLOUT_BYPASSED: 1,
-    PAUSED: 1, RESUMED: 1,
+    PAUSED: 1, RESUMED: 1, NAMED: 1,
 }
 EFFECT_SCHEMAS = dict.fromkeys(EFFECT_TYPES, 1)
 

@@ -37,12 +37,25 @@ def identity_of(type_: NetworkType, name: str) -> str:
 
 
 def if_name_of(type_: NetworkType, name: str) -> str:
-    """The KubeVirt network/interface name: stable, at most 15 characters."""
+    """The KubeVirt network/interface name where no MAC names it (the multus dialect):
+    `veth_n`/`veth_cn` + md5 of `<type>/<name>`, stable, at most 15 characters."""
     if type_ == "Main":
         return MAIN_IF_NAME
+    return _hashed(type_, f"{type_}/{name}")
+
+
+def if_name_of_mac(type_: NetworkType, mac: str) -> str:
+    """The name Deckhouse gives the interface of an additional network: `veth_n` /
+    `veth_cn` + the first 8 hex digits of md5 of its MAC address, as the MAC is written
+    (`pkg/common/network/spec.go`, `generateInterfaceName`)."""
+    if type_ == "Main":
+        return MAIN_IF_NAME
+    return _hashed(type_, mac)
+
+
+def _hashed(type_: NetworkType, text: str) -> str:
     prefix = "veth_n" if type_ == "Network" else "veth_cn"
-    digest = hashlib.md5(f"{type_}/{name}".encode(), usedforsecurity=False).hexdigest()
-    return prefix + digest[:8]
+    return prefix + hashlib.md5(text.encode(), usedforsecurity=False).hexdigest()[:8]
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,18 +63,34 @@ class NetworkSpec:
     """One entry of the VM's `spec.networks`.
 
     `identity` and `if_name` are derived once, when the entry is built (the machines ask
-    for them on every decision).
+    for them on every decision). Where the platform names interfaces after their MAC
+    (Deckhouse: `named_by_mac`), `mac` is the address Deckhouse's pool gives the entry
+    (a `VirtualMachineMACAddress`); until one is allocated `mac` is None and `if_name`
+    is `""`: the network cannot be written anywhere yet.
     """
 
     type: NetworkType
     name: str = ""
     id: int | None = None
+    mac: str | None = None
+    named_by_mac: bool = False
     identity: str = field(init=False, repr=False, compare=False)
     if_name: str = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "identity", identity_of(self.type, self.name))
-        object.__setattr__(self, "if_name", if_name_of(self.type, self.name))
+        if not self.named_by_mac:
+            if_name = if_name_of(self.type, self.name)
+        elif self.mac:
+            if_name = if_name_of_mac(self.type, self.mac)
+        else:
+            if_name = MAIN_IF_NAME if self.type == "Main" else ""
+        object.__setattr__(self, "if_name", if_name)
+
+    @property
+    def awaits_mac(self) -> bool:
+        """An additional network whose MAC address is not allocated yet."""
+        return not self.if_name
 
 
 @dataclass(frozen=True, slots=True)

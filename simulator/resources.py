@@ -63,6 +63,11 @@ VMOPS = Resource(
     "VirtualMachineOperation", namespaced=True, has_status=True, short_names=("vmop",),
     categories=("virtualization",),
 )
+VMMACS = Resource(
+    "virtualization.deckhouse.io", "v1alpha2", "virtualmachinemacaddresses",
+    "VirtualMachineMACAddress", namespaced=True, has_status=True, short_names=("vmmac",),
+    categories=("virtualization",),
+)
 NETWORKS = Resource(
     "network.deckhouse.io", "v1alpha1", "networks", "Network", namespaced=True, has_status=True
 )
@@ -77,6 +82,6 @@ CRDS = Resource(
 )
 
 ALL: tuple[Resource, ...] = (
-    NAMESPACES, PODS, EVENTS, LEASES, CRDS, VMS, KVVMS, VMIS, VMIMS, KUBEVIRTS, VMOPS, NETWORKS,
-    CLUSTER_NETWORKS,
+    NAMESPACES, PODS, EVENTS, LEASES, CRDS, VMS, KVVMS, VMIS, VMIMS, KUBEVIRTS, VMOPS, VMMACS,
+    NETWORKS, CLUSTER_NETWORKS,
 )

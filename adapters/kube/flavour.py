@@ -26,6 +26,7 @@ from nicplug.adapters.kube.resources import (
     LEASES,
     NETWORKS,
     VIRTUAL_MACHINES,
+    VM_MAC_ADDRESSES,
     KindRef,
 )
 
@@ -58,6 +59,9 @@ class Flavour:
     kubevirts: KindRef
     created_by_label: str
     vm_name_label: str
+    vm_mac_addresses: KindRef | None = None
+    """Deckhouse's `VirtualMachineMACAddress`es: the MAC (and so the interface name) of
+    each additional network. None where the platform allocates no MACs (upstream)."""
     launcher_pods: KindRef = field(init=False)
     virtual_machines: KindRef = field(default=VIRTUAL_MACHINES, init=False)
     networks: KindRef = field(default=NETWORKS, init=False)
@@ -73,9 +77,10 @@ class Flavour:
     @property
     def watched(self) -> tuple[KindRef, ...]:
         """Every kind the controller lists and watches to build the world of each VM."""
+        macs = () if self.vm_mac_addresses is None else (self.vm_mac_addresses,)
         return (
             self.virtual_machines, self.kvvms, self.vmis, self.vmims, self.kubevirts,
-            self.networks, self.cluster_networks, self.launcher_pods,
+            self.networks, self.cluster_networks, self.launcher_pods, *macs,
         )
 
 
@@ -102,6 +107,7 @@ def _flavour(name: FlavourName) -> Flavour:
         kubevirts=_kubevirt_kind(_UPSTREAM_GROUP, "kubevirts", "KubeVirt", renamed=renamed),
         created_by_label=f"{label_domain}/created-by",
         vm_name_label=f"{vm_domain}/name",
+        vm_mac_addresses=VM_MAC_ADDRESSES if renamed else None,
     )
 
 
@@ -151,7 +157,9 @@ def rbac_rules(flavour: Flavour) -> tuple[Grant, ...]:
               ("list", "watch")),
         Grant("", (f.launcher_pods.plural,), ("get", "list", "watch", "patch")),
         Grant("", (f.events.plural,), ("create",)),
-    )
+    ) + (() if f.vm_mac_addresses is None else (
+        Grant(f.vm_mac_addresses.group, (f.vm_mac_addresses.plural,), ("list", "watch")),
+    ))
 
 
 ALL_WATCHED: tuple[KindRef, ...] = tuple(dict.fromkeys(UPSTREAM.watched + DECKHOUSE.watched))

@@ -1,11 +1,11 @@
 """Every object a simulated Deckhouse cluster serves fits Deckhouse's real CRD schemas.
 
 The schemas are Deckhouse's own (`tests/fixtures/deckhouse/crds/`, with provenance):
-its VirtualMachine and VirtualMachineOperation, and the KubeVirt VM and VMI under the
-names Deckhouse serves them by. Each object, as a client reads it over HTTP, must be
-valid and lose nothing to pruning — including what nicplug itself writes (a KVVM
-interface as the deckhouse dialect builds it, a Restart operation), so a field the
-real API server would drop cannot pass unnoticed here.
+its VirtualMachine, VirtualMachineOperation and VirtualMachineMACAddress, and the
+KubeVirt VM and VMI under the names Deckhouse serves them by. Each object, as a client
+reads it over HTTP, must be valid and lose nothing to pruning — including what nicplug
+itself writes (a KVVM interface as the deckhouse dialect builds it, a Restart
+operation), so a field the real API server would drop cannot pass unnoticed here.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ SCHEMAS = load_crds(*sorted(CRDS.glob("*.yaml")))
 PLURALS = {
     "VirtualMachine": "virtualmachines",
     "VirtualMachineOperation": "virtualmachineoperations",
+    "VirtualMachineMACAddress": "virtualmachinemacaddresses",
     "InternalVirtualizationVirtualMachine": "internalvirtualizationvirtualmachines",
     "InternalVirtualizationVirtualMachineInstance":
         "internalvirtualizationvirtualmachineinstances",

@@ -23,6 +23,7 @@ from tests.integration.cluster_view import (
     assert_requests,
     attachment_spans,
     if_name,
+    iface,
     link_order_violations,
     restart_pending,
     split,
@@ -129,7 +130,7 @@ async def test_two_networks_at_once(knobs, start_cluster, start_controller, foll
     # the KVVM keeps the order the user asked for: Main, user-net, storage
     kvvm = cluster.store.get(KVVMS, *split(VM))
     names = [i["name"] for i in ob.interfaces_of(kvvm["spec"]["template"]["spec"])]
-    assert names == ["default", if_name(USER_NET), if_name(STORAGE)]
+    assert names == ["default", iface(cluster, VM, USER_NET), iface(cluster, VM, STORAGE)]
     assert_healthy(cluster)
 
 

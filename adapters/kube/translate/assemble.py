@@ -20,7 +20,8 @@ from functools import partial
 from typing import Any, TypeVar, cast
 
 from nicplug.adapters.kube.flavour import UPSTREAM
-from nicplug.adapters.kube.translate import records
+from nicplug.adapters.kube.resources import VM_UID_LABEL
+from nicplug.adapters.kube.translate import macs, records
 from nicplug.adapters.kube.translate.objects import (
     KubeVirtObject,
     KVVMObject,
@@ -30,6 +31,7 @@ from nicplug.adapters.kube.translate.objects import (
     VirtualMachineObject,
     VMIMObject,
     VMIObject,
+    VMMACObject,
     address_of,
     read,
 )
@@ -44,6 +46,7 @@ from nicplug.machines.world import (
     Migration,
     World,
     if_name_of,
+    if_name_of_mac,
 )
 
 _MAPPING = (dict, Mapping)
@@ -70,6 +73,9 @@ class VMObjects:
     networks: Iterable[Body] = ()
     cluster_networks: Iterable[Body] = ()
     created_by_label: str = UPSTREAM.created_by_label  # as the cluster's Flavour names it
+    vm_mac_addresses: Iterable[Body] | None = None
+    """The VM's `VirtualMachineMACAddress`es where the platform names interfaces after
+    their MAC (Deckhouse); None where it does not (upstream KubeVirt)."""
 
 
 def active_pod_uids(vmi: Body) -> tuple[str, ...]:
@@ -147,9 +153,14 @@ def assemble_world(
     namespace, name = objects.namespace, objects.name
 
     vm = None
-    if (vm_body := objects.vm) is not None:
+    if (vm_body := objects.vm) is not None and objects.vm_mac_addresses is None:
         vm = _memoized(memo, "vm", vm_body, lambda: records.desired_vm(
             read(VirtualMachineObject, vm_body, kind="VirtualMachine")))
+    elif vm_body is not None:
+        model = _memoized(memo, "vm-model", vm_body, lambda: read(
+            VirtualMachineObject, vm_body, kind="VirtualMachine"))
+        vmmacs = _vm_mac_addresses(objects, model.metadata.uid, errors, memo)
+        vm = records.desired_vm(model, macs.macs_of(model, vmmacs))
 
     vmi: VMI | None = None
     if (vmi_body := objects.vmi) is not None:
@@ -224,6 +235,26 @@ def _launcher_pods(
     return tuple(sorted(pods, key=lambda p: p.name))
 
 
+def _vm_mac_addresses(
+    objects: VMObjects, vm_uid: str, errors: list[str], memo: ReadMemo | None
+) -> list[VMMACObject]:
+    """The VMMACs Deckhouse made for the VM: labelled with its uid, in its namespace."""
+    found = []
+    for body in objects.vm_mac_addresses or ():
+        metadata = body.get("metadata") if isinstance(body, _MAPPING) else None
+        labels = metadata.get("labels") if isinstance(metadata, _MAPPING) else None
+        if not isinstance(labels, _MAPPING) or labels.get(VM_UID_LABEL) != vm_uid:
+            continue
+        if address_of(body)[0] != objects.namespace:
+            continue
+        try:
+            found.append(_memoized(memo, "vmmac", body, partial(
+                read, VMMACObject, body, kind="VirtualMachineMACAddress")))
+        except MalformedObject as e:
+            errors.append(str(e))
+    return found
+
+
 def _migrations(
     objects: VMObjects, errors: list[str], memo: ReadMemo | None
 ) -> tuple[Migration, ...]:
@@ -291,8 +322,11 @@ def _identities(world: World, dialect: Dialect) -> dict[str, str]:
     if world.vm is not None:
         for spec in world.vm.networks or ():
             known[spec.if_name] = spec.identity
-        for identity in world.vm.macs:  # status.networks: may outlive the spec entry
-            known.setdefault(if_name_of(*split_identity(identity)), identity)
+        by_mac = any(spec.named_by_mac for spec in world.vm.networks or ())
+        for identity, mac in world.vm.macs.items():  # status.networks: may outlive the spec
+            type_, name = split_identity(identity)
+            named = if_name_of_mac(type_, mac) if by_mac else if_name_of(type_, name)
+            known.setdefault(named, identity)
     for pod in world.pods:
         for request in pod.requested:
             known.setdefault(request.if_name, request.identity)
