@@ -58,6 +58,7 @@ from nicplug.machines.operation import (
     ROLLOUT_BYPASSED,
     SNAPSHOT_SCHEMA,
     TRANSITIONED,
+    WAITING,
     Operation,
     VMState,
     key_digest,
@@ -261,6 +262,9 @@ class HotplugDecider:
             ctx = Context(op, facts, self.config, now, trigger)
             move = _first_move(by_state[op.state], ctx)
             if move is None:
+                said = _not_yet(op, facts)
+                if said != op.waiting:  # the SDN's "not yet", journaled as soon as it changes
+                    session.append(op.stream, WAITING, {"message": said, "at": now})
                 return
             payload: dict[str, Any] = {
                 "from": op.state,
@@ -435,6 +439,17 @@ class HotplugDecider:
                     "Warning", str(stream), len(op.history),
                 )  # fmt: skip
                 requests.append(bypassed.request(stream))
+        for event_ in session.events:
+            op = session.state.by_stream(event_.stream)
+            if event_.type != WAITING or op is None or not op.waiting:
+                continue
+            said = EmitEvent(
+                vm.namespace, vm.name, f"{op.direction.capitalize()}WaitingForSDN",
+                f"{op.network} {op.direction} waits in {op.state}: not yet, the SDN says: "
+                f"{op.waiting}",
+                "Warning", str(op.stream), len(op.history),
+            )  # fmt: skip
+            requests.append(said.request(op.stream))
         return requests
 
     def _issued(
@@ -520,6 +535,17 @@ def _forget_refused(session: _Session, trigger: Trigger) -> None:
     for op in list(session.state.ops.values()):
         if op.issued:
             session.append(op.stream, EFFECTS_ISSUED, {"digests": [], "at": op.issued_at})
+
+
+SDN_WAITS = frozenset({"Requested", "AnnotationPatched"})
+"""The plug states in which the SDN's readiness is awaited (in either flavour's order)."""
+
+
+def _not_yet(op: Operation, facts: Facts) -> str:
+    """What the SDN says of a plug still waiting for it ("" when it says nothing)."""
+    if op.direction != "plug" or op.state not in SDN_WAITS:
+        return ""
+    return sdn_messages(facts, op.network)
 
 
 def _first_move(moves: tuple[tuple[Move, tuple[Guard, ...]], ...], ctx: Context) -> Move | None:

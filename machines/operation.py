@@ -30,6 +30,9 @@ ROLLOUT_BYPASSED = "RolloutBypassed"
 `Stage`: `{at, strategy, vmi}` (the VMI that got it live)."""
 PAUSED = "Paused"
 RESUMED = "Resumed"
+WAITING = "Waiting"
+"""What the platform says the operation waits for changed: `{at, message}` (the SDN's
+"not yet" for its entry; `""` once it says nothing). Reset by every transition."""
 NAMED = "Named"
 """A plug opened before its network had a name learnt it: `{at, if_name, mac}` (the
 platform allocated the MAC the interface is named after)."""
@@ -41,7 +44,7 @@ AWAITING_MAC = (
 """What a plug with no interface name yet waits for (`explain`, deadline messages)."""
 EVENT_TYPES = (
     OPENED, TRANSITIONED, EFFECTS_ISSUED, GRACE_EXPIRED, ROLLOUT_BYPASSED, PAUSED, RESUMED,
-    NAMED,
+    NAMED, WAITING,
 )
 SNAPSHOT_SCHEMA = 3
 """The version of `Operation.snapshot()` (`versions` says what changed)."""
@@ -98,6 +101,9 @@ class Operation:
     """The VMI that got this change live although the rollout strategy is `Stage`."""
     paused_at: float | None = None
     credit: float = 0.0
+    waiting: str = ""
+    """What the platform last said the operation waits for in its state (the SDN's "not
+    yet" with its reason and message); "" when it says nothing."""
 
     @property
     def terminal(self) -> bool:
@@ -132,7 +138,7 @@ class Operation:
             "credit": self.credit,
         } | ({} if self.flavour == "deckhouse" else {"flavour": self.flavour}) | (
             {} if self.bypassed_vmi is None else {"bypassed_vmi": self.bypassed_vmi}
-        )
+        ) | ({"waiting": self.waiting} if self.waiting else {})
 
     @classmethod
     def from_snapshot(cls, stream: StreamId, state: str, s: Mapping[str, Any]) -> Operation:
@@ -163,6 +169,7 @@ class Operation:
             # optional in snapshot 2: absent means the deckhouse flavour, no bypass
             flavour=_intern(str(s.get("flavour", "deckhouse"))),
             bypassed_vmi=s.get("bypassed_vmi"),
+            waiting=str(s.get("waiting", "")),  # optional: absent means nothing said
         )
 
 
@@ -241,9 +248,12 @@ def apply(op: Operation, type_: str, p: Mapping[str, Any]) -> Operation:
             op.target, op.state, op.reason, op.message, op.history, op.opened_at,
             op.entered_at, tuple(int(k) for k in p["digests"]), float(p["at"]), op.waived,
             op.migration, op.retry_at, op.flavour, op.bypassed_vmi, op.paused_at, op.credit,
+            op.waiting,
         )  # fmt: skip
     if type_ == GRACE_EXPIRED:
         return replace(op, waived=True)
+    if type_ == WAITING:
+        return replace(op, waiting=str(p["message"]))
     if type_ == NAMED:
         return replace(op, if_name=_intern(str(p["if_name"])))
     if type_ == ROLLOUT_BYPASSED:

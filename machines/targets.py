@@ -30,6 +30,7 @@ from nicplug.machines.effects import (
     CONDITION_MIGRATION,
     CONDITION_RESTART,
     CONDITION_ROLLOUT,
+    CONDITION_WAITING,
     NICPLUG_CONDITIONS,
     REASON_RESTART,
     AnyEffect,
@@ -278,7 +279,7 @@ def conditions(
     bypassed = [o for o in ops.values() if vmi is not None and o.bypassed_vmi == vmi.uid]
     if not ops or not (
         bypassed
-        or any(o.state in CONDITIONED for o in ops.values())
+        or any(o.state in CONDITIONED or o.waiting for o in ops.values())
         or any(c.type in NICPLUG_CONDITIONS and c.status == "True" for c in vm.conditions)
     ):
         return []  # nothing to say and nothing to clear
@@ -319,8 +320,14 @@ def conditions(
             f"{named} applied to the running VM although vmRolloutStrategy is Stage "
             f"(KubeVirt applies NIC changes live); {ROLLOUT_ADVICE}",
         )
+    waiting = [o for o in ordered if o.waiting and not o.terminal]
+    wanted_waiting = None
+    if waiting:
+        named = "; ".join(f"{o.network} {o.direction} ({o.state}): {o.waiting}" for o in waiting)
+        wanted_waiting = ("SDNNotReady", f"Not yet, the SDN says: {named}")
     for type_, wanted, owners, clear in (
         (CONDITION_RESTART, wanted_restart, restart, ""),  # removed once applied
+        (CONDITION_WAITING, wanted_waiting, waiting, "NoLongerWaiting"),
         (CONDITION_MIGRATION, wanted_migration, blocked, "MigrationNotRequired"),
         (CONDITION_FAILED, wanted_failed, failed, "Recovered"),
         (CONDITION_ROLLOUT, wanted_rollout, bypassed, "Restarted"),

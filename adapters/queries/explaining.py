@@ -166,6 +166,8 @@ def _summary(op: OperationSummary, waits: list[Move], pending: list[EffectEntry]
     said = f" ({op.message})" if op.message else ""
     if not op.if_name and op.direction == "plug":
         said += f"; before anything: {AWAITING_MAC}"
+    if op.waiting:
+        said += f"; not yet, the SDN says: {op.waiting}"
     text = f"in {op.state}{said}, waiting until " + "; or until ".join(
         f"{m.meaning} (→ {m.to})" for m in waits
     ) if waits else f"in {op.state}{said}, waiting only for a failure or a cancel"
