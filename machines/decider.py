@@ -253,9 +253,11 @@ class HotplugDecider:
         self, session: _Session, op: Operation, facts: Facts, now: float, trigger: Trigger
     ) -> None:
         by_state = self._moves[op.direction]
-        if not op.if_name and op.direction == "plug" and facts.comparison is not None:
+        if op.direction == "plug" and facts.comparison is not None:
             spec = facts.comparison.desired_entry(op.network)
-            if spec is not None and spec.if_name:  # its MAC is allocated: now it has a name
+            if spec is not None and spec.if_name and spec.if_name != op.if_name and (
+                not op.if_name or not _written_anywhere(op.if_name, facts)
+            ):  # its MAC is allocated (or another one is, before anything used the first)
                 named = {"if_name": spec.if_name, "mac": spec.mac, "at": now}
                 op = session.append(op.stream, NAMED, named)
         for _ in range(16):
@@ -535,6 +537,16 @@ def _forget_refused(session: _Session, trigger: Trigger) -> None:
     for op in list(session.state.ops.values()):
         if op.issued:
             session.append(op.stream, EFFECTS_ISSUED, {"digests": [], "at": op.issued_at})
+
+
+def _written_anywhere(if_name: str, facts: Facts) -> bool:
+    """Does a KVVM, VMI or launcher pod hold this interface name?"""
+    return (
+        if_name in facts.kvvm_present
+        or if_name in facts.vmi_present
+        or if_name in facts.attached
+        or any(r.if_name == if_name for pod in facts.pods for r in pod.requested)
+    )
 
 
 SDN_WAITS = frozenset({"Requested", "AnnotationPatched"})

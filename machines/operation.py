@@ -34,8 +34,9 @@ WAITING = "Waiting"
 """What the platform says the operation waits for changed: `{at, message}` (the SDN's
 "not yet" for its entry; `""` once it says nothing). Reset by every transition."""
 NAMED = "Named"
-"""A plug opened before its network had a name learnt it: `{at, if_name, mac}` (the
-platform allocated the MAC the interface is named after)."""
+"""A plug learnt its network's interface name: `{at, if_name, mac}` (the platform
+allocated the MAC the interface is named after; opened before, or the platform handed
+it another MAC before any object held the first name)."""
 AWAITING_MAC = (
     "its MAC address is not allocated yet (the platform's VirtualMachineMACAddress for"
     " it has no status.address), so the network has no interface name and nothing is"

@@ -17,7 +17,7 @@ against `rbac_rules`). It only describes names; it never calls the server.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from nicplug.adapters.kube.resources import (
@@ -61,7 +61,8 @@ class Flavour:
     vm_name_label: str
     vm_mac_addresses: KindRef | None = None
     """Deckhouse's `VirtualMachineMACAddress`es: the MAC (and so the interface name) of
-    each additional network. None where the platform allocates no MACs (upstream)."""
+    each additional network. None where nothing allocates MACs; a controller takes it
+    from its dialect (`with_dialect`: the deckhouse dialect reads them)."""
     launcher_pods: KindRef = field(init=False)
     virtual_machines: KindRef = field(default=VIRTUAL_MACHINES, init=False)
     networks: KindRef = field(default=NETWORKS, init=False)
@@ -122,6 +123,15 @@ def flavour_for(name: str) -> Flavour:
     if found is None:
         raise ValueError(f"unknown KubeVirt API {name!r}: choose upstream or deckhouse")
     return found
+
+
+def with_dialect(flavour: Flavour, dialect: str) -> Flavour:
+    """`flavour` as a controller of `dialect` watches it: the deckhouse dialect (the
+    Deckhouse platform) names interfaces after the MACs of its VirtualMachineMACAddresses,
+    whichever names its KubeVirt API has; the others read none."""
+    macs = VM_MAC_ADDRESSES if dialect == "deckhouse" else None
+    return flavour if flavour.vm_mac_addresses == macs else replace(
+        flavour, vm_mac_addresses=macs)
 
 
 def default_for_dialect(dialect: str) -> FlavourName:

@@ -35,7 +35,7 @@ from nicplug.adapters.kube.translate.objects import (
     address_of,
     read,
 )
-from nicplug.adapters.sdn import Dialect
+from nicplug.adapters.sdn import Dialect, MalformedAnnotation
 from nicplug.adapters.sdn.codec import split_identity
 from nicplug.machines.world import (
     KVVM,
@@ -153,14 +153,13 @@ def assemble_world(
     namespace, name = objects.namespace, objects.name
 
     vm = None
+    model = None
     if (vm_body := objects.vm) is not None and objects.vm_mac_addresses is None:
         vm = _memoized(memo, "vm", vm_body, lambda: records.desired_vm(
             read(VirtualMachineObject, vm_body, kind="VirtualMachine")))
-    elif vm_body is not None:
+    elif vm_body is not None:  # named by MAC: once the pods are read (below)
         model = _memoized(memo, "vm-model", vm_body, lambda: read(
             VirtualMachineObject, vm_body, kind="VirtualMachine"))
-        vmmacs = _vm_mac_addresses(objects, model.metadata.uid, errors, memo)
-        vm = records.desired_vm(model, macs.macs_of(model, vmmacs))
 
     vmi: VMI | None = None
     if (vmi_body := objects.vmi) is not None:
@@ -185,6 +184,11 @@ def assemble_world(
             errors.append(str(e))
 
     pods = _launcher_pods(objects, dialect, errors, memo)
+    if model is not None:
+        vmmacs = _vm_mac_addresses(objects, model.metadata.uid, errors, memo)
+        vm = records.desired_vm(model, macs.macs_of(
+            model, vmmacs, _written_macs(objects.kvvm, dialect, namespace, memo),
+            [r for pod in pods for r in pod.requested]))
     migrations = _migrations(objects, errors, memo)
     cluster = _cluster_config(objects.kubevirts, errors, memo)
 
@@ -233,6 +237,26 @@ def _launcher_pods(
             memo, "launcher", body, partial(records.launcher_pod, pod, dialect=dialect))
         pods.append(record)
     return tuple(sorted(pods, key=lambda p: p.name))
+
+
+def _written_macs(
+    body: Body | None, dialect: Dialect, namespace: str, memo: ReadMemo | None
+) -> dict[str, str]:
+    """The MACs the KVVM's interfaces hold for the networks its template names (none
+    when it is unreadable: the KVVM's own reading reports that)."""
+    if body is None:
+        return {}
+
+    def read_it() -> dict[str, str]:
+        try:
+            kvvm = read(KVVMObject, body, kind="KubeVirt VirtualMachine")
+            value = kvvm.spec.template.metadata.annotations.get(dialect.request_annotation)
+            requests = dialect.parse_requests(value=value, namespace=namespace)
+        except (MalformedObject, MalformedAnnotation):
+            return {}
+        return macs.kvvm_macs(kvvm, requests)
+
+    return _memoized(memo, "kvvm-macs", body, read_it)
 
 
 def _vm_mac_addresses(

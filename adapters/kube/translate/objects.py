@@ -81,6 +81,7 @@ class InterfaceModel(Model):
 
     name: str = Field(min_length=1)
     state: str = ""
+    mac_address: str = ""
 
 
 class MultusRef(Model):
