@@ -21,7 +21,7 @@ import asyncio
 import datetime
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Final
 
 from nicplug.adapters.kube import errors as kube_errors
@@ -55,6 +55,8 @@ log = logging.getLogger(__name__)
 
 JSON_PATCH: Final = "application/json-patch+json"
 MANAGED_BY_NICPLUG: Final = "app.kubernetes.io/managed-by=nicplug"
+CONDITION_WRITE_ATTEMPTS: Final = 3
+"""Reads and writes of a VM's conditions before a 409 goes back to the decider."""
 MIGRATION_SLOT_WAIT: Final = 10.0
 """Seconds before asking again for a migration the cluster-wide cap held back."""
 Result = Mapping[str, Any]
@@ -262,7 +264,27 @@ class KubeExecutor:
         if not seen.same_template(now.interfaces, now.networks, now.template_requests):
             raise RetryAfterObservation(f"KVVM {e.target}: its template changed")
 
+    async def _conditions_written(
+        self, write: Callable[[], Awaitable[Result]]
+    ) -> Result:
+        """A VM's conditions are a read-modify-write of one list that the platform's
+        controller also writes (its status churns): a 409 means someone else wrote the
+        status between the read and the patch, not that the condition is wrong, so it is
+        read and written again a few times before the decision is asked again."""
+        for _ in range(CONDITION_WRITE_ATTEMPTS - 1):
+            try:
+                return await write()
+            except kube_errors.Conflict:
+                continue
+        return await write()
+
     async def _set_condition(self, e: SetVMCondition) -> Result:
+        return await self._conditions_written(lambda: self._set_condition_once(e))
+
+    async def _remove_condition(self, e: RemoveVMCondition) -> Result:
+        return await self._conditions_written(lambda: self._remove_condition_once(e))
+
+    async def _set_condition_once(self, e: SetVMCondition) -> Result:
         vm = await self._calls.get(self._kinds.virtual_machines, e.namespace, e.name)
         status = vm.get("status") or {}
         conditions: list[dict[str, Any]] = [
@@ -284,7 +306,7 @@ class KubeExecutor:
         await self._calls.patch_status(self._kinds.virtual_machines, e.namespace, e.name, patch)
         return {"condition": e.type, "status": e.status}
 
-    async def _remove_condition(self, e: RemoveVMCondition) -> Result:
+    async def _remove_condition_once(self, e: RemoveVMCondition) -> Result:
         vm = await self._calls.get(self._kinds.virtual_machines, e.namespace, e.name)
         status = vm.get("status") or {}
         conditions = [c for c in status.get("conditions") or () if isinstance(c, dict)]
