@@ -188,6 +188,15 @@ class KubeExecutor:
     async def _patch_kvvm(self, e: PatchVirtualMachine, effect: PendingEffect) -> Result:
         kvvm = await self._calls.get(self._kinds.kvvms, e.namespace, e.name)
         self._check_template(e, kvvm)
+        if e.for_boot:
+            try:
+                vmi = await self._calls.get(self._kinds.vmis, e.namespace, e.name)
+            except kube_errors.NotFound:
+                vmi = None
+            phase = ((vmi or {}).get("status") or {}).get("phase")
+            if vmi is not None and phase not in ("Succeeded", "Failed"):
+                raise RetryAfterObservation(
+                    f"VM {e.target} runs again since the decision to write it for its boot")
         if e.pods:
             vmi = await self._calls.get(self._kinds.vmis, e.namespace, e.name)
             serving = (vmi.get("status") or {}).get("activePods") or {}

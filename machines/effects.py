@@ -179,16 +179,19 @@ class KVVMTemplate:
 class PatchVirtualMachine(Effect):
     """Set the KVVM template's interfaces/networks and SDN request annotation, provided
     the template is still what the decision saw (`observed`) and, when `pods` is set,
-    the VMI is still served by exactly those launcher pods (their SDN was ready)."""
+    the VMI is still served by exactly those launcher pods (their SDN was ready); when
+    `for_boot` (a write decided while the VM was not live), that no VMI runs yet: on a
+    running VM the platform would hot-plug what it adds before any SDN was asked."""
 
     TYPE: ClassVar[str] = "PatchVirtualMachine"
-    PRECONDITIONS: ClassVar[tuple[str, ...]] = ("observed", "pods")
+    PRECONDITIONS: ClassVar[tuple[str, ...]] = ("observed", "pods", "for_boot")
     namespace: str
     name: str
     networks: tuple[VMNetworkEntry, ...]
     template_requests: tuple[SDNRequest, ...]
     observed: KVVMTemplate | None = None
     pods: tuple[str, ...] = ()
+    for_boot: bool = False
 
     @property
     def target(self) -> str:
@@ -211,7 +214,7 @@ class PatchVirtualMachine(Effect):
             "template_requests": [_request_payload(r) for r in self.template_requests],
             "observed": None if self.observed is None else self.observed.to_payload(),
             "pods": list(self.pods),
-        }
+        } | ({"for_boot": True} if self.for_boot else {})
 
     @classmethod
     def from_payload(cls, p: Mapping[str, Any]) -> PatchVirtualMachine:
@@ -226,7 +229,8 @@ class PatchVirtualMachine(Effect):
         seen = p.get("observed")
         observed = None if seen is None else KVVMTemplate.from_payload(seen)
         pods = tuple(str(u) for u in p.get("pods", ()))
-        return cls(p["namespace"], p["name"], networks, requests, observed, pods)
+        return cls(p["namespace"], p["name"], networks, requests, observed, pods,
+                   bool(p.get("for_boot", False)))
 
 
 @dataclass(frozen=True, slots=True)

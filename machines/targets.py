@@ -248,7 +248,8 @@ def kvvm_patch(
         return []
     pods = tuple(p.uid for p in facts.pods) if adding else ()  # whose SDN was ready
     patch = PatchVirtualMachine(
-        vm.namespace, vm.name, tuple(entries), requests, template_read(kvvm), pods
+        vm.namespace, vm.name, tuple(entries), requests, template_read(kvvm), pods,
+        for_boot=not facts.live,
     )
     return [(owner, patch)]
 

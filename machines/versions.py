@@ -15,7 +15,8 @@ today. Versions so far:
 * `Paused`, `Resumed` 1: as first written.
 * effects 1: as first written; members added since are optional and read with their
   defaults: `PatchPodNetworks.observed` and `PatchVirtualMachine.observed` / `pods`
-  (none: no precondition), `RestartVM.step` / `resumes` (a pending restart of an older
+  (none: no precondition), `PatchVirtualMachine.for_boot` (absent: false),
+  `RestartVM.step` / `resumes` (a pending restart of an older
   nicplug reads as a halt whose precondition fails, so it is decided again).
 * `Opened` 1 carries `flavour` only for an operation not of the deckhouse flavour (absent:
   deckhouse); snapshots (2 and 3) likewise `flavour` and `bypassed_vmi` (absent: none), so older

@@ -5,13 +5,13 @@ bookmarks or after the last line (`--until`)."""
 from __future__ import annotations
 
 import io
-from datetime import datetime, timedelta
 import json
 import os
 import resource
 import subprocess
 import sys
 import threading
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
