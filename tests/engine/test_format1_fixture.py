@@ -3,7 +3,8 @@ finishes with today's code.
 
 `fixtures/format1-mid-unplug.sqlite` was written by the code of that time
 (`fixtures/make_format1_journal.py`), stopped in the middle of the `live-hot-unplug`
-sample tape of that time (kept beside it): a finished plug, a live unplug, two effects pending in the outbox. Today
+sample tape of that time (kept beside it): a finished plug, a live unplug, two effects
+pending in the outbox. Today
 `EffectsIssued` names its digests `digests` (it said `keys`), snapshots carry a schema
 and the stream version they are folded through. A controller restarted on it lists the
 world as it stands (the tape up to the cut, as an initial list) and then follows the
