@@ -363,8 +363,11 @@ def _world_problems(cluster: SimulatedCluster, vm: str, networks: Sequence[str])
     namespace, _, name = vm.partition("/")
     dialect = cluster.knobs.dialect
     refs = [cast(NetworkRef, tuple(n.split("/", 1))) for n in networks]
-    wanted = {nw.MAIN_IF_NAME} | {iface(cluster, vm, ref) for ref in refs}
     problems: list[str] = []
+    try:
+        wanted = {nw.MAIN_IF_NAME} | {iface(cluster, vm, ref) for ref in refs}
+    except AssertionError as no_mac:  # deckhouse: its VMMAC has no address yet
+        return [str(no_mac)]
 
     def exactly(what: str, names: list[str], expected: set[str]) -> None:
         duplicates = [n for n, count in Counter(names).items() if count > 1]
@@ -402,7 +405,10 @@ def _world_problems(cluster: SimulatedCluster, vm: str, networks: Sequence[str])
 def sdn_reported(cluster: SimulatedCluster, vm: str, network: str) -> bool:
     """Whether the (deckhouse) SDN reports `network` ready on every launcher pod of `vm`."""
     namespace, _, name = vm.partition("/")
-    wanted = iface(cluster, vm, cast(NetworkRef, tuple(network.split("/", 1))))
+    try:
+        wanted = iface(cluster, vm, cast(NetworkRef, tuple(network.split("/", 1))))
+    except AssertionError:  # no MAC yet: nothing can report it
+        return False
     pods, _ = cluster.store.list(PODS, namespace, label_selector=f"{nw.VM_NAME_LABEL}={name}")
     return bool(pods) and all(
         any(e.get("ifName") == wanted and nw.deckhouse_ready(e) for e in
