@@ -198,7 +198,7 @@ def kvvm_patch(
     kvvm = facts.world.kvvm
     if kvvm is None or vm.in_template:
         return []  # the template is the user's: nicplug follows it, never writes it
-    live_ops = sorted((op for op in ops.values() if not op.terminal), key=lambda o: o.stream)
+    live_ops = [op for op in ops.values() if not op.terminal]
     if not live_ops:
         return []
     adding: list[tuple[NetworkSpec, Operation]] = []
@@ -234,7 +234,7 @@ def kvvm_patch(
             if not d.awaits_mac
         ]
         entries += [e for e in current if not e.identity]  # not nicplug's to remove
-        owner = live_ops[0]
+        owner = min(live_ops, key=lambda o: o.stream)
     else:
         entries = list(current)
         order = [d.identity for d in comparison.desired]
