@@ -3,7 +3,8 @@
 Every patch states its content type explicitly: kubernetes_asyncio would otherwise
 guess one from the body (a JSON patch for a list, strategic merge for a dict — which
 the API server rejects with 415 for custom resources). Every call carries the
-client's request timeout. Objects come back as plain dicts (`_preload_content=False`).
+client's request timeout. Objects come back as plain dicts (`_preload_content=False`);
+writes are sent by `wire.write`, their bodies encoded once with orjson.
 
 These are single requests: no retry, no re-read, no decision. A 409 surfaces as
 `Conflict` so the caller can re-read the world and decide again. Every write passes
