@@ -152,7 +152,7 @@ class HotplugDecider:
                 state: tuple((m, tuple(GUARDS[g] for g in m.guards)) for m in moves)
                 for state, moves in by_state.items()
             }
-            for direction, by_state in MOVES_BY_FLAVOUR[self.config.dialect_kind].items()
+            for direction, by_state in MOVES_BY_FLAVOUR[self.config.flavour].items()
         }
         self._folds: tuple[_Fold, ...] = ()
 
@@ -387,8 +387,8 @@ class HotplugDecider:
             "target": target,
             "at": now,
         }
-        if self.config.dialect_kind != "deckhouse":
-            payload["flavour"] = self.config.dialect_kind
+        if self.config.flavour != "deckhouse":
+            payload["flavour"] = self.config.flavour
         return session.append(stream, OPENED, payload)
 
     # -- effects and timers ---------------------------------------------------------------

@@ -293,10 +293,12 @@ UNPLUG_KUBEVIRT = MachineGraph(
 
 FLAVOURS: Mapping[str, Mapping[str, MachineGraph]] = {
     "deckhouse": {g.name: g for g in (PLUG, UNPLUG, UPDATE)},
-    "multus": {g.name: g for g in (PLUG_KUBEVIRT, UNPLUG_KUBEVIRT, UPDATE)},
+    "kubevirt": {g.name: g for g in (PLUG_KUBEVIRT, UNPLUG_KUBEVIRT, UPDATE)},
 }
 """Every registered machine, by flavour and direction: the same states and directions,
-in the order each flavour's cluster moves."""
+in the order each flavour's cluster moves. The flavour's name is what the journal
+records on an operation (`Opened.flavour`); `kubevirt` was recorded as `multus` before
+(`versions.py` reads the older name)."""
 
 GRAPHS: Mapping[str, MachineGraph] = FLAVOURS["deckhouse"]
 """The deckhouse flavour's machines, by direction."""

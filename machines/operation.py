@@ -47,7 +47,7 @@ EVENT_TYPES = (
     OPENED, TRANSITIONED, EFFECTS_ISSUED, GRACE_EXPIRED, ROLLOUT_BYPASSED, PAUSED, RESUMED,
     NAMED, WAITING,
 )
-SNAPSHOT_SCHEMA = 3
+SNAPSHOT_SCHEMA = 4
 """The version of `Operation.snapshot()` (`versions` says what changed)."""
 
 _intern = sys.intern
@@ -175,7 +175,7 @@ class Operation(NamedTuple):
             retry_at=s["retry_at"],
             paused_at=s["paused_at"],
             credit=float(s["credit"]),
-            # optional in snapshot 2: absent means the deckhouse flavour, no bypass
+            # optional since snapshot 2: absent means the deckhouse flavour, no bypass
             flavour=_intern(str(s.get("flavour", "deckhouse"))),
             bypassed_vmi=s.get("bypassed_vmi"),
             waiting=str(s.get("waiting", "")),  # optional: absent means nothing said

@@ -31,7 +31,7 @@ FLAVOUR = ["deckhouse"]
 
 def make(sim: Sim, **config: object) -> Driver:
     config.setdefault("timeouts", FAST)
-    multus = FLAVOUR[0] == "multus"
+    multus = FLAVOUR[0] == "kubevirt"
     if multus:
         config["dialect_kind"] = "multus"
         sim.kubevirt_owns_pod = True

@@ -300,7 +300,7 @@ def test_multus_walks_kubevirts_order_and_never_writes_a_pod() -> None:
     op = d.op(*PLUG)
     assert list(op.history) == ["Requested", "VMIPatched", "AnnotationPatched", "SDNReady",
                                 "Attached"]  # fmt: skip
-    assert op.flavour == "multus"
+    assert op.flavour == "kubevirt"
     patch = next(e for e in d.effects if e.type == "PatchVirtualMachine")
     assert patch.payload["networks"][-1]["multus_network"] == "ns/x"
     assert patch.payload["template_requests"] == []
