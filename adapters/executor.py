@@ -61,8 +61,6 @@ JSON_PATCH: Final = "application/json-patch+json"
 MANAGED_BY_NICPLUG: Final = "app.kubernetes.io/managed-by=nicplug"
 CONDITION_WRITE_ATTEMPTS: Final = 3
 """Reads and writes of a VM's conditions before a 409 goes back to the decider."""
-MIGRATION_SLOT_WAIT: Final = 10.0
-"""Seconds before asking again for a migration the cluster-wide cap held back."""
 Result = Mapping[str, Any]
 Cached = Callable[[KindRef, str, str], Mapping[str, Any] | None]
 """The informers' copy of an object (kind, namespace, name), or None if they hold none.
@@ -419,11 +417,13 @@ class KubeExecutor:
                 and (m.get("metadata") or {}).get("name") != e.migration
             ]
             if len(running) >= self._max_migrations:
-                raise TemporaryError(
-                    f"{len(running)} of nicplug's migrations are running, the cap is "
-                    f"{self._max_migrations} (--max-migrations)",
-                    delay=MIGRATION_SLOT_WAIT,
-                )
+                # not an error: the decider journals it on the operation (`MigrationHeld`),
+                # says it on the VM and asks again with the operation's other effects
+                log.info("migration %s/%s held back: %d of nicplug's migrations in flight, "
+                         "the cap is %d", e.namespace, e.migration, len(running),
+                         self._max_migrations)
+                return {"created": False, "held": True, "in_flight": len(running),
+                        "cap": self._max_migrations}
             try:
                 await self._calls.create_migration(
                     self._kinds.vmims, e.namespace, e.migration, e.vmi,

@@ -326,6 +326,12 @@ def conditions(
             f"{named} waits for a live migration that nicplug will not start: {why_blocked}. "
             f"{MIGRATION_ADVICE}",
         )
+    held = [o for o in ordered if o.state == "MigrationRequired" and o.held and not why_blocked]
+    if held:
+        blocked = held
+        named = ", ".join(f"{o.network} {o.direction}" for o in held)
+        assert held[0].held is not None
+        wanted_migration = (REASON_SLOT, f"{named} {migration_slot_wait(held[0].held)}")
     failed = [o for o in ordered if o.state == "Failed" and (o.network, o.direction) in asked]
     wanted_failed = None
     if failed:
@@ -361,6 +367,18 @@ def conditions(
 
 
 ROLLOUT_ADVICE = "restart the VM to bring it in line with its rollout strategy"
+REASON_SLOT = "WaitingForMigrationSlot"
+"""`NetworkHotplugAwaitingMigration`'s reason while nicplug's cap holds the migration."""
+
+
+def migration_slot_wait(held: tuple[int, int]) -> str:
+    """What a migration held back by nicplug's cluster-wide cap waits for, in words."""
+    in_flight, cap = held
+    return (
+        f"waits for a migration slot: {in_flight} of nicplug's migrations are in flight "
+        f"cluster-wide and at most {cap} run at once (--max-migrations); it is asked for "
+        f"again until one ends"
+    )
 
 MIGRATION_ADVICE = (
     "To apply it, ask a cluster admin to migrate the VM (virtctl migrate), or restart the VM"

@@ -25,6 +25,8 @@ today. Versions so far:
   (absent: nothing said), so older journals read unchanged.
 * `Named` 1: `{at, if_name, mac}`; an `Opened` whose `if_name` is `""` is a plug whose
   network had no name yet (its MAC not allocated).
+* `MigrationHeld` 1: `{at, in_flight, cap}`; snapshots carry `held` (`[in_flight, cap]`)
+  only when set (absent: not held).
 * `Opened` 2 and snapshot 4: the upstream KubeVirt flavour is recorded as `kubevirt`, the
   name the flavour is known by (`Opened` 1 and snapshots up to 3 said `multus`, its SDN
   dialect's name); an older payload saying `multus` reads as `kubevirt`.
@@ -39,6 +41,7 @@ from nicplug.machines.effects import EFFECT_TYPES
 from nicplug.machines.operation import (
     EFFECTS_ISSUED,
     GRACE_EXPIRED,
+    MIGRATION_HELD,
     NAMED,
     OPENED,
     PAUSED,
@@ -51,7 +54,7 @@ from nicplug.machines.operation import (
 
 EVENT_SCHEMAS = {
     OPENED: 2, TRANSITIONED: 1, EFFECTS_ISSUED: 2, GRACE_EXPIRED: 1, ROLLOUT_BYPASSED: 1,
-    PAUSED: 1, RESUMED: 1, NAMED: 1, WAITING: 1,
+    PAUSED: 1, RESUMED: 1, NAMED: 1, WAITING: 1, MIGRATION_HELD: 1,
 }
 EFFECT_SCHEMAS = dict.fromkeys(EFFECT_TYPES, 1)
 

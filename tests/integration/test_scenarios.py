@@ -560,19 +560,42 @@ async def test_the_vms_mac_reaches_the_pod_through_kubevirt(
 async def test_nicplugs_migrations_respect_the_cluster_wide_cap(
     start_cluster, start_controller, follow, user_of
 ):
-    """With room for one migration at a time, the second VM's waits for the first."""
-    cluster = await start_cluster(NO_DNC, Fixtures(vms=2))
+    """With room for one migration at a time, the second VM's waits for the first, and
+    says so: the cap's hold is journaled on its operation (`MigrationHeld`), `explain`
+    tells how many are in flight and the cap, and a Warning Event names it."""
+    knobs = replace(NO_DNC, delays=replace(QUICK, migration=2.0))
+    cluster = await start_cluster(knobs, Fixtures(vms=2))
     trail = follow(cluster, VMIMS)
-    ctl = await start_controller(cluster, max_migrations=1)
+    ctl = await start_controller(cluster, max_migrations=1, effect_reissue_after=0.5)
     user = user_of(cluster)
     vms = ["default/vm-00000", "default/vm-00001"]
 
     for vm in vms:
         await user.add_network(vm, *USER_NET)
+    held: list[str] = []
+
+    async def one_is_held() -> bool:
+        for vm in vms:
+            for op in await ctl.journal.of(vm, "Network/user-net"):
+                if op.state == "MigrationRequired" and "waits for a migration slot" in (
+                        await ctl.journal.explain(op.stream)):
+                    held.append(op.stream)
+                    return True
+        return False
+
+    await eventually(one_is_held, what="an operation held back by the cap", within=15.0)
+    explained = await ctl.journal.explain(held[0])
+    assert "1 of nicplug's migrations are in flight cluster-wide" in explained
+    assert "at most 1 run at once (--max-migrations)" in explained
+    await eventually(lambda: any(e.get("reason") == "PlugWaitingForMigrationSlot"
+                                 and e.get("type") == "Warning" for e in cluster.events()),
+                     what="the Warning Event of the held migration")
     for vm in vms:
         op = await ctl.journal.wait_for(vm, "Network/user-net", "plug", {"Attached", "Failed"},
                                         within=30.0)
         assert op.state == "Attached", op.label()
+    steps = await ctl.journal.path_of(held[0])
+    assert steps[-3:] == ["MigrationRequired", "Migrating", "Attached"]
 
     running: set[str] = set()
     most = 0

@@ -172,6 +172,45 @@ def test_migration_required_is_driven_to_completion() -> None:
     assert op.migration and op.migration.startswith("nicplug-vm-")
 
 
+def test_a_migration_the_cap_holds_back_is_journaled_said_and_asked_for_again() -> None:
+    """The executor holds a migration back while nicplug's cap is reached: the operation
+    journals it once per count (`MigrationHeld`), the VM's condition and a Warning Event
+    say so, and the migration is asked for again with the other effects until a slot
+    frees up."""
+    sim = Sim(networks=(MAIN, X), dynamic_networks=False)
+    d = driver(sim, timeouts=Timeouts(effect_reissue_after=10))
+    slots = {"free": False}
+
+    def answer(r: EffectRequest) -> EffectOutcome | None:
+        if r.type != "CreateMigration" or slots["free"]:
+            return None
+        return EffectOutcome(0, r.stream, r.type, True,
+                             result={"created": False, "held": True, "in_flight": 1, "cap": 1})
+
+    d.answer = answer
+    d.run(40)
+    op = d.op(*PLUG)
+    assert op.state == "MigrationRequired" and op.held == (1, 1)
+    asked = types(d).count("CreateMigration")
+    assert asked >= 3  # asked again every effect_reissue_after
+    held = [e for _, dec in d.log for e in dec.events if e.type == "MigrationHeld"]
+    assert len(held) == 1 and held[0].payload["in_flight"] == held[0].payload["cap"] == 1
+    condition = sim.vm_conditions[CONDITION_MIGRATION]
+    assert (condition.status, condition.reason) == ("True", "WaitingForMigrationSlot")
+    assert "1 of nicplug's migrations are in flight" in condition.message
+    assert "at most 1 run at once (--max-migrations)" in condition.message
+    events = [e.payload for e in d.effects if e.type == "EmitEvent"
+              and e.payload["reason"] == "PlugWaitingForMigrationSlot"]
+    assert len(events) == 1 and events[0]["type"] == "Warning"
+
+    slots["free"] = True
+    d.run(20)
+    op = d.op(*PLUG)
+    assert list(op.history)[-3:] == ["MigrationRequired", "Migrating", "Attached"]
+    assert op.held is None
+    assert sim.vm_conditions[CONDITION_MIGRATION].status == "False"
+
+
 def test_running_migration_is_adopted_not_duplicated() -> None:
     from nicplug.machines.world import Migration
 
