@@ -92,13 +92,10 @@ class KubeExecutor:
         self._dialect = dialect
         self._kinds = flavour
         # whose status carries nicplug's conditions and whom its Events are about: the
-        # VM the user edits (Deckhouse's; in the kubevirt flavour KubeVirt's own)
+        # VM the user edits (Deckhouse's; in the kubevirt flavour KubeVirt's own, which
+        # gets Events only: KubeVirt removes conditions it did not set, `targets.py`)
         self._vm_kind = flavour.kvvms if dialect.kubevirt_owns_requests else (
             flavour.virtual_machines)
-        # conditions are written over the whole list: Deckhouse's VM from the cache, which
-        # keeps its conditions; KubeVirt's, whose cached copy keeps none, read afresh
-        self._vm_reader = (
-            self._calls.get if dialect.kubevirt_owns_requests else self._read)
         self._metrics = metrics
         self._now = now or (lambda: datetime.datetime.now(datetime.UTC))
         # (effect type, target) -> the newest effect started on it: see `_superseded`.
@@ -320,7 +317,7 @@ class KubeExecutor:
         status between the read and the patch, not that the condition is wrong, so it is
         read afresh from the server (the cache may not hold the newer write yet) and
         written again a few times before the decision is asked again."""
-        read: Reader = self._vm_reader
+        read: Reader = self._read
         for _ in range(CONDITION_WRITE_ATTEMPTS - 1):
             try:
                 return await write(read)

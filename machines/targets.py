@@ -294,9 +294,25 @@ def _condition(
     return SetVMCondition(vm.namespace, vm.name, type_, "False", clear_reason, "")
 
 
+def conditions_kept(vm: DesiredVM) -> bool:
+    """Would a condition nicplug sets on the VM stay there? Not on a KubeVirt VM (the
+    kubevirt flavour): at every sync of a VM that has a VMI — any write to the VM, its
+    status included, is one — KubeVirt's VM controller copies the VMI's conditions and
+    removes every other one but `Ready`, `Failure` and `RestartRequired`
+    (`syncConditions`, `pkg/virt-controller/watch/vm/vm.go`). A condition written there
+    is undone at once, and writing it again would be a write loop with KubeVirt; a VM
+    without a VMI keeps its conditions, but then nothing runs that a condition of
+    nicplug's could report on (a stopped VM takes its networks from the template at its
+    next boot). So the kubevirt flavour writes none: its operations' Events, `explain`
+    and the metrics say it. The Deckhouse VM is nicplug's to write."""
+    return not vm.in_template
+
+
 def conditions(
     facts: Facts, ops: Ops, vm: DesiredVM, config: MachineConfig, asked: frozenset[tuple[str, str]]
 ) -> Owned:
+    if not conditions_kept(vm):
+        return []
     vmi = facts.world.vmi
     bypassed = [o for o in ops.values() if vmi is not None and o.bypassed_vmi == vmi.uid]
     if not ops or not (
