@@ -244,8 +244,6 @@ class KubeExecutor:
             else:
                 request = wanted.get(entry.if_name) or SDNRequest(entry.identity, entry.if_name)
                 iface = self._dialect.kubevirt_interface(request=request, current=current)
-            if entry.mac is not None and "macAddress" not in iface:
-                iface["macAddress"] = entry.mac
             if entry.absent:
                 iface["state"] = "absent"
             else:

@@ -68,11 +68,11 @@ from nicplug.machines.operation import (
 from nicplug.machines.policy import MachineConfig
 from nicplug.machines.targets import (
     MIGRATION_ADVICE,
-    migration_slot_wait,
     ROLLOUT_ADVICE,
     conditions,
     kvvm_patch,
     migration_blocked,
+    migration_slot_wait,
     pod_patches,
     restarts_and_migrations,
 )
@@ -410,8 +410,8 @@ class HotplugDecider:
         comparison = facts.comparison
         needed = []
         if comparison is not None and comparison.invalid is None:
-            needed += pod_patches(facts, ops, vm, comparison, self.config)
-            needed += kvvm_patch(facts, ops, vm, comparison, self.config)
+            needed += pod_patches(facts, ops, vm, comparison)
+            needed += kvvm_patch(facts, ops, vm, comparison)
             needed += restarts_and_migrations(facts, ops, vm, self.config)
         needed += conditions(facts, ops, vm, self.config, asked)
         requests = self._issued(session, needed, now) if needed else []

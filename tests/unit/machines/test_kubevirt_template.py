@@ -69,8 +69,15 @@ def test_without_dynamic_networks_nicplug_migrates_an_opted_in_vm() -> None:
     sim.user_plugs("fancy-net", "fancy-net")
     d.run(12)
     plug = d.op(*NET)
-    assert list(plug.history)[-3:] == ["MigrationRequired", "Migrating", "Attached"]
+    assert list(plug.history) == ["Requested", "VMIPatched", "AnnotationPatched",
+                                  "MigrationRequired", "Migrating", "Attached"]  # fmt: skip
     assert [e.type for e in d.effects].count("CreateMigration") == 1
+    sim.user_unplugs("fancy-net")
+    d.run(14)
+    unplug = d.op("Network/fancy-net", "unplug")
+    assert unplug.state == "Detached"
+    assert "MigrationRequired" in unplug.history and "Migrating" in unplug.history
+    assert [e.type for e in d.effects].count("CreateMigration") == 2
 
 
 def test_without_dynamic_networks_an_opted_out_vm_says_why_it_waits() -> None:
