@@ -35,7 +35,7 @@ from nicplug.adapters.kube.resources import KindRef
 from nicplug.adapters.kube.translate import records
 from nicplug.adapters.kube.translate.objects import KVVMObject, MalformedObject, read
 from nicplug.adapters.observability import Metrics
-from nicplug.adapters.sdn import Dialect, MalformedAnnotation
+from nicplug.adapters.sdn import Dialect, MalformedAnnotation, WritingDialect
 from nicplug.engine.errors import (
     EffectUndecodable,
     PermanentError,
@@ -90,6 +90,8 @@ class KubeExecutor:
         self._max_migrations = max_migrations
         self._migrating = asyncio.Lock()
         self._dialect = dialect
+        # where nicplug writes pods and KVVMs (deckhouse); None where KubeVirt does
+        self._writer = dialect if isinstance(dialect, WritingDialect) else None
         self._kinds = flavour
         # whose status carries nicplug's conditions and whom its Events are about: the
         # VM the user edits (Deckhouse's; in the kubevirt flavour KubeVirt's own, which
@@ -185,10 +187,18 @@ class KubeExecutor:
 
     # -- the effects -------------------------------------------------------------------
 
+    def _writing(self) -> WritingDialect:
+        if self._writer is None:
+            raise PermanentError(
+                f"the {self._dialect.name} dialect's pods and KubeVirt VMs are KubeVirt's "
+                f"and the user's to write, never nicplug's")
+        return self._writer
+
     async def _patch_pod(self, e: PatchPodNetworks, effect: PendingEffect) -> Result:
-        value = self._dialect.render_requests(requests=e.entries, namespace=e.namespace)
+        writer = self._writing()
+        value = writer.render_requests(requests=e.entries, namespace=e.namespace)
         if value is None:
-            value = self._dialect.empty_pod_requests
+            value = writer.empty_pod_requests
         pod = await self._read(self._kinds.launcher_pods, e.namespace, e.pod)
         key = self._dialect.request_annotation
         current = ((pod.get("metadata") or {}).get("annotations") or {}).get(key)
@@ -216,6 +226,7 @@ class KubeExecutor:
         return {"annotation": value}
 
     async def _patch_kvvm(self, e: PatchVirtualMachine, effect: PendingEffect) -> Result:
+        writer = self._writing()
         kvvm = await self._read(self._kinds.kvvms, e.namespace, e.name)
         self._check_template(e, kvvm)
         if e.stopped:
@@ -243,7 +254,7 @@ class KubeExecutor:
                 iface = dict(current or {"name": entry.if_name, "bridge": {}})
             else:
                 request = wanted.get(entry.if_name) or SDNRequest(entry.identity, entry.if_name)
-                iface = self._dialect.kubevirt_interface(request=request, current=current)
+                iface = writer.kubevirt_interface(request=request, current=current)
             if entry.absent:
                 iface["state"] = "absent"
             else:
@@ -255,12 +266,8 @@ class KubeExecutor:
                 networks.append(old_nets.get(entry.if_name) or {"name": MAIN_IF_NAME, "pod": {}})
             else:
                 request = SDNRequest(entry.identity, entry.if_name)
-                networks.append(
-                    self._dialect.kubevirt_network(request=request, namespace=e.namespace)
-                )
-        annotation = self._dialect.render_requests(
-            requests=e.template_requests, namespace=e.namespace
-        )
+                networks.append(writer.kubevirt_network(request=request, namespace=e.namespace))
+        annotation = writer.render_requests(requests=e.template_requests, namespace=e.namespace)
         version = (kvvm.get("metadata") or {}).get("resourceVersion")
         ops: list[dict[str, Any]] = [
             {"op": "test", "path": "/metadata/resourceVersion", "value": version},
@@ -269,10 +276,8 @@ class KubeExecutor:
              "value": interfaces},
             {"op": "add", "path": "/spec/template/spec/networks", "value": networks},
         ]
-        if not self._dialect.kubevirt_owns_requests:
-            ops += _annotation_ops(
-                template, "/spec/template/metadata", self._dialect.request_annotation, annotation
-            )
+        ops += _annotation_ops(
+            template, "/spec/template/metadata", writer.request_annotation, annotation)
         if self._superseded(effect, (effect.type, e.target)):
             return {"superseded": True}
         await self._calls.patch(
