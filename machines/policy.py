@@ -23,6 +23,9 @@ spelling of it). Whatever the policy, a VM that cannot move is left alone and to
 MIGRATION_OPT_IN_LABEL = "nicplug.io/migrations"
 """The label on the (KubeVirt or Deckhouse) VirtualMachine that opts it in."""
 DialectKind = Literal["deckhouse", "multus"]
+FlavourName = Literal["deckhouse", "kubevirt"]
+"""Whose cluster nicplug serves; each has its SDN dialect (`kubevirt`: `multus`)."""
+FLAVOUR_OF: dict[DialectKind, FlavourName] = {"deckhouse": "deckhouse", "multus": "kubevirt"}
 
 
 def hotplug_in_place(gating: Gating, strategy: RolloutStrategy) -> bool:
@@ -82,3 +85,8 @@ class MachineConfig:
     dialect_kind: DialectKind = "deckhouse"
     timeouts: Timeouts = field(default_factory=Timeouts)
     cluster_network_nad_namespace: str = "default"
+
+    @property
+    def flavour(self) -> FlavourName:
+        """The flavour of the dialect: what the journal records on each operation."""
+        return FLAVOUR_OF[self.dialect_kind]
