@@ -21,8 +21,9 @@ def driver(sim: Sim, **config: object) -> Driver:
 
 def deckhouse_vm(**kw: object) -> Sim:
     """A Deckhouse VM: its KVVM's runStrategy is Manual whatever its run policy."""
-    base: dict[str, object] = dict(networks=(MAIN, X), strategy="Stage", approval="Automatic",
-                                   run_strategy="Manual", run_policy="AlwaysOnUnlessStoppedManually")
+    base: dict[str, object] = dict(
+        networks=(MAIN, X), strategy="Stage", approval="Automatic",
+        run_strategy="Manual", run_policy="AlwaysOnUnlessStoppedManually")
     return Sim(**(base | kw))  # type: ignore[arg-type]
 
 
