@@ -332,14 +332,17 @@ def _vm_operations(
         if address_of(body)[0] != objects.namespace:
             continue
         try:
-            record = _memoized(memo, "vmop", body, lambda b=body: records.vm_operation(
-                read(VMOPObject, b, kind="VirtualMachineOperation")))
+            record = _memoized(memo, "vmop", body, partial(_read_operation, body))
         except MalformedObject as e:
             errors.append(str(e))
             continue
         if record is not None:
             found.append(record)
     return tuple(sorted(found, key=lambda o: o.name))
+
+
+def _read_operation(body: Body) -> VMOperation | None:
+    return records.vm_operation(read(VMOPObject, body, kind="VirtualMachineOperation"))
 
 
 def _migrations(
