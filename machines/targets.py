@@ -449,8 +449,6 @@ def _halt(facts: Facts, vm: DesiredVM, config: MachineConfig) -> RestartVM | Non
         # one Stop per VMI uid, ever: a refused one is not asked again for that VMI
         if world.vm_operation("Stop", vmi.uid) is not None:
             return None
-        if world.stopped_for_restart is not None:
-            return None  # stopped for a restart still to be started: not this VMI's turn
         return RestartVM(vm.namespace, vm.name, vmi.uid, "halt", by="operation")
     if kvvm.resumes is not None:
         return None

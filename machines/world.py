@@ -323,6 +323,8 @@ class VMOperation:
     vmi_uid: str
     phase: str = ""
     message: str = ""
+    created: str = ""
+    """`metadata.creationTimestamp` (RFC 3339: its order is the text's)."""
 
     @property
     def finished(self) -> bool:
@@ -361,9 +363,14 @@ class World:
 
     @property
     def stopped_for_restart(self) -> VMOperation | None:
-        """nicplug's `Stop` that Deckhouse completed and no `Start` of nicplug's
-        followed: the VM is stopped for a restart of nicplug's, to be started again."""
-        return next((o for o in self.vm_operations
-                     if o.type == "Stop" and o.phase == "Completed"
-                     and self.vm_operation("Start", o.vmi_uid) is None), None)
+        """nicplug's latest `Stop`, when Deckhouse completed it and no `Start` of
+        nicplug's followed: the VM is stopped for a restart of nicplug's, to be started
+        again. (An older `Stop` left without a `Start` was overtaken: the VM ran again.)"""
+        stops = [o for o in self.vm_operations if o.type == "Stop"]
+        if not stops:
+            return None
+        latest = max(stops, key=lambda o: (o.created, o.name))
+        if latest.phase != "Completed" or self.vm_operation("Start", latest.vmi_uid):
+            return None
+        return latest
 

@@ -257,7 +257,8 @@ def vm_operation(obj: VMOPObject) -> VMOperation | None:
         return None
     completed = next((c for c in obj.status.conditions if c.type == "Completed"), None)
     return VMOperation(obj.metadata.name, obj.spec.type, vmi_uid, obj.status.phase,
-                       completed.message if completed is not None else "")
+                       completed.message if completed is not None else "",
+                       obj.metadata.creation_timestamp)
 
 
 def migration(obj: VMIMObject) -> Migration:

@@ -241,9 +241,11 @@ class Sim:
         if any(o.name == name for o in self.vm_operations):
             return  # AlreadyExists: ours
         if type_ == "Stop" and (effect.vmi_uid != self.vmi_uid or self.vmop_phase != "Completed"):
-            self.vm_operations.append(VMOperation(name, type_, effect.vmi_uid, "Failed", "refused"))
+            self.vm_operations.append(VMOperation(name, type_, effect.vmi_uid, "Failed", "refused",
+                                                  f"{len(self.vm_operations):04d}"))
             return
-        self.vm_operations.append(VMOperation(name, type_, effect.vmi_uid, "Completed"))
+        self.vm_operations.append(VMOperation(name, type_, effect.vmi_uid, "Completed", "",
+                                              f"{len(self.vm_operations):04d}"))
         if type_ == "Stop":
             self.stop()
             self.running = False

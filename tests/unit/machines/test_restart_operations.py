@@ -115,3 +115,15 @@ def test_a_vm_the_user_stopped_is_not_started() -> None:
     d.run(12)
     assert [s for s in steps(d) if s[0] == "RestartVM"] == []
     assert sim.vmi_uid is None
+
+
+def test_a_stop_the_user_overtook_does_not_hold_back_the_next_restart() -> None:
+    """nicplug stopped vmi-1; the user started the VM themselves (vmi-2) before nicplug's
+    Start: a later change restarts vmi-2 and starts it again."""
+    sim = deckhouse_vm()
+    sim.vm_operations = [VMOperation("stop-vmi-0", "Stop", "vmi-0", "Completed", "", "0000")]
+    d = driver(sim)
+    d.run(12)
+    assert [s for s in steps(d) if s[0] == "RestartVM"] == [
+        ("RestartVM", "halt", "vmi-1"), ("RestartVM", "start", "vmi-1")]
+    assert d.op(*PLUG).state == "Attached"
