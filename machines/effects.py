@@ -136,9 +136,6 @@ class VMNetworkEntry:
     if_name: str
     identity: str
     absent: bool = False
-    multus_network: str | None = None
-    mac: str | None = None
-    """The interface's `macAddress` where KubeVirt derives the pod's request from it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -202,13 +199,7 @@ class PatchVirtualMachine(Effect):
             "namespace": self.namespace,
             "name": self.name,
             "networks": [
-                {
-                    "if_name": n.if_name,
-                    "identity": n.identity,
-                    "absent": n.absent,
-                    "multus_network": n.multus_network,
-                }
-                | ({} if n.mac is None else {"mac": n.mac})
+                {"if_name": n.if_name, "identity": n.identity, "absent": n.absent}
                 for n in self.networks
             ],
             "template_requests": [_request_payload(r) for r in self.template_requests],
@@ -219,10 +210,9 @@ class PatchVirtualMachine(Effect):
     @classmethod
     def from_payload(cls, p: Mapping[str, Any]) -> PatchVirtualMachine:
         networks = tuple(
-            VMNetworkEntry(
-                n["if_name"], n["identity"], bool(n["absent"]), n.get("multus_network"),
-                n.get("mac"),
-            )
+            # (`multus_network` and `mac`, which older payloads hold, were always None
+            # where nicplug writes the KVVM: read and ignored)
+            VMNetworkEntry(n["if_name"], n["identity"], bool(n["absent"]))
             for n in p["networks"]
         )
         requests = tuple(_request_of(r) for r in p["template_requests"])

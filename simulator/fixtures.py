@@ -198,7 +198,11 @@ def _create_vm(store: Store, knobs: Knobs, rng: random.Random, namespace: str, v
     }
     ob.set_migratable(status, vmi, knobs.dialect)
     ob.set_condition(status, "Ready", "True", "")
-    store.update(VMIS, vmi | {"status": status}, subresource="status")
+    vmi = store.update(VMIS, vmi | {"status": status}, subresource="status")
+    synced = dict(kvvm.get("status") or {})
+    ob.sync_conditions(synced, vmi)  # as KubeVirt's VM controller has synced them
+    if synced != (kvvm.get("status") or {}):
+        store.update(KVVMS, kvvm | {"status": synced}, subresource="status")
 
 
 def _create_deckhouse_vm(store: Store, namespace: str, vm: str, extra: tuple[NetworkRef, ...],

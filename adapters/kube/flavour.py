@@ -185,11 +185,11 @@ def rbac_rules(flavour: Flavour) -> tuple[Grant, ...]:
     """
     f = flavour
     if f.name == "upstream":
-        # the kubevirt flavour: the KubeVirt VM is the user's, read and given conditions;
+        # the kubevirt flavour: the KubeVirt VM is the user's, only read (KubeVirt removes
+        # conditions it did not set, so nicplug writes none: `targets.conditions_kept`);
         # KubeVirt writes the VMI, the pods' networks annotation and the template
         return (
-            Grant(f.kvvms.group, (f.kvvms.plural,), ("get", "list", "watch")),
-            Grant(f.kvvms.group, (f.kvvms.plural + "/status",), ("patch",)),
+            Grant(f.kvvms.group, (f.kvvms.plural,), ("list", "watch")),
             Grant(f.vmis.group, (f.vmis.plural,), ("list", "watch")),
             Grant(f.vmims.group, (f.vmims.plural,), ("list", "watch", "create")),
             Grant(f.kubevirts.group, (f.kubevirts.plural,), ("list", "watch")),

@@ -33,6 +33,12 @@ What it imitates (and what a controller driving it must cope with):
   `AutoMigrationDueToLiveUpdate` after the grace, as KubeVirt's migration evaluator does;
   it is cleared when the pod matches.
 * Migrations (`migrations.py`) run from here as well.
+* The VM's status conditions follow the VMI's at every sync of a VM that has a VMI, as
+  KubeVirt's VM controller does (`syncConditions`, `pkg/virt-controller/watch/vm/vm.go`):
+  each VMI condition is copied (updated in place when its status or reason differ), and
+  every other condition is removed, except `Ready`, `Failure` and `RestartRequired`.
+  Any write to the VM, its status included, is such a sync, so a condition someone else
+  sets on a VM that has a VMI is gone at once; a VM without a VMI keeps its conditions.
 
 Deckhouse: it never edits the SDN annotations of a pod it did not just create (that is
 the SDN's and the controller's business). Multus: it writes only the networks
@@ -222,6 +228,8 @@ class KubeVirt(Reactor):
             status["printableStatus"] = printable
             status["created"] = vmi is not None
             status["ready"] = phase == "Running"
+            if vmi is not None:
+                ob.sync_conditions(status, vmi)
 
         self.edit(KVVMS, kvvm, report, status=True)
 

@@ -125,12 +125,41 @@ class Sim:
     # (`user_plugs`, `user_unplugs`); `networks` is not read
     in_template: bool = False
 
-    def user_plugs(self, nad: str, interface: str) -> None:
+    _edited: tuple[NetworkSpec, ...] | None = field(default=None, repr=False)
+    """The `networks` last turned into template edits (`in_template`)."""
+
+    def user_plugs(self, nad: str, interface: str, nad_namespace: str = "ns") -> None:
         """The user guide's hotplug: an interface with its multus network."""
         self.kvvm_ifaces = [i for i in self.kvvm_ifaces if i.name != interface]
         self.kvvm_ifaces.append(KVVMInterface(interface))
         if all(n.name != interface for n in self.kvvm_nets):
-            self.kvvm_nets.append(KVVMNetwork(interface, f"ns/{nad}"))
+            self.kvvm_nets.append(KVVMNetwork(interface, f"{nad_namespace}/{nad}"))
+
+    def _edit_template(self) -> None:
+        """In the kubevirt flavour a scenario written as a desired list (`networks`) is
+        the user editing the template as the user guide says: a network the list gains
+        is plugged (an interface named as nicplug names it, with its NAD), one it loses
+        is marked absent, and so is `default` when Main leaves (back when it returns)."""
+        networks = self.networks if self.networks is not None else (NetworkSpec("Main"),)
+        if not self.in_template or networks == self._edited:
+            return
+        self._edited = networks
+        wanted = {s.identity: s for s in networks}
+        have = {s.identity: s for s in self.template_networks()}
+        for spec in networks:
+            if spec.identity in have:
+                continue
+            if spec.type == "Main":  # the pod network's interface, back or not absent
+                others = [i for i in self.kvvm_ifaces if i.name != "default"]
+                self.kvvm_ifaces = [KVVMInterface("default"), *others]
+                if all(n.name != "default" for n in self.kvvm_nets):
+                    self.kvvm_nets.insert(0, KVVMNetwork("default"))
+                continue
+            where = "ns" if spec.type == "Network" else "default"
+            self.user_plugs(spec.name, spec.if_name, where)
+        for identity, spec in have.items():
+            if identity not in wanted:
+                self.user_unplugs(spec.if_name)
 
     def user_unplugs(self, interface: str) -> None:
         """The user guide's unplug: the interface `state: absent`."""
@@ -156,6 +185,7 @@ class Sim:
         return tuple(specs)
 
     def world(self) -> World:
+        self._edit_template()
         vm = None
         if not self.vm_deleted and self.in_template:
             vm = DesiredVM(
@@ -204,7 +234,7 @@ class Sim:
                 self.requested = list(effect.entries)
         elif isinstance(effect, PatchVirtualMachine):
             self.kvvm_ifaces = [KVVMInterface(n.if_name, n.absent) for n in effect.networks]
-            self.kvvm_nets = [KVVMNetwork(n.if_name, n.multus_network) for n in effect.networks]
+            self.kvvm_nets = [KVVMNetwork(n.if_name) for n in effect.networks]
             self.template = list(effect.template_requests)
         elif isinstance(effect, SetVMCondition):
             self.vm_conditions[effect.type] = Condition(

@@ -214,10 +214,10 @@ def test_multus_world_tells_identities_from_the_network_names() -> None:
         {"name": "kindnet", "interface": "eth0", "default": True},
         {"name": "ns1/user-net", "interface": MULTUS.pod_interface(if_name=b.USER_NET_IF)},
     ]).decode()
-    requested = MULTUS.render_requests(
-        requests=[SDNRequest("Network/user-net", b.USER_NET_IF)], namespace=b.NS
-    )
-    assert requested is not None
+    requested = orjson.dumps([  # as KubeVirt's generator writes it
+        {"name": "user-net", "namespace": b.NS,
+         "interface": MULTUS.pod_interface(if_name=b.USER_NET_IF)},
+    ]).decode()
     pod = b.launcher_pod(annotations={
         MULTUS.request_annotation: requested, MULTUS.status_annotation: status
     })
