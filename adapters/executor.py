@@ -24,6 +24,7 @@ import asyncio
 import datetime
 import logging
 import time
+import zlib
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Final
 
@@ -31,7 +32,12 @@ from nicplug.adapters.kube import errors as kube_errors
 from nicplug.adapters.kube.calls import EventNote, KubeCalls, pointer
 from nicplug.adapters.kube.events import EventRecorder
 from nicplug.adapters.kube.flavour import Flavour
-from nicplug.adapters.kube.resources import KindRef
+from nicplug.adapters.kube.resources import (
+    MANAGED_BY_LABEL,
+    MANAGED_BY_NICPLUG,
+    VMOP_VMI_UID_ANNOTATION,
+    KindRef,
+)
 from nicplug.adapters.kube.translate import records
 from nicplug.adapters.kube.translate.objects import KVVMObject, MalformedObject, read
 from nicplug.adapters.observability import Metrics
@@ -58,7 +64,6 @@ from nicplug.machines.world import MAIN_IF_NAME, RESTART_ANNOTATION, RUNNING, SD
 log = logging.getLogger(__name__)
 
 JSON_PATCH: Final = "application/json-patch+json"
-MANAGED_BY_NICPLUG: Final = "app.kubernetes.io/managed-by=nicplug"
 CONDITION_WRITE_ATTEMPTS: Final = 3
 """Reads and writes of a VM's conditions before a 409 goes back to the decider."""
 Result = Mapping[str, Any]
@@ -370,7 +375,10 @@ class KubeExecutor:
 
     async def _restart(self, e: RestartVM) -> Result:
         """Halt (noting the strategy to put back) or start the KVVM, as `virtctl stop`
-        and `start` do; each a JSON patch testing what it changes."""
+        and `start` do; each a JSON patch testing what it changes. Through Deckhouse's
+        operations: `_restart_by_operation`."""
+        if e.by == "operation":
+            return await self._restart_by_operation(e)
         kvvm = await self._read(self._kinds.kvvms, e.namespace, e.name)
         metadata = kvvm.get("metadata") or {}
         spec = kvvm.get("spec") or {}
@@ -406,6 +414,51 @@ class KubeExecutor:
         )
         return {"halted" if e.step == "halt" else "started": True}
 
+    async def _restart_by_operation(self, e: RestartVM) -> Result:
+        """A `Stop` (step `halt`) or `Start` `VirtualMachineOperation`, as `d8 v stop` /
+        `start` make them: Deckhouse deletes the VMI, and later starts the VM again.
+
+        The name is fixed by the VM, the VMI whose restart it is, and the step, so a retry
+        (after a timeout, a crash, a new leader) finds the one made before: it counts as
+        made only when it is nicplug's, of the same type for the same VMI. A `Stop` is
+        asked only while that VMI is the VM's; a `Start` only while no VMI runs."""
+        kind = self._kinds.vm_operations
+        if kind is None:
+            raise PermanentError(
+                f"VM {e.target}: this KubeVirt API flavour ({self._kinds.name}) has no "
+                "VirtualMachineOperations to restart it with")
+        type_ = "Stop" if e.step == "halt" else "Start"
+        try:
+            vmi: Mapping[str, Any] | None = await self._read(self._kinds.vmis, e.namespace, e.name)
+        except kube_errors.NotFound:
+            vmi = None
+        if type_ == "Stop":
+            if vmi is None:
+                return {"stopped": False, "reason": "no VMI"}
+            if (vmi.get("metadata") or {}).get("uid") != e.vmi_uid:
+                return {"stopped": False, "reason": "the VMI was already replaced"}
+        elif vmi is not None and (vmi.get("status") or {}).get("phase") not in (
+                "Succeeded", "Failed"):
+            raise RetryAfterObservation(f"VM {e.target} runs again: it is not nicplug's to start")
+        name = vm_operation_name(e.name, e.vmi_uid, type_)
+        spec = {"type": type_, "virtualMachineName": e.name}
+        try:
+            await self._calls.create_vm_operation(
+                kind, e.namespace, name, spec,
+                labels={MANAGED_BY_LABEL: "nicplug"},
+                annotations={VMOP_VMI_UID_ANNOTATION: e.vmi_uid})
+        except kube_errors.AlreadyExists:
+            found = await self._calls.get(kind, e.namespace, name)
+            annotations = (found.get("metadata") or {}).get("annotations") or {}
+            found_spec = found.get("spec") or {}
+            mine = all(found_spec.get(k) == v for k, v in spec.items())
+            if not mine or annotations.get(VMOP_VMI_UID_ANNOTATION) != e.vmi_uid:
+                raise PermanentError(
+                    f"VirtualMachineOperation {e.namespace}/{name} exists and is not "
+                    f"nicplug's {type_} of VM {e.name} for VMI {e.vmi_uid}") from None
+            return {"operation": name, "created": False}
+        return {"operation": name, "created": True}
+
     async def _migrate(self, e: CreateMigration) -> Result:
         # one check-and-create at a time, so that the cap holds within this leader
         async with self._migrating:
@@ -427,7 +480,7 @@ class KubeExecutor:
             try:
                 await self._calls.create_migration(
                     self._kinds.vmims, e.namespace, e.migration, e.vmi,
-                    labels={"app.kubernetes.io/managed-by": "nicplug"},
+                    labels={MANAGED_BY_LABEL: "nicplug"},
                 )
             except kube_errors.AlreadyExists:
                 return {"created": False}
@@ -446,6 +499,12 @@ class KubeExecutor:
         return await self._events.record(
             EventNote(involved=involved, reason=e.reason, message=e.message, type=e.type)
         )
+
+
+def vm_operation_name(vm: str, vmi_uid: str, type_: str) -> str:
+    """The name of nicplug's `type_` operation in the restart of VM `vm`'s VMI
+    `vmi_uid`: the same on every attempt, by any replica."""
+    return f"nicplug-{vm}-{zlib.crc32(vmi_uid.encode()):08x}-{type_.lower()}"
 
 
 def _annotation_ops(

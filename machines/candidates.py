@@ -56,9 +56,11 @@ def changes_needing_operations(
             # in the KVVM but not in the guest: a plug adopted half-way
             found[slot] = Candidate(spec.identity, "plug", spec.if_name, "", "not attached")
     kvvm = world.kvvm
+    stopped_by_nicplug = kvvm is not None and (
+        world.stopped_for_restart is not None if config.restarts == "operations"
+        else kvvm.resumes is not None)
     if (
-        kvvm is not None
-        and kvvm.resumes is not None
+        stopped_by_nicplug
         and not facts.live
         and not state.ops
         and not found

@@ -49,6 +49,7 @@ from nicplug.machines.world import (
     KVVM,
     MAIN_IF_NAME,
     RESTARTABLE,
+    STOPPABLE_POLICIES,
     DesiredVM,
     NetworkSpec,
     SDNRequest,
@@ -268,9 +269,8 @@ def conditions(
     if restart:
         named = ", ".join(f"{o.network} ({o.message or o.direction})" for o in restart)
         kvvm = facts.world.kvvm
-        if vm.approval == "Automatic" and kvvm is not None and not restartable(facts):
-            named += (f"; runStrategy {kvvm.run_strategy or 'unset'} would not bring a"
-                      " halted VM back, so nicplug leaves the restart to you")
+        if vm.approval == "Automatic" and kvvm is not None:
+            named += why_not_restarted(facts, vm, config)
         wanted_restart = (REASON_RESTART, RESTART_PREFIX + named)
     why_blocked = migration_blocked(facts, config)
     blocked = [o for o in ordered if o.state == "MigrationRequired" and why_blocked]
@@ -368,37 +368,85 @@ def migration_blocked(facts: Facts, config: MachineConfig) -> str | None:
     return None
 
 
-def restartable(facts: Facts) -> bool:
-    """nicplug may restart this VM: its run strategy brings a halted VM back."""
+def restartable(facts: Facts, vm: DesiredVM, config: MachineConfig) -> bool:
+    """nicplug may restart this VM: through Deckhouse's operations, its run policy lets
+    Deckhouse stop and start it; through the run strategy, that brings a halted VM back."""
+    if config.restarts == "operations":
+        return vm.run_policy in STOPPABLE_POLICIES
     kvvm = facts.world.kvvm
     return kvvm is not None and kvvm.run_strategy in RESTARTABLE
 
 
+def why_not_restarted(facts: Facts, vm: DesiredVM, config: MachineConfig) -> str:
+    """What the `AwaitingRestartToApplyConfiguration` message adds when nicplug, asked
+    to restart (`Automatic`), cannot: nothing when it can."""
+    world = facts.world
+    if config.restarts == "operations":
+        if not restartable(facts, vm, config):
+            return (f"; runPolicy {vm.run_policy} does not let Deckhouse stop and start the"
+                    " VM (only Manual and AlwaysOnUnlessStoppedManually do), so nicplug"
+                    " leaves the restart to you")
+        stop = world.vm_operation("Stop", world.vmi.uid) if world.vmi is not None else None
+        if stop is not None and stop.phase in ("Failed", "Superseded"):
+            return (f"; Deckhouse did not stop it (VirtualMachineOperation {stop.name}"
+                    f" {stop.phase}: {stop.message or 'no message'}), so nicplug leaves"
+                    " the restart to you")
+        return ""
+    kvvm = world.kvvm
+    if kvvm is not None and not restartable(facts, vm, config):
+        return (f"; runStrategy {kvvm.run_strategy or 'unset'} would not bring a"
+                " halted VM back, so nicplug leaves the restart to you")
+    return ""
+
+
+def _start_again(facts: Facts, vm: DesiredVM, config: MachineConfig) -> RestartVM | None:
+    """The start of a restart nicplug began (it stopped the VM): None when it began none."""
+    world = facts.world
+    if config.restarts == "operations":
+        stopped = world.stopped_for_restart
+        if stopped is None:
+            return None
+        return RestartVM(vm.namespace, vm.name, stopped.vmi_uid, "start", by="operation")
+    kvvm = world.kvvm
+    if kvvm is None or kvvm.resumes is None:
+        return None
+    return RestartVM(vm.namespace, vm.name, "", "start", kvvm.resumes)
+
+
+def _halt(facts: Facts, vm: DesiredVM, config: MachineConfig) -> RestartVM | None:
+    """The first step of a restart of the running VMI, unless one began already."""
+    world = facts.world
+    vmi, kvvm = world.vmi, world.kvvm
+    if vmi is None or kvvm is None or not restartable(facts, vm, config):
+        return None
+    if config.restarts == "operations":
+        # one Stop per VMI uid, ever: a refused one is not asked again for that VMI
+        if world.vm_operation("Stop", vmi.uid) is not None:
+            return None
+        return RestartVM(vm.namespace, vm.name, vmi.uid, "halt", by="operation")
+    if kvvm.resumes is not None:
+        return None
+    return RestartVM(vm.namespace, vm.name, vmi.uid, "halt", kvvm.run_strategy)
+
+
 def restarts_and_migrations(facts: Facts, ops: Ops, vm: DesiredVM, config: MachineConfig) -> Owned:
     out: Owned = []
-    kvvm = facts.world.kvvm
     ordered = sorted(ops.values(), key=lambda o: o.stream)
     restart = [o for o in ordered if o.state == "RestartRequired"]
-    if kvvm is not None and kvvm.resumes is not None and not facts.live and not restart:
-        # halted by nicplug, and the change is written: start it again
+    if not facts.live and not restart:
+        # stopped by nicplug, and the change is written: start it again
         comparison = facts.comparison
-        if ordered and comparison is not None and not comparison.changes:
+        start = _start_again(facts, vm, config)
+        if start is not None and ordered and comparison is not None and not comparison.changes:
             owner = next((o for o in ordered if not o.terminal), ordered[0])
-            out.append((owner, RestartVM(vm.namespace, vm.name, "", "start", kvvm.resumes)))
+            out.append((owner, start))
     if not any(o.state in ("RestartRequired", "MigrationRequired") for o in ops.values()):
         return out
     vmi = facts.world.vmi
-    if (
-        restart
-        and vm.approval == "Automatic"
-        and facts.live
-        and vmi is not None
-        and kvvm is not None
-        and kvvm.resumes is None
-        and restartable(facts)
-    ):
-        halt = RestartVM(vm.namespace, vm.name, vmi.uid, "halt", kvvm.run_strategy)
-        out.append((restart[0], halt))
+    if restart and vm.approval == "Automatic" and facts.live:
+        halt = _halt(facts, vm, config)
+        if halt is not None:
+            out.append((restart[0], halt))
     waiting = [o for o in ordered if o.state == "MigrationRequired"]
     if (
         waiting

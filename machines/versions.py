@@ -16,7 +16,9 @@ today. Versions so far:
 * effects 1: as first written; members added since are optional and read with their
   defaults: `PatchPodNetworks.observed` and `PatchVirtualMachine.observed` / `pods` / `stopped`
   (none: no precondition), `RestartVM.step` / `resumes` (a pending restart of an older
-  nicplug reads as a halt whose precondition fails, so it is decided again).
+  nicplug reads as a halt whose precondition fails, so it is decided again),
+  `RestartVM.by` (absent: `run-strategy`, as before restarts through Deckhouse's
+  `VirtualMachineOperation`s).
 * `Opened` 1 carries `flavour` only for an operation not of the deckhouse flavour (absent:
   deckhouse); snapshots (2 and 3) likewise `flavour` and `bypassed_vmi` (absent: none), so older
   journals read unchanged.

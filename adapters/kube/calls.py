@@ -190,6 +190,22 @@ class KubeCalls:
         self._fenced()
         return await write(self._connection, "POST", path_of(kind, namespace), body)
 
+    async def create_vm_operation(
+        self, kind: KindRef, namespace: str, name: str, spec: Mapping[str, Any], *,
+        labels: Mapping[str, str], annotations: Mapping[str, str],
+    ) -> JsonObject:
+        """Create a Deckhouse `VirtualMachineOperation` named by the caller (creating it
+        twice yields `AlreadyExists`), `spec` as given (`type`, `virtualMachineName`)."""
+        body = {
+            "apiVersion": kind.api_version,
+            "kind": kind.kind,
+            "metadata": {"name": name, "namespace": namespace, "labels": dict(labels),
+                         "annotations": dict(annotations)},
+            "spec": dict(spec),
+        }
+        return await fetch_object(self._custom.create_namespaced_custom_object(
+            kind.group, kind.version, namespace, kind.plural, body, **self._writing()))
+
     async def list_migrations(self, kind: KindRef, *, label_selector: str) -> list[JsonObject]:
         """Every VirtualMachineInstanceMigration (`kind`, as the flavour names it)
         matching `label_selector`, cluster-wide, fresh from the server."""

@@ -26,6 +26,10 @@ UNEXERCISED: dict[str, str] = {
     "ClusterRole/nicplug: create internalvirtualizationvirtualmachineinstancemigrations":
         "a migration under Deckhouse's KubeVirt; the demo's migration world runs multus "
         "on upstream KubeVirt",
+    "ClusterRole/nicplug: get virtualmachineoperations (virtualization.deckhouse.io)":
+        "a restart's Stop or Start retried after its create was applied but not answered "
+        "finds one of that name: it is read back to check it is nicplug's "
+        "(tests/kube/test_executor_restart_operations.py exercises it)",
     "ClusterRole/nicplug: patch events (events.k8s.io)":
         "a repeat of the same Event within 6 minutes counts in its series; no scenario "
         "fails the same way twice (tests/kube/test_events.py exercises it)",

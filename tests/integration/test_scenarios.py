@@ -14,7 +14,7 @@ from nicplug.simulator import objects as ob
 from nicplug.simulator.cluster import SimulatedCluster
 from nicplug.simulator.fixtures import Fixtures
 from nicplug.simulator.knobs import Failures, Knobs
-from nicplug.simulator.resources import KVVMS, PODS, VMIMS, VMIS, VMMACS, VMS
+from nicplug.simulator.resources import KVVMS, PODS, VMIMS, VMIS, VMMACS, VMOPS, VMS
 from tests.integration.cluster_view import (
     Trail,
     active_pods,
@@ -314,6 +314,12 @@ async def test_stage_with_automatic_approval_applies_at_restart(
     deleted = [r for r in cluster.requests
                if r.verb == "delete" and r.resource.endswith("virtualmachineinstances")]
     assert deleted == []
+    if knobs.dialect == "deckhouse":  # through the platform: a Stop, then a Start
+        made, _ = cluster.store.list(VMOPS, split(VM)[0])
+        assert [o["spec"]["type"] for o in sorted(
+            made, key=lambda o: int(o["metadata"]["resourceVersion"]))] == ["Stop", "Start"]
+        assert all(o["status"]["phase"] == "Completed" for o in made)
+        assert cluster.store.get(KVVMS, *split(VM))["spec"]["runStrategy"] == "Manual"
     assert _restart_flagged(trail)
     await eventually(lambda: not restart_pending(cluster, VM),
                      what="the restart condition to clear")

@@ -53,6 +53,7 @@ from nicplug.machines.world import (
     SDNRequest,
     SDNStatus,
     VMIInterfaceStatus,
+    VMOperation,
     World,
     nad_network,
 )
@@ -115,6 +116,11 @@ class Sim:
     resumes: str | None = None
     # KubeVirt recreates a deleted VMI at once, before anyone sees the VM stopped
     recreate_at_once: bool = False
+    # Deckhouse: the VM's runPolicy and the VirtualMachineOperations nicplug created;
+    # `vmop_phase` is how Deckhouse ends a Stop (Completed, or Failed: refused)
+    run_policy: str = ""
+    vm_operations: list[VMOperation] = field(default_factory=list)
+    vmop_phase: str = "Completed"
     # the kubevirt flavour: the desired state is the KVVM template, which the user edits
     # (`user_plugs`, `user_unplugs`); `networks` is not read
     in_template: bool = False
@@ -190,7 +196,7 @@ class Sim:
         elif not self.vm_deleted:
             vm = DesiredVM(
                 "uid-1", "ns", "vm", "1", self.networks, self.approval,  # type: ignore[arg-type]
-                conditions=tuple(self.vm_conditions.values()),
+                conditions=tuple(self.vm_conditions.values()), run_policy=self.run_policy,
             )  # fmt: skip
         kvvm = KVVM("1", self.running, tuple(self.kvvm_ifaces), tuple(self.kvvm_nets),
                     tuple(self.template), dict(self.kvvm_labels), self.eviction_strategy,
@@ -216,7 +222,8 @@ class Sim:
                             "node-1", tuple(self.requested), tuple(self.reported)),
             )  # fmt: skip
         cluster = ClusterConfig(self.strategy)  # type: ignore[arg-type]
-        return World(vm, kvvm, vmi, pods, tuple(self.migrations), cluster)
+        return World(vm, kvvm, vmi, pods, tuple(self.migrations), cluster,
+                     vm_operations=tuple(self.vm_operations))
 
     # -- effects --------------------------------------------------------------------------
 
@@ -244,7 +251,9 @@ class Sim:
 
     def restart_step(self, effect: RestartVM) -> None:
         step = getattr(effect, "step", None)
-        if step is None:  # a restart by deleting the VMI
+        if effect.by == "operation":
+            self.operation(effect)
+        elif step is None:  # a restart by deleting the VMI
             if effect.vmi_uid == self.vmi_uid:
                 self.restart()
         elif step == "halt":  # preconditions: the same VMI, the same run strategy
@@ -253,6 +262,26 @@ class Sim:
                 self.stop()
         elif self.resumes == effect.resumes:
             self.run_strategy, self.resumes, self.running = effect.resumes, None, True
+
+    def operation(self, effect: RestartVM) -> None:
+        """Deckhouse runs a `Stop` (the VMI deleted; under its `Manual` run strategy the
+        VM stays stopped) or a `Start` VirtualMachineOperation; one name per VMI and step."""
+        type_ = "Stop" if effect.step == "halt" else "Start"
+        name = f"{type_.lower()}-{effect.vmi_uid}"
+        if any(o.name == name for o in self.vm_operations):
+            return  # AlreadyExists: ours
+        if type_ == "Stop" and (effect.vmi_uid != self.vmi_uid or self.vmop_phase != "Completed"):
+            self.vm_operations.append(VMOperation(name, type_, effect.vmi_uid, "Failed", "refused",
+                                                  f"{len(self.vm_operations):04d}"))
+            return
+        self.vm_operations.append(VMOperation(name, type_, effect.vmi_uid, "Completed", "",
+                                              f"{len(self.vm_operations):04d}"))
+        if type_ == "Stop":
+            self.stop()
+            self.running = False
+        else:
+            self.running = True
+            self.start()
 
     def restart(self) -> None:
         """The VMI is deleted: stop now; under a run strategy that recreates it, a new
