@@ -359,10 +359,10 @@ class SQLiteJournal:
         """Every row an audit compares, each stream folded by `fold`, in one snapshot."""
         return await self._read(partial(upkeep.audit_input, schemas=self.schemas, fold=fold))
 
-    async def rewrite_views(self, views: Sequence[StreamView]) -> int:
-        """Replace read-model rows by `views` folded from the events (offline rebuild)."""
+    async def rebuild(self, fold: upkeep.Fold) -> upkeep.Rebuilt:
+        """Rewrite the read-model rows that differ from their streams' fold (offline)."""
         self._writable()
-        return await self._read(partial(upkeep.rewrite_views, views=views))
+        return await self._read(partial(upkeep.rebuild, schemas=self.schemas, fold=fold))
 
     async def archivable(self, cutoff_wall: float) -> list[StoredView]:
         return await self._read(partial(upkeep.archivable, cutoff_wall=cutoff_wall))
