@@ -34,7 +34,7 @@ from nicplug.engine.journal import (
     PendingEffect,
     StoredView,
 )
-from nicplug.engine.model import Key, RecordedEvent, StreamId, StreamView
+from nicplug.engine.model import Key, RecordedEvent, StreamId
 from nicplug.engine.sqlite_opening import (
     MEMORY,
     IntegrityCheck,

@@ -102,7 +102,8 @@ def fold_streams(conn: sqlite3.Connection, schemas: Schemas, fold: Fold) -> dict
             folded[stream] = (Folded(None, 0, len(events), problem) if problem
                               else fold(key, stream, events))
 
-    loads, step, append = orjson.loads, Step, events.append
+    # a `Step` made as its own constructor makes it, less the Python call around it
+    loads, new, append = orjson.loads, tuple.__new__, events.append
     for position, of, by, version, type_, schema, payload in conn.execute(
         "SELECT position, stream, key, version, type, schema_version, payload FROM events"
         " ORDER BY stream, version"
@@ -116,7 +117,7 @@ def fold_streams(conn: sqlite3.Connection, schemas: Schemas, fold: Fold) -> dict
                 decoded = loads(payload)
                 if upcast is not None and (type_, schema) not in as_is:
                     schema, decoded = upcast(type_, schema, decoded)
-                append(step(position, of, key, version, type_, schema, decoded))
+                append(new(Step, (position, of, key, version, type_, schema, decoded)))
             except (JournalError, orjson.JSONDecodeError) as error:
                 problem = f"event {position} unreadable ({error})"
     done()
