@@ -180,8 +180,7 @@ def fold_view(key: Key, stream: StreamId, events: Sequence[Step]) -> StreamView 
     bypassed: str | None = None
     paused_at: float | None = None
     credit, direction = 0.0, "plug"
-    for event in events:
-        type_, p = event.type, event.payload
+    for _, _, _, _, type_, _, p in events:
         if type_ == OPENED:
             if op is not None:
                 op = _folded(op, state, reason, message, history, entered_at, issued,
