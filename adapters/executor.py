@@ -24,7 +24,7 @@ import asyncio
 import datetime
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Final
 
 from nicplug.adapters.kube import errors as kube_errors
@@ -59,12 +59,16 @@ log = logging.getLogger(__name__)
 
 JSON_PATCH: Final = "application/json-patch+json"
 MANAGED_BY_NICPLUG: Final = "app.kubernetes.io/managed-by=nicplug"
+CONDITION_WRITE_ATTEMPTS: Final = 3
+"""Reads and writes of a VM's conditions before a 409 goes back to the decider."""
 MIGRATION_SLOT_WAIT: Final = 10.0
 """Seconds before asking again for a migration the cluster-wide cap held back."""
 Result = Mapping[str, Any]
 Cached = Callable[[KindRef, str, str], Mapping[str, Any] | None]
 """The informers' copy of an object (kind, namespace, name), or None if they hold none.
 It must keep whole every part a write is built from: see `worldview.WRITTEN_FROM`."""
+Reader = Callable[[KindRef, str, str], Awaitable[Mapping[str, Any]]]
+"""How a VM is read for a condition write: from the cache, or from the server."""
 
 
 class KubeExecutor:
@@ -310,8 +314,30 @@ class KubeExecutor:
         if not seen.same_template(now.interfaces, now.networks, now.template_requests):
             raise RetryAfterObservation(f"KVVM {e.target}: its template changed")
 
+    async def _conditions_written(
+        self, write: Callable[[Reader], Awaitable[Result]]
+    ) -> Result:
+        """A VM's conditions are a read-modify-write of one list that the platform's
+        controller also writes (its status churns): a 409 means someone else wrote the
+        status between the read and the patch, not that the condition is wrong, so it is
+        read afresh from the server (the cache may not hold the newer write yet) and
+        written again a few times before the decision is asked again."""
+        read: Reader = self._vm_reader
+        for _ in range(CONDITION_WRITE_ATTEMPTS - 1):
+            try:
+                return await write(read)
+            except kube_errors.Conflict:
+                read = self._calls.get
+        return await write(read)
+
     async def _set_condition(self, e: SetVMCondition) -> Result:
-        vm = await self._vm_reader(self._vm_kind, e.namespace, e.name)
+        return await self._conditions_written(lambda read: self._set_condition_once(e, read))
+
+    async def _remove_condition(self, e: RemoveVMCondition) -> Result:
+        return await self._conditions_written(lambda read: self._remove_condition_once(e, read))
+
+    async def _set_condition_once(self, e: SetVMCondition, read: Reader) -> Result:
+        vm = await read(self._vm_kind, e.namespace, e.name)
         status = vm.get("status") or {}
         conditions: list[dict[str, Any]] = [
             c for c in status.get("conditions") or () if isinstance(c, dict)
@@ -332,8 +358,8 @@ class KubeExecutor:
         await self._calls.patch_status(self._vm_kind, e.namespace, e.name, patch)
         return {"condition": e.type, "status": e.status}
 
-    async def _remove_condition(self, e: RemoveVMCondition) -> Result:
-        vm = await self._vm_reader(self._vm_kind, e.namespace, e.name)
+    async def _remove_condition_once(self, e: RemoveVMCondition, read: Reader) -> Result:
+        vm = await read(self._vm_kind, e.namespace, e.name)
         status = vm.get("status") or {}
         conditions = [c for c in status.get("conditions") or () if isinstance(c, dict)]
         kept = [c for c in conditions if c.get("type") != e.type]

@@ -13,7 +13,13 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from nicplug.adapters.kube.flavour import Flavour, FlavourName, default_for_dialect, flavour_for
+from nicplug.adapters.kube.flavour import (
+    Flavour,
+    FlavourName,
+    default_for_dialect,
+    flavour_for,
+    with_dialect,
+)
 from nicplug.adapters.kube.lease import LeaseTiming
 from nicplug.adapters.observability import parse_addr
 from nicplug.adapters.scope import VMScope
@@ -110,7 +116,8 @@ class Settings(BaseModel):
 
     def flavour(self) -> Flavour:
         """The KubeVirt API the cluster serves: as set, else the dialect's."""
-        return flavour_for(self.kubevirt_api or default_for_dialect(self.dialect))
+        return with_dialect(
+            flavour_for(self.kubevirt_api or default_for_dialect(self.dialect)), self.dialect)
 
     def lease_timing(self) -> LeaseTiming:
         return LeaseTiming(

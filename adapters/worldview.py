@@ -19,7 +19,7 @@ from typing import Any
 
 from nicplug.adapters.kube import resources as kinds
 from nicplug.adapters.kube.flavour import DECKHOUSE, UPSTREAM, Flavour
-from nicplug.adapters.kube.resources import KindRef, object_key
+from nicplug.adapters.kube.resources import VM_UID_LABEL, KindRef, object_key
 from nicplug.adapters.kube.translate import objects as read
 from nicplug.adapters.kube.translate.assemble import VMObjects, active_pod_uids
 from nicplug.adapters.kube.translate.projection import Shape, projector
@@ -72,6 +72,12 @@ class WorldIndex:
         self._vm_of_vmi_uid: dict[str, str] = {}  # VMI uid → VM key
         self._vm_of_pod_uid: dict[str, str] = {}  # pod uid (activePods) → VM key
         self._vmi_links: dict[str, tuple[str, tuple[str, ...]]] = {}  # VM key → the above
+        macs = flavour.vm_mac_addresses
+        self._vmmacs = macs.name if macs is not None else None
+        self._vm_of_uid: dict[str, str] = {}  # VM uid → VM key
+        self._uid_of_vm: dict[str, str] = {}  # VM key → VM uid
+        self._vmmacs_of: dict[str, set[str]] = defaultdict(set)  # VM uid → VMMAC keys
+        self._vmmac_owner: dict[str, str] = {}  # VMMAC key → the VM uid it is labelled with
 
     def apply(self, kind: KindRef, event_type: str, obj: Body) -> set[str]:
         """Record one change; return the VM keys (`ns/name`) whose world it changes.
@@ -93,6 +99,8 @@ class WorldIndex:
             return self._apply_pod(key, event_type, obj)
         if kind.name == _NAMESPACES:  # its label may opt its VMs in to migrations
             return {vm for vm in self.vm_keys() if vm.partition("/")[0] == key}
+        if kind.name == self._vmmacs:
+            return self._apply_vmmac(key, event_type, obj)
         namespace = str(_meta(obj).get("namespace") or "")
         vm_key = self._vm_of(kind, namespace, obj)
         if kind.name == self._vmis and vm_key is not None:
@@ -114,6 +122,7 @@ class WorldIndex:
             touched.add(vm_key)
         if kind.name == _VMS and vm_key is not None:
             self._ask(vm_key, None if event_type == "DELETED" else obj)
+            self._link_vm_uid(vm_key, event_type, obj)
         elif kind.name in _ASKED:
             touched.update(self._askers.get((kind.name, key), ()))
         elif kind.name == self._kubevirts and (
@@ -136,6 +145,31 @@ class WorldIndex:
         self._vm_of_vmi_uid[uid] = vm_key
         for pod_uid in pods:
             self._vm_of_pod_uid[pod_uid] = vm_key
+
+    def _link_vm_uid(self, vm_key: str, event_type: str, obj: Body) -> None:
+        old = self._uid_of_vm.pop(vm_key, None)
+        if old is not None:
+            self._vm_of_uid.pop(old, None)
+        uid = _meta(obj).get("uid")
+        if event_type != "DELETED" and isinstance(uid, str) and uid:
+            self._uid_of_vm[vm_key] = uid
+            self._vm_of_uid[uid] = vm_key
+
+    def _apply_vmmac(self, key: str, event_type: str, obj: Body) -> set[str]:
+        """A VMMAC concerns the VM whose uid its label holds (Deckhouse's link)."""
+        touched: set[str] = set()
+        old = self._vmmac_owner.pop(key, None)
+        if old is not None:
+            self._vmmacs_of.get(old, set()).discard(key)
+            touched.update(vm for vm in (self._vm_of_uid.get(old),) if vm is not None)
+        if event_type != "DELETED":
+            labels = _meta(obj).get("labels")
+            uid = labels.get(VM_UID_LABEL) if isinstance(labels, _MAPPING) else None
+            if isinstance(uid, str) and uid:
+                self._vmmac_owner[key] = uid
+                self._vmmacs_of[uid].add(key)
+                touched.update(vm for vm in (self._vm_of_uid.get(uid),) if vm is not None)
+        return touched
 
     def _apply_pod(self, key: str, event_type: str, obj: Body) -> set[str]:
         touched: set[str] = set()
@@ -234,7 +268,16 @@ class WorldIndex:
             cluster_networks=self._networks_asked(vm_key, _CLUSTER_NETWORKS),
             created_by_label=self._created_by,
             namespace_object=table[_NAMESPACES].get(namespace),
+            vm_mac_addresses=self._vm_mac_addresses_of(vm_key),
         )
+
+    def _vm_mac_addresses_of(self, vm_key: str) -> list[Body] | None:
+        if self._vmmacs is None:
+            return None
+        table = self._objects[self._vmmacs]
+        uid = self._uid_of_vm.get(vm_key)
+        keys = sorted(self._vmmacs_of.get(uid, ())) if uid is not None else []
+        return [table[k] for k in keys if k in table]
 
     def _networks_asked(self, vm_key: str, kind_name: str) -> list[Body]:
         table = self._objects[kind_name]
@@ -293,6 +336,7 @@ _READ_AS: dict[str, type[read.KubeObject]] = {
             (f.kubevirts.name, read.KubeVirtObject),
         )
     },
+    kinds.VM_MAC_ADDRESSES.name: read.VMMACObject,
 }
 _ENVELOPE: Shape = {"apiVersion": None, "kind": None}  # how tapes and logs tell kinds apart
 

@@ -109,7 +109,7 @@ def carried_networks(kvvm: KVVM, desired: tuple[NetworkSpec, ...]) -> tuple[Carr
     not nicplug's to change. A KVVM with no interface at all has the default network.
     """
     by_if_name = {r.if_name: r for r in kvvm.template_requests}
-    desired_by_if_name = {d.if_name: d for d in desired}
+    desired_by_if_name = {d.if_name: d for d in desired if d.if_name}
     present = [i.name for i in kvvm.interfaces if not i.absent]
     if not kvvm.interfaces:
         present = [MAIN_IF_NAME]

@@ -49,13 +49,16 @@ from nicplug.machines.facts import Facts, facts_of, same_for_decisions, sdn_mess
 from nicplug.machines.graph import MOVES_BY_FLAVOUR, TERMINAL, Move
 from nicplug.machines.guards import GUARDS, Context, budget, budget_when, restart_only
 from nicplug.machines.operation import (
+    AWAITING_MAC,
     EFFECTS_ISSUED,
+    NAMED,
     OPENED,
     PAUSED,
     RESUMED,
     ROLLOUT_BYPASSED,
     SNAPSHOT_SCHEMA,
     TRANSITIONED,
+    WAITING,
     Operation,
     VMState,
     key_digest,
@@ -254,10 +257,20 @@ class HotplugDecider:
         self, session: _Session, op: Operation, facts: Facts, now: float, trigger: Trigger
     ) -> None:
         by_state = self._moves[op.direction]
+        if op.direction == "plug" and facts.comparison is not None:
+            spec = facts.comparison.desired_entry(op.network)
+            if spec is not None and spec.if_name and spec.if_name != op.if_name and (
+                not op.if_name or not _written_anywhere(op.if_name, facts)
+            ):  # its MAC is allocated (or another one is, before anything used the first)
+                named = {"if_name": spec.if_name, "mac": spec.mac, "at": now}
+                op = session.append(op.stream, NAMED, named)
         for _ in range(16):
             ctx = Context(op, facts, self.config, now, trigger)
             move = _first_move(by_state[op.state], ctx)
             if move is None:
+                said = _not_yet(op, facts)
+                if said != op.waiting:  # the SDN's "not yet", journaled as soon as it changes
+                    session.append(op.stream, WAITING, {"message": said, "at": now})
                 return
             payload: dict[str, Any] = {
                 "from": op.state,
@@ -310,6 +323,8 @@ class HotplugDecider:
         if move.trigger.endswith("Timeout"):
             limit = budget(op, facts, self.config) or 0.0
             reason = f"no progress in {op.state} within {limit:g}s"
+            if not op.if_name and op.direction == "plug":
+                reason += f"; {AWAITING_MAC}"
             said = sdn_messages(facts, op.network) if move.trigger == "SDNTimeout" else ""
             return f"{reason}; the SDN says: {said}" if said else reason
         if move.trigger in ("PatchRejected", "MigrationFailed") and isinstance(
@@ -416,6 +431,17 @@ class HotplugDecider:
         for reason, together in ended.items():
             event = self._outcome_event(facts, reason, together)
             requests.append(event.request(together[0].stream))
+        for event_ in session.events:
+            op = session.state.by_stream(event_.stream)
+            if event_.type != WAITING or op is None or not op.waiting:
+                continue
+            said = EmitEvent(
+                vm.namespace, vm.name, f"{op.direction.capitalize()}WaitingForSDN",
+                f"{op.network} {op.direction} waits in {op.state}: not yet, the SDN says: "
+                f"{op.waiting}",
+                "Warning", str(op.stream), len(op.history),
+            )  # fmt: skip
+            requests.append(said.request(op.stream))
         return requests
 
     def _outcome_event(self, facts: Facts, reason: str, ops: list[Operation]) -> EmitEvent:
@@ -526,6 +552,27 @@ def _forget_refused(session: _Session, trigger: Trigger) -> None:
     for op in list(session.state.ops.values()):
         if op.issued:
             session.append(op.stream, EFFECTS_ISSUED, {"digests": [], "at": op.issued_at})
+
+
+def _written_anywhere(if_name: str, facts: Facts) -> bool:
+    """Does a KVVM, VMI or launcher pod hold this interface name?"""
+    return (
+        if_name in facts.kvvm_present
+        or if_name in facts.vmi_present
+        or if_name in facts.attached
+        or any(r.if_name == if_name for pod in facts.pods for r in pod.requested)
+    )
+
+
+SDN_WAITS = frozenset({"Requested", "AnnotationPatched"})
+"""The plug states in which the SDN's readiness is awaited (in either flavour's order)."""
+
+
+def _not_yet(op: Operation, facts: Facts) -> str:
+    """What the SDN says of a plug still waiting for it ("" when it says nothing)."""
+    if op.direction != "plug" or op.state not in SDN_WAITS:
+        return ""
+    return sdn_messages(facts, op.network)
 
 
 def _first_move(moves: tuple[tuple[Move, tuple[Guard, ...]], ...], ctx: Context) -> Move | None:

@@ -35,7 +35,13 @@ REASON_RESTART = "ChangesPendingRestart"
 CONDITION_MIGRATION = "NetworkHotplugAwaitingMigration"
 CONDITION_FAILED = "NetworkHotplugFailed"
 CONDITION_ROLLOUT = "NetworkChangeBypassedRollout"
-NICPLUG_CONDITIONS = (CONDITION_RESTART, CONDITION_MIGRATION, CONDITION_FAILED, CONDITION_ROLLOUT)
+CONDITION_WAITING = "NetworkHotplugWaiting"
+"""True while an operation waits on what the platform says is not ready yet (the SDN's
+`False` condition for its entry): reason `SDNNotReady`, the SDN's words as message."""
+NICPLUG_CONDITIONS = (
+    CONDITION_RESTART, CONDITION_MIGRATION, CONDITION_FAILED, CONDITION_ROLLOUT,
+    CONDITION_WAITING,
+)
 
 
 def _request_payload(r: SDNRequest) -> dict[str, Any]:

@@ -30,8 +30,22 @@ ROLLOUT_BYPASSED = "RolloutBypassed"
 `Stage`: `{at, strategy, vmi}` (the VMI that got it live)."""
 PAUSED = "Paused"
 RESUMED = "Resumed"
+WAITING = "Waiting"
+"""What the platform says the operation waits for changed: `{at, message}` (the SDN's
+"not yet" for its entry; `""` once it says nothing). Reset by every transition."""
+NAMED = "Named"
+"""A plug learnt its network's interface name: `{at, if_name, mac}` (the platform
+allocated the MAC the interface is named after; opened before, or the platform handed
+it another MAC before any object held the first name)."""
+AWAITING_MAC = (
+    "its MAC address is not allocated yet (the platform's VirtualMachineMACAddress for"
+    " it has no status.address), so the network has no interface name and nothing is"
+    " written for it"
+)
+"""What a plug with no interface name yet waits for (`explain`, deadline messages)."""
 EVENT_TYPES = (
-    OPENED, TRANSITIONED, EFFECTS_ISSUED, GRACE_EXPIRED, ROLLOUT_BYPASSED, PAUSED, RESUMED
+    OPENED, TRANSITIONED, EFFECTS_ISSUED, GRACE_EXPIRED, ROLLOUT_BYPASSED, PAUSED, RESUMED,
+    NAMED, WAITING,
 )
 SNAPSHOT_SCHEMA = 3
 """The version of `Operation.snapshot()` (`versions` says what changed)."""
@@ -91,6 +105,9 @@ class Operation(NamedTuple):
     """The VMI that got this change live although the rollout strategy is `Stage`."""
     paused_at: float | None = None
     credit: float = 0.0
+    waiting: str = ""
+    """What the platform last said the operation waits for in its state (the SDN's "not
+    yet" with its reason and message); "" when it says nothing."""
 
     @property
     def terminal(self) -> bool:
@@ -128,6 +145,8 @@ class Operation(NamedTuple):
             snapshot["flavour"] = self.flavour
         if self.bypassed_vmi is not None:
             snapshot["bypassed_vmi"] = self.bypassed_vmi
+        if self.waiting:
+            snapshot["waiting"] = self.waiting
         return snapshot
 
     @classmethod
@@ -159,6 +178,7 @@ class Operation(NamedTuple):
             # optional in snapshot 2: absent means the deckhouse flavour, no bypass
             flavour=_intern(str(s.get("flavour", "deckhouse"))),
             bypassed_vmi=s.get("bypassed_vmi"),
+            waiting=str(s.get("waiting", "")),  # optional: absent means nothing said
         )
 
 
@@ -301,9 +321,14 @@ def apply(op: Operation, type_: str, p: Mapping[str, Any]) -> Operation:
             op.target, op.state, op.reason, op.message, op.history, op.opened_at,
             op.entered_at, tuple(map(int, p["digests"])), float(p["at"]), op.waived,
             op.migration, op.retry_at, op.flavour, op.bypassed_vmi, op.paused_at, op.credit,
+            op.waiting,
         )  # fmt: skip
     if type_ == GRACE_EXPIRED:
         return op._replace(waived=True)
+    if type_ == WAITING:
+        return op._replace(waiting=str(p["message"]))
+    if type_ == NAMED:
+        return op._replace(if_name=_intern(str(p["if_name"])))
     if type_ == ROLLOUT_BYPASSED:
         return op._replace(bypassed_vmi=str(p["vmi"]))
     if type_ == PAUSED:

@@ -30,6 +30,7 @@ from nicplug.machines.effects import (
     CONDITION_MIGRATION,
     CONDITION_RESTART,
     CONDITION_ROLLOUT,
+    CONDITION_WAITING,
     NICPLUG_CONDITIONS,
     REASON_RESTART,
     AnyEffect,
@@ -71,7 +72,12 @@ def _live(ops: Ops, network: str, direction: str) -> Operation | None:
 
 
 def _request(vm: DesiredVM, spec: NetworkSpec) -> SDNRequest:
-    return SDNRequest(spec.identity, spec.if_name, spec.id, vm.macs.get(spec.identity))
+    return SDNRequest(spec.identity, spec.if_name, spec.id, _mac(vm, spec))
+
+
+def _mac(vm: DesiredVM, spec: NetworkSpec) -> str | None:
+    """The entry's MAC: the one the platform allocated for it, else the VM's status'."""
+    return spec.mac or vm.macs.get(spec.identity)
 
 
 def multus_network(config: MachineConfig, vm: DesiredVM, spec: NetworkSpec) -> str | None:
@@ -86,7 +92,7 @@ def interface_mac(config: MachineConfig, vm: DesiredVM, spec: NetworkSpec) -> st
     `macAddress` (KubeVirt takes `mac` from nowhere else)."""
     if writes_pod_networks(config) or spec.type == "Main":
         return None
-    return vm.macs.get(spec.identity)
+    return _mac(vm, spec)
 
 
 def pod_patches(
@@ -95,7 +101,8 @@ def pod_patches(
     out: Owned = []
     if not writes_pod_networks(config):
         return out
-    desired = [d for d in comparison.desired if d.type != "Main"]
+    # a network whose MAC is not allocated yet has no name: nothing is written for it
+    desired = [d for d in comparison.desired if d.type != "Main" and not d.awaits_mac]
     for pod in facts.pods:
         if pod.observation_error is not None:
             continue  # never overwrite an annotation nicplug could not read
@@ -150,7 +157,7 @@ def writes_pod_networks(config: MachineConfig) -> bool:
 def _identify(kvvm: KVVM, comparison: Comparison, ops: Ops) -> dict[str, str]:
     names = {op.if_name: op.network for op in ops.values() if op.if_name}
     names.update({r.if_name: r.identity for r in kvvm.template_requests})
-    names.update({d.if_name: d.identity for d in comparison.desired})
+    names.update({d.if_name: d.identity for d in comparison.desired if d.if_name})
     names[MAIN_IF_NAME] = "Main"
     return names
 
@@ -200,6 +207,8 @@ def kvvm_patch(
             plug = _live(ops, spec.identity, "plug")
             if plug is None or plug.state == "RestartRequired" or spec.type == "Main":
                 continue
+            if spec.awaits_mac:
+                continue
             if spec.if_name in facts.kvvm_present:
                 continue
             ordered_by_kubevirt = not writes_pod_networks(config)
@@ -222,6 +231,7 @@ def kvvm_patch(
             VMNetworkEntry(d.if_name, d.identity, False, multus_network(config, vm, d),
                            interface_mac(config, vm, d))
             for d in comparison.desired
+            if not d.awaits_mac
         ]
         entries += [e for e in current if not e.identity]  # not nicplug's to remove
         owner = live_ops[0]
@@ -291,7 +301,7 @@ def conditions(
     bypassed = [o for o in ops.values() if vmi is not None and o.bypassed_vmi == vmi.uid]
     if not ops or not (
         bypassed
-        or any(o.state in CONDITIONED for o in ops.values())
+        or any(o.state in CONDITIONED or o.waiting for o in ops.values())
         or any(c.type in NICPLUG_CONDITIONS and c.status == "True" for c in vm.conditions)
     ):
         return []  # nothing to say and nothing to clear
@@ -332,8 +342,14 @@ def conditions(
             f"{named} applied to the running VM although vmRolloutStrategy is Stage "
             f"(KubeVirt applies NIC changes live); {ROLLOUT_ADVICE}",
         )
+    waiting = [o for o in ordered if o.waiting and not o.terminal]
+    wanted_waiting = None
+    if waiting:
+        named = "; ".join(f"{o.network} {o.direction} ({o.state}): {o.waiting}" for o in waiting)
+        wanted_waiting = ("SDNNotReady", f"Not yet, the SDN says: {named}")
     for type_, wanted, owners, clear in (
         (CONDITION_RESTART, wanted_restart, restart, ""),  # removed once applied
+        (CONDITION_WAITING, wanted_waiting, waiting, "NoLongerWaiting"),
         (CONDITION_MIGRATION, wanted_migration, blocked, "MigrationNotRequired"),
         (CONDITION_FAILED, wanted_failed, failed, "Recovered"),
         (CONDITION_ROLLOUT, wanted_rollout, bypassed, "Restarted"),

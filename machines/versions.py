@@ -21,6 +21,10 @@ today. Versions so far:
   deckhouse); snapshots (2 and 3) likewise `flavour` and `bypassed_vmi` (absent: none), so older
   journals read unchanged.
 * `RolloutBypassed` 1: `{at, strategy, vmi}`.
+* `Waiting` 1: `{at, message}`; snapshots carry `waiting` only when it is not empty
+  (absent: nothing said), so older journals read unchanged.
+* `Named` 1: `{at, if_name, mac}`; an `Opened` whose `if_name` is `""` is a plug whose
+  network had no name yet (its MAC not allocated).
 """
 
 from __future__ import annotations
@@ -32,17 +36,19 @@ from nicplug.machines.effects import EFFECT_TYPES
 from nicplug.machines.operation import (
     EFFECTS_ISSUED,
     GRACE_EXPIRED,
+    NAMED,
     OPENED,
     PAUSED,
     RESUMED,
     ROLLOUT_BYPASSED,
     SNAPSHOT_SCHEMA,
     TRANSITIONED,
+    WAITING,
 )
 
 EVENT_SCHEMAS = {
     OPENED: 1, TRANSITIONED: 1, EFFECTS_ISSUED: 2, GRACE_EXPIRED: 1, ROLLOUT_BYPASSED: 1,
-    PAUSED: 1, RESUMED: 1,
+    PAUSED: 1, RESUMED: 1, NAMED: 1, WAITING: 1,
 }
 EFFECT_SCHEMAS = dict.fromkeys(EFFECT_TYPES, 1)
 

@@ -37,12 +37,25 @@ def identity_of(type_: NetworkType, name: str) -> str:
 
 
 def if_name_of(type_: NetworkType, name: str) -> str:
-    """The KubeVirt network/interface name: stable, at most 15 characters."""
+    """The KubeVirt network/interface name where no MAC names it (the kubevirt flavour):
+    `veth_n`/`veth_cn` + md5 of `<type>/<name>`, stable, at most 15 characters."""
     if type_ == "Main":
         return MAIN_IF_NAME
+    return _hashed(type_, f"{type_}/{name}")
+
+
+def if_name_of_mac(type_: NetworkType, mac: str) -> str:
+    """The name Deckhouse gives the interface of an additional network: `veth_n` /
+    `veth_cn` + the first 8 hex digits of md5 of its MAC address, as the MAC is written
+    (`pkg/common/network/spec.go`, `generateInterfaceName`)."""
+    if type_ == "Main":
+        return MAIN_IF_NAME
+    return _hashed(type_, mac)
+
+
+def _hashed(type_: NetworkType, text: str) -> str:
     prefix = "veth_n" if type_ == "Network" else "veth_cn"
-    digest = hashlib.md5(f"{type_}/{name}".encode(), usedforsecurity=False).hexdigest()
-    return prefix + digest[:8]
+    return prefix + hashlib.md5(text.encode(), usedforsecurity=False).hexdigest()[:8]
 
 
 def nad_network(
@@ -83,20 +96,38 @@ class NetworkSpec:
 
     `identity` and `if_name` are derived once, when the entry is built (the machines ask
     for them on every decision). `interface` is the KubeVirt interface name where the
-    user chose it (the kubevirt flavour reads it from the VM template); empty, nicplug
-    names it (`if_name_of`).
+    user chose it (the kubevirt flavour reads it from the VM template). Where the
+    platform names interfaces after their MAC (Deckhouse: `named_by_mac`), `mac` is the
+    address Deckhouse's pool gives the entry (a `VirtualMachineMACAddress`); until one is
+    allocated `mac` is None and `if_name` is `""`: the network cannot be written anywhere
+    yet. Otherwise nicplug names it (`if_name_of`).
     """
 
     type: NetworkType
     name: str = ""
     id: int | None = None
     interface: str = ""
+    mac: str | None = None
+    named_by_mac: bool = False
     identity: str = field(init=False, repr=False, compare=False)
     if_name: str = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "identity", identity_of(self.type, self.name))
-        object.__setattr__(self, "if_name", self.interface or if_name_of(self.type, self.name))
+        if self.interface:
+            if_name = self.interface
+        elif not self.named_by_mac:
+            if_name = if_name_of(self.type, self.name)
+        elif self.mac:
+            if_name = if_name_of_mac(self.type, self.mac)
+        else:
+            if_name = MAIN_IF_NAME if self.type == "Main" else ""
+        object.__setattr__(self, "if_name", if_name)
+
+    @property
+    def awaits_mac(self) -> bool:
+        """An additional network whose MAC address is not allocated yet."""
+        return not self.if_name
 
 
 @dataclass(frozen=True, slots=True)

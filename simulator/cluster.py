@@ -20,6 +20,7 @@ from types import TracebackType
 
 from aiohttp import web
 
+from nicplug.simulator.actors.deckhouse_macs import MACAddresses
 from nicplug.simulator.actors.deckhouse_operations import VirtualMachineOperations
 from nicplug.simulator.actors.kubevirt import KubeVirt
 from nicplug.simulator.actors.multus_dnc import DynamicNetworksController
@@ -71,6 +72,7 @@ class SimulatedCluster:
         if self.knobs.dialect == "deckhouse":
             self.actors.append(DeckhouseSDN(self.store, self.knobs, self.clock))
             self.actors.append(VirtualMachineOperations(self.store, self.knobs, self.clock))
+            self.actors.append(MACAddresses(self.store, self.knobs, self.clock))
         elif self.knobs.dynamic_networks_controller:
             self.actors.append(DynamicNetworksController(self.store, self.knobs, self.clock))
         self._tasks: list[asyncio.Task[None]] = []

@@ -29,6 +29,7 @@ from nicplug.simulator.resources import (
     NETWORKS,
     PODS,
     VMIS,
+    VMMACS,
     VMS,
     Resource,
 )
@@ -72,10 +73,21 @@ def nad_namespace(knobs: Knobs, type_: str, vm_namespace: str) -> str:
     return vm_namespace if type_ == "Network" else knobs.cluster_network_nad_namespace
 
 
+def vmmac_name(vm: str, id_: int) -> str:
+    """The VirtualMachineMACAddress a fixture VM holds for its network of id `id_`
+    (Deckhouse generates `<vm>-<random>`; fixtures need stable names)."""
+    return f"{vm}-n{id_}"
+
+
+def fixture_mac(namespace: str, vm: str, id_: int) -> str:
+    """The MAC a fixture VM's network of id `id_` holds: its VMMAC's address."""
+    return nw.allocated_mac(namespace, vmmac_name(vm, id_))
+
+
 def request_entry(knobs: Knobs, namespace: str, vm: str, type_: str, name: str, id_: int) -> Json:
     """The dialect's SDN request entry for one network of one VM."""
     if knobs.dialect == "deckhouse":
-        return nw.deckhouse_request(type_, name, id_)
+        return nw.deckhouse_request(type_, name, id_, mac=fixture_mac(namespace, vm, id_))
     if_name = nw.if_name(type_, name)
     return nw.multus_request(nad_namespace(knobs, type_, namespace), name, if_name,
                              nw.mac_for(namespace, vm, if_name))
@@ -86,9 +98,13 @@ def kvvm_for(knobs: Knobs, namespace: str, vm: str, extra: tuple[NetworkRef, ...
     """A running KVVM with Main and `extra` networks (ids 2, 3, ...)."""
     refs: list[tuple[str, str, int]] = [("Main", "", 1)] + [
         (t, n, i) for i, (t, n) in enumerate(extra, start=2)]
-    networks = [nw.kubevirt_network(knobs.dialect, t, n, nad_namespace(knobs, t, namespace))
-                for t, n, _ in refs]
-    interfaces = [nw.kubevirt_interface(t, n) for t, n, _ in refs]
+    deckhouse = knobs.dialect == "deckhouse"
+    networks = [nw.kubevirt_network(knobs.dialect, t, n, nad_namespace(knobs, t, namespace),
+                                    fixture_mac(namespace, vm, i) if deckhouse else "")
+                for t, n, i in refs]
+    interfaces = [nw.deckhouse_interface(t, fixture_mac(namespace, vm, i), i)
+                  if deckhouse and t != "Main" else nw.kubevirt_interface(t, n)
+                  for t, n, i in refs]
     if knobs.dialect == "multus":  # upstream: what binds the pod network decides migrations
         interfaces[0] = {"name": nw.MAIN_IF_NAME, main_binding: {}}
     annotations: dict[str, str] = {}
@@ -142,9 +158,15 @@ def _ensure(store: Store, res: Resource, obj: Json) -> None:
 
 def _create_vm(store: Store, knobs: Knobs, rng: random.Random, namespace: str, vm: str,
                extra: tuple[NetworkRef, ...], main_binding: str = "masquerade") -> None:
-    macs = {(t, n): nw.mac_for(namespace, vm, nw.if_name(t, n)) for t, n in extra}
-    if knobs.dialect == "deckhouse":  # upstream KubeVirt: the KubeVirt VM is the user's own
-        _create_deckhouse_vm(store, namespace, vm, extra, macs)
+    deckhouse = knobs.dialect == "deckhouse"
+    macs = {(t, n): fixture_mac(namespace, vm, i) if deckhouse
+            else nw.mac_for(namespace, vm, nw.if_name(t, n))
+            for i, (t, n) in enumerate(extra, start=2)}
+    if deckhouse:  # upstream KubeVirt: the KubeVirt VM is the user's own
+        created = _create_deckhouse_vm(store, namespace, vm, extra, macs)
+        for i in range(2, len(extra) + 2):
+            store.create(VMMACS, ob.vm_mac_address(
+                created, vmmac_name(vm, i), fixture_mac(namespace, vm, i), phase="Attached"))
     kvvm = store.create(KVVMS, kvvm_for(knobs, namespace, vm, extra, main_binding))
     vmi = store.create(VMIS, ob.vmi_for(kvvm, KVVMS))
     request = (ob.dig(kvvm, "spec", "template", "metadata", "annotations") or {}).get(
@@ -177,8 +199,8 @@ def _create_vm(store: Store, knobs: Knobs, rng: random.Random, namespace: str, v
 
 
 def _create_deckhouse_vm(store: Store, namespace: str, vm: str, extra: tuple[NetworkRef, ...],
-                         macs: dict[NetworkRef, str]) -> None:
-    store.create(VMS, {
+                         macs: dict[NetworkRef, str]) -> Json:
+    return store.create(VMS, {
         "apiVersion": "virtualization.deckhouse.io/v1alpha2", "kind": "VirtualMachine",
         "metadata": {"name": vm, "namespace": namespace},
         # the fields Deckhouse's CRD requires (crds/virtualmachines.yaml)

@@ -36,6 +36,21 @@ def if_name(type_: str, name: str) -> str:
     return prefix + digest[:8]
 
 
+def mac_if_name(type_: str, mac: str) -> str:
+    """Deckhouse's name for an additional network's interface: `veth_n`/`veth_cn` + 8 hex
+    digits of md5 of its MAC address as written (`generateInterfaceName`)."""
+    if type_ == "Main":
+        return MAIN_IF_NAME
+    prefix = "veth_n" if type_ == "Network" else "veth_cn"
+    return prefix + hashlib.md5(mac.encode(), usedforsecurity=False).hexdigest()[:8]
+
+
+def allocated_mac(namespace: str, vmmac: str) -> str:
+    """The address the simulated Deckhouse allocates for the VirtualMachineMACAddress
+    `namespace/vmmac`: stable, locally administered."""
+    return mac_for(namespace, "vmmac", vmmac)
+
+
 def multus_pod_interface(if_name_: str) -> str:
     """KubeVirt's pod-side interface name for a multus network: `pod` + 11 hex of sha256."""
     return "pod" + hashlib.sha256(if_name_.encode()).hexdigest()[:11]
@@ -72,9 +87,15 @@ def annotations_of(obj: Json) -> dict[str, str]:
 # --- the deckhouse dialect ---------------------------------------------------------
 
 
-def deckhouse_request(type_: str, name: str, id_: int) -> Json:
-    return {"id": id_, "type": type_, "name": name, "ifName": if_name(type_, name),
+def deckhouse_request(type_: str, name: str, id_: int, *, mac: str) -> Json:
+    return {"id": id_, "type": type_, "name": name, "ifName": mac_if_name(type_, mac),
             "uid": 64535, "gid": 64535}
+
+
+def deckhouse_interface(type_: str, mac: str, id_: int) -> Json:
+    """A KVVM interface as Deckhouse's `SetNetworkInterface` builds it."""
+    return {"name": mac_if_name(type_, mac), "model": "virtio", "acpiIndex": id_,
+            "binding": {"name": "bpfbridge"}, "macAddress": mac}
 
 
 def deckhouse_status(request: Json, *, mac: str, error: str | None = None) -> Json:
@@ -152,12 +173,15 @@ def multus_listed(pod: Json) -> set[tuple[str, str]]:
 # --- KubeVirt's view ---------------------------------------------------------------
 
 
-def kubevirt_network(dialect: str, type_: str, name: str, nad_namespace: str) -> Json:
-    """The KVVM/VMI `spec.networks[]` entry of one network in `dialect`."""
+def kubevirt_network(dialect: str, type_: str, name: str, nad_namespace: str,
+                     mac: str = "") -> Json:
+    """The KVVM/VMI `spec.networks[]` entry of one network in `dialect` (deckhouse:
+    named after its `mac`)."""
     if type_ == "Main":
         return {"name": MAIN_IF_NAME, "pod": {}}
     name_ = if_name(type_, name)
     if dialect == "deckhouse":
+        name_ = mac_if_name(type_, mac)
         return {"name": name_, "pod": {}}
     return {"name": name_, "multus": {"networkName": f"{nad_namespace}/{name}"}}
 

@@ -13,7 +13,7 @@ from typing import Any
 from nicplug.simulator import networking as nw
 from nicplug.simulator.networking import Json
 from nicplug.simulator.pod_networks import network_migratable
-from nicplug.simulator.resources import Resource
+from nicplug.simulator.resources import VMS, Resource
 from nicplug.simulator.store import deep_copy
 
 
@@ -211,3 +211,28 @@ def links_in(pod: Json | None, spec: Json, dialect: str) -> dict[str, str]:
             if interface in listed:
                 found[name] = listed[interface] or nw.mac_for(meta["namespace"], vm, name)
     return found
+
+
+VM_UID_LABEL = "virtualization.deckhouse.io/virtual-machine-uid"
+"""Deckhouse's label on a VirtualMachineMACAddress: the uid of the VM it was made for."""
+
+
+def vm_mac_address(vm: Json, name: str | None, address: str = "", *,
+                   phase: str = "Pending") -> Json:
+    """A VirtualMachineMACAddress as Deckhouse's VM controller creates it for `vm`
+    (`netmanager.MACManager.CreateMACAddress`: labelled with the VM's uid, owned by the
+    VM, `generateName: <vm>-`); with an `address`, as its controller then allocates it."""
+    meta = vm["metadata"]
+    metadata: Json = {"namespace": meta["namespace"],
+                      "labels": {VM_UID_LABEL: meta["uid"]},
+                      "ownerReferences": [owner(VMS, vm)]}
+    if name:
+        metadata["name"] = name
+    else:
+        metadata["generateName"] = f"{meta['name']}-"
+    obj: Json = {"apiVersion": "virtualization.deckhouse.io/v1alpha2",
+                 "kind": "VirtualMachineMACAddress", "metadata": metadata, "spec": {}}
+    if address:
+        obj["status"] = {"address": address, "phase": phase,
+                         "virtualMachineName": meta["name"]}
+    return obj

@@ -67,6 +67,11 @@ VMOPS = Resource(
     "VirtualMachineOperation", namespaced=True, has_status=True, short_names=("vmop",),
     categories=("virtualization",),
 )
+VMMACS = Resource(
+    "virtualization.deckhouse.io", "v1alpha2", "virtualmachinemacaddresses",
+    "VirtualMachineMACAddress", namespaced=True, has_status=True, short_names=("vmmac",),
+    categories=("virtualization",),
+)
 NETWORKS = Resource(
     "network.deckhouse.io", "v1alpha1", "networks", "Network", namespaced=True, has_status=True
 )
@@ -82,5 +87,6 @@ CRDS = Resource(
 
 ALL: tuple[Resource, ...] = (
     NAMESPACES, PODS, EVENTS, EVENTS_V1, LEASES, CRDS, VMS, KVVMS, VMIS, VMIMS, KUBEVIRTS, VMOPS,
+    VMMACS,
     NETWORKS, CLUSTER_NETWORKS,
 )

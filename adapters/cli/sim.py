@@ -52,6 +52,9 @@ def serve(
     migration_duration: Annotated[float, typer.Option(help="Seconds per migration.",
                                                       **_DELAY)] = 2.0,
     restart_duration: Annotated[float, typer.Option(help="Seconds per restart.", **_DELAY)] = 1.0,
+    mac_delay: Annotated[float, typer.Option(
+        help="deckhouse: seconds before a VirtualMachineMACAddress gets its address.",
+        **_DELAY)] = 0.2,
     migration_grace: Annotated[float, typer.Option(
         help="Seconds before MigrationRequired turns True.", **_DELAY)] = 15.0,
     fail_network: Annotated[list[str] | None, typer.Option(
@@ -81,7 +84,7 @@ def serve(
             dynamic_networks_controller=dynamic_networks,
             delays=Delays(sdn_configure=sdn_delay, kubevirt_sync=sync_delay,
                           attach=attach_delay, migration=migration_duration,
-                          restart=restart_duration),
+                          restart=restart_duration, mac_allocate=mac_delay),
             failures=Failures(sdn_networks=frozenset(fail_network or ()),
                               sdn_rate=sdn_failure_rate, migrations=fail_migrations),
             migration_required_grace=migration_grace,

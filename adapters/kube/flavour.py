@@ -17,7 +17,7 @@ against `rbac_rules`). It only describes names; it never calls the server.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from nicplug.adapters.kube.resources import (
@@ -27,6 +27,7 @@ from nicplug.adapters.kube.resources import (
     NAMESPACES,
     NETWORKS,
     VIRTUAL_MACHINES,
+    VM_MAC_ADDRESSES,
     KindRef,
 )
 
@@ -59,6 +60,10 @@ class Flavour:
     kubevirts: KindRef
     created_by_label: str
     vm_name_label: str
+    vm_mac_addresses: KindRef | None = None
+    """Deckhouse's `VirtualMachineMACAddress`es: the MAC (and so the interface name) of
+    each additional network. None where nothing allocates MACs; a controller takes it
+    from its dialect (`with_dialect`: the deckhouse dialect reads them)."""
     launcher_pods: KindRef = field(init=False)
     virtual_machines: KindRef = field(default=VIRTUAL_MACHINES, init=False)
     networks: KindRef = field(default=NETWORKS, init=False)
@@ -74,9 +79,10 @@ class Flavour:
     @property
     def watched(self) -> tuple[KindRef, ...]:
         """Every kind the controller lists and watches to build the world of each VM."""
+        macs = () if self.vm_mac_addresses is None else (self.vm_mac_addresses,)
         return (
             self.virtual_machines, self.kvvms, self.vmis, self.vmims, self.kubevirts,
-            self.networks, self.cluster_networks, self.launcher_pods,
+            self.networks, self.cluster_networks, self.launcher_pods, *macs,
         )
 
     def watched_by(
@@ -115,6 +121,7 @@ def _flavour(name: FlavourName) -> Flavour:
         kubevirts=_kubevirt_kind(_UPSTREAM_GROUP, "kubevirts", "KubeVirt", renamed=renamed),
         created_by_label=f"{label_domain}/created-by",
         vm_name_label=f"{vm_domain}/name",
+        vm_mac_addresses=VM_MAC_ADDRESSES if renamed else None,
     )
 
 
@@ -129,6 +136,15 @@ def flavour_for(name: str) -> Flavour:
     if found is None:
         raise ValueError(f"unknown KubeVirt API {name!r}: choose upstream or deckhouse")
     return found
+
+
+def with_dialect(flavour: Flavour, dialect: str) -> Flavour:
+    """`flavour` as a controller of `dialect` watches it: the deckhouse dialect (the
+    Deckhouse platform) names interfaces after the MACs of its VirtualMachineMACAddresses,
+    whichever names its KubeVirt API has; the others read none."""
+    macs = VM_MAC_ADDRESSES if dialect == "deckhouse" else None
+    return flavour if flavour.vm_mac_addresses == macs else replace(
+        flavour, vm_mac_addresses=macs)
 
 
 def default_for_dialect(dialect: str) -> FlavourName:
@@ -167,7 +183,8 @@ def rbac_rules(flavour: Flavour) -> tuple[Grant, ...]:
             Grant("", (NAMESPACES.plural,), ("list", "watch")),  # --migrations opt-in
         )
     return (
-        Grant(f.virtual_machines.group, (f.virtual_machines.plural,), ("list", "watch")),
+        # get: a condition write refused with a 409 is read again from the server
+        Grant(f.virtual_machines.group, (f.virtual_machines.plural,), ("get", "list", "watch")),
         Grant(f.virtual_machines.group, (f.virtual_machines.plural + "/status",), ("patch",)),
         Grant(f.kvvms.group, (f.kvvms.plural,), ("list", "watch", "patch")),
         # get: a write for a stopped VM's next boot reads afresh that no VMI runs
@@ -179,7 +196,9 @@ def rbac_rules(flavour: Flavour) -> tuple[Grant, ...]:
         Grant("", (f.launcher_pods.plural,), ("list", "watch", "patch")),
         Grant(f.events.group, (f.events.plural,), ("create", "patch")),
         Grant("", (NAMESPACES.plural,), ("list", "watch")),  # --migrations opt-in
-    )
+    ) + (() if f.vm_mac_addresses is None else (
+        Grant(f.vm_mac_addresses.group, (f.vm_mac_addresses.plural,), ("list", "watch")),
+    ))
 
 
 ALL_WATCHED: tuple[KindRef, ...] = tuple(

@@ -48,6 +48,14 @@ VIRTUAL_MACHINE_OPERATIONS = KindRef(
     "VirtualMachineOperation", True,
 )
 """How Deckhouse asks its controller to start, stop or restart a VM."""
+VM_UID_LABEL = "virtualization.deckhouse.io/virtual-machine-uid"
+"""The label Deckhouse puts on each `VirtualMachineMACAddress` it creates for a VM
+(`annotations.LabelVirtualMachineUID`): the VM's uid."""
+VM_MAC_ADDRESSES = KindRef(
+    "virtualization.deckhouse.io", "v1alpha2", "virtualmachinemacaddresses",
+    "VirtualMachineMACAddress", True, label_selector=VM_UID_LABEL,
+)
+"""The MAC address Deckhouse allocates for each additional network of a VM."""
 NETWORKS = KindRef("network.deckhouse.io", "v1alpha1", "networks", "Network", True)
 CLUSTER_NETWORKS = KindRef(
     "network.deckhouse.io", "v1alpha1", "clusternetworks", "ClusterNetwork", False

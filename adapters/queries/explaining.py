@@ -22,6 +22,7 @@ from nicplug.adapters.queries.records import (
 )
 from nicplug.engine.inspection import StreamRecord
 from nicplug.machines.graph import MOVES_BY_FLAVOUR
+from nicplug.machines.operation import AWAITING_MAC
 
 GUARD_PHRASES: Mapping[str, str] = {
     "vm_deleted": "the VM is deleted",
@@ -163,6 +164,10 @@ def _summary(op: OperationSummary, waits: list[Move], pending: list[EffectEntry]
             return f"{why}; a new attempt may open {when} if the change is still asked"
         return f"done: {op.state} is terminal"
     said = f" ({op.message})" if op.message else ""
+    if not op.if_name and op.direction == "plug":
+        said += f"; before anything: {AWAITING_MAC}"
+    if op.waiting:
+        said += f"; not yet, the SDN says: {op.waiting}"
     text = f"in {op.state}{said}, waiting until " + "; or until ".join(
         f"{m.meaning} (→ {m.to})" for m in waits
     ) if waits else f"in {op.state}{said}, waiting only for a failure or a cancel"

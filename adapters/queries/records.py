@@ -56,6 +56,8 @@ class OperationSummary(Answer):
     retry_at: float | None
     bypassed_vmi: str | None
     """The VMI that took the change live although vmRolloutStrategy is Stage."""
+    waiting: str = ""
+    """What the platform says the operation waits for (the SDN's "not yet")."""
     updated_wall: str
     archived: str | None = None
     """The archive file holding this finished operation's events (retention moved them
@@ -74,6 +76,7 @@ class OperationSummary(Answer):
             history=[str(h) for h in s.get("history", (view.state,))],
             opened_at=float(s.get("opened_at", 0.0)), entered_at=float(s.get("entered_at", 0.0)),
             retry_at=s.get("retry_at"), bypassed_vmi=s.get("bypassed_vmi"),
+            waiting=str(s.get("waiting", "")),
             updated_wall=rfc3339(stored.updated_wall), archived=stored.archived,
         )
 

@@ -20,9 +20,10 @@ from nicplug.adapters.simulation.schedule import NETWORKS, Setup, Step
 from nicplug.machines.world import if_name_of
 from nicplug.simulator import networking as nw
 from nicplug.simulator import objects as ob
+from nicplug.simulator.actors.deckhouse_macs import mac_pool
 from nicplug.simulator.cluster import SimulatedCluster
 from nicplug.simulator.errors import ApiError
-from nicplug.simulator.resources import KUBEVIRTS, KVVMS, PODS, VMIMS, VMIS, VMS, Resource
+from nicplug.simulator.resources import KUBEVIRTS, KVVMS, PODS, VMIMS, VMIS, VMMACS, VMS, Resource
 
 Json = dict[str, Any]
 MERGE = "application/merge-patch+json"
@@ -87,6 +88,23 @@ class Hands:
     def _nad_namespace(self) -> str:
         return self.cluster.knobs.cluster_network_nad_namespace
 
+    def _names(self, ns: str, name: str) -> dict[str, str]:
+        """identity → interface name of each desired network: deckhouse names it after the
+        MAC the simulated Deckhouse gives it (none yet: no name); upstream KubeVirt names
+        it as the user's template does."""
+        desired = self._desired(ns, name)
+        if self.setup.dialect != "deckhouse":
+            kvvm = self.store.peek(KVVMS, ns, name) or {}
+            return {i: edits.interface_of(kvvm, i, cluster_nad_namespace=self._nad_namespace)
+                    or nw.if_name(*i.split("/", 1)) for i in desired}
+        vm = self.store.peek(VMS, ns, name) or {}
+        uid = ob.dig(vm, "metadata", "uid")
+        vmmacs, _ = self.store.list(VMMACS, ns)
+        mine = [m for m in vmmacs if (ob.dig(m, "metadata", "labels") or {}).get(
+            ob.VM_UID_LABEL) == uid]
+        pool = mac_pool(vm, mine, self.store.peek(KVVMS, ns, name))
+        return {f"{t}/{n}": nw.mac_if_name(t, mac) for (t, n), mac in pool.items()}
+
     def _leader(self) -> Replica:
         for replica in self.replicas:
             if replica.leading:
@@ -109,6 +127,7 @@ class Hands:
             seen[f"{ns}/{name}"] = {
                 "sdn_errors": errors,
                 "desired": self._desired(ns, name),
+                "names": self._names(ns, name),
                 "running": vmi is not None and ob.dig(vmi, "status", "phase") == "Running",
                 "wants_running": ob.wants_running(kvvm) if kvvm else False,
                 "attached": attached,
@@ -332,13 +351,14 @@ class Hands:
     def _do_sdn_error(self, ns: str, name: str, net: str) -> None:
         if self.setup.dialect != "deckhouse":
             return
-        if_name = nw.if_name(*self._identity(net).split("/"))
+        type_, _, network = self._identity(net).partition("/")
         for pod in self._pods_of(ns, name):
             raw = nw.annotations_of(pod).get(nw.DECKHOUSE_STATUS)
             entries = nw.parse_list(raw) or []
             changed = [nw.deckhouse_status(e, mac=str(e.get("mac", "")),
                                            error="simulated: the bridge went away")
-                       if e.get("ifName") == if_name else e for e in entries]
+                       if (e.get("type"), e.get("name")) == (type_, network) else e
+                       for e in entries]
             if changed != entries:
                 self.store.patch(PODS, ns, pod["metadata"]["name"], {"metadata": {"annotations": {
                     nw.DECKHOUSE_STATUS: nw.dump_list(changed)}}}, content_type=MERGE)

@@ -30,7 +30,6 @@ from typing import Any
 
 from nicplug.adapters.simulation.journal import CommitFaults, InlineConnection
 from nicplug.engine.sqlite_journal import SQLiteJournal
-from nicplug.simulator import networking as nw
 
 Problem = tuple[str, str]
 
@@ -131,10 +130,11 @@ def _converged(views: Any, world: dict[str, dict[str, Any]]) -> list[Problem]:
     for key, seen in world.items():
         if seen["malformed"] or not seen["running"]:
             continue
-        wanted = {_if_name(i) for i in seen["desired"]}
+        names: dict[str, str] = seen["names"]  # a network with no MAC yet has no name
+        wanted = {names.get(i, i) for i in seen["desired"]}
         have = {n for n in seen["attached"] if n != "default"}
         for if_name in wanted ^ have:
-            identity = next((i for i in seen["desired"] if _if_name(i) == if_name),
+            identity = next((i for i in seen["desired"] if names.get(i, i) == if_name),
                             if_name)
             if (key, identity) not in live:
                 problems.append(("not-converged",
@@ -142,7 +142,3 @@ def _converged(views: Any, world: dict[str, dict[str, Any]]) -> list[Problem]:
                                  f"{identity} and no operation is on it"))
     return problems
 
-
-def _if_name(identity: str) -> str:
-    type_, _, name = identity.partition("/")
-    return nw.if_name(type_, name)

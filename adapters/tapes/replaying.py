@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from nicplug.adapters.kube.flavour import DECKHOUSE, UPSTREAM, Flavour
+from nicplug.adapters.kube.flavour import DECKHOUSE, UPSTREAM, Flavour, with_dialect
 from nicplug.adapters.kube.resources import object_key
 from nicplug.adapters.observing import Observing
 from nicplug.adapters.sdn import dialect_for
@@ -185,6 +185,7 @@ class Replay:
         if self.settings.kubevirt_api is None:
             cut = lines_of(lines) if isinstance(lines, Readable) else lines
             flavour, lines = sniff_flavour(cut, default=self.settings.flavour())
+            flavour = with_dialect(flavour, self.settings.dialect)
             self._observing = Observing(self._dialect, flavour, scope=self.settings.scope())
         journal = await SQLiteJournal.open(
             str(self.journal_path) if self.journal_path else MEMORY, synchronous="NORMAL",

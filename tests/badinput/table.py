@@ -161,7 +161,7 @@ ROWS: tuple[BadInput, ...] = (
              1, "the object has no metadata.namespace", "refused with its line number"),
     BadInput("tape", "lines reversed (time going backwards)",
              lambda s: ["replay", "--json", s.tape("t5", _REVERSED)],
-             0, "line 21: time goes backwards",
+             0, f"line {len(_REVERSED)}: time goes backwards",  # the last reported: the earliest
              "every such line reported; each taken at the clock's time"),
     BadInput("tape", "lines reversed, `--strict`",
              lambda s: ["replay", "--strict", s.tape("t6", _REVERSED)],

@@ -1,11 +1,11 @@
 """Every object a simulated Deckhouse cluster serves fits Deckhouse's real CRD schemas.
 
 The schemas are Deckhouse's own (`tests/fixtures/deckhouse/crds/`, with provenance):
-its VirtualMachine and VirtualMachineOperation, and the KubeVirt VM and VMI under the
-names Deckhouse serves them by. Each object, as a client reads it over HTTP, must be
-valid and lose nothing to pruning — including what nicplug itself writes (a KVVM
-interface as the deckhouse dialect builds it, a Restart operation), so a field the
-real API server would drop cannot pass unnoticed here.
+its VirtualMachine, VirtualMachineOperation and VirtualMachineMACAddress, and the
+KubeVirt VM and VMI under the names Deckhouse serves them by. Each object, as a client
+reads it over HTTP, must be valid and lose nothing to pruning — including what nicplug
+itself writes (a KVVM interface as the deckhouse dialect builds it, a Restart
+operation), so a field the real API server would drop cannot pass unnoticed here.
 """
 
 from __future__ import annotations
@@ -14,11 +14,12 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import yaml
 from kubernetes_asyncio.client import CustomObjectsApi
 
 from nicplug.adapters.kube.calls import JSON_PATCH, KubeCalls
 from nicplug.adapters.kube.client import ClientSettings, connect
-from nicplug.adapters.kube.flavour import DECKHOUSE
+from nicplug.adapters.kube.flavour import DECKHOUSE, UPSTREAM
 from nicplug.adapters.kube.resources import VIRTUAL_MACHINE_OPERATIONS as VMOPS_REF
 from nicplug.adapters.sdn import dialect_for
 from nicplug.machines.world import SDNRequest
@@ -33,6 +34,7 @@ SCHEMAS = load_crds(*sorted(CRDS.glob("*.yaml")))
 PLURALS = {
     "VirtualMachine": "virtualmachines",
     "VirtualMachineOperation": "virtualmachineoperations",
+    "VirtualMachineMACAddress": "virtualmachinemacaddresses",
     "InternalVirtualizationVirtualMachine": "internalvirtualizationvirtualmachines",
     "InternalVirtualizationVirtualMachineInstance":
         "internalvirtualizationvirtualmachineinstances",
@@ -103,3 +105,79 @@ def test_the_checker_sees_pruned_and_invalid_fields() -> None:
     assert findings.pruned == [".spec.made"]
     assert ".spec.runPolicy: 'Sometimes' not in" in " ".join(findings.invalid)
     assert any(f.startswith(".spec.cpu.cores") for f in findings.invalid)
+
+
+# -- upstream KubeVirt ---------------------------------------------------------------
+
+KUBEVIRT_SCHEMAS = Path(__file__).parents[1] / "fixtures" / "kubevirt" / "crds"
+UPSTREAM_KINDS = {  # fixture (KubeVirt's own CRD name) → (plural served, kind)
+    "virtualmachine": ("virtualmachines", "VirtualMachine"),
+    "virtualmachineinstance": ("virtualmachineinstances", "VirtualMachineInstance"),
+    "virtualmachineinstancemigration": ("virtualmachineinstancemigrations",
+                                        "VirtualMachineInstanceMigration"),
+    "kubevirt": ("kubevirts", "KubeVirt"),
+}
+
+
+def _kubevirt_schema(name: str) -> dict[str, Any]:
+    schema: dict[str, Any] = yaml.safe_load(
+        (KUBEVIRT_SCHEMAS / f"{name}.yaml").read_text())["openAPIV3Schema"]
+    return schema
+
+
+async def test_what_the_simulator_and_nicplug_write_fits_kubevirts_own_schemas() -> None:
+    """The upstream flavour: KubeVirt's schemas as its operator installs them
+    (`validations_generated.go`), every served VM, VMI, migration and KubeVirt CR,
+    including a KVVM interface and network as the multus dialect builds them and a
+    migration as nicplug creates one."""
+    fixtures = Fixtures(vms=2, vm_networks=(("Network", "user-net"),))
+    async with SimulatedCluster(Knobs(dialect="multus"), clock=VirtualSimClock(),
+                                fixtures=fixtures) as cluster, aiohttp.ClientSession() as s:
+        assert cluster.kubeconfig_path is not None
+        connection = await connect(ClientSettings(kubeconfig=cluster.kubeconfig_path))
+        try:
+            calls = KubeCalls(connection)
+            dialect = dialect_for("multus")
+            request = SDNRequest("ClusterNetwork/storage", "veth_cn0a1b2c3d", id=3,
+                                 mac="02:00:00:00:00:03")
+            interface = dialect.kubevirt_interface(request=request, current=None)
+            network = dialect.kubevirt_network(request=request, namespace=NS)
+            base = "/spec/template/spec"
+            await calls.patch(UPSTREAM.kvvms, NS, VM, [
+                {"op": "add", "path": f"{base}/domain/devices/interfaces/-", "value": interface},
+                {"op": "add", "path": f"{base}/networks/-", "value": network},
+            ], content_type=JSON_PATCH)
+            await calls.create_migration(UPSTREAM.vmims, NS, "nicplug-vm-00001-1", "vm-00001",
+                                         labels={"app.kubernetes.io/managed-by": "nicplug"})
+            await cluster.settle()
+        finally:
+            await connection.close()
+        served = {}
+        for name, (plural, _kind) in UPSTREAM_KINDS.items():
+            async with s.get(f"{cluster.url}/apis/kubevirt.io/v1/{plural}") as response:
+                assert response.status == 200, (plural, response.status)
+                served[name] = (await response.json())["items"]
+
+    assert all(served.values()), {k: len(v) for k, v in served.items()}
+    problems = {}
+    for name, (_plural, kind) in UPSTREAM_KINDS.items():
+        schema = _kubevirt_schema(name)
+        for obj in served[name]:
+            assert (obj["apiVersion"], obj["kind"]) == ("kubevirt.io/v1", kind)
+            findings = check(obj, schema)
+            if findings:
+                problems[f"{kind} {obj['metadata']['name']}"] = (findings.pruned,
+                                                                 findings.invalid)
+    assert problems == {}
+
+
+def test_kubevirts_schemas_prune_and_refuse_as_the_api_server_would() -> None:
+    schema = _kubevirt_schema("virtualmachine")
+    findings = check({"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine",
+                      "metadata": {}, "spec": {"runStrategy": "Always", "made": "up",
+                                               "template": {"spec": {"domain": {
+                                                   "devices": {"interfaces": [{"name": 7}]}}}}}},
+                     schema)
+    assert findings.pruned == [".spec.made"]
+    assert any(".spec.template.spec.domain.devices.interfaces[0].name" in f
+               for f in findings.invalid), findings.invalid

@@ -3,7 +3,8 @@ finishes with today's code.
 
 `fixtures/format1-mid-unplug.sqlite` was written by the code of that time
 (`fixtures/make_format1_journal.py`), stopped in the middle of the `live-hot-unplug`
-sample tape: a finished plug, a live unplug, two effects pending in the outbox. Today
+sample tape of that time (kept beside it): a finished plug, a live unplug, two effects
+pending in the outbox. Today
 `EffectsIssued` names its digests `digests` (it said `keys`), snapshots carry a schema
 and the stream version they are folded through. A controller restarted on it lists the
 world as it stands (the tape up to the cut, as an initial list) and then follows the
@@ -29,8 +30,11 @@ from nicplug.machines.versions import schemas
 
 HERE = Path(__file__).parent
 FIXTURE = HERE / "fixtures" / "format1-mid-unplug.sqlite"
-TAPE = HERE.parent / "tapes" / "live-hot-unplug.tape.jsonl"
-GOLDEN = HERE.parent / "tapes" / "live-hot-unplug.golden.json"
+TAPE = HERE / "fixtures" / "format1-live-hot-unplug.tape.jsonl"
+GOLDEN = HERE / "fixtures" / "format1-live-hot-unplug.golden.json"
+"""The `live-hot-unplug` sample tape (and its replay) as they were when the fixture was
+written: the journal belongs with the world it saw (interfaces named after their
+network, before Deckhouse's VirtualMachineMACAddresses were simulated)."""
 CUT = 29  # the fixture's journal saw the tape's first 29 lines
 
 

@@ -16,11 +16,13 @@ from typing import Any
 
 from nicplug.simulator import networking as nw
 from nicplug.simulator import objects as ob
+from nicplug.simulator.actors.deckhouse_macs import mac_pool
 from nicplug.simulator.apis import served_api
 from nicplug.simulator.cluster import SimulatedCluster
 from nicplug.simulator.errors import NotFound
+from nicplug.simulator.fixtures import fixture_mac
 from nicplug.simulator.knobs import Knobs
-from nicplug.simulator.resources import ALL, KVVMS, PODS, VMIS, VMS, Resource
+from nicplug.simulator.resources import ALL, KVVMS, PODS, VMIS, VMMACS, VMS, Resource
 from nicplug.simulator.store import Store
 from nicplug.simulator.watching import WatchEvent
 
@@ -34,20 +36,82 @@ def split(vm: str) -> tuple[str, str]:
 
 
 def if_name(ref: NetworkRef) -> str:
+    """The interface name where it follows from type and name (multus)."""
     return nw.if_name(*ref)
 
 
+_SEEN: dict[tuple[int, str, NetworkRef], str] = {}
+
+
+def iface(cluster: SimulatedCluster, vm: str, ref: NetworkRef) -> str:
+    """The interface name of `ref` on `vm`. Deckhouse names it after the MAC the
+    simulated Deckhouse gave the network (its status, else its pool of VMMACs); once
+    known it is remembered, so a network unplugged since is still found by name."""
+    if cluster.knobs.dialect != "deckhouse" or ref[0] == "Main":
+        return nw.if_name(*ref)
+    memo = (id(cluster.store), vm, ref)
+    body = cluster.store.get(VMS, *split(vm))
+    mac = next((str(n["macAddress"]) for n in ob.dig(body, "status", "networks") or []
+                if n.get("name") == ref[1] and n.get("macAddress")), None)
+    if mac is None:
+        uid = body["metadata"]["uid"]
+        kvvm = cluster.store.get(KVVMS, *split(vm))
+        mac = mac_pool(body, _vmmacs_of(cluster, vm, uid), kvvm).get(ref)
+    fixed = list(cluster.fixtures.vm_networks)
+    if mac is None and memo not in _SEEN and ref in fixed:  # the VM was made with it
+        mac = fixture_mac(*split(vm), fixed.index(ref) + 2)
+    if mac is not None:
+        _SEEN[memo] = nw.mac_if_name(ref[0], mac)
+    assert memo in _SEEN, f"{vm}: {ref} has no MAC address and never had one"
+    return _SEEN[memo]
+
+
+def _vmmacs_of(cluster: SimulatedCluster, vm: str, uid: str) -> list[Json]:
+    vmmacs, _ = cluster.store.list(VMMACS, split(vm)[0])
+    return [m for m in vmmacs if (m["metadata"].get("labels") or {}).get(ob.VM_UID_LABEL) == uid]
+
+
+def ifaces_it_could_have(cluster: SimulatedCluster, vm: str, ref: NetworkRef) -> set[str]:
+    """Every name `ref` could have on `vm`: its own where known, else (deckhouse, a
+    network no longer desired) the name of every address of the VM's VMMACs that no
+    desired network holds."""
+    if cluster.knobs.dialect != "deckhouse" or ref[0] == "Main" or (
+            id(cluster.store), vm, ref) in _SEEN:
+        return {iface(cluster, vm, ref)}
+    body = cluster.store.get(VMS, *split(vm))
+    mine = _vmmacs_of(cluster, vm, body["metadata"]["uid"])
+    held = set(mac_pool(body, mine, cluster.store.get(KVVMS, *split(vm))).values())
+    return {nw.mac_if_name(ref[0], str(a)) for m in mine
+            if (a := ob.dig(m, "status", "address")) and a not in held}
+
+
 def request_key(knobs: Knobs, ref: NetworkRef) -> str:
-    """How the dialect's request entry names the interface."""
-    name = nw.if_name(*ref)
-    return name if knobs.dialect == "deckhouse" else nw.multus_pod_interface(name)
+    """How the dialect's request entry is told apart: deckhouse entries by type and name
+    (their ifName follows from the MAC), multus ones by KubeVirt's pod interface."""
+    if knobs.dialect == "deckhouse":
+        return f"{ref[0]}/{ref[1]}"
+    return nw.multus_pod_interface(nw.if_name(*ref))
 
 
 def request_keys(knobs: Knobs, raw: str | None) -> list[str]:
     entries = nw.parse_list(raw)
     assert entries is not None, f"unreadable request annotation {raw!r}"
-    field = "ifName" if knobs.dialect == "deckhouse" else "interface"
-    return [str(e.get(field)) for e in entries]
+    if knobs.dialect == "deckhouse":
+        return [f"{e.get('type')}/{e.get('name')}" for e in entries]
+    return [str(e.get("interface")) for e in entries]
+
+
+def trail_iface(trail: Trail, ref: NetworkRef) -> str:
+    """The interface name of `ref` as the pods' deckhouse request entries in the trail
+    name it (after the MAC); where no pod ever held one (multus), from type and name."""
+    for change in trail.changes:
+        if change.resource != PODS.plural:
+            continue
+        raw = nw.annotations_of(change.obj).get(nw.DECKHOUSE_REQUEST)
+        for entry in nw.parse_list(raw) or []:
+            if (entry.get("type"), entry.get("name")) == ref:
+                return str(entry.get("ifName"))
+    return nw.if_name(*ref)
 
 
 def active_pods(store: Store, vm: str) -> list[Json]:
@@ -117,7 +181,16 @@ def assert_requests(
 def assert_interface(cluster: SimulatedCluster, vm: str, ref: NetworkRef, *, present: bool) -> None:
     """The KVVM template, the VMI spec and the guest carry the interface (or none of
     them does, not even as `absent`)."""
-    store, name = cluster.store, if_name(ref)
+    if not present:
+        for name in ifaces_it_could_have(cluster, vm, ref):
+            _assert_interface(cluster, vm, ref, name, present=False)
+        return
+    _assert_interface(cluster, vm, ref, iface(cluster, vm, ref), present=True)
+
+
+def _assert_interface(cluster: SimulatedCluster, vm: str, ref: NetworkRef, name: str, *,
+                      present: bool) -> None:
+    store = cluster.store
     kvvm = store.get(KVVMS, *split(vm))
     vmi = store.get(VMIS, *split(vm))
     tspec = ob.dig(kvvm, "spec", "template", "spec")
@@ -214,7 +287,7 @@ def link_order_violations(trail: Trail, knobs: Knobs, vm: str, ref: NetworkRef) 
     no longer (or not yet) requested its SDN entry: the SDN link would be pulled from
     under the guest (or never was there)."""
     namespace, name = split(vm)
-    key, iface = request_key(knobs, ref), if_name(ref)
+    key, iface = request_key(knobs, ref), trail_iface(trail, ref)
     annotation = ob.request_annotation(knobs.dialect)
     vmi: Json | None = None
     pods: dict[str, Json] = {}
@@ -251,7 +324,7 @@ def attachment_spans(trail: Trail, vm: str, ref: NetworkRef) -> list[bool]:
     """The guest's attachment of the interface over time, collapsed to its changes
     (e.g. [False, True, False]: attached once, then detached)."""
     namespace, name = split(vm)
-    iface = if_name(ref)
+    iface = trail_iface(trail, ref)
     spans: list[bool] = []
     for change in trail.changes:
         meta = change.obj["metadata"]

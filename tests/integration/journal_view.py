@@ -9,10 +9,12 @@ never writes.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 
+from nicplug.adapters.queries import reading
 from nicplug.engine.errors import JournalError
 from nicplug.engine.model import StreamId
 from nicplug.engine.sqlite_journal import SQLiteJournal
@@ -113,6 +115,14 @@ class JournalView:
                     f"{within:.0f}s; journal shows: {shown or 'no operation'}"
                 )
             await asyncio.sleep(0.02)
+
+    async def explain(self, stream: str) -> str:
+        """What `nicplug explain` says of the operation (its summary)."""
+        journal = await self._opened()
+        assert journal is not None, "no journal yet"
+        explained = await reading.explanation(journal, stream, now=time.time())
+        assert explained is not None, f"no operation {stream}"
+        return explained.summary
 
     async def close(self) -> None:
         if self._journal is not None:

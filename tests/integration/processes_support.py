@@ -24,7 +24,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import aiohttp
 
@@ -35,6 +35,7 @@ from nicplug.simulator.cluster import SimulatedCluster
 from nicplug.simulator.errors import NotFound
 from nicplug.simulator.resources import KVVMS, LEASES, PODS, VMIS, VMS
 from nicplug.simulator.server import RequestRecord
+from tests.integration.cluster_view import NetworkRef, iface
 
 REPO = Path(__file__).resolve().parents[2]
 MERGE = "application/merge-patch+json"
@@ -361,8 +362,12 @@ def check_world(cluster: SimulatedCluster, desired: dict[str, Sequence[str]]) ->
 def _world_problems(cluster: SimulatedCluster, vm: str, networks: Sequence[str]) -> list[str]:
     namespace, _, name = vm.partition("/")
     dialect = cluster.knobs.dialect
-    wanted = {nw.MAIN_IF_NAME} | {nw.if_name(*n.split("/", 1)) for n in networks}
+    refs = [cast(NetworkRef, tuple(n.split("/", 1))) for n in networks]
     problems: list[str] = []
+    try:
+        wanted = {nw.MAIN_IF_NAME} | {iface(cluster, vm, ref) for ref in refs}
+    except AssertionError as no_mac:  # deckhouse: its VMMAC has no address yet
+        return [str(no_mac)]
 
     def exactly(what: str, names: list[str], expected: set[str]) -> None:
         duplicates = [n for n, count in Counter(names).items() if count > 1]
@@ -400,7 +405,10 @@ def _world_problems(cluster: SimulatedCluster, vm: str, networks: Sequence[str])
 def sdn_reported(cluster: SimulatedCluster, vm: str, network: str) -> bool:
     """Whether the (deckhouse) SDN reports `network` ready on every launcher pod of `vm`."""
     namespace, _, name = vm.partition("/")
-    wanted = nw.if_name(*network.split("/", 1))
+    try:
+        wanted = iface(cluster, vm, cast(NetworkRef, tuple(network.split("/", 1))))
+    except AssertionError:  # no MAC yet: nothing can report it
+        return False
     pods, _ = cluster.store.list(PODS, namespace, label_selector=f"{nw.VM_NAME_LABEL}={name}")
     return bool(pods) and all(
         any(e.get("ifName") == wanted and nw.deckhouse_ready(e) for e in

@@ -14,7 +14,7 @@ from nicplug.simulator import objects as ob
 from nicplug.simulator.cluster import SimulatedCluster
 from nicplug.simulator.fixtures import Fixtures
 from nicplug.simulator.knobs import Failures, Knobs
-from nicplug.simulator.resources import KVVMS, PODS, VMIMS, VMIS, VMS
+from nicplug.simulator.resources import KVVMS, PODS, VMIMS, VMIS, VMMACS, VMS
 from tests.integration.cluster_view import (
     Trail,
     active_pods,
@@ -23,7 +23,7 @@ from tests.integration.cluster_view import (
     assert_requests,
     attached,
     attachment_spans,
-    if_name,
+    iface,
     link_order_violations,
     restart_pending,
     split,
@@ -128,7 +128,7 @@ async def test_two_networks_at_once(knobs, start_cluster, start_controller, foll
     # the KVVM keeps the order the user asked for: Main, user-net, storage
     kvvm = cluster.store.get(KVVMS, *split(VM))
     names = [i["name"] for i in ob.interfaces_of(kvvm["spec"]["template"]["spec"])]
-    assert names == ["default", if_name(USER_NET), if_name(STORAGE)]
+    assert names == ["default", iface(cluster, VM, USER_NET), iface(cluster, VM, STORAGE)]
     assert_healthy(cluster)
 
 
@@ -146,6 +146,24 @@ async def test_sdn_failure_waits_then_times_out_with_the_sdns_words(
     broken = ("Network", "broken-net")
 
     await user_of(cluster).add_network(VM, *broken)
+    # "not yet" is shown at once: in explain, on the VM's condition, in an Event
+    waiting = await ctl.journal.wait_for(VM, "Network/broken-net", "plug", {"AnnotationPatched"})
+    await eventually(lambda: vm_condition(cluster.store, VM, "NetworkHotplugWaiting") is not None,
+                     what="the NetworkHotplugWaiting condition")
+    said = vm_condition(cluster.store, VM, "NetworkHotplugWaiting")
+    assert (said["status"], said["reason"]) == ("True", "SDNNotReady")
+    assert "Network/broken-net plug" in said["message"]
+    assert "ConfigurationError" in said["message"], said["message"]
+    explained = await ctl.journal.explain(waiting.stream)
+    assert "not yet, the SDN says:" in explained and "ConfigurationError" in explained
+    await eventually(lambda: cluster.events(reason="PlugWaitingForSDN") != [],
+                     what="the PlugWaitingForSDN Event")
+    (event,) = cluster.events(reason="PlugWaitingForSDN")
+    assert event["type"] == "Warning" and "ConfigurationError" in event["message"]
+    assert (await ctl.journal.wait_for(
+        VM, "Network/broken-net", "plug", {"AnnotationPatched", "Failed"})).state == (
+        "AnnotationPatched"), "still waiting, not failed, before the SDN deadline"
+
     op = await ctl.journal.wait_for(VM, "Network/broken-net", "plug", {"Attached", "Failed"})
 
     assert (op.state, op.reason) == ("Failed", "SDNTimeout")
@@ -156,9 +174,44 @@ async def test_sdn_failure_waits_then_times_out_with_the_sdns_words(
     condition = vm_condition(cluster.store, VM, "NetworkHotplugFailed")
     assert (condition["status"], condition["reason"]) == ("True", "SDNTimeout")
     assert "Network/broken-net" in condition["message"]
+    await eventually(
+        lambda: (vm_condition(cluster.store, VM, "NetworkHotplugWaiting") or {}).get("status")
+        == "False", what="the NetworkHotplugWaiting condition cleared")
     # the pod still asks for it (a later attempt may succeed); the KVVM never got it
     assert_requests(cluster, VM, [broken], template=[])
     assert_interface(cluster, VM, broken, present=False)  # never handed to the guest
+    assert_healthy(cluster)
+
+
+async def test_a_plug_waits_for_its_mac_address_writing_nothing(
+    start_cluster, start_controller, user_of
+):
+    """Deckhouse only: the interface is named after the MAC Deckhouse allocates for the
+    network (its VirtualMachineMACAddress). Until the address is there, nothing is
+    written for the network and explain says what the plug waits for; then it goes on."""
+    knobs = Knobs(delays=replace(QUICK, mac_allocate=2.0))
+    cluster = await start_cluster(knobs, Fixtures(vms=1))
+    ctl = await start_controller(cluster)
+
+    await user_of(cluster).add_network(VM, *USER_NET)
+    op = await ctl.journal.wait_for(VM, "Network/user-net", "plug", {"Requested"})
+    vmmacs, _ = cluster.store.list(VMMACS, "default")
+    assert len(vmmacs) == 1 and not ob.dig(vmmacs[0], "status", "address")
+    assert "MAC address is not allocated yet" in await ctl.journal.explain(op.stream)
+    assert_requests(cluster, VM, [])
+    assert_interface(cluster, VM, USER_NET, present=False)
+
+    op = await ctl.journal.wait_for(VM, "Network/user-net", "plug", {"Attached", "Failed"})
+    assert op.state == "Attached"
+    assert await ctl.journal.path_of(op.stream) == list(PLUG_PATHS["deckhouse"])
+    (vmmac,) = cluster.store.list(VMMACS, "default")[0]
+    mac = vmmac["status"]["address"]
+    kvvm = cluster.store.get(KVVMS, *split(VM))
+    (added,) = [i for i in ob.interfaces_of(kvvm["spec"]["template"]["spec"])
+                if i["name"] != nw.MAIN_IF_NAME]
+    assert (added["name"], added["macAddress"]) == (nw.mac_if_name("Network", mac), mac)
+    assert_requests(cluster, VM, [USER_NET])
+    assert_interface(cluster, VM, USER_NET, present=True)
     assert_healthy(cluster)
 
 

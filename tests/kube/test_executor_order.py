@@ -35,12 +35,14 @@ from nicplug.machines.effects import (
 )
 from nicplug.machines.world import RESTART_ANNOTATION, SDNRequest
 from nicplug.simulator import networking as nw
-from nicplug.simulator.fixtures import kvvm_for
+from nicplug.simulator.fixtures import fixture_mac, kvvm_for
 from nicplug.simulator.knobs import Knobs
 from nicplug.simulator.resources import KVVMS, NAMESPACES, PODS, VMIS
 from tests.kube.conftest import ApiServer
 
-NET_A, NET_B = nw.if_name("Network", "net-a"), nw.if_name("Network", "net-b")
+# net-a is the fixture KVVM's (Deckhouse names it after its MAC); net-b is plugged here
+NET_A = nw.mac_if_name("Network", fixture_mac("ns1", "vm", 2))
+NET_B = nw.if_name("Network", "net-b")
 
 
 def pending(effect_id: int, effect: Effect) -> PendingEffect:

@@ -6,13 +6,15 @@ the simulator, not the controller.
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 from nicplug.simulator import networking as nw
 from nicplug.simulator import objects as ob
-from nicplug.simulator.fixtures import request_entry
+from nicplug.simulator.errors import NotFound
+from nicplug.simulator.fixtures import fixture_mac, request_entry, vmmac_name
 from nicplug.simulator.knobs import Knobs
-from nicplug.simulator.resources import KVVMS, PODS, VMIMS, VMIS
+from nicplug.simulator.resources import KVVMS, PODS, VMIMS, VMIS, VMMACS, VMS
 from nicplug.simulator.store import Store
 
 MERGE = "application/merge-patch+json"
@@ -50,9 +52,37 @@ def plug_pod(store: Store, knobs: Knobs, ns: str, vm: str, type_: str, name: str
     set_pod_request(store, knobs, pod, entries)
 
 
-def unplug_pod(store: Store, knobs: Knobs, ns: str, vm: str, type_: str, name: str) -> None:
+def if_name_of(knobs: Knobs, ns: str, vm: str, type_: str, name: str, id_: int = 2) -> str:
+    """The network's interface name: deckhouse names it after its MAC (the fixture VMMAC
+    of that id), multus after its type and name."""
+    if knobs.dialect == "deckhouse":
+        return nw.mac_if_name(type_, fixture_mac(ns, vm, id_))
+    return nw.if_name(type_, name)
+
+
+def stored_if_name(store: Store, ns: str, vm: str, type_: str, name: str) -> str:
+    """The interface name of a VM's network, as the store's objects give it: the KVVM
+    template's deckhouse request entry, else the MAC of the fixture VMMAC of the
+    network (deckhouse), else type and name (multus)."""
+    kvvm = store.get(KVVMS, ns, vm)
+    template = ob.dig(kvvm, "spec", "template", "metadata", "annotations") or {}
+    for entry in nw.parse_list(template.get(nw.DECKHOUSE_REQUEST)) or []:
+        if (entry.get("type"), entry.get("name")) == (type_, name):
+            return str(entry.get("ifName"))
+    spec = ob.dig(store.peek(VMS, ns, vm), "spec", "networks") or []  # none: upstream
+    id_ = next((n.get("id") for n in spec if (n.get("type"), n.get("name")) == (type_, name)),
+               None)
+    if isinstance(id_, int):
+        with contextlib.suppress(NotFound):
+            vmmac = store.get(VMMACS, ns, vmmac_name(vm, id_))
+            return nw.mac_if_name(type_, str(ob.dig(vmmac, "status", "address")))
+    return nw.if_name(type_, name)
+
+
+def unplug_pod(store: Store, knobs: Knobs, ns: str, vm: str, type_: str, name: str,
+               id_: int = 2) -> None:
     pod = active_pod(store, ns, vm)
-    if_name = nw.if_name(type_, name)
+    if_name = if_name_of(knobs, ns, vm, type_, name, id_)
     key = "ifName" if knobs.dialect == "deckhouse" else "interface"
     gone = if_name if knobs.dialect == "deckhouse" else nw.multus_pod_interface(if_name)
     set_pod_request(store, knobs, pod, [e for e in request_of(knobs, pod) if e.get(key) != gone])
@@ -65,8 +95,13 @@ def plug_kvvm(store: Store, knobs: Knobs, ns: str, vm: str, type_: str, name: st
     kvvm = store.get(KVVMS, ns, vm)
     template = kvvm["spec"]["template"]
     nad_ns = ns if type_ == "Network" else knobs.cluster_network_nad_namespace
-    template["spec"]["networks"].append(nw.kubevirt_network(knobs.dialect, type_, name, nad_ns))
-    template["spec"]["domain"]["devices"]["interfaces"].append(nw.kubevirt_interface(type_, name))
+    deckhouse = knobs.dialect == "deckhouse"
+    mac = fixture_mac(ns, vm, id_) if deckhouse else ""
+    template["spec"]["networks"].append(
+        nw.kubevirt_network(knobs.dialect, type_, name, nad_ns, mac))
+    template["spec"]["domain"]["devices"]["interfaces"].append(
+        nw.deckhouse_interface(type_, mac, id_) if deckhouse
+        else nw.kubevirt_interface(type_, name))
     if knobs.dialect == "deckhouse":  # multus: KubeVirt generates the pods' own
         annotations = template.setdefault("metadata", {}).setdefault("annotations", {})
         key = ob.request_annotation(knobs.dialect)
@@ -79,14 +114,15 @@ def plug_kvvm(store: Store, knobs: Knobs, ns: str, vm: str, type_: str, name: st
 def mark_absent(store: Store, ns: str, vm: str, type_: str, name: str) -> None:
     kvvm = store.get(KVVMS, ns, vm)
     for iface in kvvm["spec"]["template"]["spec"]["domain"]["devices"]["interfaces"]:
-        if iface["name"] == nw.if_name(type_, name):
+        if iface["name"] == stored_if_name(store, ns, vm, type_, name):
             iface["state"] = "absent"
     store.update(KVVMS, kvvm)
 
 
 def vmi_interface(store: Store, ns: str, vm: str, type_: str, name: str) -> Json | None:
     entries = ob.dig(store.get(VMIS, ns, vm), "status", "interfaces") or []
-    return next((e for e in entries if e["name"] == nw.if_name(type_, name)), None)
+    if_name = stored_if_name(store, ns, vm, type_, name)
+    return next((e for e in entries if e["name"] == if_name), None)
 
 
 def attached(store: Store, ns: str, vm: str, type_: str, name: str) -> bool:

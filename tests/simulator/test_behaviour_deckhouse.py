@@ -44,7 +44,7 @@ async def test_a_naive_controller_that_patches_the_kvvm_first_crashes_the_vmi(
     await cluster.advance(0.2)
     (crash,) = cluster.link_not_found
     assert (crash.namespace, crash.vmi, crash.interface) == (
-        NS, VM, nw.if_name("Network", "user-net"))
+        NS, VM, d.if_name_of(knobs, NS, VM, "Network", "user-net"))
     assert store.get(VMIS, NS, VM)["status"]["phase"] == "Failed"
     (event,) = cluster.events(reason="SyncFailed")
     assert "Link not found" in event["message"] and event["type"] == "Warning"
@@ -59,13 +59,14 @@ async def test_the_right_order_waits_for_the_sdn_and_attaches(cluster: Simulated
     await cluster.advance(0.1)
     (status,) = nw.parse_list(
         nw.annotations_of(d.active_pod(store, NS, VM))[nw.DECKHOUSE_STATUS]) or []
-    assert status["ifName"] == nw.if_name("Network", "user-net")
+    assert status["ifName"] == d.if_name_of(knobs, NS, VM, "Network", "user-net")
     assert {c["type"]: c["status"] for c in status["conditions"]} == {
         "Configured": "True", "Negotiated": "True"}
     d.plug_kvvm(store, knobs, NS, VM, "Network", "user-net")
     await cluster.settle()
     vmi = store.get(VMIS, NS, VM)
-    assert nw.if_name("Network", "user-net") in [i["name"] for i in ob.interfaces_of(vmi["spec"])]
+    names = [i["name"] for i in ob.interfaces_of(vmi["spec"])]
+    assert d.if_name_of(knobs, NS, VM, "Network", "user-net") in names
     assert not d.attached(store, NS, VM, "Network", "user-net")  # libvirt takes its time
     await cluster.advance(0.1)
     assert d.attached(store, NS, VM, "Network", "user-net")
@@ -95,12 +96,13 @@ async def test_a_crashed_vmi_restarts_from_the_template_and_boots_with_the_inter
 async def test_unplug_detaches_the_guest_then_the_sdn_releases() -> None:
     cluster = await started(vm_networks=(("Network", "user-net"),))
     store, knobs = cluster.store, cluster.knobs
-    if_name = nw.if_name("Network", "user-net")
+    if_name = d.if_name_of(knobs, NS, VM, "Network", "user-net")
     assert d.attached(store, NS, VM, "Network", "user-net")
     d.mark_absent(store, NS, VM, "Network", "user-net")
     await cluster.settle()
     absent = [i for i in ob.interfaces_of(store.get(VMIS, NS, VM)["spec"]) if i["name"] == if_name]
-    assert absent == [{"name": if_name, "bridge": {}, "state": "absent"}]
+    assert [(i["name"], i["binding"], i["state"]) for i in absent] == [
+        (if_name, {"name": "bpfbridge"}, "absent")]
     await cluster.advance(0.1)
     assert d.vmi_interface(store, NS, VM, "Network", "user-net") is None
     for spec in (store.get(VMIS, NS, VM)["spec"],

@@ -18,7 +18,7 @@ from kubernetes_asyncio import client, config
 from nicplug.simulator import networking as nw
 from nicplug.simulator.clock import VirtualSimClock
 from nicplug.simulator.cluster import SimulatedCluster
-from nicplug.simulator.fixtures import Fixtures, request_entry
+from nicplug.simulator.fixtures import Fixtures, fixture_mac, request_entry
 from nicplug.simulator.knobs import Delays, Knobs
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -47,7 +47,7 @@ async def test_a_controller_over_http_plugs_in_the_right_order() -> None:
             (status,) = json.loads(pod.metadata.annotations[nw.DECKHOUSE_STATUS])
             assert nw.deckhouse_ready(status)
 
-            if_name = nw.if_name("Network", "user-net")
+            if_name = nw.mac_if_name("Network", fixture_mac(NS, VM, 2))
             base = "/spec/template/spec"
             await custom.patch_namespaced_custom_object(
                 *KV, "internalvirtualizationvirtualmachines", VM,

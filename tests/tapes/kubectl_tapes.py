@@ -30,7 +30,8 @@ RESOURCES = (
     "clusternetworks.network.deckhouse.io", f"internalvirtualizationvirtualmachines.{KUBEVIRT}",
     f"internalvirtualizationvirtualmachineinstances.{KUBEVIRT}",
     f"internalvirtualizationvirtualmachineinstancemigrations.{KUBEVIRT}",
-    "pods", "virtualmachines.virtualization.deckhouse.io",
+    "pods", "virtualmachinemacaddresses.virtualization.deckhouse.io",
+    "virtualmachines.virtualization.deckhouse.io",
 )
 """In the order a capture is concatenated: the VM last, so that when a replay first
 decides about it, everything around it has been seen."""

@@ -11,6 +11,7 @@ import resource
 import subprocess
 import sys
 import threading
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -25,8 +26,29 @@ from nicplug.adapters.tapes.reader import TapeReader
 HERE = Path(__file__).parent
 PLUG = HERE / "live-hotplug-a-network.tape.jsonl"
 PLUG_GOLDEN = HERE / "live-hotplug-a-network.golden.json"
-PLUG_REQUESTED = 11
-"""The plug tape up to the pod patch: the plug waits for the SDN from here."""
+
+
+def _lines_of_plug() -> list[dict[str, Any]]:
+    return [json.loads(line) for line in PLUG.read_bytes().splitlines() if line]
+
+
+def _requested() -> int:
+    """How many lines of the plug tape lead up to the pod patch, seen on the pod: the
+    plug waits for the SDN from there."""
+    entries = _lines_of_plug()
+    patched = next(i for i, e in enumerate(entries)
+                   if e["type"] == "EFFECT" and e["object"]["type"] == "PatchPodNetworks")
+    return next(i for i, e in enumerate(entries) if i > patched and e["type"] == "MODIFIED"
+                and e["object"]["kind"] == "Pod") + 1
+
+
+def _at(line: int, later: float = 0.0) -> str:
+    """The time of the plug tape's `line` (1-based), `later` seconds on, RFC 3339."""
+    at = datetime.fromisoformat(_lines_of_plug()[line - 1]["at"].replace("Z", "+00:00"))
+    return (at + timedelta(seconds=later)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+PLUG_REQUESTED = _requested()
 
 
 def replay(tape: Path, *args: str) -> Result:
@@ -105,7 +127,7 @@ def test_time_going_backwards_is_reported_per_line(tmp_path: Path) -> None:
     result = replay(reversed_tape, "--json")
     assert result.exit_code == 0
     went_back = [line for line in result.stderr.splitlines() if "time goes backwards" in line]
-    assert len(went_back) == 20  # every line after the first
+    assert len(went_back) == len(_plug_lines()) - 1  # every line after the first
     assert went_back[0].startswith(f"nicplug: {reversed_tape}: line 2: time goes backwards")
 
 
@@ -243,7 +265,7 @@ def _bookmark(at: str) -> bytes:
 def test_bookmarks_move_the_clock_so_a_quiet_period_fires_its_timers(tmp_path: Path) -> None:
     waiting = _plug_lines()[:PLUG_REQUESTED]
     quiet = _write(tmp_path / "quiet.jsonl", [
-        *waiting, _bookmark("2026-12-02T14:19:05Z"), _bookmark("2026-12-02T14:21:05Z")])
+        *waiting, _bookmark(_at(PLUG_REQUESTED, 60)), _bookmark(_at(PLUG_REQUESTED, 180))])
     row, *_ = operations(replay(quiet, "--json"))
     assert (row["state"], row["reason"]) == ("Failed", "SDNTimeout")
     items = list(TapeReader(quiet.open("rb")))
@@ -256,15 +278,21 @@ def test_until_lets_time_pass_after_the_last_line(tmp_path: Path) -> None:
     assert still["state"] != "Failed"
     late, *_ = operations(replay(waiting, "--json", "--until", "+3m"))
     assert (late["state"], late["reason"]) == ("Failed", "SDNTimeout")
-    at_time, *_ = operations(replay(waiting, "--json", "--until", "2026-12-02T14:21:00Z"))
+    at_time, *_ = operations(replay(waiting, "--json", "--until", _at(PLUG_REQUESTED, 150)))
     assert (at_time["state"], at_time["reason"]) == ("Failed", "SDNTimeout")
 
 
 def test_until_a_time_within_the_tape_stops_feeding_there() -> None:
-    result = replay(PLUG, "--until", "2026-12-02T14:18:05.000Z")
+    entries = _lines_of_plug()
+    first_change = next(i for i, e in enumerate(entries) if e["type"] == "MODIFIED") + 1
+    listed = sum(1 for e in entries[:first_change - 1] if e["type"] == "ADDED")
+    gap = (datetime.fromisoformat(_at(first_change).replace("Z", "+00:00"))
+           - datetime.fromisoformat(_at(first_change - 1).replace("Z", "+00:00")))
+    before_the_edit = _at(first_change - 1, gap.total_seconds() / 2)
+    result = replay(PLUG, "--until", before_the_edit)
     assert result.exit_code == 0
-    assert "stopped at line 10" in result.stdout
-    assert "replay: 8 events" in result.stdout and "0 effects" in result.stdout
+    assert f"stopped at line {first_change}" in result.stdout
+    assert f"replay: {listed} events" in result.stdout and "0 effects" in result.stdout
 
 
 @pytest.mark.parametrize("bad", ["+", "+soon", "+10x", "tomorrow", "2026-12-02T14:18:05"])

@@ -20,7 +20,8 @@ from functools import partial
 from typing import Any, TypeVar, cast
 
 from nicplug.adapters.kube.flavour import UPSTREAM
-from nicplug.adapters.kube.translate import records
+from nicplug.adapters.kube.resources import VM_UID_LABEL
+from nicplug.adapters.kube.translate import macs, records
 from nicplug.adapters.kube.translate.objects import (
     KubeVirtObject,
     KVVMObject,
@@ -30,10 +31,11 @@ from nicplug.adapters.kube.translate.objects import (
     VirtualMachineObject,
     VMIMObject,
     VMIObject,
+    VMMACObject,
     address_of,
     read,
 )
-from nicplug.adapters.sdn import Dialect
+from nicplug.adapters.sdn import Dialect, MalformedAnnotation
 from nicplug.adapters.sdn.codec import split_identity
 from nicplug.machines.world import (
     KVVM,
@@ -44,6 +46,7 @@ from nicplug.machines.world import (
     Migration,
     World,
     if_name_of,
+    if_name_of_mac,
 )
 
 _MAPPING = (dict, Mapping)
@@ -71,6 +74,9 @@ class VMObjects:
     cluster_networks: Iterable[Body] = ()
     created_by_label: str = UPSTREAM.created_by_label  # as the cluster's Flavour names it
     namespace_object: Body | None = None  # the VM's Namespace, where watched
+    vm_mac_addresses: Iterable[Body] | None = None
+    """The VM's `VirtualMachineMACAddress`es where the platform names interfaces after
+    their MAC (Deckhouse); None where it does not (upstream KubeVirt)."""
 
 
 def active_pod_uids(vmi: Body) -> tuple[str, ...]:
@@ -148,15 +154,19 @@ def assemble_world(
     namespace, name = objects.namespace, objects.name
 
     vm = None
+    model = None
     in_template = dialect.kubevirt_owns_requests  # the kubevirt flavour
     if in_template:
         if (template_body := objects.kvvm) is not None:
             vm = _memoized(memo, "desired", template_body, lambda: records.desired_in_template(
                 read(KVVMObject, template_body, kind="KubeVirt VirtualMachine"),
                 cluster_nad_namespace=dialect.cluster_nad_namespace))
-    elif (vm_body := objects.vm) is not None:
+    elif (vm_body := objects.vm) is not None and objects.vm_mac_addresses is None:
         vm = _memoized(memo, "vm", vm_body, lambda: records.desired_vm(
             read(VirtualMachineObject, vm_body, kind="VirtualMachine")))
+    elif vm_body is not None:  # named by MAC: once the pods are read (below)
+        model = _memoized(memo, "vm-model", vm_body, lambda: read(
+            VirtualMachineObject, vm_body, kind="VirtualMachine"))
 
     vmi: VMI | None = None
     if (vmi_body := objects.vmi) is not None:
@@ -182,6 +192,11 @@ def assemble_world(
 
     named = _pod_interfaces(kvvm, vmi, dialect) if in_template else None
     pods = _launcher_pods(objects, dialect, errors, memo, named)
+    if model is not None:
+        vmmacs = _vm_mac_addresses(objects, model.metadata.uid, errors, memo)
+        vm = records.desired_vm(model, macs.macs_of(
+            model, vmmacs, _written_macs(objects.kvvm, dialect, namespace, memo),
+            [r for pod in pods for r in pod.requested]))
     migrations = _migrations(objects, errors, memo)
     cluster = _cluster_config(objects.kubevirts, errors, memo)
 
@@ -259,6 +274,46 @@ def _launcher_pods(
     return tuple(sorted(pods, key=lambda p: p.name))
 
 
+def _written_macs(
+    body: Body | None, dialect: Dialect, namespace: str, memo: ReadMemo | None
+) -> dict[str, str]:
+    """The MACs the KVVM's interfaces hold for the networks its template names (none
+    when it is unreadable: the KVVM's own reading reports that)."""
+    if body is None:
+        return {}
+
+    def read_it() -> dict[str, str]:
+        try:
+            kvvm = read(KVVMObject, body, kind="KubeVirt VirtualMachine")
+            value = kvvm.spec.template.metadata.annotations.get(dialect.request_annotation)
+            requests = dialect.parse_requests(value=value, namespace=namespace)
+        except (MalformedObject, MalformedAnnotation):
+            return {}
+        return macs.kvvm_macs(kvvm, requests)
+
+    return _memoized(memo, "kvvm-macs", body, read_it)
+
+
+def _vm_mac_addresses(
+    objects: VMObjects, vm_uid: str, errors: list[str], memo: ReadMemo | None
+) -> list[VMMACObject]:
+    """The VMMACs Deckhouse made for the VM: labelled with its uid, in its namespace."""
+    found = []
+    for body in objects.vm_mac_addresses or ():
+        metadata = body.get("metadata") if isinstance(body, _MAPPING) else None
+        labels = metadata.get("labels") if isinstance(metadata, _MAPPING) else None
+        if not isinstance(labels, _MAPPING) or labels.get(VM_UID_LABEL) != vm_uid:
+            continue
+        if address_of(body)[0] != objects.namespace:
+            continue
+        try:
+            found.append(_memoized(memo, "vmmac", body, partial(
+                read, VMMACObject, body, kind="VirtualMachineMACAddress")))
+        except MalformedObject as e:
+            errors.append(str(e))
+    return found
+
+
 def _migrations(
     objects: VMObjects, errors: list[str], memo: ReadMemo | None
 ) -> tuple[Migration, ...]:
@@ -326,8 +381,11 @@ def _identities(world: World, dialect: Dialect) -> dict[str, str]:
     if world.vm is not None:
         for spec in world.vm.networks or ():
             known[spec.if_name] = spec.identity
-        for identity in world.vm.macs:  # status.networks: may outlive the spec entry
-            known.setdefault(if_name_of(*split_identity(identity)), identity)
+        by_mac = any(spec.named_by_mac for spec in world.vm.networks or ())
+        for identity, mac in world.vm.macs.items():  # status.networks: may outlive the spec
+            type_, name = split_identity(identity)
+            named = if_name_of_mac(type_, mac) if by_mac else if_name_of(type_, name)
+            known.setdefault(named, identity)
     for pod in world.pods:
         for request in pod.requested:
             known.setdefault(request.if_name, request.identity)

@@ -223,6 +223,8 @@ class VMNetworkModel(Model):
     type: NetworkTypeName
     name: str = ""
     id: int | None = Field(default=None, ge=0)
+    virtual_machine_mac_address_name: str = Field(
+        default="", alias="virtualMachineMACAddressName")
 
     @model_validator(mode="after")
     def _named_unless_main(self) -> VMNetworkModel:
@@ -256,6 +258,20 @@ class VMStatus(Model):
 class VirtualMachineObject(KubeObject):
     spec: VMSpec = VMSpec()
     status: VMStatus = VMStatus()
+
+
+class VMMACStatus(Model):
+    address: str = ""
+    phase: str = ""
+    virtual_machine_name: str = ""
+
+
+class VMMACObject(KubeObject):
+    """A `VirtualMachineMACAddress` (`virtualization.deckhouse.io/v1alpha2`): the MAC
+    address Deckhouse allocated (`status.address`) for one additional network of a VM;
+    created by Deckhouse's VM controller, labelled with the VM's uid."""
+
+    status: VMMACStatus = VMMACStatus()
 
 
 class SDNNetworkStatus(Model):

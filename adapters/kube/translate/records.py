@@ -56,8 +56,13 @@ def conditions(models: Sequence[ConditionModel]) -> tuple[Condition, ...]:
     return tuple(Condition(c.type, c.status, c.reason, c.message) for c in models)
 
 
-def desired_vm(vm: VirtualMachineObject) -> DesiredVM:
+def desired_vm(vm: VirtualMachineObject, macs: Mapping[str, str] | None = None) -> DesiredVM:
+    """The VM's record; with `macs` (identity → MAC, where the platform names each
+    additional network's interface after the MAC it allocated: Deckhouse), every
+    additional network is named by its MAC, and one without is left unnamed."""
     networks = vm.spec.networks
+    by_mac = macs is not None
+    given = macs or {}
     return DesiredVM(
         uid=vm.metadata.uid,
         namespace=vm.metadata.namespace,
@@ -65,7 +70,11 @@ def desired_vm(vm: VirtualMachineObject) -> DesiredVM:
         resource_version=vm.metadata.resource_version,
         networks=None
         if networks is None
-        else tuple(NetworkSpec(n.type, n.name, n.id) for n in networks),
+        else tuple(
+            NetworkSpec(n.type, n.name, n.id, mac=given.get(identity_of(n.type, n.name)),
+                        named_by_mac=by_mac)
+            for n in networks
+        ),
         approval=vm.spec.disruptions.restart_approval_mode,
         macs={
             identity_of(n.type, n.name): n.mac_address
