@@ -199,19 +199,19 @@ def fold_view(key: Key, stream: StreamId, events: Sequence[Step]) -> StreamView 
     retry_at: float | None = None
     bypassed: str | None = None
     paused_at: float | None = None
-    credit, direction = 0.0, "plug"
+    credit, direction, if_name, waiting = 0.0, "plug", "", ""
     for _, _, _, _, type_, _, p in events:
         if type_ == OPENED:
             if op is not None:
-                op = _folded(op, state, reason, message, history, entered_at, issued,
-                             issued_at, waived, migration, retry_at, bypassed, paused_at,
-                             credit)
+                op = _folded(op, if_name, state, reason, message, history, entered_at,
+                             issued, issued_at, waived, migration, retry_at, bypassed,
+                             paused_at, credit, waiting)
             op = opened(stream, p)
-            (state, reason, message, history, entered_at, issued, issued_at, waived, migration,
-             retry_at, bypassed, paused_at, credit) = (
-                op.state, op.reason, op.message, [*op.history], op.entered_at, op.issued,
-                op.issued_at, op.waived, op.migration, op.retry_at, op.bypassed_vmi,
-                op.paused_at, op.credit)
+            (if_name, state, reason, message, history, entered_at, issued, issued_at, waived,
+             migration, retry_at, bypassed, paused_at, credit, waiting) = (
+                op.if_name, op.state, op.reason, op.message, [*op.history], op.entered_at,
+                op.issued, op.issued_at, op.waived, op.migration, op.retry_at, op.bypassed_vmi,
+                op.paused_at, op.credit, op.waiting)
             direction = op.direction
         elif op is None:
             continue
@@ -227,9 +227,13 @@ def fold_view(key: Key, stream: StreamId, events: Sequence[Step]) -> StreamView 
             entered_at, issued = at, ()
             migration, retry_at = p.get("migration", migration), p.get("retry_at")
             paused_at = at if paused_at is not None else None
-            credit = 0.0
+            credit, waiting = 0.0, ""
         elif type_ == GRACE_EXPIRED:
             waived = True
+        elif type_ == WAITING:
+            waiting = str(p["message"])
+        elif type_ == NAMED:
+            if_name = _intern(str(p["if_name"]))
         elif type_ == ROLLOUT_BYPASSED:
             bypassed = str(p["vmi"])
         elif type_ == PAUSED:
@@ -241,22 +245,23 @@ def fold_view(key: Key, stream: StreamId, events: Sequence[Step]) -> StreamView 
             raise ValueError(f"unknown event type {type_!r}")
     if op is None:
         return None
-    op = _folded(op, state, reason, message, history, entered_at, issued, issued_at, waived,
-                 migration, retry_at, bypassed, paused_at, credit)
+    op = _folded(op, if_name, state, reason, message, history, entered_at, issued, issued_at,
+                 waived, migration, retry_at, bypassed, paused_at, credit, waiting)
     return StreamView(stream, key, op.state, op.terminal, op.snapshot(), SNAPSHOT_SCHEMA)
 
 
 def _folded(
-    op: Operation, state: str, reason: str | None, message: str, history: list[str],
-    entered_at: float, issued: tuple[int, ...], issued_at: float, waived: bool,
-    migration: str | None, retry_at: float | None, bypassed: str | None,
-    paused_at: float | None, credit: float,
+    op: Operation, if_name: str, state: str, reason: str | None, message: str,
+    history: list[str], entered_at: float, issued: tuple[int, ...], issued_at: float,
+    waived: bool, migration: str | None, retry_at: float | None, bypassed: str | None,
+    paused_at: float | None, credit: float, waiting: str,
 ) -> Operation:
     """`op` as opened, with what `fold_view` folded onto it."""
     return Operation(
-        op.stream, op.vm, op.vm_uid, op.network, op.if_name, op.direction, op.attempt,
+        op.stream, op.vm, op.vm_uid, op.network, if_name, op.direction, op.attempt,
         op.target, state, reason, message, tuple(history), op.opened_at, entered_at, issued,
         issued_at, waived, migration, retry_at, op.flavour, bypassed, paused_at, credit,
+        waiting,
     )  # fmt: skip
 
 

@@ -2,7 +2,8 @@
 and `journal verify` fold with) gives exactly the row the decider's fold gives
 (`audit.fold_stream`: `decider.evolve` event by event, then `views`), for random
 histories: legal walks through every flavour's graph, effects issued, pauses and
-resumes, bypass reports, an operation opened again, and events no fold accepts (an
+resumes, bypass reports, "not yet" messages, interface names learnt, an operation
+opened again, and events no fold accepts (an
 illegal move, a missing or mistyped field, an unknown type), which must fail alike."""
 
 from __future__ import annotations
@@ -18,13 +19,16 @@ from nicplug.machines.decider import HotplugDecider
 from nicplug.machines.graph import MOVES_BY_FLAVOUR
 from nicplug.machines.operation import (
     EFFECTS_ISSUED,
+    EVENT_TYPES,
     GRACE_EXPIRED,
     INITIAL_STATE,
+    NAMED,
     OPENED,
     PAUSED,
     RESUMED,
     ROLLOUT_BYPASSED,
     TRANSITIONED,
+    WAITING,
     fold_view,
 )
 
@@ -58,7 +62,7 @@ def histories(draw: st.DrawFn) -> tuple[StreamId, list[tuple[str, Any]]]:
     for _ in range(draw(st.integers(0, 14))):
         kind = draw(st.sampled_from(
             ["open", "move", "move", "move", "issue", "issue", "grace", "bypass", "pause",
-             "resume", "illegal", "broken", "unknown"]))
+             "resume", "wait", "name", "illegal", "broken", "unknown"]))
         at = draw(times)
         if kind == "open" or state is None:
             events.append((OPENED, _opened(flavour, direction, 1, at)))
@@ -84,6 +88,12 @@ def histories(draw: st.DrawFn) -> tuple[StreamId, list[tuple[str, Any]]]:
             events.append((GRACE_EXPIRED, {"at": at}))
         elif kind == "bypass":
             events.append((ROLLOUT_BYPASSED, {"at": at, "strategy": "Stage", "vmi": "vmi-1"}))
+        elif kind == "wait":
+            events.append((WAITING, {"at": at, "message": draw(st.sampled_from(
+                ["", "SDN: not yet (Pending)"]))}))
+        elif kind == "name":
+            events.append((NAMED, {"at": at, "if_name": draw(st.sampled_from(
+                ["veth_a", "veth_b"])), "mac": "02:00:00:00:00:01"}))
         elif kind == "pause":
             events.append((PAUSED, {"at": at}))
         elif kind == "resume":
@@ -93,7 +103,7 @@ def histories(draw: st.DrawFn) -> tuple[StreamId, list[tuple[str, Any]]]:
                                           "to": draw(st.sampled_from(STATES)), "at": at}))
         elif kind == "broken":
             type_ = draw(st.sampled_from([TRANSITIONED, EFFECTS_ISSUED, PAUSED, RESUMED,
-                                          ROLLOUT_BYPASSED, OPENED]))
+                                          ROLLOUT_BYPASSED, OPENED, WAITING, NAMED]))
             events.append((type_, draw(st.sampled_from(
                 [{}, [], "text", {"at": "soon", "digests": ["x"], "from": state, "to": 3}]))))
         else:
@@ -121,3 +131,12 @@ def test_the_quick_fold_gives_what_the_decider_gives(
     quick = _outcome(fold_view, stream, steps)
     slow = _outcome(lambda k, s, e: fold_stream(DECIDER, k, s, e), stream, steps)
     assert quick == slow
+
+
+GENERATED = {OPENED, TRANSITIONED, EFFECTS_ISSUED, GRACE_EXPIRED, ROLLOUT_BYPASSED, PAUSED,
+             RESUMED, WAITING, NAMED}
+
+
+def test_the_histories_hold_every_event_type_the_machines_write() -> None:
+    # a new event type needs its rule in fold_view and its place in `histories`
+    assert set(EVENT_TYPES) == GENERATED
