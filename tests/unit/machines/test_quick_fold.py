@@ -2,7 +2,8 @@
 and `journal verify` fold with) gives exactly the row the decider's fold gives
 (`audit.fold_stream`: `decider.evolve` event by event, then `views`), for random
 histories: legal walks through every flavour's graph, effects issued, pauses and
-resumes, bypass reports, "not yet" messages, interface names learnt, an operation
+resumes, bypass reports, "not yet" messages, interface names learnt, migrations held
+by the cap, an operation
 opened again, and events no fold accepts (an
 illegal move, a missing or mistyped field, an unknown type), which must fail alike."""
 
@@ -22,6 +23,7 @@ from nicplug.machines.operation import (
     EVENT_TYPES,
     GRACE_EXPIRED,
     INITIAL_STATE,
+    MIGRATION_HELD,
     NAMED,
     OPENED,
     PAUSED,
@@ -62,7 +64,7 @@ def histories(draw: st.DrawFn) -> tuple[StreamId, list[tuple[str, Any]]]:
     for _ in range(draw(st.integers(0, 14))):
         kind = draw(st.sampled_from(
             ["open", "move", "move", "move", "issue", "issue", "grace", "bypass", "pause",
-             "resume", "wait", "name", "illegal", "broken", "unknown"]))
+             "resume", "wait", "name", "hold", "illegal", "broken", "unknown"]))
         at = draw(times)
         if kind == "open" or state is None:
             events.append((OPENED, _opened(flavour, direction, 1, at)))
@@ -94,6 +96,9 @@ def histories(draw: st.DrawFn) -> tuple[StreamId, list[tuple[str, Any]]]:
         elif kind == "name":
             events.append((NAMED, {"at": at, "if_name": draw(st.sampled_from(
                 ["veth_a", "veth_b"])), "mac": "02:00:00:00:00:01"}))
+        elif kind == "hold":
+            events.append((MIGRATION_HELD, {"at": at, "in_flight": draw(st.integers(0, 9)),
+                                            "cap": draw(st.integers(1, 9))}))
         elif kind == "pause":
             events.append((PAUSED, {"at": at}))
         elif kind == "resume":
@@ -103,7 +108,8 @@ def histories(draw: st.DrawFn) -> tuple[StreamId, list[tuple[str, Any]]]:
                                           "to": draw(st.sampled_from(STATES)), "at": at}))
         elif kind == "broken":
             type_ = draw(st.sampled_from([TRANSITIONED, EFFECTS_ISSUED, PAUSED, RESUMED,
-                                          ROLLOUT_BYPASSED, OPENED, WAITING, NAMED]))
+                                          ROLLOUT_BYPASSED, OPENED, WAITING, NAMED,
+                                          MIGRATION_HELD]))
             events.append((type_, draw(st.sampled_from(
                 [{}, [], "text", {"at": "soon", "digests": ["x"], "from": state, "to": 3}]))))
         else:
@@ -134,7 +140,7 @@ def test_the_quick_fold_gives_what_the_decider_gives(
 
 
 GENERATED = {OPENED, TRANSITIONED, EFFECTS_ISSUED, GRACE_EXPIRED, ROLLOUT_BYPASSED, PAUSED,
-             RESUMED, WAITING, NAMED}
+             RESUMED, WAITING, NAMED, MIGRATION_HELD}
 
 
 def test_the_histories_hold_every_event_type_the_machines_write() -> None:
