@@ -203,8 +203,8 @@ class KubeCalls:
                          "annotations": dict(annotations)},
             "spec": dict(spec),
         }
-        return await fetch_object(self._custom.create_namespaced_custom_object(
-            kind.group, kind.version, namespace, kind.plural, body, **self._writing()))
+        self._fenced()
+        return await write(self._connection, "POST", path_of(kind, namespace), body)
 
     async def list_migrations(self, kind: KindRef, *, label_selector: str) -> list[JsonObject]:
         """Every VirtualMachineInstanceMigration (`kind`, as the flavour names it)
