@@ -60,6 +60,7 @@ from nicplug.engine.listening import RuntimeListener
 from nicplug.engine.outbox import check_not_held
 from nicplug.engine.runtime import Runtime
 from nicplug.engine.sqlite_journal import SQLiteJournal
+from nicplug.engine.sqlite_opening import corrupt
 from nicplug.machines.decider import HotplugDecider
 from nicplug.machines.operation import VMState
 from nicplug.machines.versions import schemas
@@ -111,6 +112,9 @@ class Surroundings:
     connect: Callable[[ClientSettings], Awaitable[ApiConnection]] = connect
     open_journal: Callable[[Path, Settings, Metrics], Awaitable[SQLiteJournal]] = _open_journal
     serve_http: bool = True
+    check_journal: bool = True
+    """Check the whole journal file after start, in a thread beside the work (`_lead`);
+    the simulation, whose journal lives on its event loop's thread, checks it itself."""
 
 
 def _fence(term: Term) -> None:
@@ -311,6 +315,9 @@ class Controller:
         tasks: list[asyncio.Task[None]] = []
         try:
             await runtime.start(hold=True)  # re-issued effects wait for the synced world
+            if self.surroundings.check_journal:
+                tasks.append(asyncio.create_task(self._check_journal(journal),
+                                                 name="journal check"))
             with loading_long_lived(at_most=LOAD_WITHOUT_COLLECTOR,
                                     later=asyncio.get_running_loop().call_later):
                 tasks = [asyncio.create_task(i.run(), name=f"watch {i.kind.name}")
@@ -336,6 +343,17 @@ class Controller:
                 await _stop(runtime, term)
             finally:
                 await journal.close()
+
+    async def _check_journal(self, journal: SQLiteJournal) -> None:
+        """The whole journal file checked once, beside the work: opening checked only the
+        tables recovery reads whole (its cost grows with the live state, this one's with
+        the history). A damaged file ends the term, and `nicplug run`, with one line; the
+        journal is left as it is."""
+        problems = await journal.check_file()
+        if problems != ["ok"]:
+            self._observing.wake.set()  # `_feed` looks at its tasks when woken
+            raise corrupt(journal.path, "; ".join(problems[:3]))
+        log.info("journal %s: the whole file is checked and healthy", journal.path)
 
     async def _retain(self, journal: SQLiteJournal) -> None:
         """Archive what finished before the retention window, once an hour (the first

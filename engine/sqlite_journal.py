@@ -34,12 +34,14 @@ from nicplug.engine.journal import (
     PendingEffect,
     StoredView,
 )
-from nicplug.engine.model import Key, RecordedEvent, StreamId, StreamView
+from nicplug.engine.model import Key, RecordedEvent, StreamId
 from nicplug.engine.sqlite_opening import (
     MEMORY,
     IntegrityCheck,
     ReadMode,
     Synchronous,
+    check_file,
+    checker,
     configure,
     hold,
     prepare_file,
@@ -124,7 +126,7 @@ class SQLiteJournal:
         *,
         read_only: bool = False,
         synchronous: Synchronous = "FULL",
-        integrity: IntegrityCheck = "quick",
+        integrity: IntegrityCheck = "bounded",
         size_limit_bytes: int | None = None,
         upcasters: Upcasters | None = None,
         schemas: Schemas | None = None,
@@ -140,6 +142,8 @@ class SQLiteJournal:
         when none does (`read_mode` says which); it never creates a file. `on_group(units,
         seconds)` is called after every group commit (metrics). `schemas` are the
         upcasters of events, snapshots and effects (`upcasters` alone: of events only).
+        `integrity` says what is checked before anything is read (`IntegrityCheck`): by
+        default the tables recovery reads whole; `check_file` checks the rest later.
         A writer shares the journal's writer lock with other writers; `exclusive`
         (offline work) refuses a journal any writer holds. `connect` stands for
         `aiosqlite.connect` (a deterministic simulation runs the connection on the
@@ -324,6 +328,20 @@ class SQLiteJournal:
         rows = await self._rows(sql + " ORDER BY deadline, stream, name", params)
         return [ArmedTimer(StreamId(r[0]), r[1], Key(r[2]), r[3]) for r in rows]
 
+    async def check_file(self) -> list[str]:
+        """`quick_check` of the whole file on a read connection of its own, in a worker
+        thread: group commits go on meanwhile. `["ok"]` for a healthy file."""
+        if self._closed:
+            raise JournalClosed(f"journal {self.path} is closed")
+        if self.path == MEMORY:
+            return [str(r[0]) for r in await self._rows("PRAGMA quick_check")]
+        conn = checker(self.path)
+        try:
+            return await asyncio.to_thread(check_file, conn)
+        except asyncio.CancelledError:
+            conn.interrupt()  # the thread then ends at once and closes it
+            raise
+
     async def integrity(self) -> list[str]:
         """`PRAGMA integrity_check`'s findings; `["ok"]` for a healthy journal."""
         return [str(r[0]) for r in await self._rows("PRAGMA integrity_check")]
@@ -359,10 +377,10 @@ class SQLiteJournal:
         """Every row an audit compares, each stream folded by `fold`, in one snapshot."""
         return await self._read(partial(upkeep.audit_input, schemas=self.schemas, fold=fold))
 
-    async def rewrite_views(self, views: Sequence[StreamView]) -> int:
-        """Replace read-model rows by `views` folded from the events (offline rebuild)."""
+    async def rebuild(self, fold: upkeep.Fold) -> upkeep.Rebuilt:
+        """Rewrite the read-model rows that differ from their streams' fold (offline)."""
         self._writable()
-        return await self._read(partial(upkeep.rewrite_views, views=views))
+        return await self._read(partial(upkeep.rebuild, schemas=self.schemas, fold=fold))
 
     async def archivable(self, cutoff_wall: float) -> list[StoredView]:
         return await self._read(partial(upkeep.archivable, cutoff_wall=cutoff_wall))

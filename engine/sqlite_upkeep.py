@@ -58,43 +58,18 @@ def _audit_input(conn: sqlite3.Connection, schemas: Schemas, fold: Fold) -> Audi
     conn.execute("BEGIN")
     try:
         rows: list[StoredView] = []
-        folded: dict[StreamId, Folded] = {}
+        unreadable: dict[StreamId, Folded] = {}
         for r in conn.execute(
             f"SELECT {VIEW_COLUMNS} FROM streams WHERE state IS NOT NULL ORDER BY key, stream"
         ):
             try:
                 rows.append(view_of(r, schemas.snapshots))
             except JournalError as error:
-                folded[StreamId(r[0])] = Folded(None, r[5], 0, f"unreadable snapshot ({error})")
+                unreadable[StreamId(r[0])] = Folded(
+                    None, r[5], 0, f"unreadable snapshot ({error})")
                 rows.append(view_of(r, Schemas().snapshots))
-        stream: StreamId | None = None
-        key = Key("")
-        events: list[Step] = []
-        problem: str | None = None
-        upcast = schemas.events.upcast if schemas.events else None
-
-        def done() -> None:
-            if stream is not None and stream not in folded:
-                folded[stream] = (Folded(None, 0, len(events), problem) if problem
-                                  else fold(key, stream, events))
-
-        loads, step = orjson.loads, Step
-        for position, of, by, version, type_, schema, payload in conn.execute(
-            "SELECT position, stream, key, version, type, schema_version, payload FROM events"
-            " ORDER BY stream, version"
-        ):
-            if of != stream:
-                done()
-                stream, key, events, problem = of, by, [], None
-            if problem is None:
-                try:
-                    decoded = loads(payload)
-                    if upcast is not None:
-                        schema, decoded = upcast(type_, schema, decoded)
-                    events.append(step(position, of, key, version, type_, schema, decoded))
-                except (JournalError, orjson.JSONDecodeError) as error:
-                    problem = f"event {position} unreadable ({error})"
-        done()
+        folded = fold_streams(conn, schemas, fold)
+        folded.update(unreadable)
         issued = [
             Issued(r[0], StreamId(r[1]), Key(r[2]), r[3]) for r in conn.execute(
                 "SELECT id, stream, key, type FROM effects WHERE status = 'issued' ORDER BY id")
@@ -108,21 +83,119 @@ def _audit_input(conn: sqlite3.Connection, schemas: Schemas, fold: Fold) -> Audi
     return AuditInput(rows, folded, issued, timers)
 
 
-def rewrite_views(conn: sqlite3.Connection, views: Sequence[StreamView]) -> int:
-    """Replace read-model rows by `views` (each folded through its stream's last event)."""
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        conn.executemany(
-            "UPDATE streams SET state = ?, terminal = ?, snapshot = ?, snapshot_schema = ?,"
-            " snapshot_through = version WHERE stream = ?",
-            [(v.state, int(v.terminal), to_json(v.snapshot), v.schema, v.stream) for v in views],
-        )
-        conn.execute("COMMIT")
-    except BaseException:
-        if conn.in_transaction:
-            conn.execute("ROLLBACK")
-        raise
-    return len(views)
+def fold_streams(conn: sqlite3.Connection, schemas: Schemas, fold: Fold) -> dict[StreamId, Folded]:
+    """Every stream folded by `fold` from its events, one stream's events in memory at a
+    time; an event that cannot be read (not JSON, an unknown type or schema) is the
+    stream's `Folded` problem. A million events: one row, one JSON decoding and one
+    `Step` each, and the set lookup that finds its schema current (`Upcasters.reads_as_is`)."""
+    folded: dict[StreamId, Folded] = {}
+    stream: StreamId | None = None
+    key = Key("")
+    events: list[Step] = []
+    problem: str | None = None
+    upcasters = schemas.events
+    upcast = upcasters.upcast if upcasters else None
+    as_is = upcasters.reads_as_is
+
+    def done() -> None:
+        if stream is not None:
+            folded[stream] = (Folded(None, 0, len(events), problem) if problem
+                              else fold(key, stream, events))
+
+    # a `Step` made as its own constructor makes it, less the Python call around it
+    loads, new, append = orjson.loads, tuple.__new__, events.append
+    for position, of, by, version, type_, schema, payload in conn.execute(
+        "SELECT position, stream, key, version, type, schema_version, payload FROM events"
+        " ORDER BY stream, version"
+    ):
+        if of != stream:
+            done()
+            stream, key, events, problem = of, by, [], None
+            append = events.append
+        if problem is None:
+            try:
+                decoded = loads(payload)
+                if upcast is not None and (type_, schema) not in as_is:
+                    schema, decoded = upcast(type_, schema, decoded)
+                append(new(Step, (position, of, key, version, type_, schema, decoded)))
+            except (JournalError, orjson.JSONDecodeError) as error:
+                problem = f"event {position} unreadable ({error})"
+    done()
+    return folded
+
+
+@dataclass(frozen=True, slots=True)
+class Rebuilt:
+    """What a rebuild did: `rows` folded from their events (of `events`), `differed`
+    of them written; or, when some stream cannot be folded, nothing written and each
+    such stream's problem."""
+
+    rows: int
+    events: int
+    differed: int
+    problems: dict[StreamId, str]
+
+
+def rebuild(conn: sqlite3.Connection, schemas: Schemas, fold: Fold) -> Rebuilt:
+    """Fold every stream and rewrite the read-model rows that differ from their fold,
+    in one write transaction (nothing is written when a stream cannot be folded).
+
+    A row is left as it is when its state, terminal flag, snapshot schema and snapshot
+    text are what the fold gives, folded through the stream's last event: the fold's
+    snapshot is encoded as every commit encodes it and compared as text, so the rows
+    that agree (nearly all) are never decoded; any other row is decoded (upcast) and
+    compared as data, like `journal verify` does."""
+    with _uncollected():
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            result = _rebuild(conn, schemas, fold)
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+    return result
+
+
+def _rebuild(conn: sqlite3.Connection, schemas: Schemas, fold: Fold) -> Rebuilt:
+    folded = fold_streams(conn, schemas, fold)
+    problems = {s: f.problem for s, f in folded.items() if f.problem is not None}
+    rows = events = 0
+    differing: list[StreamView] = []
+    for r in conn.execute(
+        f"SELECT {VIEW_COLUMNS} FROM streams WHERE state IS NOT NULL AND archived IS NULL"
+        " ORDER BY key, stream"
+    ):
+        result = folded.get(r[0])
+        if result is None or result.problem is not None or result.view is None:
+            continue
+        view = result.view
+        if (r[2] == view.state and r[3] == view.terminal and r[8] == view.schema
+                and r[9] == r[5] and r[4] == to_json(view.snapshot)):
+            rows += 1
+            continue
+        try:
+            stored = view_of(r, schemas.snapshots)
+        except JournalError as error:  # a snapshot schema this nicplug does not know
+            problems[view.stream] = f"unreadable snapshot ({error})"
+            continue
+        except (ValueError, TypeError, KeyError):  # not even a snapshot: the fold replaces it
+            rows += 1
+            differing.append(view)
+            continue
+        rows += 1
+        if (stored.view != view or stored.through != stored.version
+                or stored.stored_schema != view.schema):
+            differing.append(view)
+    events = sum(f.events for f in folded.values())
+    if problems:
+        return Rebuilt(rows, events, 0, problems)
+    conn.executemany(
+        "UPDATE streams SET state = ?, terminal = ?, snapshot = ?, snapshot_schema = ?,"
+        " snapshot_through = version WHERE stream = ?",
+        [(v.state, int(v.terminal), to_json(v.snapshot), v.schema, v.stream) for v in differing],
+    )
+    return Rebuilt(rows, events, len(differing), {})
 
 
 @dataclass(frozen=True, slots=True)

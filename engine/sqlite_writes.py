@@ -208,20 +208,37 @@ def _write(
         cause, key, wall, logical = unit.cause, unit.key, unit.wall_time, unit.logical_time
         kind, ref, dedup_key = cause.kind, cause.ref, cause.dedup_key
         expected = unit.expected
-        versions = dict(expected)
-        for position, event in enumerate(unit.events, first_position + 1):
-            stream = event.stream
-            version = versions[stream] + 1
-            versions[stream] = version
-            event_rows.append((
-                position, stream, key, version, event.type, event.schema_version,
-                dumps(event.payload, default=_plain).decode(), kind, ref,
-                # the dedup key goes on the cause's first event of each stream only
-                dedup_key if version == expected[stream] + 1 else None, wall, logical,
-            ))
-        for stream, version in versions.items():
-            if version != expected[stream]:
+        if len(expected) == 1:
+            # one stream (`check` let no event of another through): versions follow on
+            # from the expected one, the dedup key goes on the first event
+            ((stream, version),) = expected.items()
+            position, dedup = first_position, dedup_key
+            for event in unit.events:
+                position += 1
+                version += 1
+                event_rows.append((
+                    position, stream, key, version, event.type, event.schema_version,
+                    dumps(event.payload, default=_plain).decode(), kind, ref, dedup, wall,
+                    logical,
+                ))
+                dedup = None
+            if unit.events:
                 stream_rows.append((stream, key, version, wall, logical))
+        else:
+            versions = dict(expected)
+            for position, event in enumerate(unit.events, first_position + 1):
+                stream = event.stream
+                version = versions[stream] + 1
+                versions[stream] = version
+                event_rows.append((
+                    position, stream, key, version, event.type, event.schema_version,
+                    dumps(event.payload, default=_plain).decode(), kind, ref,
+                    # the dedup key goes on the cause's first event of each stream only
+                    dedup_key if version == expected[stream] + 1 else None, wall, logical,
+                ))
+            for stream, version in versions.items():
+                if version != expected[stream]:
+                    stream_rows.append((stream, key, version, wall, logical))
         for view in unit.views:
             view_rows.append((
                 view.stream, view.key, view.state, int(view.terminal), to_json(view.snapshot),

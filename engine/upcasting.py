@@ -10,7 +10,7 @@ handing a guess to a machine. Upcasters must be pure.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Set
 from typing import Any
 
 from nicplug.engine.errors import UnknownSchema
@@ -40,6 +40,12 @@ class Upcasters:
             raise ValueError(f"an upcaster of {type} v{from_version} is registered already")
         self._steps[(type, from_version)] = step
         self._latest.discard((type, from_version))
+
+    @property
+    def reads_as_is(self) -> Set[tuple[str, int]]:
+        """The (type, version) pairs `upcast` returns unchanged without a look: a reader
+        of millions of payloads skips the call for those."""
+        return self._latest
 
     def upcast(self, type: str, version: int, payload: Payload) -> tuple[int, Payload]:
         if (type, version) in self._latest:

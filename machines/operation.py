@@ -203,16 +203,88 @@ def _held(value: Any) -> tuple[int, int] | None:
 
 def fold_view(key: Key, stream: StreamId, events: Sequence[Step]) -> StreamView | None:
     """The row of one stream from its own events: what `VMState.fold` and `views` give
-    for it, without the VM around it (a rebuild folds every stream of a journal)."""
+    for it, without the VM around it (a rebuild folds every stream of a journal).
+
+    The machine's quicker fold: `apply`'s rules on local variables, one `Operation`
+    built per stream instead of one per event (a rebuild folds a million events). It
+    reads the payloads in `apply`'s order, so a bad event raises what `apply` raises;
+    a property test holds it to the decider's fold."""
     op: Operation | None = None
-    for event in events:
-        if event.type == OPENED:
-            op = opened(stream, event.payload)
-        elif op is not None:
-            op = apply(op, event.type, event.payload)
+    # what `apply` changes, for the operation opened last (set when it opens)
+    state, reason, message, history = INITIAL_STATE, None, "", [INITIAL_STATE]
+    entered_at, issued_at, waived = 0.0, 0.0, False
+    issued: tuple[int, ...] = ()
+    migration: str | None = None
+    retry_at: float | None = None
+    bypassed: str | None = None
+    paused_at: float | None = None
+    credit, direction, if_name, waiting = 0.0, "plug", "", ""
+    held: tuple[int, int] | None = None
+    for _, _, _, _, type_, _, p in events:
+        if type_ == OPENED:
+            if op is not None:
+                op = _folded(op, if_name, state, reason, message, history, entered_at,
+                             issued, issued_at, waived, migration, retry_at, bypassed,
+                             paused_at, credit, waiting, held)
+            op = opened(stream, p)
+            (if_name, state, reason, message, history, entered_at, issued, issued_at, waived,
+             migration, retry_at, bypassed, paused_at, credit, waiting, held) = (
+                op.if_name, op.state, op.reason, op.message, [*op.history], op.entered_at,
+                op.issued, op.issued_at, op.waived, op.migration, op.retry_at, op.bypassed_vmi,
+                op.paused_at, op.credit, op.waiting, op.held)
+            direction = op.direction
+        elif op is None:
+            continue
+        elif type_ == EFFECTS_ISSUED:
+            issued, issued_at = tuple(map(int, p["digests"])), float(p["at"])
+        elif type_ == TRANSITIONED:
+            source, dest = str(p["from"]), _intern(str(p["to"]))
+            if (direction, source, dest) not in ALLOWED or source != state:
+                raise IllegalTransition(f"{stream}: {state} cannot go {source} → {dest}")
+            at = float(p["at"])
+            state, reason, message = dest, p.get("reason"), str(p.get("message", ""))
+            history.append(dest)
+            entered_at, issued = at, ()
+            migration, retry_at = p.get("migration", migration), p.get("retry_at")
+            paused_at = at if paused_at is not None else None
+            credit, waiting, held = 0.0, "", None
+        elif type_ == GRACE_EXPIRED:
+            waived = True
+        elif type_ == WAITING:
+            waiting = str(p["message"])
+        elif type_ == MIGRATION_HELD:
+            held = (int(p["in_flight"]), int(p["cap"]))
+        elif type_ == NAMED:
+            if_name = _intern(str(p["if_name"]))
+        elif type_ == ROLLOUT_BYPASSED:
+            bypassed = str(p["vmi"])
+        elif type_ == PAUSED:
+            paused_at = float(p["at"])
+        elif type_ == RESUMED:
+            since = max(paused_at if paused_at is not None else entered_at, entered_at)
+            paused_at, credit = None, credit + max(0.0, float(p["at"]) - since)
+        else:
+            raise ValueError(f"unknown event type {type_!r}")
     if op is None:
         return None
+    op = _folded(op, if_name, state, reason, message, history, entered_at, issued, issued_at,
+                 waived, migration, retry_at, bypassed, paused_at, credit, waiting, held)
     return StreamView(stream, key, op.state, op.terminal, op.snapshot(), SNAPSHOT_SCHEMA)
+
+
+def _folded(
+    op: Operation, if_name: str, state: str, reason: str | None, message: str,
+    history: list[str], entered_at: float, issued: tuple[int, ...], issued_at: float,
+    waived: bool, migration: str | None, retry_at: float | None, bypassed: str | None,
+    paused_at: float | None, credit: float, waiting: str, held: tuple[int, int] | None,
+) -> Operation:
+    """`op` as opened, with what `fold_view` folded onto it."""
+    return Operation(
+        op.stream, op.vm, op.vm_uid, op.network, if_name, op.direction, op.attempt,
+        op.target, state, reason, message, tuple(history), op.opened_at, entered_at, issued,
+        issued_at, waived, migration, retry_at, op.flavour, bypassed, paused_at, credit,
+        waiting, held,
+    )  # fmt: skip
 
 
 def summaries_to_keep(views: Sequence[StreamView]) -> set[StreamId]:

@@ -35,8 +35,8 @@ from nicplug.adapters.queries import duration
 from nicplug.adapters.retention import archive_finished
 from nicplug.engine.audit import folder
 from nicplug.engine.errors import JournalError
-from nicplug.engine.model import StreamView
 from nicplug.engine.sqlite_journal import SQLiteJournal
+from nicplug.engine.sqlite_opening import IntegrityCheck
 from nicplug.machines.operation import fold_view
 from nicplug.machines.versions import schemas
 
@@ -51,7 +51,7 @@ WritableJournal = Annotated[
 
 def _with(
     path: Path, job: Callable[[SQLiteJournal], Awaitable[T]], *, read_only: bool = False,
-    exclusive: bool = False,
+    exclusive: bool = False, integrity: IntegrityCheck = "quick",
 ) -> T:
     if not path.is_file():
         fail(f"journal {path}: no journal file here; give the path of an existing journal", 1)
@@ -59,7 +59,7 @@ def _with(
     async def run() -> T:
         journal = await SQLiteJournal.open(
             path, read_only=read_only, exclusive=exclusive, schemas=schemas(),
-            integrity="quick",
+            integrity=integrity,
         )
         try:
             return await job(journal)
@@ -83,32 +83,23 @@ async def rebuild_read_model(journal: SQLiteJournal) -> tuple[int, int, int]:
     changes (a row equal to its fold, in the current schema and through the stream's
     last event, is left as it is): (rows rebuilt, events, rows that differed and were
     written). Refuses, writing nothing, when a stream cannot be folded."""
-    given = await journal.audit_input(folder(fold_view))
-    problems = {s: f.problem for s, f in given.folded.items() if f.problem}
-    if problems:
-        stream, why = next(iter(problems.items()))
+    done = await journal.rebuild(folder(fold_view))
+    if done.problems:
+        stream, why = next(iter(done.problems.items()))
         raise _Unreadable(
-            f"journal {journal.path}: {len(problems)} streams cannot be folded by this nicplug "
-            f"(first: {stream}: {why}); run the nicplug that wrote them; nothing was changed"
+            f"journal {journal.path}: {len(done.problems)} streams cannot be folded by this "
+            f"nicplug (first: {stream}: {why}); run the nicplug that wrote them; nothing was "
+            "changed"
         )
-    rebuilt = 0
-    differing: list[StreamView] = []
-    for row in given.rows:
-        result = given.folded.get(row.view.stream)
-        if row.archived is not None or result is None or result.view is None:
-            continue
-        rebuilt += 1
-        if (row.view != result.view or row.through != row.version
-                or row.stored_schema != result.view.schema):
-            differing.append(result.view)
-    await journal.rewrite_views(differing)
-    return rebuilt, sum(f.events for f in given.folded.values()), len(differing)
+    return done.rows, done.events, done.differed
 
 
 @journal_app.command()
 def rebuild(journal: WritableJournal = DEFAULT_JOURNAL) -> None:
     """Rewrite the read model from the events (stop the controller first)."""
-    rows, events, differed = _with(journal, rebuild_read_model, exclusive=True)
+    # it reads every event and every row itself; the whole file: `journal verify`
+    rows, events, differed = _with(journal, rebuild_read_model, exclusive=True,
+                                   integrity="bounded")
     typer.echo(f"{journal}: {rows} read-model rows rebuilt from {events} events "
                f"({differed} differed from the fold)")
 

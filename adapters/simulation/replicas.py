@@ -76,6 +76,7 @@ class Replica:
             clock=LoopClock(), monotonic=virtual_now, work_clock=virtual_now,
             connect=self._connect,
             open_journal=journal_opener(self.commit_faults), serve_http=False,
+            check_journal=False,  # no thread beside the loop: the liveness check reads it
         )
         self.controller = Controller(settings, surroundings)
         self._task = asyncio.ensure_future(self.controller.run())

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import sqlite3
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -48,3 +50,17 @@ def commit(
         views=views,
         **extra,
     )
+
+
+def scribbled(path: Path, table: str, copy: Path) -> Path:
+    """A copy of `path` with the b-tree pages of `table` (and only those) overwritten."""
+    with sqlite3.connect(path) as conn:
+        pages = [int(r[0]) for r in conn.execute(
+            "SELECT pageno FROM dbstat WHERE name = ? ORDER BY pageno", (table,))]
+    data = bytearray(path.read_bytes())
+    page = 4096
+    for number in pages[: len(pages) - 1]:  # the last one left whole: still appended to
+        at = (number - 1) * page
+        data[at + 8 : at + 64] = os.urandom(56)
+    copy.write_bytes(bytes(data))
+    return copy

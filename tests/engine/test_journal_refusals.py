@@ -13,7 +13,7 @@ from nicplug.engine.errors import JournalRefused
 from nicplug.engine.model import StreamId
 from nicplug.engine.schema import latest_version
 from nicplug.engine.sqlite_journal import SQLiteJournal
-from tests.engine.journal_support import commit, opened
+from tests.engine.journal_support import commit, opened, scribbled
 
 
 async def test_new_file_is_private(tmp_path: Path) -> None:
@@ -60,6 +60,35 @@ async def test_damaged_pages_fail_the_integrity_check(tmp_path: Path) -> None:
     path.write_bytes(bytes(data))
     with pytest.raises(JournalRefused, match="corrupt"):
         await SQLiteJournal.open(path, integrity="full")
+
+
+async def test_opening_checks_what_recovery_reads_and_check_file_the_history(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "journal.db"
+    async with opened(path) as j:
+        for n in range(300):
+            await j.append(commit(f"op-{n}", 0, "Requested", "Step", view="Requested",
+                                  payload={"pad": "x" * 300}))
+        await j.checkpoint()
+        assert await j.check_file() == ["ok"]
+
+    # a damaged read model, outbox or timers: refused at open, the file left as found
+    read_model = scribbled(path, "streams", tmp_path / "read-model.db")
+    before = read_model.read_bytes()
+    with pytest.raises(JournalRefused, match="corrupt") as refused:
+        await SQLiteJournal.open(read_model)
+    assert "restore it from a backup" in str(refused.value)
+    assert read_model.read_bytes() == before
+
+    # damaged history: opening reads no more than the read model; the whole-file check
+    # (run beside the work after a controller starts) finds it; `quick` at open too
+    history = scribbled(path, "events", tmp_path / "history.db")
+    async with opened(history) as j:
+        found = await j.check_file()
+        assert found != ["ok"] and found
+    with pytest.raises(JournalRefused, match="corrupt"):
+        await SQLiteJournal.open(history, integrity="quick")
 
 
 async def test_unwritable_paths_are_refused(tmp_path: Path) -> None:

@@ -91,6 +91,21 @@ def test_rebuild_writes_only_the_rows_that_differ_from_their_fold(journal: Path)
     assert rows[other] == reordered and state == "Attached"
 
 
+def test_rebuild_rewrites_a_snapshot_that_is_not_json_and_refuses_a_newer_one(
+    journal: Path,
+) -> None:
+    sql(journal, "UPDATE streams SET snapshot = '{not json' WHERE stream = ?", PLUGGED)
+    rebuilt = nicplug("journal", "rebuild", "--journal", str(journal))
+    assert rebuilt.exit_code == 0 and "(1 differed from the fold)" in rebuilt.stdout
+    assert as_json("journal", "verify", "--journal", str(journal))["ok"] is True
+
+    sql(journal, "UPDATE streams SET snapshot_schema = 99 WHERE stream = ?", PLUGGED)
+    before = contents(journal)
+    one_line_error(nicplug("journal", "rebuild", "--journal", str(journal)), 1, str(journal),
+                   "cannot be folded", "snapshot", "nothing was changed")
+    assert contents(journal) == before
+
+
 async def test_rebuild_refuses_a_journal_a_controller_holds(journal: Path) -> None:
     before = contents(journal)
     writer = await SQLiteJournal.open(journal, schemas=schemas())
