@@ -25,6 +25,7 @@ import asyncio
 import datetime
 import logging
 import time
+import zlib
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Final
 
@@ -32,11 +33,16 @@ from nicplug.adapters.kube import errors as kube_errors
 from nicplug.adapters.kube.calls import EventNote, KubeCalls, pointer
 from nicplug.adapters.kube.events import EventRecorder
 from nicplug.adapters.kube.flavour import Flavour
-from nicplug.adapters.kube.resources import KindRef
+from nicplug.adapters.kube.resources import (
+    MANAGED_BY_LABEL,
+    MANAGED_BY_NICPLUG,
+    VMOP_VMI_UID_ANNOTATION,
+    KindRef,
+)
 from nicplug.adapters.kube.translate import records
 from nicplug.adapters.kube.translate.objects import KVVMObject, MalformedObject, read
 from nicplug.adapters.observability import Metrics
-from nicplug.adapters.sdn import Dialect, MalformedAnnotation
+from nicplug.adapters.sdn import Dialect, MalformedAnnotation, WritingDialect
 from nicplug.engine.errors import (
     EffectUndecodable,
     PermanentError,
@@ -59,13 +65,10 @@ from nicplug.machines.world import MAIN_IF_NAME, RESTART_ANNOTATION, RUNNING, SD
 log = logging.getLogger(__name__)
 
 JSON_PATCH: Final = "application/json-patch+json"
-MANAGED_BY_NICPLUG: Final = "app.kubernetes.io/managed-by=nicplug"
 CONDITION_WRITE_ATTEMPTS: Final = 3
 """Reads and writes of a VM's conditions before a 409 goes back to the decider."""
 IN_FLIGHT_MIGRATION: Final = "in-flight migration detected"
 """How KubeVirt's migration-create webhook refuses a migration of a VMI that migrates."""
-MIGRATION_SLOT_WAIT: Final = 10.0
-"""Seconds before asking again for a migration the cluster-wide cap held back."""
 Result = Mapping[str, Any]
 Cached = Callable[[KindRef, str, str], Mapping[str, Any] | None]
 """The informers' copy of an object (kind, namespace, name), or None if they hold none.
@@ -95,15 +98,14 @@ class KubeExecutor:
         self._max_migrations = max_migrations
         self._migrating = asyncio.Lock()
         self._dialect = dialect
+        # where nicplug writes pods and KVVMs (deckhouse); None where KubeVirt does
+        self._writer = dialect if isinstance(dialect, WritingDialect) else None
         self._kinds = flavour
         # whose status carries nicplug's conditions and whom its Events are about: the
-        # VM the user edits (Deckhouse's; in the kubevirt flavour KubeVirt's own)
+        # VM the user edits (Deckhouse's; in the kubevirt flavour KubeVirt's own, which
+        # gets Events only: KubeVirt removes conditions it did not set, `targets.py`)
         self._vm_kind = flavour.kvvms if dialect.kubevirt_owns_requests else (
             flavour.virtual_machines)
-        # conditions are written over the whole list: Deckhouse's VM from the cache, which
-        # keeps its conditions; KubeVirt's, whose cached copy keeps none, read afresh
-        self._vm_reader = (
-            self._calls.get if dialect.kubevirt_owns_requests else self._read)
         self._metrics = metrics
         self._now = now or (lambda: datetime.datetime.now(datetime.UTC))
         # (effect type, target) -> the newest effect started on it: see `_superseded`.
@@ -193,10 +195,18 @@ class KubeExecutor:
 
     # -- the effects -------------------------------------------------------------------
 
+    def _writing(self) -> WritingDialect:
+        if self._writer is None:
+            raise PermanentError(
+                f"the {self._dialect.name} dialect's pods and KubeVirt VMs are KubeVirt's "
+                f"and the user's to write, never nicplug's")
+        return self._writer
+
     async def _patch_pod(self, e: PatchPodNetworks, effect: PendingEffect) -> Result:
-        value = self._dialect.render_requests(requests=e.entries, namespace=e.namespace)
+        writer = self._writing()
+        value = writer.render_requests(requests=e.entries, namespace=e.namespace)
         if value is None:
-            value = self._dialect.empty_pod_requests
+            value = writer.empty_pod_requests
         pod = await self._read(self._kinds.launcher_pods, e.namespace, e.pod)
         key = self._dialect.request_annotation
         current = ((pod.get("metadata") or {}).get("annotations") or {}).get(key)
@@ -224,6 +234,7 @@ class KubeExecutor:
         return {"annotation": value}
 
     async def _patch_kvvm(self, e: PatchVirtualMachine, effect: PendingEffect) -> Result:
+        writer = self._writing()
         kvvm = await self._read(self._kinds.kvvms, e.namespace, e.name)
         self._check_template(e, kvvm)
         if e.stopped:
@@ -251,9 +262,7 @@ class KubeExecutor:
                 iface = dict(current or {"name": entry.if_name, "bridge": {}})
             else:
                 request = wanted.get(entry.if_name) or SDNRequest(entry.identity, entry.if_name)
-                iface = self._dialect.kubevirt_interface(request=request, current=current)
-            if entry.mac is not None and "macAddress" not in iface:
-                iface["macAddress"] = entry.mac
+                iface = writer.kubevirt_interface(request=request, current=current)
             if entry.absent:
                 iface["state"] = "absent"
             else:
@@ -265,12 +274,8 @@ class KubeExecutor:
                 networks.append(old_nets.get(entry.if_name) or {"name": MAIN_IF_NAME, "pod": {}})
             else:
                 request = SDNRequest(entry.identity, entry.if_name)
-                networks.append(
-                    self._dialect.kubevirt_network(request=request, namespace=e.namespace)
-                )
-        annotation = self._dialect.render_requests(
-            requests=e.template_requests, namespace=e.namespace
-        )
+                networks.append(writer.kubevirt_network(request=request, namespace=e.namespace))
+        annotation = writer.render_requests(requests=e.template_requests, namespace=e.namespace)
         version = (kvvm.get("metadata") or {}).get("resourceVersion")
         ops: list[dict[str, Any]] = [
             {"op": "test", "path": "/metadata/resourceVersion", "value": version},
@@ -279,10 +284,8 @@ class KubeExecutor:
              "value": interfaces},
             {"op": "add", "path": "/spec/template/spec/networks", "value": networks},
         ]
-        if not self._dialect.kubevirt_owns_requests:
-            ops += _annotation_ops(
-                template, "/spec/template/metadata", self._dialect.request_annotation, annotation
-            )
+        ops += _annotation_ops(
+            template, "/spec/template/metadata", writer.request_annotation, annotation)
         if self._superseded(effect, (effect.type, e.target)):
             return {"superseded": True}
         await self._calls.patch(
@@ -325,7 +328,7 @@ class KubeExecutor:
         status between the read and the patch, not that the condition is wrong, so it is
         read afresh from the server (the cache may not hold the newer write yet) and
         written again a few times before the decision is asked again."""
-        read: Reader = self._vm_reader
+        read: Reader = self._read
         for _ in range(CONDITION_WRITE_ATTEMPTS - 1):
             try:
                 return await write(read)
@@ -375,7 +378,10 @@ class KubeExecutor:
 
     async def _restart(self, e: RestartVM) -> Result:
         """Halt (noting the strategy to put back) or start the KVVM, as `virtctl stop`
-        and `start` do; each a JSON patch testing what it changes."""
+        and `start` do; each a JSON patch testing what it changes. Through Deckhouse's
+        operations: `_restart_by_operation`."""
+        if e.by == "operation":
+            return await self._restart_by_operation(e)
         kvvm = await self._read(self._kinds.kvvms, e.namespace, e.name)
         metadata = kvvm.get("metadata") or {}
         spec = kvvm.get("spec") or {}
@@ -411,6 +417,51 @@ class KubeExecutor:
         )
         return {"halted" if e.step == "halt" else "started": True}
 
+    async def _restart_by_operation(self, e: RestartVM) -> Result:
+        """A `Stop` (step `halt`) or `Start` `VirtualMachineOperation`, as `d8 v stop` /
+        `start` make them: Deckhouse deletes the VMI, and later starts the VM again.
+
+        The name is fixed by the VM, the VMI whose restart it is, and the step, so a retry
+        (after a timeout, a crash, a new leader) finds the one made before: it counts as
+        made only when it is nicplug's, of the same type for the same VMI. A `Stop` is
+        asked only while that VMI is the VM's; a `Start` only while no VMI runs."""
+        kind = self._kinds.vm_operations
+        if kind is None:
+            raise PermanentError(
+                f"VM {e.target}: this KubeVirt API flavour ({self._kinds.name}) has no "
+                "VirtualMachineOperations to restart it with")
+        type_ = "Stop" if e.step == "halt" else "Start"
+        try:
+            vmi: Mapping[str, Any] | None = await self._read(self._kinds.vmis, e.namespace, e.name)
+        except kube_errors.NotFound:
+            vmi = None
+        if type_ == "Stop":
+            if vmi is None:
+                return {"stopped": False, "reason": "no VMI"}
+            if (vmi.get("metadata") or {}).get("uid") != e.vmi_uid:
+                return {"stopped": False, "reason": "the VMI was already replaced"}
+        elif vmi is not None and (vmi.get("status") or {}).get("phase") not in (
+                "Succeeded", "Failed"):
+            raise RetryAfterObservation(f"VM {e.target} runs again: it is not nicplug's to start")
+        name = vm_operation_name(e.name, e.vmi_uid, type_)
+        spec = {"type": type_, "virtualMachineName": e.name}
+        try:
+            await self._calls.create_vm_operation(
+                kind, e.namespace, name, spec,
+                labels={MANAGED_BY_LABEL: "nicplug"},
+                annotations={VMOP_VMI_UID_ANNOTATION: e.vmi_uid})
+        except kube_errors.AlreadyExists:
+            found = await self._calls.get(kind, e.namespace, name)
+            annotations = (found.get("metadata") or {}).get("annotations") or {}
+            found_spec = found.get("spec") or {}
+            mine = all(found_spec.get(k) == v for k, v in spec.items())
+            if not mine or annotations.get(VMOP_VMI_UID_ANNOTATION) != e.vmi_uid:
+                raise PermanentError(
+                    f"VirtualMachineOperation {e.namespace}/{name} exists and is not "
+                    f"nicplug's {type_} of VM {e.name} for VMI {e.vmi_uid}") from None
+            return {"operation": name, "created": False}
+        return {"operation": name, "created": True}
+
     async def _migrate(self, e: CreateMigration) -> Result:
         # one check-and-create at a time, so that the cap holds within this leader
         async with self._migrating:
@@ -422,15 +473,17 @@ class KubeExecutor:
                 and (m.get("metadata") or {}).get("name") != e.migration
             ]
             if len(running) >= self._max_migrations:
-                raise TemporaryError(
-                    f"{len(running)} of nicplug's migrations are running, the cap is "
-                    f"{self._max_migrations} (--max-migrations)",
-                    delay=MIGRATION_SLOT_WAIT,
-                )
+                # not an error: the decider journals it on the operation (`MigrationHeld`),
+                # says it on the VM and asks again with the operation's other effects
+                log.info("migration %s/%s held back: %d of nicplug's migrations in flight, "
+                         "the cap is %d", e.namespace, e.migration, len(running),
+                         self._max_migrations)
+                return {"created": False, "held": True, "in_flight": len(running),
+                        "cap": self._max_migrations}
             try:
                 await self._calls.create_migration(
                     self._kinds.vmims, e.namespace, e.migration, e.vmi,
-                    labels={"app.kubernetes.io/managed-by": "nicplug"},
+                    labels={MANAGED_BY_LABEL: "nicplug"},
                 )
             except kube_errors.AlreadyExists:
                 return {"created": False}
@@ -456,6 +509,12 @@ class KubeExecutor:
         return await self._events.record(
             EventNote(involved=involved, reason=e.reason, message=e.message, type=e.type)
         )
+
+
+def vm_operation_name(vm: str, vmi_uid: str, type_: str) -> str:
+    """The name of nicplug's `type_` operation in the restart of VM `vm`'s VMI
+    `vmi_uid`: the same on every attempt, by any replica."""
+    return f"nicplug-{vm}-{zlib.crc32(vmi_uid.encode()):08x}-{type_.lower()}"
 
 
 def _annotation_ops(

@@ -143,4 +143,5 @@ class Settings(BaseModel):
             dialect_kind=self.dialect,
             timeouts=timeouts,
             cluster_network_nad_namespace=self.cluster_network_namespace,
+            restarts=self.flavour().restarts,
         )

@@ -63,6 +63,9 @@ class WorldIndex:
         self._created_by = flavour.created_by_label
         self._objects: dict[str, dict[str, Body]] = defaultdict(dict)
         self._migrations_of: dict[str, set[str]] = defaultdict(set)
+        vmops = flavour.vm_operations
+        self._vmops = vmops.name if vmops is not None else None
+        self._operations_of: dict[str, set[str]] = defaultdict(set)  # VM key → VMOp keys
         self._owner: dict[tuple[str, str], str] = {}
         self._asks: dict[str, frozenset[NetworkRef]] = {}  # VM → the networks it asks for
         self._askers: dict[NetworkRef, set[str]] = defaultdict(set)  # network → VMs
@@ -106,18 +109,20 @@ class WorldIndex:
         if kind.name == self._vmis and vm_key is not None:
             self._link_vmi(vm_key, event_type, obj)
         touched: set[str] = set()
-        if kind.name == self._vmims:
+        members = (self._migrations_of if kind.name == self._vmims
+                   else self._operations_of if kind.name == self._vmops else None)
+        if members is not None:
             previous = self._owner.get((kind.name, key))
             if previous is not None and previous != vm_key:
-                self._migrations_of.get(previous, set()).discard(key)
+                members.get(previous, set()).discard(key)
                 touched.add(previous)
         if vm_key is not None:
-            if kind.name == self._vmims:
+            if members is not None:
                 if event_type == "DELETED":
-                    self._migrations_of.get(vm_key, set()).discard(key)
+                    members.get(vm_key, set()).discard(key)
                     self._owner.pop((kind.name, key), None)
                 else:
-                    self._migrations_of[vm_key].add(key)
+                    members[vm_key].add(key)
                     self._owner[(kind.name, key)] = vm_key
             touched.add(vm_key)
         if kind.name == _VMS and vm_key is not None:
@@ -231,6 +236,9 @@ class WorldIndex:
         elif kind.name == self._vmims:
             spec = obj.get("spec")
             name = spec.get("vmiName") if isinstance(spec, _MAPPING) else None
+        elif kind.name == self._vmops:
+            spec = obj.get("spec")
+            name = spec.get("virtualMachineName") if isinstance(spec, _MAPPING) else None
         if isinstance(name, str) and name and namespace:
             return f"{namespace}/{name}"
         return None
@@ -269,7 +277,14 @@ class WorldIndex:
             created_by_label=self._created_by,
             namespace_object=table[_NAMESPACES].get(namespace),
             vm_mac_addresses=self._vm_mac_addresses_of(vm_key),
+            vm_operations=self._vm_operations_of(vm_key),
         )
+
+    def _vm_operations_of(self, vm_key: str) -> list[Body]:
+        if self._vmops is None:
+            return []
+        table = self._objects[self._vmops]
+        return [table[k] for k in sorted(self._operations_of.get(vm_key, ())) if k in table]
 
     def _vm_mac_addresses_of(self, vm_key: str) -> list[Body] | None:
         if self._vmmacs is None:
@@ -337,6 +352,7 @@ _READ_AS: dict[str, type[read.KubeObject]] = {
         )
     },
     kinds.VM_MAC_ADDRESSES.name: read.VMMACObject,
+    kinds.VIRTUAL_MACHINE_OPERATIONS.name: read.VMOPObject,
 }
 _ENVELOPE: Shape = {"apiVersion": None, "kind": None}  # how tapes and logs tell kinds apart
 

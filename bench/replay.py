@@ -29,7 +29,8 @@ import orjson
 ROOT = Path(__file__).resolve().parent.parent
 TEMPLATE = ROOT / "tests" / "tapes" / "live-hotplug-a-network.tape.jsonl"
 TEMPLATE_VM = b"vm-00000"
-SHARED_KINDS = ("KubeVirt", "Network", "ClusterNetwork")
+SHARED_KINDS = ("KubeVirt", "InternalVirtualizationKubeVirt", "Network", "ClusterNetwork")
+VMI_KINDS = ("VirtualMachineInstance", "InternalVirtualizationVirtualMachineInstance")
 START = 1_800_000_000.0
 BURST = 8
 CHUNK = 1000
@@ -79,8 +80,9 @@ class Template:
                 last[kind] = entry["object"]
                 first.setdefault(kind, entry["object"])
         self._uids = sorted(uids)
-        self.plugged = (last["VirtualMachineInstance"], last["Pod"])
-        self.steady = (first["VirtualMachineInstance"], first["Pod"])
+        vmi = next(kind for kind in VMI_KINDS if kind in last)
+        self.plugged = (last[vmi], last["Pod"])
+        self.steady = (first[vmi], first["Pod"])
 
     def clone(self, body: bytes, index: int) -> bytes:
         body = body.replace(TEMPLATE_VM, f"vm-{index:05d}".encode())

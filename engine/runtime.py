@@ -355,7 +355,8 @@ class Runtime(Generic[S, W]):
         if appended.duplicate:
             await self._reload(key)
             return
-        self._listen.on_commit(key, time.perf_counter() - started, len(appended.events))
+        recorded_events = appended.events  # built on each ask: once
+        self._listen.on_commit(key, time.perf_counter() - started, len(recorded_events))
         slot.state, slot.versions = state, versions
         slot.views.update((v.stream, v) for v in views)
         slot.synced = state
@@ -365,7 +366,7 @@ class Runtime(Generic[S, W]):
                 armed[1].cancel()
         for timer in decision.timers:
             self._arm(key, timer.stream, timer.name, timer.deadline)
-        for recorded in appended.events:
+        for recorded in recorded_events:
             self._listen.on_transition(recorded)
         for request, enqueued in zip(decision.effects, appended.effects, strict=True):
             if enqueued.new:

@@ -15,7 +15,7 @@ from nicplug.machines.comparator import Comparison, Direction
 from nicplug.machines.facts import Facts
 from nicplug.machines.operation import Operation, VMState
 from nicplug.machines.policy import MachineConfig
-from nicplug.machines.targets import kvvm_identities, template_identities
+from nicplug.machines.targets import template_identities
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,9 +56,11 @@ def changes_needing_operations(
             # in the KVVM but not in the guest: a plug adopted half-way
             found[slot] = Candidate(spec.identity, "plug", spec.if_name, "", "not attached")
     kvvm = world.kvvm
+    stopped_by_nicplug = kvvm is not None and (
+        world.stopped_for_restart is not None if config.restarts == "operations"
+        else kvvm.resumes is not None)
     if (
-        kvvm is not None
-        and kvvm.resumes is not None
+        stopped_by_nicplug
         and not facts.live
         and not state.ops
         and not found
@@ -77,11 +79,8 @@ def changes_needing_operations(
     for pod in world.pods:
         names.update({r.identity: r.if_name for r in pod.requested})
         names.update({s.identity: s.if_name for s in pod.reported})
-    if world.kvvm is not None and world.vm is not None:
-        if world.vm.in_template:
-            names.update(template_identities(facts, world.vm.namespace, config))
-        else:
-            names.update(kvvm_identities(world.kvvm, world.vm.namespace, config))
+    if world.kvvm is not None and world.vm is not None and world.vm.in_template:
+        names.update(template_identities(facts, world.vm.namespace, config))
     desired = facts.desired_identities
     for identity, if_name in sorted(names.items()):
         if identity in desired or identity == "Main" or (identity, "unplug") in found:

@@ -58,7 +58,10 @@ class Comparison:
         return tuple(c for c in self.changes if c.restart)
 
     def desired_entry(self, identity: str) -> NetworkSpec | None:
-        return next((n for n in self.desired if n.identity == identity), None)
+        for spec in self.desired:
+            if spec.identity == identity:
+                return spec
+        return None
 
     def signature(self, identity: str) -> str:
         """What an `update` of `identity` asks for: its id and place in the list."""

@@ -44,13 +44,14 @@ from nicplug.engine.model import (
 )
 from nicplug.machines.candidates import Candidate, changes_needing_operations
 from nicplug.machines.comparator import Comparison, Direction
-from nicplug.machines.effects import AnyEffect, EmitEvent
+from nicplug.machines.effects import AnyEffect, CreateMigration, EmitEvent
 from nicplug.machines.facts import Facts, facts_of, same_for_decisions, sdn_messages
 from nicplug.machines.graph import MOVES_BY_FLAVOUR, TERMINAL, Move
 from nicplug.machines.guards import GUARDS, Context, budget, budget_when, restart_only
 from nicplug.machines.operation import (
     AWAITING_MAC,
     EFFECTS_ISSUED,
+    MIGRATION_HELD,
     NAMED,
     OPENED,
     PAUSED,
@@ -71,6 +72,7 @@ from nicplug.machines.targets import (
     conditions,
     kvvm_patch,
     migration_blocked,
+    migration_slot_wait,
     pod_patches,
     restarts_and_migrations,
 )
@@ -152,7 +154,7 @@ class HotplugDecider:
                 state: tuple((m, tuple(GUARDS[g] for g in m.guards)) for m in moves)
                 for state, moves in by_state.items()
             }
-            for direction, by_state in MOVES_BY_FLAVOUR[self.config.dialect_kind].items()
+            for direction, by_state in MOVES_BY_FLAVOUR[self.config.flavour].items()
         }
         self._folds: tuple[_Fold, ...] = ()
 
@@ -224,6 +226,7 @@ class HotplugDecider:
                     opened = self._open(session, c, now)
                     if opened is not None:
                         self._walk(session, opened, facts, now, trigger)
+        _note_held(session, trigger, now)
         if not facts.live:
             _pause(session, now)
         effects = self._effects(session, facts, asked, now)
@@ -387,8 +390,8 @@ class HotplugDecider:
             "target": target,
             "at": now,
         }
-        if self.config.dialect_kind != "deckhouse":
-            payload["flavour"] = self.config.dialect_kind
+        if self.config.flavour != "deckhouse":
+            payload["flavour"] = self.config.flavour
         return session.append(stream, OPENED, payload)
 
     # -- effects and timers ---------------------------------------------------------------
@@ -407,8 +410,8 @@ class HotplugDecider:
         comparison = facts.comparison
         needed = []
         if comparison is not None and comparison.invalid is None:
-            needed += pod_patches(facts, ops, vm, comparison, self.config)
-            needed += kvvm_patch(facts, ops, vm, comparison, self.config)
+            needed += pod_patches(facts, ops, vm, comparison)
+            needed += kvvm_patch(facts, ops, vm, comparison)
             needed += restarts_and_migrations(facts, ops, vm, self.config)
         needed += conditions(facts, ops, vm, self.config, asked)
         requests = self._issued(session, needed, now) if needed else []
@@ -433,6 +436,15 @@ class HotplugDecider:
             requests.append(event.request(together[0].stream))
         for event_ in session.events:
             op = session.state.by_stream(event_.stream)
+            if event_.type == MIGRATION_HELD and op is not None and op.held is not None:
+                slot = EmitEvent(
+                    vm.namespace, vm.name, f"{op.direction.capitalize()}WaitingForMigrationSlot",
+                    f"{op.network} {op.direction} waits in {op.state}: "
+                    f"{migration_slot_wait(op.held)}",
+                    "Warning", str(op.stream), len(op.history),
+                )  # fmt: skip
+                requests.append(slot.request(op.stream))
+                continue
             if event_.type != WAITING or op is None or not op.waiting:
                 continue
             said = EmitEvent(
@@ -523,6 +535,28 @@ class HotplugDecider:
             if op is not None and not op.terminal:
                 arm.append(TimerRequest(stream, REISSUE, now + t.effect_reissue_after))
         return tuple(arm), tuple(cancel)
+
+
+def _note_held(session: _Session, trigger: Trigger, now: float) -> None:
+    """The executor did not create the migration an operation asked for: nicplug's
+    cluster-wide cap on concurrent migrations held it back. Journaled on the operation
+    (`MigrationHeld`) when the count or the cap changed, so the condition, the Event and
+    `explain` say what it waits for; the migration is asked for again with the
+    operation's other effects (`effect_reissue_after`)."""
+    if not (
+        isinstance(trigger, EffectOutcome)
+        and trigger.ok
+        and trigger.type == CreateMigration.TYPE
+        and trigger.result.get("held")
+    ):
+        return
+    op = session.state.by_stream(trigger.stream)
+    if op is None or op.state != "MigrationRequired":
+        return  # it moved on meanwhile (another migration of the VMI runs, it ended...)
+    held = (int(trigger.result["in_flight"]), int(trigger.result["cap"]))
+    if held != op.held:
+        payload = {"at": now, "in_flight": held[0], "cap": held[1]}
+        session.append(op.stream, MIGRATION_HELD, payload)
 
 
 def _pause(session: _Session, now: float) -> None:

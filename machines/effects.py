@@ -136,9 +136,6 @@ class VMNetworkEntry:
     if_name: str
     identity: str
     absent: bool = False
-    multus_network: str | None = None
-    mac: str | None = None
-    """The interface's `macAddress` where KubeVirt derives the pod's request from it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -202,13 +199,7 @@ class PatchVirtualMachine(Effect):
             "namespace": self.namespace,
             "name": self.name,
             "networks": [
-                {
-                    "if_name": n.if_name,
-                    "identity": n.identity,
-                    "absent": n.absent,
-                    "multus_network": n.multus_network,
-                }
-                | ({} if n.mac is None else {"mac": n.mac})
+                {"if_name": n.if_name, "identity": n.identity, "absent": n.absent}
                 for n in self.networks
             ],
             "template_requests": [_request_payload(r) for r in self.template_requests],
@@ -219,10 +210,9 @@ class PatchVirtualMachine(Effect):
     @classmethod
     def from_payload(cls, p: Mapping[str, Any]) -> PatchVirtualMachine:
         networks = tuple(
-            VMNetworkEntry(
-                n["if_name"], n["identity"], bool(n["absent"]), n.get("multus_network"),
-                n.get("mac"),
-            )
+            # (`multus_network` and `mac`, which older payloads hold, were always None
+            # where nicplug writes the KVVM: read and ignored)
+            VMNetworkEntry(n["if_name"], n["identity"], bool(n["absent"]))
             for n in p["networks"]
         )
         requests = tuple(_request_of(r) for r in p["template_requests"])
@@ -271,9 +261,14 @@ class RemoveVMCondition(Effect):
 class RestartVM(Effect):
     """One step of a restart the platform performs: halt, (the change is written), start.
 
-    `halt`: only while the VMI is still `vmi_uid` and the KVVM's run strategy still
-    `resumes`, set it to halted and note `resumes` on the KVVM (`RESTART_ANNOTATION`);
-    `start`: only while that note says `resumes`, put the strategy back and drop it.
+    `by="run-strategy"` (upstream KubeVirt): `halt`, only while the VMI is still
+    `vmi_uid` and the KVVM's run strategy still `resumes`, sets it to halted and notes
+    `resumes` on the KVVM (`RESTART_ANNOTATION`); `start`, only while that note says
+    `resumes`, puts the strategy back and drops it.
+    `by="operation"` (Deckhouse): `halt` creates a `Stop` `VirtualMachineOperation`
+    for the VMI `vmi_uid` (only while it is still the VM's VMI), `start` a `Start` one
+    for the restart of that VMI; each has a name fixed by the VMI uid and the step, so
+    it is created at most once.
     Never deletes a VMI: under a strategy that recreates it at once, the new VMI would
     come from the template before the change is in it.
     """
@@ -284,13 +279,23 @@ class RestartVM(Effect):
     vmi_uid: str
     step: Literal["halt", "start"] = "halt"
     resumes: str = ""
+    by: Literal["run-strategy", "operation"] = "run-strategy"
+
+    def to_payload(self) -> dict[str, Any]:
+        payload: dict[str, Any] = {
+            "namespace": self.namespace, "name": self.name, "vmi_uid": self.vmi_uid,
+            "step": self.step, "resumes": self.resumes}
+        if self.by != "run-strategy":  # absent: as payloads were before operations
+            payload["by"] = self.by
+        return payload
 
     @classmethod
     def from_payload(cls, p: Mapping[str, Any]) -> RestartVM:
         resumes = str(p.get("resumes", ""))
-        if p.get("step") == "start":
-            return cls(p["namespace"], p["name"], p["vmi_uid"], "start", resumes)
-        return cls(p["namespace"], p["name"], p["vmi_uid"], "halt", resumes)
+        step: Literal["halt", "start"] = "start" if p.get("step") == "start" else "halt"
+        by: Literal["run-strategy", "operation"] = (
+            "operation" if p.get("by") == "operation" else "run-strategy")
+        return cls(p["namespace"], p["name"], p["vmi_uid"], step, resumes, by)
 
     @property
     def target(self) -> str:

@@ -33,6 +33,12 @@ RESUMED = "Resumed"
 WAITING = "Waiting"
 """What the platform says the operation waits for changed: `{at, message}` (the SDN's
 "not yet" for its entry; `""` once it says nothing). Reset by every transition."""
+MIGRATION_HELD = "MigrationHeld"
+"""nicplug's cluster-wide cap on concurrent migrations held back the migration this
+operation asked for: `{at, in_flight, cap}` (nicplug's migrations running cluster-wide
+when it asked, and the cap, `--max-migrations`). Journaled when the count or the cap
+differs from the last one recorded; reset by every transition. It is asked for again
+with the operation's other effects (`effect_reissue_after`)."""
 NAMED = "Named"
 """A plug learnt its network's interface name: `{at, if_name, mac}` (the platform
 allocated the MAC the interface is named after; opened before, or the platform handed
@@ -45,9 +51,9 @@ AWAITING_MAC = (
 """What a plug with no interface name yet waits for (`explain`, deadline messages)."""
 EVENT_TYPES = (
     OPENED, TRANSITIONED, EFFECTS_ISSUED, GRACE_EXPIRED, ROLLOUT_BYPASSED, PAUSED, RESUMED,
-    NAMED, WAITING,
+    NAMED, WAITING, MIGRATION_HELD,
 )
-SNAPSHOT_SCHEMA = 3
+SNAPSHOT_SCHEMA = 4
 """The version of `Operation.snapshot()` (`versions` says what changed)."""
 
 _intern = sys.intern
@@ -108,6 +114,9 @@ class Operation(NamedTuple):
     waiting: str = ""
     """What the platform last said the operation waits for in its state (the SDN's "not
     yet" with its reason and message); "" when it says nothing."""
+    held: tuple[int, int] | None = None
+    """(nicplug's migrations in flight cluster-wide, the cap) when the cap last held back
+    this operation's migration in its state (`MigrationHeld`); None otherwise."""
 
     @property
     def terminal(self) -> bool:
@@ -147,6 +156,8 @@ class Operation(NamedTuple):
             snapshot["bypassed_vmi"] = self.bypassed_vmi
         if self.waiting:
             snapshot["waiting"] = self.waiting
+        if self.held is not None:
+            snapshot["held"] = list(self.held)
         return snapshot
 
     @classmethod
@@ -175,11 +186,19 @@ class Operation(NamedTuple):
             retry_at=s["retry_at"],
             paused_at=s["paused_at"],
             credit=float(s["credit"]),
-            # optional in snapshot 2: absent means the deckhouse flavour, no bypass
+            # optional since snapshot 2: absent means the deckhouse flavour, no bypass
             flavour=_intern(str(s.get("flavour", "deckhouse"))),
             bypassed_vmi=s.get("bypassed_vmi"),
             waiting=str(s.get("waiting", "")),  # optional: absent means nothing said
+            held=_held(s.get("held")),  # optional: absent means not held
         )
+
+
+def _held(value: Any) -> tuple[int, int] | None:
+    if value is None:
+        return None
+    in_flight, cap = value
+    return (int(in_flight), int(cap))
 
 
 def fold_view(key: Key, stream: StreamId, events: Sequence[Step]) -> StreamView | None:
@@ -257,12 +276,14 @@ def apply(op: Operation, type_: str, p: Mapping[str, Any]) -> Operation:
             op.target, op.state, op.reason, op.message, op.history, op.opened_at,
             op.entered_at, tuple(map(int, p["digests"])), float(p["at"]), op.waived,
             op.migration, op.retry_at, op.flavour, op.bypassed_vmi, op.paused_at, op.credit,
-            op.waiting,
+            op.waiting, op.held,
         )  # fmt: skip
     if type_ == GRACE_EXPIRED:
         return op._replace(waived=True)
     if type_ == WAITING:
         return op._replace(waiting=str(p["message"]))
+    if type_ == MIGRATION_HELD:
+        return op._replace(held=(int(p["in_flight"]), int(p["cap"])))
     if type_ == NAMED:
         return op._replace(if_name=_intern(str(p["if_name"])))
     if type_ == ROLLOUT_BYPASSED:

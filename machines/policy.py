@@ -23,6 +23,13 @@ spelling of it). Whatever the policy, a VM that cannot move is left alone and to
 MIGRATION_OPT_IN_LABEL = "nicplug.io/migrations"
 """The label on the (KubeVirt or Deckhouse) VirtualMachine that opts it in."""
 DialectKind = Literal["deckhouse", "multus"]
+RestartMethod = Literal["run-strategy", "operations"]
+"""How nicplug restarts a VM: `run-strategy` (halt the KVVM, write, start it, as
+`virtctl stop`/`start` do: upstream KubeVirt) or `operations` (a `Stop`, then a `Start`
+`VirtualMachineOperation`, the Deckhouse platform's own way)."""
+FlavourName = Literal["deckhouse", "kubevirt"]
+"""Whose cluster nicplug serves; each has its SDN dialect (`kubevirt`: `multus`)."""
+FLAVOUR_OF: dict[DialectKind, FlavourName] = {"deckhouse": "deckhouse", "multus": "kubevirt"}
 
 
 def hotplug_in_place(gating: Gating, strategy: RolloutStrategy) -> bool:
@@ -82,3 +89,9 @@ class MachineConfig:
     dialect_kind: DialectKind = "deckhouse"
     timeouts: Timeouts = field(default_factory=Timeouts)
     cluster_network_nad_namespace: str = "default"
+    restarts: RestartMethod = "run-strategy"
+
+    @property
+    def flavour(self) -> FlavourName:
+        """The flavour of the dialect: what the journal records on each operation."""
+        return FLAVOUR_OF[self.dialect_kind]

@@ -11,9 +11,9 @@ the operation that caused the difference. The two ordering invariants live here:
   never while the VMI status still shows it attached.
 
 Both hold in the deckhouse flavour, where nicplug drives the whole order. In the
-multus (kubevirt) flavour KubeVirt owns the pod's networks annotation and the order:
-nicplug writes only the KVVM template (never a pod, never the template's networks
-annotation) and KubeVirt's virt-handler attaches only what multus reports.
+kubevirt flavour the desired state is the KVVM template itself (`DesiredVM.in_template`),
+KubeVirt owns the pod's networks annotation and the order: nicplug writes neither the
+template nor a pod, and KubeVirt's virt-handler attaches only what multus reports.
 
 Pure: returns effects, never executes them.
 """
@@ -49,12 +49,10 @@ from nicplug.machines.world import (
     KVVM,
     MAIN_IF_NAME,
     RESTARTABLE,
+    STOPPABLE_POLICIES,
     DesiredVM,
     NetworkSpec,
-    NetworkType,
     SDNRequest,
-    identity_of,
-    if_name_of,
     nad_identity,
 )
 
@@ -80,27 +78,10 @@ def _mac(vm: DesiredVM, spec: NetworkSpec) -> str | None:
     return spec.mac or vm.macs.get(spec.identity)
 
 
-def multus_network(config: MachineConfig, vm: DesiredVM, spec: NetworkSpec) -> str | None:
-    if config.dialect_kind != "multus" or spec.type == "Main":
-        return None
-    namespace = vm.namespace if spec.type == "Network" else config.cluster_network_nad_namespace
-    return f"{namespace}/{spec.name}"
-
-
-def interface_mac(config: MachineConfig, vm: DesiredVM, spec: NetworkSpec) -> str | None:
-    """Where KubeVirt writes the pod's request, the known MAC travels as the interface's
-    `macAddress` (KubeVirt takes `mac` from nowhere else)."""
-    if writes_pod_networks(config) or spec.type == "Main":
-        return None
-    return _mac(vm, spec)
-
-
-def pod_patches(
-    facts: Facts, ops: Ops, vm: DesiredVM, comparison: Comparison, config: MachineConfig
-) -> Owned:
+def pod_patches(facts: Facts, ops: Ops, vm: DesiredVM, comparison: Comparison) -> Owned:
     out: Owned = []
-    if not writes_pod_networks(config):
-        return out
+    if vm.in_template:
+        return out  # KubeVirt's virt-controller writes the pods' networks annotation
     # a network whose MAC is not allocated yet has no name: nothing is written for it
     desired = [d for d in comparison.desired if d.type != "Main" and not d.awaits_mac]
     for pod in facts.pods:
@@ -126,32 +107,6 @@ def pod_patches(
             patch = PatchPodNetworks(pod.namespace, pod.name, pod.uid, tuple(kept), pod.requested)
             out.append((owner, patch))
     return out
-
-
-def kvvm_identities(kvvm: KVVM, namespace: str, config: MachineConfig) -> dict[str, str]:
-    """identity → ifName of the multus networks on the KVVM that nicplug named: where
-    KubeVirt writes the pods, the KVVM is the only place a network nicplug plugged is
-    sure to be found before the pods show it."""
-    found: dict[str, str] = {}
-    for network in kvvm.networks:
-        if network.multus_network is None:
-            continue
-        nad_namespace, _, nad = network.multus_network.rpartition("/")
-        nad_namespace = nad_namespace or namespace
-        places: tuple[tuple[NetworkType, str], ...] = (
-            ("Network", namespace),
-            ("ClusterNetwork", config.cluster_network_nad_namespace),
-        )
-        for type_, where in places:
-            if nad_namespace == where and if_name_of(type_, nad) == network.name:
-                found[identity_of(type_, nad)] = network.name
-    return found
-
-
-def writes_pod_networks(config: MachineConfig) -> bool:
-    """Does nicplug write the SDN request annotation (pods and KVVM template)? Not where
-    KubeVirt owns it: its virt-controller regenerates it from the VMI spec."""
-    return config.dialect_kind == "deckhouse"
 
 
 def _identify(kvvm: KVVM, comparison: Comparison, ops: Ops) -> dict[str, str]:
@@ -192,13 +147,11 @@ def template_identities(facts: Facts, namespace: str, config: MachineConfig) -> 
     return found
 
 
-def kvvm_patch(
-    facts: Facts, ops: Ops, vm: DesiredVM, comparison: Comparison, config: MachineConfig
-) -> Owned:
+def kvvm_patch(facts: Facts, ops: Ops, vm: DesiredVM, comparison: Comparison) -> Owned:
     kvvm = facts.world.kvvm
     if kvvm is None or vm.in_template:
         return []  # the template is the user's: nicplug follows it, never writes it
-    live_ops = sorted((op for op in ops.values() if not op.terminal), key=lambda o: o.stream)
+    live_ops = [op for op in ops.values() if not op.terminal]
     if not live_ops:
         return []
     adding: list[tuple[NetworkSpec, Operation]] = []
@@ -209,10 +162,7 @@ def kvvm_patch(
                 continue
             if spec.awaits_mac:
                 continue
-            if spec.if_name in facts.kvvm_present:
-                continue
-            ordered_by_kubevirt = not writes_pod_networks(config)
-            if not (ordered_by_kubevirt or facts.sdn_ready(spec.identity)):
+            if spec.if_name in facts.kvvm_present or not facts.sdn_ready(spec.identity):
                 continue
             adding.append((spec, plug))
         if not adding and not any(
@@ -220,29 +170,20 @@ def kvvm_patch(
         ):
             return []  # no operation asks anything of a running VM's KVVM
     names = _identify(kvvm, comparison, ops)
-    multus = {n.name: n.multus_network for n in kvvm.networks}
-    current = [
-        VMNetworkEntry(i.name, names.get(i.name, ""), i.absent, multus.get(i.name))
-        for i in kvvm.interfaces
-    ]
+    current = [VMNetworkEntry(i.name, names.get(i.name, ""), i.absent) for i in kvvm.interfaces]
     owner: Operation | None = None
     if not facts.live:
         entries = [
-            VMNetworkEntry(d.if_name, d.identity, False, multus_network(config, vm, d),
-                           interface_mac(config, vm, d))
-            for d in comparison.desired
-            if not d.awaits_mac
+            VMNetworkEntry(d.if_name, d.identity) for d in comparison.desired if not d.awaits_mac
         ]
         entries += [e for e in current if not e.identity]  # not nicplug's to remove
-        owner = live_ops[0]
+        owner = min(live_ops, key=lambda o: o.stream)
     else:
         entries = list(current)
         order = [d.identity for d in comparison.desired]
         for spec, plug in adding:
             entries = [e for e in entries if e.if_name != spec.if_name]
-            _insert(entries, VMNetworkEntry(spec.if_name, spec.identity, False,
-                                            multus_network(config, vm, spec),
-                                            interface_mac(config, vm, spec)), order)  # fmt: skip
+            _insert(entries, VMNetworkEntry(spec.if_name, spec.identity), order)
             owner = owner or plug
         for entry in list(entries):
             unplug = _live(ops, entry.identity, "unplug")
@@ -264,7 +205,7 @@ def kvvm_patch(
         else known.get(e.identity, SDNRequest(e.identity, e.if_name))
         for e in entries
         if e.identity and e.identity != "Main" and not e.absent
-    ) if writes_pod_networks(config) else kvvm.template_requests
+    )
     if entries == current and requests == kvvm.template_requests:
         return []
     pods = tuple(p.uid for p in facts.pods) if adding else ()  # whose SDN was ready
@@ -294,9 +235,25 @@ def _condition(
     return SetVMCondition(vm.namespace, vm.name, type_, "False", clear_reason, "")
 
 
+def conditions_kept(vm: DesiredVM) -> bool:
+    """Would a condition nicplug sets on the VM stay there? Not on a KubeVirt VM (the
+    kubevirt flavour): at every sync of a VM that has a VMI — any write to the VM, its
+    status included, is one — KubeVirt's VM controller copies the VMI's conditions and
+    removes every other one but `Ready`, `Failure` and `RestartRequired`
+    (`syncConditions`, `pkg/virt-controller/watch/vm/vm.go`). A condition written there
+    is undone at once, and writing it again would be a write loop with KubeVirt; a VM
+    without a VMI keeps its conditions, but then nothing runs that a condition of
+    nicplug's could report on (a stopped VM takes its networks from the template at its
+    next boot). So the kubevirt flavour writes none: its operations' Events, `explain`
+    and the metrics say it. The Deckhouse VM is nicplug's to write."""
+    return not vm.in_template
+
+
 def conditions(
     facts: Facts, ops: Ops, vm: DesiredVM, config: MachineConfig, asked: frozenset[tuple[str, str]]
 ) -> Owned:
+    if not conditions_kept(vm):
+        return []
     vmi = facts.world.vmi
     bypassed = [o for o in ops.values() if vmi is not None and o.bypassed_vmi == vmi.uid]
     if not ops or not (
@@ -312,9 +269,8 @@ def conditions(
     if restart:
         named = ", ".join(f"{o.network} ({o.message or o.direction})" for o in restart)
         kvvm = facts.world.kvvm
-        if vm.approval == "Automatic" and kvvm is not None and not restartable(facts):
-            named += (f"; runStrategy {kvvm.run_strategy or 'unset'} would not bring a"
-                      " halted VM back, so nicplug leaves the restart to you")
+        if vm.approval == "Automatic" and kvvm is not None:
+            named += why_not_restarted(facts, vm, config)
         wanted_restart = (REASON_RESTART, RESTART_PREFIX + named)
     why_blocked = migration_blocked(facts, config)
     blocked = [o for o in ordered if o.state == "MigrationRequired" and why_blocked]
@@ -326,6 +282,12 @@ def conditions(
             f"{named} waits for a live migration that nicplug will not start: {why_blocked}. "
             f"{MIGRATION_ADVICE}",
         )
+    held = [o for o in ordered if o.state == "MigrationRequired" and o.held and not why_blocked]
+    if held:
+        blocked = held
+        named = ", ".join(f"{o.network} {o.direction}" for o in held)
+        assert held[0].held is not None
+        wanted_migration = (REASON_SLOT, f"{named} {migration_slot_wait(held[0].held)}")
     failed = [o for o in ordered if o.state == "Failed" and (o.network, o.direction) in asked]
     wanted_failed = None
     if failed:
@@ -361,6 +323,18 @@ def conditions(
 
 
 ROLLOUT_ADVICE = "restart the VM to bring it in line with its rollout strategy"
+REASON_SLOT = "WaitingForMigrationSlot"
+"""`NetworkHotplugAwaitingMigration`'s reason while nicplug's cap holds the migration."""
+
+
+def migration_slot_wait(held: tuple[int, int]) -> str:
+    """What a migration held back by nicplug's cluster-wide cap waits for, in words."""
+    in_flight, cap = held
+    return (
+        f"waits for a migration slot: {in_flight} of nicplug's migrations are in flight "
+        f"cluster-wide and at most {cap} run at once (--max-migrations); it is asked for "
+        f"again until one ends"
+    )
 
 MIGRATION_ADVICE = (
     "To apply it, ask a cluster admin to migrate the VM (virtctl migrate), or restart the VM"
@@ -394,37 +368,85 @@ def migration_blocked(facts: Facts, config: MachineConfig) -> str | None:
     return None
 
 
-def restartable(facts: Facts) -> bool:
-    """nicplug may restart this VM: its run strategy brings a halted VM back."""
+def restartable(facts: Facts, vm: DesiredVM, config: MachineConfig) -> bool:
+    """nicplug may restart this VM: through Deckhouse's operations, its run policy lets
+    Deckhouse stop and start it; through the run strategy, that brings a halted VM back."""
+    if config.restarts == "operations":
+        return vm.run_policy in STOPPABLE_POLICIES
     kvvm = facts.world.kvvm
     return kvvm is not None and kvvm.run_strategy in RESTARTABLE
 
 
+def why_not_restarted(facts: Facts, vm: DesiredVM, config: MachineConfig) -> str:
+    """What the `AwaitingRestartToApplyConfiguration` message adds when nicplug, asked
+    to restart (`Automatic`), cannot: nothing when it can."""
+    world = facts.world
+    if config.restarts == "operations":
+        if not restartable(facts, vm, config):
+            return (f"; runPolicy {vm.run_policy} does not let Deckhouse stop and start the"
+                    " VM (only Manual and AlwaysOnUnlessStoppedManually do), so nicplug"
+                    " leaves the restart to you")
+        stop = world.vm_operation("Stop", world.vmi.uid) if world.vmi is not None else None
+        if stop is not None and stop.phase in ("Failed", "Superseded"):
+            return (f"; Deckhouse did not stop it (VirtualMachineOperation {stop.name}"
+                    f" {stop.phase}: {stop.message or 'no message'}), so nicplug leaves"
+                    " the restart to you")
+        return ""
+    kvvm = world.kvvm
+    if kvvm is not None and not restartable(facts, vm, config):
+        return (f"; runStrategy {kvvm.run_strategy or 'unset'} would not bring a"
+                " halted VM back, so nicplug leaves the restart to you")
+    return ""
+
+
+def _start_again(facts: Facts, vm: DesiredVM, config: MachineConfig) -> RestartVM | None:
+    """The start of a restart nicplug began (it stopped the VM): None when it began none."""
+    world = facts.world
+    if config.restarts == "operations":
+        stopped = world.stopped_for_restart
+        if stopped is None:
+            return None
+        return RestartVM(vm.namespace, vm.name, stopped.vmi_uid, "start", by="operation")
+    kvvm = world.kvvm
+    if kvvm is None or kvvm.resumes is None:
+        return None
+    return RestartVM(vm.namespace, vm.name, "", "start", kvvm.resumes)
+
+
+def _halt(facts: Facts, vm: DesiredVM, config: MachineConfig) -> RestartVM | None:
+    """The first step of a restart of the running VMI, unless one began already."""
+    world = facts.world
+    vmi, kvvm = world.vmi, world.kvvm
+    if vmi is None or kvvm is None or not restartable(facts, vm, config):
+        return None
+    if config.restarts == "operations":
+        # one Stop per VMI uid, ever: a refused one is not asked again for that VMI
+        if world.vm_operation("Stop", vmi.uid) is not None:
+            return None
+        return RestartVM(vm.namespace, vm.name, vmi.uid, "halt", by="operation")
+    if kvvm.resumes is not None:
+        return None
+    return RestartVM(vm.namespace, vm.name, vmi.uid, "halt", kvvm.run_strategy)
+
+
 def restarts_and_migrations(facts: Facts, ops: Ops, vm: DesiredVM, config: MachineConfig) -> Owned:
     out: Owned = []
-    kvvm = facts.world.kvvm
     ordered = sorted(ops.values(), key=lambda o: o.stream)
     restart = [o for o in ordered if o.state == "RestartRequired"]
-    if kvvm is not None and kvvm.resumes is not None and not facts.live and not restart:
-        # halted by nicplug, and the change is written: start it again
+    if not facts.live and not restart:
+        # stopped by nicplug, and the change is written: start it again
         comparison = facts.comparison
-        if ordered and comparison is not None and not comparison.changes:
+        start = _start_again(facts, vm, config)
+        if start is not None and ordered and comparison is not None and not comparison.changes:
             owner = next((o for o in ordered if not o.terminal), ordered[0])
-            out.append((owner, RestartVM(vm.namespace, vm.name, "", "start", kvvm.resumes)))
+            out.append((owner, start))
     if not any(o.state in ("RestartRequired", "MigrationRequired") for o in ops.values()):
         return out
     vmi = facts.world.vmi
-    if (
-        restart
-        and vm.approval == "Automatic"
-        and facts.live
-        and vmi is not None
-        and kvvm is not None
-        and kvvm.resumes is None
-        and restartable(facts)
-    ):
-        halt = RestartVM(vm.namespace, vm.name, vmi.uid, "halt", kvvm.run_strategy)
-        out.append((restart[0], halt))
+    if restart and vm.approval == "Automatic" and facts.live:
+        halt = _halt(facts, vm, config)
+        if halt is not None:
+            out.append((restart[0], halt))
     waiting = [o for o in ordered if o.state == "MigrationRequired"]
     if (
         waiting

@@ -16,7 +16,9 @@ today. Versions so far:
 * effects 1: as first written; members added since are optional and read with their
   defaults: `PatchPodNetworks.observed` and `PatchVirtualMachine.observed` / `pods` / `stopped`
   (none: no precondition), `RestartVM.step` / `resumes` (a pending restart of an older
-  nicplug reads as a halt whose precondition fails, so it is decided again).
+  nicplug reads as a halt whose precondition fails, so it is decided again),
+  `RestartVM.by` (absent: `run-strategy`, as before restarts through Deckhouse's
+  `VirtualMachineOperation`s).
 * `Opened` 1 carries `flavour` only for an operation not of the deckhouse flavour (absent:
   deckhouse); snapshots (2 and 3) likewise `flavour` and `bypassed_vmi` (absent: none), so older
   journals read unchanged.
@@ -25,6 +27,11 @@ today. Versions so far:
   (absent: nothing said), so older journals read unchanged.
 * `Named` 1: `{at, if_name, mac}`; an `Opened` whose `if_name` is `""` is a plug whose
   network had no name yet (its MAC not allocated).
+* `MigrationHeld` 1: `{at, in_flight, cap}`; snapshots carry `held` (`[in_flight, cap]`)
+  only when set (absent: not held).
+* `Opened` 2 and snapshot 4: the upstream KubeVirt flavour is recorded as `kubevirt`, the
+  name the flavour is known by (`Opened` 1 and snapshots up to 3 said `multus`, its SDN
+  dialect's name); an older payload saying `multus` reads as `kubevirt`.
 """
 
 from __future__ import annotations
@@ -36,6 +43,7 @@ from nicplug.machines.effects import EFFECT_TYPES
 from nicplug.machines.operation import (
     EFFECTS_ISSUED,
     GRACE_EXPIRED,
+    MIGRATION_HELD,
     NAMED,
     OPENED,
     PAUSED,
@@ -47,8 +55,8 @@ from nicplug.machines.operation import (
 )
 
 EVENT_SCHEMAS = {
-    OPENED: 1, TRANSITIONED: 1, EFFECTS_ISSUED: 2, GRACE_EXPIRED: 1, ROLLOUT_BYPASSED: 1,
-    PAUSED: 1, RESUMED: 1, NAMED: 1, WAITING: 1,
+    OPENED: 2, TRANSITIONED: 1, EFFECTS_ISSUED: 2, GRACE_EXPIRED: 1, ROLLOUT_BYPASSED: 1,
+    PAUSED: 1, RESUMED: 1, NAMED: 1, WAITING: 1, MIGRATION_HELD: 1,
 }
 EFFECT_SCHEMAS = dict.fromkeys(EFFECT_TYPES, 1)
 
@@ -59,11 +67,20 @@ def _renamed(payload: Payload, old: str, new: str) -> dict[str, Any]:
     return renamed
 
 
+def _kubevirt_flavour(payload: Payload) -> Payload:
+    """`flavour: multus` (what the kubevirt flavour was recorded as) reads `kubevirt`."""
+    if payload.get("flavour") != "multus":
+        return payload
+    return {**payload, "flavour": "kubevirt"}
+
+
 def schemas() -> Schemas:
     """The registries a journal of nicplug's machines is read through."""
     events = Upcasters(EVENT_SCHEMAS)
     events.register(EFFECTS_ISSUED, 1, lambda p: _renamed(p, "keys", "digests"))
+    events.register(OPENED, 1, _kubevirt_flavour)
     snapshots = Upcasters({SNAPSHOT: SNAPSHOT_SCHEMA})
     snapshots.register(SNAPSHOT, 1, lambda p: _renamed(p, "issued", "digests"))
     snapshots.register(SNAPSHOT, 2, lambda p: {"paused_at": None, "credit": 0.0, **p})
+    snapshots.register(SNAPSHOT, 3, _kubevirt_flavour)
     return Schemas(events=events, snapshots=snapshots, effects=Upcasters(EFFECT_SCHEMAS))

@@ -27,8 +27,19 @@ MAIN_IF_NAME = "default"
 
 RESTARTABLE = frozenset({"Always", "RerunOnFailure", "running"})
 """Run strategies under which a halted VM, started again, runs: nicplug may restart
-those (halt, write, start). Under `Manual`, `Once` or `WaitAsReceiver` a VM stopped by
-anyone but its user would not come back as it was: nicplug waits for the user."""
+those (halt, write, start) where it restarts through the KVVM's run strategy. Under
+`Manual`, `Once` or `WaitAsReceiver` a VM stopped by anyone but its user would not come
+back as it was: nicplug waits for the user. (Where the platform restarts, Deckhouse's
+`VirtualMachineOperation`s, the KVVM's strategy is the platform's business: see
+`STOPPABLE_POLICIES`.)"""
+
+STOPPABLE_POLICIES = frozenset({"Manual", "AlwaysOnUnlessStoppedManually", ""})
+"""Deckhouse run policies under which its controller runs a `Stop` and a `Start`
+`VirtualMachineOperation` (`IsApplicableForRunPolicy` in
+`pkg/controller/vmop/powerstate/internal/service/stop.go`, `start.go`); `""` is the
+CRD's default, `AlwaysOnUnlessStoppedManually`. Under `AlwaysOn` Deckhouse refuses to
+stop a VM (it would start it again at once, from the unchanged template), under
+`AlwaysOff` it never runs: nicplug leaves the restart to the user."""
 
 
 def identity_of(type_: NetworkType, name: str) -> str:
@@ -160,6 +171,8 @@ class DesiredVM:
     conditions: tuple[Condition, ...] = ()
     labels: Mapping[str, str] = field(default_factory=dict)
     in_template: bool = False
+    run_policy: str = ""
+    """Deckhouse's `spec.runPolicy` (`""`: unset, the CRD's default)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -295,6 +308,29 @@ class Migration:
         return self.phase in ("Succeeded", "Failed")
 
 
+VMOP_FINISHED = frozenset({"Completed", "Failed", "Superseded"})
+
+
+@dataclass(frozen=True, slots=True)
+class VMOperation:
+    """A Deckhouse `VirtualMachineOperation` nicplug created to restart the VM: `type`
+    `Stop` or `Start`, `vmi_uid` the VMI whose restart it is part of (nicplug notes it
+    on the object), `phase` and the `Completed` condition's message as Deckhouse
+    reports them."""
+
+    name: str
+    type: str
+    vmi_uid: str
+    phase: str = ""
+    message: str = ""
+    created: str = ""
+    """`metadata.creationTimestamp` (RFC 3339: its order is the text's)."""
+
+    @property
+    def finished(self) -> bool:
+        return self.phase in VMOP_FINISHED
+
+
 @dataclass(frozen=True, slots=True)
 class ClusterConfig:
     """From the KubeVirt CR; a missing strategy means `LiveUpdate`."""
@@ -317,4 +353,24 @@ class World:
     observation_errors: tuple[str, ...] = ()
     namespace_labels: Mapping[str, str] = field(default_factory=dict)
     """The labels of the VM's namespace, where read (`--migrations opt-in`)."""
+    vm_operations: tuple[VMOperation, ...] = ()
+    """The `VirtualMachineOperation`s nicplug created for this VM (Deckhouse)."""
+
+    def vm_operation(self, type_: str, vmi_uid: str) -> VMOperation | None:
+        """nicplug's operation of `type_` for the restart of VMI `vmi_uid`, if any."""
+        return next((o for o in self.vm_operations
+                     if o.type == type_ and o.vmi_uid == vmi_uid), None)
+
+    @property
+    def stopped_for_restart(self) -> VMOperation | None:
+        """nicplug's latest `Stop`, when Deckhouse completed it and no `Start` of
+        nicplug's followed: the VM is stopped for a restart of nicplug's, to be started
+        again. (An older `Stop` left without a `Start` was overtaken: the VM ran again.)"""
+        stops = [o for o in self.vm_operations if o.type == "Stop"]
+        if not stops:
+            return None
+        latest = max(stops, key=lambda o: (o.created, o.name))
+        if latest.phase != "Completed" or self.vm_operation("Start", latest.vmi_uid):
+            return None
+        return latest
 

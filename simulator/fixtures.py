@@ -111,10 +111,13 @@ def kvvm_for(knobs: Knobs, namespace: str, vm: str, extra: tuple[NetworkRef, ...
     if extra and knobs.dialect == "deckhouse":  # multus: KubeVirt generates the pods' own
         entries = [request_entry(knobs, namespace, vm, t, n, i) for t, n, i in refs[1:]]
         annotations[ob.request_annotation(knobs.dialect)] = nw.dump_list(entries)
+    # Deckhouse gives every run policy runStrategy Manual and starts and stops the VM
+    # itself (`pkg/controller/kvbuilder/kvvm.go`, `sync_power_state.go`)
+    strategy = "Manual" if deckhouse else "Always"
     return {
         "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine",
         "metadata": {"name": vm, "namespace": namespace},
-        "spec": {"runStrategy": "Always", "template": {
+        "spec": {"runStrategy": strategy, "template": {
             "metadata": {"labels": {nw.VM_NAME_LABEL: vm}, "annotations": annotations},
             "spec": {"domain": {"devices": {"interfaces": interfaces}, "cpu": {"cores": 1},
                                 "memory": {"guest": "1Gi"}},
@@ -195,7 +198,11 @@ def _create_vm(store: Store, knobs: Knobs, rng: random.Random, namespace: str, v
     }
     ob.set_migratable(status, vmi, knobs.dialect)
     ob.set_condition(status, "Ready", "True", "")
-    store.update(VMIS, vmi | {"status": status}, subresource="status")
+    vmi = store.update(VMIS, vmi | {"status": status}, subresource="status")
+    synced = dict(kvvm.get("status") or {})
+    ob.sync_conditions(synced, vmi)  # as KubeVirt's VM controller has synced them
+    if synced != (kvvm.get("status") or {}):
+        store.update(KVVMS, kvvm | {"status": synced}, subresource="status")
 
 
 def _create_deckhouse_vm(store: Store, namespace: str, vm: str, extra: tuple[NetworkRef, ...],
@@ -207,7 +214,8 @@ def _create_deckhouse_vm(store: Store, namespace: str, vm: str, extra: tuple[Net
         "spec": {"virtualMachineClassName": "generic", "cpu": {"cores": 1},
                  "memory": {"size": "1Gi"},
                  "blockDeviceRefs": [{"kind": "VirtualDisk", "name": f"{vm}-root"}],
-                 "runPolicy": "AlwaysOn", "disruptions": {"restartApprovalMode": "Manual"},
+                 "runPolicy": "AlwaysOnUnlessStoppedManually",  # the CRD's default
+                 "disruptions": {"restartApprovalMode": "Manual"},
                  "networks": [{"type": "Main", "id": 1}] + [
                      {"type": t, "name": n, "id": i} for i, (t, n) in enumerate(extra, start=2)]},
         "status": {"phase": "Running", "networks": [{"type": "Main", "id": 1}] + [

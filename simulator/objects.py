@@ -75,6 +75,40 @@ def set_condition(status: Json, type_: str, state: str, reason: str, message: st
     status["conditions"] = conditions
 
 
+SYNC_IGNORED = ("Ready", "Failure", "RestartRequired")
+"""VM conditions KubeVirt's `syncConditions` neither copies from the VMI nor removes."""
+
+
+def sync_conditions(status: Json, vmi: Json) -> None:
+    """KubeVirt's `syncConditions` for a VM that has a VMI: the VMI's conditions copied
+    onto the VM (a condition of that type already there is replaced only when its
+    status or reason differ, as its `UpdateCondition` does), every other condition
+    removed but those of `SYNC_IGNORED`."""
+    copied = [c for c in dig(vmi, "status", "conditions") or []
+              if isinstance(c, dict) and c.get("type") not in SYNC_IGNORED]
+    by_type = {c.get("type"): c for c in copied}
+    kept: list[Json] = []
+    for cond in status.get("conditions") or []:
+        type_ = cond.get("type") if isinstance(cond, dict) else None
+        if type_ in SYNC_IGNORED:
+            kept.append(cond)
+        elif type_ in by_type:
+            new = by_type.pop(type_)
+            same = (cond.get("status"), cond.get("reason")) == (new.get("status"),
+                                                                new.get("reason"))
+            kept.append(cond if same else _vm_condition(new))
+    kept += [_vm_condition(c) for c in copied if c.get("type") in by_type]
+    if kept:
+        status["conditions"] = kept
+    else:
+        status.pop("conditions", None)
+
+
+def _vm_condition(cond: Json) -> Json:
+    fields = ("type", "status", "reason", "message", "lastProbeTime", "lastTransitionTime")
+    return {k: deep_copy(cond[k]) for k in fields if k in cond}
+
+
 def drop_condition(status: Json, type_: str) -> None:
     status["conditions"] = [c for c in status.get("conditions") or [] if c.get("type") != type_]
 

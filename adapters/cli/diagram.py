@@ -37,7 +37,7 @@ class Flavour(enum.StrEnum):
     multus = "multus"  # the kubevirt flavour's older name
 
 
-_GRAPHS_OF = {"deckhouse": "deckhouse", "kubevirt": "multus", "multus": "multus"}
+_GRAPHS_OF = {"deckhouse": "deckhouse", "kubevirt": "kubevirt", "multus": "kubevirt"}
 
 
 class _Canvas:

@@ -3,7 +3,8 @@
 Every patch states its content type explicitly: kubernetes_asyncio would otherwise
 guess one from the body (a JSON patch for a list, strategic merge for a dict — which
 the API server rejects with 415 for custom resources). Every call carries the
-client's request timeout. Objects come back as plain dicts (`_preload_content=False`).
+client's request timeout. Objects come back as plain dicts (`_preload_content=False`);
+writes are sent by `wire.write`, their bodies encoded once with orjson.
 
 These are single requests: no retry, no re-read, no decision. A 409 surfaces as
 `Conflict` so the caller can re-read the world and decide again. Every write passes
@@ -19,18 +20,19 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
-from kubernetes_asyncio.client import CoreV1Api, CustomObjectsApi, EventsV1Api
+from kubernetes_asyncio.client import CoreV1Api, CustomObjectsApi
 
 from nicplug.adapters.kube.client import ApiConnection
 from nicplug.adapters.kube.errors import KubeError, for_json_patch
 from nicplug.adapters.kube.resources import EVENTS, KindRef
-from nicplug.adapters.kube.wire import JsonObject, fetch_object
+from nicplug.adapters.kube.wire import JsonObject, fetch_object, path_of, write
 
 MERGE_PATCH: Final = "application/merge-patch+json"
 JSON_PATCH: Final = "application/json-patch+json"
 STRATEGIC_MERGE_PATCH: Final = "application/strategic-merge-patch+json"
 NOTE_LIMIT: Final = 1024
 """Bytes an `events.k8s.io/v1` Event's note may hold (the API server refuses more)."""
+PODS: Final = KindRef("", "v1", "pods", "Pod", True)
 PatchType = Literal[
     "application/merge-patch+json",
     "application/json-patch+json",
@@ -83,7 +85,6 @@ class KubeCalls:
         self._fence = fence
         self._core = CoreV1Api(connection.client)
         self._custom = CustomObjectsApi(connection.client)
-        self._events = EventsV1Api(connection.client)
         self._wall_clock = wall_clock or (lambda: datetime.datetime.now(datetime.UTC))
 
     def _options(self, **extra: Any) -> dict[str, Any]:
@@ -93,11 +94,10 @@ class KubeCalls:
             **extra,
         }
 
-    def _writing(self, **extra: Any) -> dict[str, Any]:
-        """The options of a write, built as it is sent: the fencing check goes here."""
+    def _fenced(self) -> None:
+        """The instant before a write is sent: the fencing check."""
         if self._fence is not None:
             self._fence()
-        return self._options(**extra)
 
     async def get(self, kind: KindRef, namespace: str | None, name: str) -> JsonObject:
         """One object, fresh from the server (not from an informer's cache)."""
@@ -117,9 +117,10 @@ class KubeCalls:
         self, namespace: str, name: str, patch: Any, *, content_type: PatchType
     ) -> JsonObject:
         """Patch a pod. A JSON patch whose `test` op fails raises `TestFailed`."""
+        self._fenced()
         try:
-            return await fetch_object(self._core.patch_namespaced_pod(
-                name, namespace, patch, **self._writing(_content_type=content_type)))
+            return await write(self._connection, "PATCH", path_of(PODS, namespace, name), patch,
+                               content_type=content_type)
         except KubeError as exc:
             if content_type == JSON_PATCH and isinstance(patch, Sequence):
                 raise for_json_patch(exc, patch) from exc
@@ -152,16 +153,10 @@ class KubeCalls:
 
         A JSON patch whose `test` op fails raises `TestFailed` (a `Conflict`)."""
         _check_body(patch, content_type)
-        options = self._writing(_content_type=content_type)
-        if kind.namespaced:
-            request = self._custom.patch_namespaced_custom_object(
-                kind.group, kind.version, _required(namespace, kind), kind.plural, name,
-                _plain(patch), **options)
-        else:
-            request = self._custom.patch_cluster_custom_object(
-                kind.group, kind.version, kind.plural, name, _plain(patch), **options)
+        path = path_of(kind, _required(namespace, kind) if kind.namespaced else None, name)
+        self._fenced()
         try:
-            return await fetch_object(request)
+            return await write(self._connection, "PATCH", path, patch, content_type=content_type)
         except KubeError as exc:
             if content_type == JSON_PATCH and isinstance(patch, Sequence):
                 raise for_json_patch(exc, patch) from exc
@@ -171,13 +166,10 @@ class KubeCalls:
         self, kind: KindRef, namespace: str | None, name: str, patch: Mapping[str, Any]
     ) -> JsonObject:
         """Merge-patch the status subresource of a custom object."""
-        options = self._writing(_content_type=MERGE_PATCH)
-        if kind.namespaced:
-            return await fetch_object(self._custom.patch_namespaced_custom_object_status(
-                kind.group, kind.version, _required(namespace, kind), kind.plural, name,
-                _plain(patch), **options))
-        return await fetch_object(self._custom.patch_cluster_custom_object_status(
-            kind.group, kind.version, kind.plural, name, _plain(patch), **options))
+        path = path_of(kind, _required(namespace, kind) if kind.namespaced else None, name,
+                       "status")
+        self._fenced()
+        return await write(self._connection, "PATCH", path, patch, content_type=MERGE_PATCH)
 
     async def create_migration(
         self, kind: KindRef, namespace: str, name: str, vmi_name: str, *,
@@ -195,8 +187,24 @@ class KubeCalls:
             "metadata": {"name": name, "namespace": namespace, "labels": dict(labels or {})},
             "spec": {"vmiName": vmi_name},
         }
-        return await fetch_object(self._custom.create_namespaced_custom_object(
-            kind.group, kind.version, namespace, kind.plural, body, **self._writing()))
+        self._fenced()
+        return await write(self._connection, "POST", path_of(kind, namespace), body)
+
+    async def create_vm_operation(
+        self, kind: KindRef, namespace: str, name: str, spec: Mapping[str, Any], *,
+        labels: Mapping[str, str], annotations: Mapping[str, str],
+    ) -> JsonObject:
+        """Create a Deckhouse `VirtualMachineOperation` named by the caller (creating it
+        twice yields `AlreadyExists`), `spec` as given (`type`, `virtualMachineName`)."""
+        body = {
+            "apiVersion": kind.api_version,
+            "kind": kind.kind,
+            "metadata": {"name": name, "namespace": namespace, "labels": dict(labels),
+                         "annotations": dict(annotations)},
+            "spec": dict(spec),
+        }
+        self._fenced()
+        return await write(self._connection, "POST", path_of(kind, namespace), body)
 
     async def list_migrations(self, kind: KindRef, *, label_selector: str) -> list[JsonObject]:
         """Every VirtualMachineInstanceMigration (`kind`, as the flavour names it)
@@ -233,15 +241,16 @@ class KubeCalls:
             "reportingController": note.component,
             "reportingInstance": note.instance or note.component,
         }
-        return await fetch_object(self._events.create_namespaced_event(
-            namespace, body, **self._writing()))
+        self._fenced()
+        return await write(self._connection, "POST", path_of(EVENTS, namespace), body)
 
     async def patch_event_series(self, namespace: str, name: str, count: int) -> JsonObject:
         """Say that the Event `name` was observed again: its `series` (`count` in all,
         last observed now), as client-go's event recorder does for an isomorphic one."""
         patch = {"series": {"count": count, "lastObservedTime": self._micro_time()}}
-        return await fetch_object(self._events.patch_namespaced_event(
-            name, namespace, patch, **self._writing(_content_type=MERGE_PATCH)))
+        self._fenced()
+        return await write(self._connection, "PATCH", path_of(EVENTS, namespace, name), patch,
+                           content_type=MERGE_PATCH)
 
     def _micro_time(self) -> str:
         """A `MicroTime`, as the events API has it."""
@@ -252,9 +261,8 @@ class KubeCalls:
     ) -> JsonObject:
         """Delete a namespaced custom object; with `uid`, only that incarnation of it."""
         body: Any = {"preconditions": {"uid": uid}} if uid else {}
-        return await fetch_object(self._custom.delete_namespaced_custom_object(
-            kind.group, kind.version, namespace, kind.plural, name, body=body,
-            **self._writing()))
+        self._fenced()
+        return await write(self._connection, "DELETE", path_of(kind, namespace, name), body)
 
 
 def _at_most(text: str, limit: int) -> str:
@@ -277,11 +285,3 @@ def _check_body(patch: object, content_type: str) -> None:
     if content_type == MERGE_PATCH and not isinstance(patch, Mapping):
         raise TypeError("a merge patch is an object")
 
-
-def _plain(value: Any) -> Any:
-    """Mappings and sequences as dicts and lists: the client serialises only those."""
-    if isinstance(value, Mapping):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_plain(v) for v in value]
-    return value

@@ -26,10 +26,12 @@ from nicplug.adapters.kube.resources import (
     LEASES,
     NAMESPACES,
     NETWORKS,
+    VIRTUAL_MACHINE_OPERATIONS,
     VIRTUAL_MACHINES,
     VM_MAC_ADDRESSES,
     KindRef,
 )
+from nicplug.machines.policy import RestartMethod
 
 FlavourName = Literal["upstream", "deckhouse"]
 FLAVOURS: tuple[FlavourName, ...] = ("upstream", "deckhouse")
@@ -48,9 +50,11 @@ class Flavour:
     target too); `vm_name_label` holds only the sanitized hostname, so it is never used
     to find a pod (`pkg/virt-controller/services/template.go`).
 
-    A restart is the same in both: nicplug halts the KVVM, writes the change and starts
-    it (`executor.KubeExecutor._restart`); Deckhouse's `VirtualMachineOperation` would
-    be the platform's own way, not used yet.
+    How a VM is restarted (`restarts`): upstream, nicplug halts the KVVM, writes the
+    change and starts it, as `virtctl stop`/`start` do; on Deckhouse, whose controller
+    owns the KVVM's run strategy (`Manual` for every run policy), through the platform's
+    own `VirtualMachineOperation`s (`vm_operations`): a `Stop`, the change written to
+    the stopped VM's KVVM, a `Start` (`executor.KubeExecutor._restart`).
     """
 
     name: FlavourName
@@ -64,6 +68,9 @@ class Flavour:
     """Deckhouse's `VirtualMachineMACAddress`es: the MAC (and so the interface name) of
     each additional network. None where nothing allocates MACs; a controller takes it
     from its dialect (`with_dialect`: the deckhouse dialect reads them)."""
+    vm_operations: KindRef | None = None
+    """Deckhouse's `VirtualMachineOperation`s (nicplug's own), through which it
+    restarts a VM; None where it halts and starts the KVVM itself."""
     launcher_pods: KindRef = field(init=False)
     virtual_machines: KindRef = field(default=VIRTUAL_MACHINES, init=False)
     networks: KindRef = field(default=NETWORKS, init=False)
@@ -77,12 +84,18 @@ class Flavour:
         object.__setattr__(self, "launcher_pods", pods)
 
     @property
+    def restarts(self) -> RestartMethod:
+        """How nicplug restarts a VM on this cluster (`MachineConfig.restarts`)."""
+        return "run-strategy" if self.vm_operations is None else "operations"
+
+    @property
     def watched(self) -> tuple[KindRef, ...]:
         """Every kind the controller lists and watches to build the world of each VM."""
         macs = () if self.vm_mac_addresses is None else (self.vm_mac_addresses,)
+        vmops = () if self.vm_operations is None else (self.vm_operations,)
         return (
             self.virtual_machines, self.kvvms, self.vmis, self.vmims, self.kubevirts,
-            self.networks, self.cluster_networks, self.launcher_pods, *macs,
+            self.networks, self.cluster_networks, self.launcher_pods, *macs, *vmops,
         )
 
     def watched_by(
@@ -93,7 +106,8 @@ class Flavour:
         Namespaces too where a namespace's label opts its VMs in to migrations."""
         kinds = self.watched
         if desired_in_template:
-            deckhouse = (self.virtual_machines, self.networks, self.cluster_networks)
+            deckhouse = (self.virtual_machines, self.networks, self.cluster_networks,
+                         self.vm_operations)
             kinds = tuple(k for k in kinds if k not in deckhouse)
         return (*kinds, NAMESPACES) if namespace_opt_in else kinds
 
@@ -122,6 +136,7 @@ def _flavour(name: FlavourName) -> Flavour:
         created_by_label=f"{label_domain}/created-by",
         vm_name_label=f"{vm_domain}/name",
         vm_mac_addresses=VM_MAC_ADDRESSES if renamed else None,
+        vm_operations=VIRTUAL_MACHINE_OPERATIONS if renamed else None,
     )
 
 
@@ -170,11 +185,11 @@ def rbac_rules(flavour: Flavour) -> tuple[Grant, ...]:
     """
     f = flavour
     if f.name == "upstream":
-        # the kubevirt flavour: the KubeVirt VM is the user's, read and given conditions;
+        # the kubevirt flavour: the KubeVirt VM is the user's, only read (KubeVirt removes
+        # conditions it did not set, so nicplug writes none: `targets.conditions_kept`);
         # KubeVirt writes the VMI, the pods' networks annotation and the template
         return (
-            Grant(f.kvvms.group, (f.kvvms.plural,), ("get", "list", "watch")),
-            Grant(f.kvvms.group, (f.kvvms.plural + "/status",), ("patch",)),
+            Grant(f.kvvms.group, (f.kvvms.plural,), ("list", "watch")),
             Grant(f.vmis.group, (f.vmis.plural,), ("list", "watch")),
             Grant(f.vmims.group, (f.vmims.plural,), ("list", "watch", "create")),
             Grant(f.kubevirts.group, (f.kubevirts.plural,), ("list", "watch")),
@@ -198,6 +213,10 @@ def rbac_rules(flavour: Flavour) -> tuple[Grant, ...]:
         Grant("", (NAMESPACES.plural,), ("list", "watch")),  # --migrations opt-in
     ) + (() if f.vm_mac_addresses is None else (
         Grant(f.vm_mac_addresses.group, (f.vm_mac_addresses.plural,), ("list", "watch")),
+    )) + (() if f.vm_operations is None else (
+        # a restart's Stop and Start; get: one found already made is checked to be ours
+        Grant(f.vm_operations.group, (f.vm_operations.plural,),
+              ("get", "list", "watch", "create")),
     ))
 
 

@@ -43,11 +43,18 @@ class KindRef:
 VIRTUAL_MACHINES = KindRef(
     "virtualization.deckhouse.io", "v1alpha2", "virtualmachines", "VirtualMachine", True
 )
+MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
+MANAGED_BY_NICPLUG = f"{MANAGED_BY_LABEL}=nicplug"
+"""The label on what nicplug creates (migrations, VM operations), and its selector."""
 VIRTUAL_MACHINE_OPERATIONS = KindRef(
     "virtualization.deckhouse.io", "v1alpha2", "virtualmachineoperations",
-    "VirtualMachineOperation", True,
+    "VirtualMachineOperation", True, label_selector=MANAGED_BY_NICPLUG,
 )
-"""How Deckhouse asks its controller to start, stop or restart a VM."""
+"""How Deckhouse asks its controller to start, stop or restart a VM; nicplug watches
+only its own (the restarts it began)."""
+VMOP_VMI_UID_ANNOTATION = "nicplug.io/restart-of-vmi"
+"""On a VirtualMachineOperation nicplug created: the uid of the VMI whose restart it is
+part of (its name holds only a digest of it)."""
 VM_UID_LABEL = "virtualization.deckhouse.io/virtual-machine-uid"
 """The label Deckhouse puts on each `VirtualMachineMACAddress` it creates for a VM
 (`annotations.LabelVirtualMachineUID`): the VM's uid."""

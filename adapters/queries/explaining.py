@@ -23,6 +23,7 @@ from nicplug.adapters.queries.records import (
 from nicplug.engine.inspection import StreamRecord
 from nicplug.machines.graph import MOVES_BY_FLAVOUR
 from nicplug.machines.operation import AWAITING_MAC
+from nicplug.machines.targets import migration_slot_wait
 
 GUARD_PHRASES: Mapping[str, str] = {
     "vm_deleted": "the VM is deleted",
@@ -168,6 +169,8 @@ def _summary(op: OperationSummary, waits: list[Move], pending: list[EffectEntry]
         said += f"; before anything: {AWAITING_MAC}"
     if op.waiting:
         said += f"; not yet, the SDN says: {op.waiting}"
+    if op.held is not None:
+        said += f"; nicplug's migration {migration_slot_wait(op.held)}"
     text = f"in {op.state}{said}, waiting until " + "; or until ".join(
         f"{m.meaning} (→ {m.to})" for m in waits
     ) if waits else f"in {op.state}{said}, waiting only for a failure or a cancel"

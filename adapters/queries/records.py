@@ -19,7 +19,8 @@ from nicplug.engine.inspection import EffectRecord, StreamRecord
 from nicplug.engine.journal import StoredView
 from nicplug.engine.model import RecordedEvent
 from nicplug.machines.effects import effect_from_payload
-from nicplug.machines.operation import EFFECTS_ISSUED
+from nicplug.machines.operation import EFFECTS_ISSUED, MIGRATION_HELD
+from nicplug.machines.targets import migration_slot_wait
 
 
 def rfc3339(seconds: float) -> str:
@@ -58,6 +59,9 @@ class OperationSummary(Answer):
     """The VMI that took the change live although vmRolloutStrategy is Stage."""
     waiting: str = ""
     """What the platform says the operation waits for (the SDN's "not yet")."""
+    held: tuple[int, int] | None = None
+    """(nicplug's migrations in flight cluster-wide, the cap) when the cap held back this
+    operation's migration (`MigrationHeld`)."""
     updated_wall: str
     archived: str | None = None
     """The archive file holding this finished operation's events (retention moved them
@@ -77,8 +81,15 @@ class OperationSummary(Answer):
             opened_at=float(s.get("opened_at", 0.0)), entered_at=float(s.get("entered_at", 0.0)),
             retry_at=s.get("retry_at"), bypassed_vmi=s.get("bypassed_vmi"),
             waiting=str(s.get("waiting", "")),
+            held=tuple(s["held"]) if s.get("held") else None,
             updated_wall=rfc3339(stored.updated_wall), archived=stored.archived,
         )
+
+
+def _message(type_: str, p: Mapping[str, Any]) -> str:
+    if type_ == MIGRATION_HELD:
+        return migration_slot_wait((int(p["in_flight"]), int(p["cap"])))
+    return str(p.get("message") or "")
 
 
 class Cause(Answer):
@@ -107,7 +118,7 @@ class Step(Answer):
         return cls(
             version=event.version, position=event.position, type=event.type,
             source=p.get("from"), to=p.get("to"), trigger=p.get("trigger"),
-            reason=p.get("reason"), message=str(p.get("message") or ""),
+            reason=p.get("reason"), message=_message(event.type, p),
             at=event.logical_time, wall=rfc3339(event.wall_time),
             cause=Cause(kind=event.cause.kind, ref=event.cause.ref),
         )

@@ -1,6 +1,7 @@
 """The SDN dialects behind one port, and the registry that picks one by name.
 
-The port (`Dialect`, `MalformedAnnotation`) lives in `port`; each dialect is a module
+The port (`Dialect`, `WritingDialect` where nicplug writes the annotation and the
+KVVM networks, `MalformedAnnotation`) lives in `port`; each dialect is a module
 of its own (`deckhouse`, `multus`) that imports the port, never the other dialect
 and never this package's registry (import-linter checks it). Only this registry
 knows them all.
@@ -10,7 +11,12 @@ from __future__ import annotations
 
 from nicplug.adapters.sdn.deckhouse import DeckhouseDialect
 from nicplug.adapters.sdn.multus import MultusDialect
-from nicplug.adapters.sdn.port import DEFAULT_CLUSTER_NAD_NAMESPACE, Dialect, MalformedAnnotation
+from nicplug.adapters.sdn.port import (
+    DEFAULT_CLUSTER_NAD_NAMESPACE,
+    Dialect,
+    MalformedAnnotation,
+    WritingDialect,
+)
 
 DIALECT_NAMES = (DeckhouseDialect.name, MultusDialect.name)
 
@@ -37,5 +43,6 @@ __all__ = [
     "Dialect",
     "MalformedAnnotation",
     "UnknownDialect",
+    "WritingDialect",
     "dialect_for",
 ]

@@ -30,7 +30,7 @@ from nicplug.adapters.sdn.codec import (
     entries_of,
     split_identity,
 )
-from nicplug.adapters.sdn.port import Dialect
+from nicplug.adapters.sdn.port import WritingDialect
 from nicplug.machines.world import (
     MAIN_IF_NAME,
     KVVMNetwork,
@@ -46,7 +46,7 @@ INTERFACE_MODEL = "virtio"  # kvbuilder's presets, for every OS type but legacy 
 BINDING = "bpfbridge"
 
 
-class DeckhouseDialect(Dialect):
+class DeckhouseDialect(WritingDialect):
     name: ClassVar[str] = "deckhouse"
     request_annotation: ClassVar[str] = "network.deckhouse.io/networks-spec"
     carries_ids: ClassVar[bool] = True

@@ -23,23 +23,22 @@ reading it must not take what it finds there for nicplug's or for garbage:
   so such an entry is attributed by its NAD alone, and left out when the NAD could
   stand for both a Network and a ClusterNetwork.
 
-Must never import the deckhouse dialect: the dialects are independent.
+It only reads: KubeVirt writes the networks annotation and the user the template's
+networks (the kubevirt flavour), so it is no `WritingDialect`. Must never import the
+deckhouse dialect: the dialects are independent.
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar
+from collections.abc import Mapping
+from typing import ClassVar
 
 from nicplug.adapters.sdn.codec import (
-    Entry,
     check_unique,
-    dump_entries,
     entries_of,
     is_object_name,
-    split_identity,
 )
 from nicplug.adapters.sdn.port import DEFAULT_CLUSTER_NAD_NAMESPACE, Dialect
 from nicplug.machines.world import (
@@ -96,22 +95,6 @@ class MultusDialect(Dialect):
         check_unique([r.identity for r in requests], key=key, what="network")
         return tuple(requests)
 
-    def render_requests(self, *, requests: Sequence[SDNRequest], namespace: str) -> str | None:
-        entries = []
-        for request in requests:
-            type_, name = split_identity(request.identity)
-            if type_ == "Main":
-                continue
-            entry: Entry = {
-                "name": name,
-                "namespace": self._nad_namespace(type_, namespace),
-                "interface": kubevirt_pod_interface(request.if_name),
-            }
-            if request.mac is not None:
-                entry["mac"] = request.mac
-            entries.append(entry)
-        return dump_entries(entries) if entries else None
-
     def parse_statuses(
         self, *, value: str | None, namespace: str, interfaces: Mapping[str, str] | None = None
     ) -> tuple[SDNStatus, ...]:
@@ -139,13 +122,6 @@ class MultusDialect(Dialect):
 
     def pod_interface(self, *, if_name: str) -> str:
         return kubevirt_pod_interface(if_name)
-
-    def kubevirt_network(self, *, request: SDNRequest, namespace: str) -> dict[str, Any]:
-        type_, name = split_identity(request.identity)
-        if type_ == "Main":
-            return {"name": MAIN_IF_NAME, "pod": {}}
-        nad_namespace = self._nad_namespace(type_, namespace)
-        return {"name": request.if_name, "multus": {"networkName": f"{nad_namespace}/{name}"}}
 
     def network_identity(
         self, *, network: KVVMNetwork, namespace: str, known: Mapping[str, str]

@@ -43,12 +43,6 @@ class Dialect(ABC):
     carries_ids: ClassVar[bool]
     """Whether a request entry keeps the network's `id` (parsed requests have None
     otherwise)."""
-    carries_macs: ClassVar[bool] = True
-    """Whether a request entry keeps a known MAC (Deckhouse's never serializes one)."""
-    empty_pod_requests: ClassVar[str | None] = None
-    """What a launcher pod's request annotation holds once nothing but Main remains:
-    None removes the key; a platform that writes a value itself (Deckhouse writes
-    `[]`) gets that value, or the two writers would undo each other forever."""
     kubevirt_owns_requests: ClassVar[bool]
     """Whether KubeVirt writes the request annotation itself (upstream KubeVirt with
     multus): then nicplug only reads it, on pods and on the KVVM template alike."""
@@ -69,13 +63,6 @@ class Dialect(ABC):
         """
 
     @abstractmethod
-    def render_requests(
-        self, *, requests: Sequence[SDNRequest], namespace: str
-    ) -> str | None:
-        """The request annotation value for `requests` in their order; Main is never
-        listed. None when nothing but Main remains: the patch removes the key."""
-
-    @abstractmethod
     def parse_statuses(
         self, *, value: str | None, namespace: str, interfaces: Mapping[str, str] | None = None
     ) -> tuple[SDNStatus, ...]:
@@ -88,6 +75,34 @@ class Dialect(ABC):
         """The interface name inside the pod for the KubeVirt network `if_name`."""
 
     @abstractmethod
+    def network_identity(
+        self, *, network: KVVMNetwork, namespace: str, known: Mapping[str, str]
+    ) -> str | None:
+        """Which identity a KVVM/VMI network stands for; `known` maps the ifNames seen
+        in the desired list and the annotations to identities. None: not nicplug's."""
+
+
+class WritingDialect(Dialect):
+    """A dialect whose request annotation and KVVM networks nicplug writes itself
+    (Deckhouse's SDN: nicplug drives the whole order). Where KubeVirt writes them (the
+    kubevirt flavour, multus), the dialect only reads: nicplug writes no pod and no KVVM
+    there."""
+
+    carries_macs: ClassVar[bool] = True
+    """Whether a request entry keeps a known MAC (Deckhouse's never serializes one)."""
+    empty_pod_requests: ClassVar[str | None] = None
+    """What a launcher pod's request annotation holds once nothing but Main remains:
+    None removes the key; a platform that writes a value itself (Deckhouse writes
+    `[]`) gets that value, or the two writers would undo each other forever."""
+
+    @abstractmethod
+    def render_requests(
+        self, *, requests: Sequence[SDNRequest], namespace: str
+    ) -> str | None:
+        """The request annotation value for `requests` in their order; Main is never
+        listed. None when nothing but Main remains: the patch removes the key."""
+
+    @abstractmethod
     def kubevirt_network(self, *, request: SDNRequest, namespace: str) -> dict[str, Any]:
         """The `spec.template.spec.networks[]` entry of the KVVM for `request`."""
 
@@ -97,10 +112,3 @@ class Dialect(ABC):
         """The `spec.template.spec.domain.devices.interfaces[]` entry for `request`;
         `current` is the entry the KVVM holds (kept as it is by default)."""
         return dict(current) if current else {"name": request.if_name, "bridge": {}}
-
-    @abstractmethod
-    def network_identity(
-        self, *, network: KVVMNetwork, namespace: str, known: Mapping[str, str]
-    ) -> str | None:
-        """Which identity a KVVM/VMI network stands for; `known` maps the ifNames seen
-        in the desired list and the annotations to identities. None: not nicplug's."""

@@ -14,7 +14,7 @@ import contextlib
 from typing import Any
 
 from nicplug.adapters.kube import hotplug_edits as edits
-from nicplug.adapters.simulation.invariants import USER_MIGRATION, Watchman
+from nicplug.adapters.simulation.invariants import USER_MIGRATION, USER_OPERATION, Watchman
 from nicplug.adapters.simulation.replicas import Replica
 from nicplug.adapters.simulation.schedule import NETWORKS, Setup, Step
 from nicplug.machines.world import if_name_of
@@ -24,7 +24,17 @@ from nicplug.simulator.actors.deckhouse_macs import mac_pool
 from nicplug.simulator.admission import admit
 from nicplug.simulator.cluster import SimulatedCluster
 from nicplug.simulator.errors import ApiError
-from nicplug.simulator.resources import KUBEVIRTS, KVVMS, PODS, VMIMS, VMIS, VMMACS, VMS, Resource
+from nicplug.simulator.resources import (
+    KUBEVIRTS,
+    KVVMS,
+    PODS,
+    VMIMS,
+    VMIS,
+    VMMACS,
+    VMOPS,
+    VMS,
+    Resource,
+)
 
 Json = dict[str, Any]
 MERGE = "application/merge-patch+json"
@@ -43,6 +53,7 @@ class Hands:
         self._spoiled: dict[tuple[Resource, str, str], Json] = {}
         self._later: list[asyncio.Task[None]] = []
         self._migrations = 0
+        self._operations = 0
 
     # -- time ----------------------------------------------------------------------------
 
@@ -130,7 +141,8 @@ class Hands:
                 "desired": self._desired(ns, name),
                 "names": self._names(ns, name),
                 "running": vmi is not None and ob.dig(vmi, "status", "phase") == "Running",
-                "wants_running": ob.wants_running(kvvm) if kvvm else False,
+                "wants_running": _wants_running(kvvm, vmi),
+                "restart_left_to_user": _restart_left_to_user(self.store.peek(VMS, ns, name)),
                 "attached": attached,
                 "malformed": (ns, name) in self.watchman.malformed,
             }
@@ -191,14 +203,33 @@ class Hands:
         self.store.patch(KVVMS, ns, name, {"spec": {"runStrategy": strategy, "running": None}},
                          content_type=MERGE)
 
+    def _operate(self, ns: str, name: str, type_: str) -> None:
+        """A user's `d8 v stop|start|restart`: on Deckhouse the KVVM's run strategy is the
+        platform's (Manual), so the user asks through a VirtualMachineOperation."""
+        self._operations += 1
+        self.store.create(VMOPS, {
+            "apiVersion": VMOPS.api_version, "kind": VMOPS.kind,
+            "metadata": {"name": f"{USER_OPERATION}{self._operations}", "namespace": ns},
+            "spec": {"type": type_, "virtualMachineName": name},
+        })
+
     def _do_stop(self, ns: str, name: str, _arg: Any) -> None:
-        self._run_strategy(ns, name, "Halted")
+        if self.setup.dialect == "deckhouse":
+            self._operate(ns, name, "Stop")
+        else:
+            self._run_strategy(ns, name, "Halted")
 
     def _do_start(self, ns: str, name: str, _arg: Any) -> None:
-        self._run_strategy(ns, name, "Always")
+        if self.setup.dialect == "deckhouse":
+            self._operate(ns, name, "Start")
+        else:
+            self._run_strategy(ns, name, "Always")
 
     def _do_restart(self, ns: str, name: str, _arg: Any) -> None:
-        self.store.delete(VMIS, ns, name)
+        if self.setup.dialect == "deckhouse":
+            self._operate(ns, name, "Restart")
+        else:
+            self.store.delete(VMIS, ns, name)
 
     def _do_replace_pod(self, ns: str, name: str, _arg: Any) -> None:
         """The launcher pod dies (node lost, evicted): the VMI fails, KubeVirt recreates."""
@@ -381,3 +412,24 @@ class Hands:
             replica.commit_faults.failing = 0
             if not replica.alive:
                 replica.start()
+
+
+def _wants_running(kvvm: Json, vmi: Json | None) -> bool:
+    """Whether the VM is meant to run: its run strategy says so, or under `Manual` (the
+    platform's, Deckhouse) it runs a VMI that has not shut down or is asked to start."""
+    if not kvvm:
+        return False
+    if ob.dig(kvvm, "spec", "runStrategy") != "Manual":
+        return ob.wants_running(kvvm)
+    requests = ob.dig(kvvm, "status", "stateChangeRequests") or []
+    if requests and requests[-1].get("action") == "Start":
+        return True
+    return vmi is not None and ob.dig(vmi, "status", "phase") != "Succeeded"
+
+
+def _restart_left_to_user(vm: Json | None) -> bool:
+    """nicplug says on the VM that it leaves the pending restart to the user (a run
+    policy Deckhouse will not stop, a Stop the platform refused)."""
+    condition = ob.condition(vm, "AwaitingRestartToApplyConfiguration")
+    return condition is not None and "leaves the restart to you" in str(
+        condition.get("message", ""))

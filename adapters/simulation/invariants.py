@@ -17,8 +17,9 @@ the end of a step that may hide it:
   malformed (held still means still), or to a launcher pod whose SDN annotation it
   cannot read (an unreadable pod annotation does not hold the VM: that pod is left
   alone, the rest of the world is read and decided from);
-* `restart-repeated` — more than one `RestartVM` for one VMI uid, or a VM restarted more
-  than twice for one change of its desired networks;
+* `restart-repeated` — more than one restart (a VMI deleted, or nicplug's `Stop`
+  VirtualMachineOperation) for one VMI uid, or a VM restarted more than twice for one
+  change of its desired networks;
 * `migrations-in-flight` — a replica creates a migration while one is unfinished;
 * `untraceable-effect` — a replica wrote something its journal holds no effect for.
 
@@ -34,14 +35,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from nicplug.adapters.kube.resources import VMOP_VMI_UID_ANNOTATION
 from nicplug.simulator import networking as nw
 from nicplug.simulator import objects as ob
-from nicplug.simulator.resources import KVVMS, LEASES, PODS, VMIMS, VMIS, VMS
+from nicplug.simulator.resources import KVVMS, LEASES, PODS, VMIMS, VMIS, VMOPS, VMS
 from nicplug.simulator.store import Store
 from nicplug.simulator.watching import Change
 
 Json = dict[str, Any]
 USER_MIGRATION = "user-migration-"
+USER_OPERATION = "user-operation-"
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +91,8 @@ class Watchman:
             self._released(change)
         if change.resource is VMIMS and change.type == "ADDED":
             self._migration_created(change.obj)
+        if change.resource is VMOPS and change.type == "ADDED":
+            self._operation_created(change.obj)
         if change.resource is PODS and self.dialect == "deckhouse":
             self._tap(change)
         if change.resource in (VMIS, PODS) and self.dialect == "deckhouse":
@@ -149,6 +154,29 @@ class Watchman:
                             f"{ns}/{vm}: the running VMI holds {sorted(missing)} but its launcher "
                             f"pod {pod['metadata']['name']} has no link (ready SDN entry) for them")
 
+    def _operation_created(self, operation: Json) -> None:
+        """A replica asked Deckhouse to stop a VM (the first step of its restart): once
+        per VMI uid, and at most twice per change of the VM's networks."""
+        name = operation["metadata"]["name"]
+        if name.startswith(USER_OPERATION) or ob.dig(operation, "spec", "type") != "Stop":
+            return
+        ns = operation["metadata"].get("namespace", "")
+        vm = str(ob.dig(operation, "spec", "virtualMachineName"))
+        uid = str((operation["metadata"].get("annotations") or {}).get(
+            VMOP_VMI_UID_ANNOTATION, "unknown"))
+        self._restarted(ns, vm, uid, counted=True)
+
+    def _restarted(self, ns: str, vm: str, uid: str, *, counted: bool) -> None:
+        self.restarts_by_uid[uid] += 1
+        key = (f"{ns}/{vm}", self.changes[f"{ns}/{vm}"])
+        self.restarts_by_change[key] += 1
+        if counted and self.restarts_by_uid[uid] > 1:
+            self.report("restart-repeated", f"{ns}/{vm}: VMI {uid} restarted twice")
+        if self.restarts_by_change[key] > 2:
+            self.report("restart-repeated",
+                        f"{key[0]}: restarted {self.restarts_by_change[key]} times for one "
+                        f"change of its networks")
+
     def _migration_created(self, migration: Json) -> None:
         """The controller created a migration (the user's are named `user-migration-*`):
         no other migration of that VMI may be unfinished."""
@@ -189,16 +217,7 @@ class Watchman:
         if method == "DELETE" and "/virtualmachineinstances/" in path and target is not None:
             vmi = self.store.peek(VMIS, *target)
             uid = str(ob.dig(vmi, "metadata", "uid")) if vmi else "gone"
-            self.restarts_by_uid[uid] += 1
-            key = (f"{target[0]}/{target[1]}", self.changes[f"{target[0]}/{target[1]}"])
-            self.restarts_by_change[key] += 1
-            if vmi is not None and self.restarts_by_uid[uid] > 1:
-                self.report("restart-repeated",
-                            f"{target[0]}/{target[1]}: VMI {uid} restarted twice")
-            if self.restarts_by_change[key] > 2:
-                self.report("restart-repeated",
-                            f"{key[0]}: restarted {self.restarts_by_change[key]} times for one "
-                            f"change of its networks")
+            self._restarted(target[0], target[1], uid, counted=vmi is not None)
 
     def _lease(self) -> tuple[str, float]:
         lease = self.store.peek(LEASES, *self.lease)

@@ -9,7 +9,8 @@ file itself (opened on the loop's thread, as the controller opened it):
   `nicplug journal verify` and the process tests check);
 * `operation-stuck` — a live operation waits with no timer armed: nothing will ever
   move it unless the world happens to change (excepted: a `RestartRequired` that waits
-  for a user's restart under `Manual` approval, and a plug written for the next boot,
+  for a user's restart under `Manual` approval or where nicplug says on the VM that it
+  leaves the restart to the user, and a plug written for the next boot,
   `VMIPatched`, of a VM the user stopped) (the issue's liveness: terminal, or
   waiting in a state whose deadline is armed);
 * `failed-without-reason` — a `Failed` operation with no reason;
@@ -84,7 +85,8 @@ async def at_rest(path: Path, world: dict[str, dict[str, Any]], *,
                     latest[slot].snapshot.get("attempt", 0)):
                 latest[slot] = view
             its_vm = world.get(str(view.key))
-            waits_for_user = (manual_restarts and view.state == "RestartRequired") or (
+            waits_for_user = (view.state == "RestartRequired" and (
+                manual_restarts or (its_vm is not None and its_vm["restart_left_to_user"]))) or (
                 # written for the next boot of a VM the user stopped: waits for a start
                 view.state == "VMIPatched" and its_vm is not None and not its_vm["wants_running"])
             if not view.terminal and str(view.stream) not in armed and not waits_for_user:

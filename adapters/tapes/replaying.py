@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -178,7 +178,8 @@ class Replay:
         self._dialect = dialect_for(
             settings.dialect, cluster_nad_namespace=settings.cluster_network_namespace
         )
-        self._observing = Observing(self._dialect, settings.flavour(), scope=settings.scope())
+        self._flavour = settings.flavour()
+        self._observing = Observing(self._dialect, self._flavour, scope=settings.scope())
 
     async def run(self, lines: Readable | Iterable[bytes | Overlong]) -> ReplayResult:
         """Replay a tape: a binary stream, or its lines already cut."""
@@ -186,6 +187,7 @@ class Replay:
             cut = lines_of(lines) if isinstance(lines, Readable) else lines
             flavour, lines = sniff_flavour(cut, default=self.settings.flavour())
             flavour = with_dialect(flavour, self.settings.dialect)
+            self._flavour = flavour
             self._observing = Observing(self._dialect, flavour, scope=self.settings.scope())
         journal = await SQLiteJournal.open(
             str(self.journal_path) if self.journal_path else MEMORY, synchronous="NORMAL",
@@ -195,7 +197,10 @@ class Replay:
         errors = _Errors()
         # One key decided at a time: the journal's order then never depends on timing.
         runtime: Runtime[VMState, World] = Runtime(
-            HotplugDecider(self.settings.machine_config()), journal, executor, self.clock,
+            # restarts as the tape's cluster performs them (its flavour's names tell)
+            HotplugDecider(replace(self.settings.machine_config(),
+                                   restarts=self._flavour.restarts)),
+            journal, executor, self.clock,
             concurrency=1, listeners=[errors],
         )
         result = ReplayResult()

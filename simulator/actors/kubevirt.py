@@ -16,6 +16,10 @@ What it imitates (and what a controller driving it must cope with):
   lists before virt-handler attaches it: a VMI status entry with `infoSource`
   `multus-status` alone (virt-handler attaches only those).
 * Halting (`runStrategy: Halted`, `running: false`) deletes the VMI and its pods.
+* `runStrategy: Manual` (what Deckhouse gives every VM): nothing starts or stops by
+  itself; `status.stateChangeRequests` do (`Stop` deletes the VMI, `Start` makes one),
+  and a VMI deleted or shut down stays so. A `Failed` VMI is replaced, as Deckhouse's
+  VM controller restarts a failed guest (`sync_power_state.go`).
 * Restart: deleting the VMI of a running KVVM (what `virtctl restart` does) brings a new
   VMI and a new pod from the current template; a `Failed` VMI is replaced the same way
   (except under `runStrategy: Once`).
@@ -29,6 +33,12 @@ What it imitates (and what a controller driving it must cope with):
   `AutoMigrationDueToLiveUpdate` after the grace, as KubeVirt's migration evaluator does;
   it is cleared when the pod matches.
 * Migrations (`migrations.py`) run from here as well.
+* The VM's status conditions follow the VMI's at every sync of a VM that has a VMI, as
+  KubeVirt's VM controller does (`syncConditions`, `pkg/virt-controller/watch/vm/vm.go`):
+  each VMI condition is copied (updated in place when its status or reason differ), and
+  every other condition is removed, except `Ready`, `Failure` and `RestartRequired`.
+  Any write to the VM, its status included, is such a sync, so a condition someone else
+  sets on a VM that has a VMI is gone at once; a VM without a VMI keeps its conditions.
 
 Deckhouse: it never edits the SDN annotations of a pod it did not just create (that is
 the SDN's and the controller's business). Multus: it writes only the networks
@@ -72,7 +82,12 @@ class KubeVirt(Reactor):
         namespace, name = key
         kvvm = self.find(KVVMS, namespace, name)
         vmi = self.find(VMIS, namespace, name)
-        if kvvm is None or not ob.wants_running(kvvm):
+        manual = kvvm is not None and ob.dig(kvvm, "spec", "runStrategy") == "Manual"
+        starting = False
+        if kvvm is not None and manual:
+            kvvm, vmi, starting = self._state_change_requests(kvvm, vmi)
+        if kvvm is None or not (manual or ob.wants_running(kvvm)) or (
+                manual and vmi is None and not starting):
             if vmi is not None:
                 self.delete(VMIS, vmi)
             for pod in self.members(PODS, key):
@@ -81,9 +96,13 @@ class KubeVirt(Reactor):
                 kvvm = self._clear_absent(kvvm)
                 self._report(kvvm, None)
             return
-        finished = ob.dig(vmi, "status", "phase") in ("Failed", "Succeeded")
-        if vmi is not None and finished and ob.dig(kvvm, "spec", "runStrategy") == "Once":
-            self._report(kvvm, vmi)  # run once: a finished VMI stays as it ended
+        phase = ob.dig(vmi, "status", "phase")
+        finished = phase in ("Failed", "Succeeded")
+        if vmi is not None and finished and (
+                ob.dig(kvvm, "spec", "runStrategy") == "Once"
+                or (manual and phase == "Succeeded")):
+            # run once, or a guest shut down under Manual: the VMI stays as it ended
+            self._report(kvvm, vmi)
             return
         if vmi is not None and finished:
             if not self.due((vmi["metadata"]["uid"], "replace"), self.knobs.delays.restart, key):
@@ -97,6 +116,8 @@ class KubeVirt(Reactor):
             if not self.due((kvvm["metadata"]["uid"], "start"), self.knobs.delays.restart, key):
                 self._report(kvvm, None)
                 return
+            if manual:
+                kvvm = self._drop_first_request(kvvm)  # the Start it makes now
             vmi = self._start(kvvm, key)
             self.forget((kvvm["metadata"]["uid"], "start"))
         self._collect_pods(key, vmi)
@@ -110,6 +131,33 @@ class KubeVirt(Reactor):
         self._report(kvvm, vmi)
 
     # ------------------------------------------------------------- lifecycle
+
+    def _state_change_requests(
+        self, kvvm: Json, vmi: Json | None
+    ) -> tuple[Json, Json | None, bool]:
+        """Under `runStrategy: Manual` KubeVirt neither starts nor stops a VM by itself:
+        it follows `status.stateChangeRequests` (what `virtctl start`/`stop`/`restart`
+        and Deckhouse's controller write). A `Stop` (of the VMI its `uid` names, if any)
+        deletes the VMI; a `Start` with no VMI left starts one (`starting`; the request
+        is dropped once the VMI is made). Returns the KVVM and VMI as they are now."""
+        requests = ob.dig(kvvm, "status", "stateChangeRequests") or []
+        if requests and requests[0].get("action") == "Stop":
+            wanted = requests[0].get("uid")
+            if vmi is not None and (not wanted or wanted == vmi["metadata"]["uid"]):
+                self.delete(VMIS, vmi)
+                vmi = None
+            kvvm = self._drop_first_request(kvvm)
+            requests = ob.dig(kvvm, "status", "stateChangeRequests") or []
+        starting = vmi is None and bool(requests) and requests[0].get("action") == "Start"
+        return kvvm, vmi, starting
+
+    def _drop_first_request(self, kvvm: Json) -> Json:
+        def drop(obj: Json) -> None:
+            left = (obj.get("status") or {}).get("stateChangeRequests") or []
+            obj["status"]["stateChangeRequests"] = left[1:]
+            if not obj["status"]["stateChangeRequests"]:
+                del obj["status"]["stateChangeRequests"]
+        return self.edit(KVVMS, kvvm, drop, status=True)
 
     def new_pod(self, vmi: Json, request: str | None, *, avoid: str = "",
                 migration_uid: str | None = None) -> Json:
@@ -180,6 +228,8 @@ class KubeVirt(Reactor):
             status["printableStatus"] = printable
             status["created"] = vmi is not None
             status["ready"] = phase == "Running"
+            if vmi is not None:
+                ob.sync_conditions(status, vmi)
 
         self.edit(KVVMS, kvvm, report, status=True)
 

@@ -1,7 +1,10 @@
 """One contract for every SDN dialect, run against each of them.
 
 Each dialect comes with a stand-in for its SDN that writes the status annotation the
-way that SDN does, so the readiness rules are tested through the same questions.
+way that SDN does, and for whoever writes the request annotation and the KubeVirt
+networks: nicplug itself for deckhouse (`WritingDialect`), KubeVirt and the user's
+template for multus (written here as KubeVirt's generator and the user guide write
+them, not by nicplug), so the reading rules are tested through the same questions.
 """
 
 from __future__ import annotations
@@ -22,9 +25,11 @@ from nicplug.adapters.sdn import (
     Dialect,
     MalformedAnnotation,
     UnknownDialect,
+    WritingDialect,
     dialect_for,
 )
 from nicplug.machines.world import KVVMNetwork, NetworkSpec, SDNRequest
+from nicplug.simulator import networking as nw
 
 NS = "ns1"
 CLUSTER_NS = "cluster-nets"
@@ -69,6 +74,35 @@ def deckhouse_sdn(entries: Sequence[tuple[SDNRequest, Progress]]) -> str:
     return orjson.dumps(written).decode()
 
 
+def kubevirt_writes(requests: Sequence[SDNRequest], namespace: str = NS,
+                    cluster_namespace: str = CLUSTER_NS) -> str | None:
+    """The networks annotation as KubeVirt's generator writes it
+    (`pkg/network/pod/annotations/generator.go`: Go's field order, compact, `mac` from
+    the interface's macAddress, the pod network never listed); None: nothing to list."""
+    entries = []
+    for request in requests:
+        type_, _, name = request.identity.partition("/")
+        if type_ == "Main":
+            continue
+        entry = {"name": name,
+                 "namespace": cluster_namespace if type_ == "ClusterNetwork" else namespace}
+        if request.mac is not None:
+            entry["mac"] = request.mac
+        entry["interface"] = nw.multus_pod_interface(request.if_name)
+        entries.append(entry)
+    return orjson.dumps(entries).decode() if entries else None
+
+
+def templates_network(request: SDNRequest, namespace: str = NS,
+                      cluster_namespace: str = CLUSTER_NS) -> dict[str, object]:
+    """A KubeVirt VM template's network as the user guide writes it (multus)."""
+    type_, _, name = request.identity.partition("/")
+    if type_ == "Main":
+        return {"name": "default", "pod": {}}
+    where = cluster_namespace if type_ == "ClusterNetwork" else namespace
+    return {"name": request.if_name, "multus": {"networkName": f"{where}/{name}"}}
+
+
 def multus_sdn(entries: Sequence[tuple[SDNRequest, Progress]]) -> str:
     """The status multus writes: the default network, then every attachment that exists."""
     dialect = dialect_for("multus", cluster_nad_namespace=CLUSTER_NS)
@@ -79,7 +113,8 @@ def multus_sdn(entries: Sequence[tuple[SDNRequest, Progress]]) -> str:
     for request, progress in entries:
         if progress != "ready":
             continue  # multus lists an attachment once it exists, and nothing else
-        network = dialect.kubevirt_network(request=request, namespace=NS)["multus"]
+        network = templates_network(request)["multus"]
+        assert isinstance(network, dict)
         written.append(
             {"name": network["networkName"], "interface": dialect.pod_interface(
                 if_name=request.if_name), "mac": "02:00:00:00:00:02", "dns": {}}
@@ -92,12 +127,27 @@ class Case:
     dialect: Dialect
     sdn: Callable[[Sequence[tuple[SDNRequest, Progress]]], str]
     reports_failures: bool
+    requests: Callable[[Sequence[SDNRequest]], str | None]
+    """Who writes the request annotation: nicplug (deckhouse), KubeVirt (multus)."""
+    network: Callable[[SDNRequest], dict[str, object]]
+    """Who writes the KubeVirt networks: nicplug (deckhouse), the user (multus)."""
 
 
+def _written_by_nicplug(dialect: Dialect) -> WritingDialect:
+    assert isinstance(dialect, WritingDialect)
+    return dialect
+
+
+DECKHOUSE = _written_by_nicplug(dialect_for("deckhouse"))
 CASES = {
-    "deckhouse": Case(dialect_for("deckhouse"), deckhouse_sdn, reports_failures=True),
+    "deckhouse": Case(
+        DECKHOUSE, deckhouse_sdn, reports_failures=True,
+        requests=lambda rs: DECKHOUSE.render_requests(requests=rs, namespace=NS),
+        network=lambda r: DECKHOUSE.kubevirt_network(request=r, namespace=NS),
+    ),
     "multus": Case(
-        dialect_for("multus", cluster_nad_namespace=CLUSTER_NS), multus_sdn, reports_failures=False
+        dialect_for("multus", cluster_nad_namespace=CLUSTER_NS), multus_sdn,
+        reports_failures=False, requests=kubevirt_writes, network=templates_network,
     ),
 }
 
@@ -121,9 +171,9 @@ def comparable(request: SDNRequest, dialect: Dialect) -> SDNRequest:
     kept_id = request.id if dialect.carries_ids else None
     if dialect.name == "deckhouse" and kept_id == 0:
         kept_id = None  # Deckhouse writes 0 for "no id" (Go's ptr.Deref(id, 0))
+    carries_macs = not isinstance(dialect, WritingDialect) or dialect.carries_macs
     return SDNRequest(
-        request.identity, request.if_name, kept_id,
-        request.mac if dialect.carries_macs else None,
+        request.identity, request.if_name, kept_id, request.mac if carries_macs else None,
     )
 
 
@@ -144,7 +194,7 @@ def test_registry_knows_every_dialect_by_name() -> None:
 def test_round_trip_keeps_order_identity_ifname_and_mac(case: Case) -> None:
     d = case.dialect
     requests = (STORAGE, USER_NET)
-    value = d.render_requests(requests=requests, namespace=NS)
+    value = case.requests(requests)
     assert value is not None
     parsed = d.parse_requests(value=value, namespace=NS)
     assert parsed == tuple(comparable(r, d) for r in requests)
@@ -152,8 +202,8 @@ def test_round_trip_keeps_order_identity_ifname_and_mac(case: Case) -> None:
 
 def test_main_is_never_listed(case: Case) -> None:
     d = case.dialect
-    with_main = d.render_requests(requests=[MAIN, USER_NET], namespace=NS)
-    assert with_main == d.render_requests(requests=[USER_NET], namespace=NS)
+    with_main = case.requests([MAIN, USER_NET])
+    assert with_main == case.requests([USER_NET])
     assert with_main is not None and "default" not in with_main
     assert [r.identity for r in d.parse_requests(value=with_main, namespace=NS)] == [
         "Network/user-net"
@@ -162,7 +212,7 @@ def test_main_is_never_listed(case: Case) -> None:
 
 @pytest.mark.parametrize("requests", [(), (MAIN,)], ids=["nothing", "only-main"])
 def test_only_main_removes_the_annotation(case: Case, requests: tuple[SDNRequest, ...]) -> None:
-    assert case.dialect.render_requests(requests=requests, namespace=NS) is None
+    assert case.requests(requests) is None
 
 
 def test_absent_annotations_mean_nothing_requested_or_reported(case: Case) -> None:
@@ -171,18 +221,19 @@ def test_absent_annotations_mean_nothing_requested_or_reported(case: Case) -> No
     assert case.dialect.parse_requests(value="[]", namespace=NS) == ()
 
 
-KEY_ORDER = {"deckhouse": ["id", "type", "name", "ifName", "uid", "gid"]}
+KEY_ORDER = ["id", "type", "name", "ifName", "uid", "gid"]
 """Deckhouse marshals a Go struct: its field order, not sorted (pkg/common/network/types.go)."""
 
 
-def test_rendering_is_deterministic_in_a_fixed_key_order(case: Case) -> None:
-    d = case.dialect
+def test_rendering_is_deterministic_in_a_fixed_key_order() -> None:
+    """Only where nicplug writes the request annotation (deckhouse)."""
+    d = DECKHOUSE
     first = d.render_requests(requests=[USER_NET, STORAGE], namespace=NS)
     assert first == d.render_requests(requests=(USER_NET, STORAGE), namespace=NS)
     assert first is not None and ", " not in first
     entries = orjson.loads(first)
     for entry in entries:
-        assert list(entry) == KEY_ORDER.get(d.name, sorted(entry))
+        assert list(entry) == KEY_ORDER
     swapped = d.render_requests(requests=[STORAGE, USER_NET], namespace=NS)
     assert swapped is not None
     assert orjson.loads(swapped) == entries[::-1]
@@ -206,7 +257,7 @@ def test_any_list_of_networks_round_trips(
 ) -> None:
     d = CASES[name].dialect
     requests = [request_for(spec, mac) for spec, mac in entries]
-    value = d.render_requests(requests=requests, namespace=NS)
+    value = CASES[name].requests(requests)
     if not requests:
         assert value is None
         return
@@ -223,7 +274,7 @@ def test_any_list_of_networks_round_trips(
 def test_interface_names_are_short_and_stable(name: str, spec: NetworkSpec) -> None:
     d = CASES[name].dialect
     request = request_for(spec)
-    network = d.kubevirt_network(request=request, namespace=NS)
+    network = CASES[name].network(request)
     assert network["name"] == spec.if_name == NetworkSpec(spec.type, spec.name).if_name
     assert 0 < len(str(network["name"])) <= 15
     pod_side = d.pod_interface(if_name=spec.if_name)
@@ -241,26 +292,21 @@ def test_pod_side_names_follow_each_sdn() -> None:
 
 
 def test_kubevirt_network_shapes() -> None:
-    deckhouse, multus = CASES["deckhouse"].dialect, CASES["multus"].dialect
-    assert deckhouse.kubevirt_network(request=USER_NET, namespace=NS) == {
+    """Only where nicplug writes the KVVM (deckhouse); in the kubevirt flavour the user
+    writes the template and nicplug reads it."""
+    assert DECKHOUSE.kubevirt_network(request=USER_NET, namespace=NS) == {
         "name": "veth_nc582920b",
         "pod": {},
     }
-    assert multus.kubevirt_network(request=USER_NET, namespace=NS) == {
-        "name": "veth_nc582920b",
-        "multus": {"networkName": "ns1/user-net"},
-    }
-    assert multus.kubevirt_network(request=STORAGE, namespace=NS) == {
-        "name": STORAGE.if_name,
-        "multus": {"networkName": "cluster-nets/storage"},
-    }
+    assert not hasattr(CASES["multus"].dialect, "kubevirt_network")
+    assert not hasattr(CASES["multus"].dialect, "render_requests")
 
 
 def test_network_identity_reverses_the_kubevirt_network(case: Case) -> None:
     d = case.dialect
     known = {r.if_name: r.identity for r in (USER_NET, STORAGE)}
     for request in (USER_NET, STORAGE, MAIN):
-        network = kvvm_network(d.kubevirt_network(request=request, namespace=NS))
+        network = kvvm_network(case.network(request))
         assert d.network_identity(network=network, namespace=NS, known=known) == request.identity
     stranger = KVVMNetwork(name="veth_n00000000")
     assert d.network_identity(network=stranger, namespace=NS, known=known) is None
@@ -272,10 +318,10 @@ def test_multus_tells_network_from_cluster_network_in_one_namespace() -> None:
         request_for(NetworkSpec("Network", "shared")),
         request_for(NetworkSpec("ClusterNetwork", "shared")),
     )
-    value = d.render_requests(requests=requests, namespace=NS)
+    value = kubevirt_writes(requests, NS, NS)
     assert d.parse_requests(value=value, namespace=NS) == requests
     for request in requests:
-        network = kvvm_network(d.kubevirt_network(request=request, namespace=NS))
+        network = kvvm_network(templates_network(request, NS, NS))
         assert d.network_identity(network=network, namespace=NS, known={}) == request.identity
     # without KubeVirt's interface name the NAD could be either: not nicplug's to claim
     assert d.parse_requests(value='[{"name": "shared", "namespace": "ns1"}]', namespace=NS) == ()
@@ -451,7 +497,7 @@ def test_request_entries_of_the_wrong_shape_are_malformed(
 
 def test_a_network_listed_twice_is_malformed(case: Case) -> None:
     d = case.dialect
-    value = d.render_requests(requests=[USER_NET], namespace=NS)
+    value = case.requests([USER_NET])
     assert value is not None
     twice = orjson.dumps(orjson.loads(value) * 2).decode()
     with pytest.raises(MalformedAnnotation, match="listed twice"):

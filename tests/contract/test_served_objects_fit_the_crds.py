@@ -128,7 +128,7 @@ def _kubevirt_schema(name: str) -> dict[str, Any]:
 async def test_what_the_simulator_and_nicplug_write_fits_kubevirts_own_schemas() -> None:
     """The upstream flavour: KubeVirt's schemas as its operator installs them
     (`validations_generated.go`), every served VM, VMI, migration and KubeVirt CR,
-    including a KVVM interface and network as the multus dialect builds them and a
+    including a KVVM interface and network as the user guide adds them and a
     migration as nicplug creates one."""
     fixtures = Fixtures(vms=2, vm_networks=(("Network", "user-net"),))
     async with SimulatedCluster(Knobs(dialect="multus"), clock=VirtualSimClock(),
@@ -137,11 +137,10 @@ async def test_what_the_simulator_and_nicplug_write_fits_kubevirts_own_schemas()
         connection = await connect(ClientSettings(kubeconfig=cluster.kubeconfig_path))
         try:
             calls = KubeCalls(connection)
-            dialect = dialect_for("multus")
-            request = SDNRequest("ClusterNetwork/storage", "veth_cn0a1b2c3d", id=3,
-                                 mac="02:00:00:00:00:03")
-            interface = dialect.kubevirt_interface(request=request, current=None)
-            network = dialect.kubevirt_network(request=request, namespace=NS)
+            # the user's hotplug edit, as KubeVirt's user guide writes it
+            interface = {"name": "veth_cn0a1b2c3d", "bridge": {},
+                         "macAddress": "02:00:00:00:00:03"}
+            network = {"name": "veth_cn0a1b2c3d", "multus": {"networkName": "default/storage"}}
             base = "/spec/template/spec"
             await calls.patch(UPSTREAM.kvvms, NS, VM, [
                 {"op": "add", "path": f"{base}/domain/devices/interfaces/-", "value": interface},

@@ -207,6 +207,7 @@ class User:
         self.url = cluster.url
         self.cluster = cluster
         self.session = aiohttp.ClientSession(headers={"Authorization": "Bearer user"})
+        self._restarts = 0
 
     async def _send(self, method: str, path: str, body: Any = None,
                     content_type: str = MERGE) -> dict[str, Any]:
@@ -314,8 +315,21 @@ class User:
         await self._send("PATCH", f"/api/v1/namespaces/{namespace}/pods/{name}", patch)
 
     async def restart(self, vm: str) -> None:
-        """What `virtctl restart` does: delete the VMI; KubeVirt starts a new one."""
+        """What `virtctl restart` does: delete the VMI; KubeVirt starts a new one. On
+        Deckhouse (runStrategy Manual: a deleted VMI stays deleted) what `d8 v restart`
+        does: a `Restart` VirtualMachineOperation."""
         namespace, name = split(vm)
+        if self.cluster.knobs.dialect == "deckhouse":
+            self._restarts += 1
+            await self._send(
+                "POST", f"/apis/virtualization.deckhouse.io/v1alpha2/namespaces/{namespace}"
+                "/virtualmachineoperations",
+                {"apiVersion": "virtualization.deckhouse.io/v1alpha2",
+                 "kind": "VirtualMachineOperation",
+                 "metadata": {"name": f"restart-{name}-{self._restarts}", "namespace": namespace},
+                 "spec": {"type": "Restart", "virtualMachineName": name}},
+                content_type="application/json")
+            return
         group, plural = served(self.cluster, "kubevirt.io", "virtualmachineinstances")
         await self._send("DELETE", f"/apis/{group}/v1/namespaces/{namespace}/{plural}/{name}")
 

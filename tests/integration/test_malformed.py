@@ -40,8 +40,10 @@ async def test_malformed_objects_hold_one_vm_and_never_stop_the_others(
     await user.add_network(BAD_VM, *USER_NET)
     if dialect == "deckhouse":
         await user.patch_vm(BAD_VM, {"spec": {"networks": [{"type": "Main", "id": "one"}]}})
-    else:  # the desired state is the KubeVirt VM: make that one unreadable
-        await user.patch_kvvm(BAD_VM, {"status": {"conditions": [{"type": 1}]}}, status=True)
+    else:  # the desired state is the KubeVirt VM: make that one unreadable (a condition
+        # of a type KubeVirt's syncConditions keeps, so the simulated KubeVirt leaves it)
+        await user.patch_kvvm(BAD_VM, {"status": {"conditions": [
+            {"type": "RestartRequired", "status": 1}]}}, status=True)
     (pod,) = active_pods(cluster.store, BAD_POD)
     namespace, _ = split(BAD_POD)
     await user.patch_pod(namespace, pod["metadata"]["name"],
@@ -70,7 +72,7 @@ async def test_malformed_objects_hold_one_vm_and_never_stop_the_others(
     assert await ctl.metric("nicplug_observation_errors_total", kind="object") >= 1
     assert await ctl.metric("nicplug_observation_errors_total", kind="annotation") >= 1
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
-    field = "spec.networks[0].id" if dialect == "deckhouse" else "status.conditions[0].type"
+    field = "spec.networks[0].id" if dialect == "deckhouse" else "status.conditions[0].status"
     assert any(m.startswith(f"vm={BAD_VM} held still") and field in m
                for m in warnings), warnings
     assert any(m.startswith(f"vm={BAD_POD} waits on an unreadable pod annotation")

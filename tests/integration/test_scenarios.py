@@ -14,7 +14,7 @@ from nicplug.simulator import objects as ob
 from nicplug.simulator.cluster import SimulatedCluster
 from nicplug.simulator.fixtures import Fixtures
 from nicplug.simulator.knobs import Failures, Knobs
-from nicplug.simulator.resources import KVVMS, PODS, VMIMS, VMIS, VMMACS, VMS
+from nicplug.simulator.resources import KVVMS, PODS, VMIMS, VMIS, VMMACS, VMOPS, VMS
 from tests.integration.cluster_view import (
     Trail,
     active_pods,
@@ -256,9 +256,14 @@ async def test_removing_main_requires_a_restart(knobs, start_cluster, start_cont
     op = await ctl.journal.wait_for(VM, "Main", "unplug", {"RestartRequired", "Failed"})
 
     assert await ctl.journal.path_of(op.stream) == ["Requested", "RestartRequired"]
-    await eventually(lambda: restart_pending(cluster, VM), what="the restart condition")
-    condition = vm_condition(cluster.store, VM, "AwaitingRestartToApplyConfiguration")
-    assert "Main" in condition["message"]
+    if knobs.dialect == "deckhouse":
+        await eventually(lambda: restart_pending(cluster, VM), what="the restart condition")
+        condition = vm_condition(cluster.store, VM, "AwaitingRestartToApplyConfiguration")
+        assert "Main" in condition["message"]
+    else:  # KubeVirt removes a condition it did not set from a VM that has a VMI
+        await eventually(lambda: any(e.get("reason") == "UnplugRestartRequired"
+                                     for e in cluster.events()), what="the restart Event")
+        assert _condition_writes(cluster) == 0
     assert_requests(cluster, VM, [USER_NET])
     assert_interface(cluster, VM, USER_NET, present=True)
     if knobs.dialect == "deckhouse":
@@ -309,6 +314,12 @@ async def test_stage_with_automatic_approval_applies_at_restart(
     deleted = [r for r in cluster.requests
                if r.verb == "delete" and r.resource.endswith("virtualmachineinstances")]
     assert deleted == []
+    if knobs.dialect == "deckhouse":  # through the platform: a Stop, then a Start
+        made, _ = cluster.store.list(VMOPS, split(VM)[0])
+        assert [o["spec"]["type"] for o in sorted(
+            made, key=lambda o: int(o["metadata"]["resourceVersion"]))] == ["Stop", "Start"]
+        assert all(o["status"]["phase"] == "Completed" for o in made)
+        assert cluster.store.get(KVVMS, *split(VM))["spec"]["runStrategy"] == "Manual"
     assert _restart_flagged(trail)
     await eventually(lambda: not restart_pending(cluster, VM),
                      what="the restart condition to clear")
@@ -366,13 +377,17 @@ async def test_always_live_gating_hotplugs_in_place_under_stage(
     assert_requests(cluster, VM, [USER_NET])
     assert_interface(cluster, VM, USER_NET, present=True)
     # what the strategy hid is reported: on the VM, as an Event, in the metrics
-    await eventually(lambda: vm_condition(cluster.store, VM, "NetworkChangeBypassedRollout")
-                     is not None, what="the rollout-bypass condition")
-    condition = vm_condition(cluster.store, VM, "NetworkChangeBypassedRollout")
-    assert condition["status"] == "True" and "restart the VM" in condition["message"]
     assert await ctl.metric("nicplug_rollout_bypassed_total") == 1
     await eventually(lambda: any(e.get("reason") == "RolloutBypassed"
                                  for e in cluster.events()), what="the RolloutBypassed Event")
+    if knobs.dialect == "deckhouse":
+        await eventually(lambda: vm_condition(cluster.store, VM, "NetworkChangeBypassedRollout")
+                         is not None, what="the rollout-bypass condition")
+        condition = vm_condition(cluster.store, VM, "NetworkChangeBypassedRollout")
+        assert condition["status"] == "True" and "restart the VM" in condition["message"]
+    else:  # KubeVirt removes a condition it did not set from a VM that has a VMI
+        assert "restart the VM" in await ctl.journal.explain(op.stream)
+        assert _condition_writes(cluster) == 0
     assert_healthy(cluster)
 
 
@@ -382,6 +397,12 @@ NO_DNC = Knobs(dialect="multus", dynamic_networks_controller=False, delays=QUICK
                migration_required_grace=0.2)
 # the VMI has the interface, virt-controller put it on the pod, multus never reports it
 MIGRATION_PATH = ["Requested", "VMIPatched", "AnnotationPatched", "MigrationRequired"]
+
+
+def _condition_writes(cluster: SimulatedCluster) -> int:
+    """nicplug's writes of the KubeVirt VM's status (its conditions)."""
+    return sum(1 for r in cluster.requests if r.user_agent.startswith("nicplug")
+               and r.resource == KVVMS.plural and r.subresource == "status")
 
 
 def _migrations_created(cluster: SimulatedCluster) -> int:
@@ -439,9 +460,10 @@ async def test_opt_in_by_namespace_label_and_out_by_the_vms_own(
     (waiting,) = await ctl.journal.of(other, "Network/user-net")
     assert waiting.state == "MigrationRequired"
     await eventually(
-        lambda: "has not opted in" in str(
-            (vm_condition(cluster.store, other, "NetworkHotplugAwaitingMigration") or {})
-            .get("message")), what="the opted-out VM's condition")
+        lambda: any("has not opted in" in str(e.get("message")) and e.get("type") == "Warning"
+                    and (e.get("involvedObject") or {}).get("name") == split(other)[1]
+                    for e in cluster.events()), what="the opted-out VM's Warning Event")
+    assert "has not opted in" in await ctl.journal.explain(waiting.stream)
     assert _migrations_created(cluster) == 1
     assert_healthy(cluster)
 
@@ -456,17 +478,18 @@ async def test_manual_migrations_wait_and_say_so(start_cluster, start_controller
 
     assert await ctl.journal.path_of(op.stream) == MIGRATION_PATH
     await eventually(
-        lambda: vm_condition(cluster.store, VM, "NetworkHotplugAwaitingMigration") is not None,
-        what="the NetworkHotplugAwaitingMigration condition",
+        lambda: any(e.get("reason") == "PlugMigrationRequired" and e.get("type") == "Warning"
+                    and "manual" in str(e.get("message")) for e in cluster.events()),
+        what="the Warning Event saying why",
     )
-    condition = vm_condition(cluster.store, VM, "NetworkHotplugAwaitingMigration")
-    assert (condition["status"], condition["reason"]) == ("True", "MigrationRequired")
-    assert "Network/user-net" in condition["message"]
-    assert "manual" in condition["message"]
-    # it stays there: no migration of nicplug's, the operation still waits
+    said = await ctl.journal.explain(op.stream)
+    assert "--migrations=manual" in said
+    # it stays there: no migration of nicplug's, the operation still waits, and nothing
+    # is written to the VM (KubeVirt would remove a condition at once)
     assert _migrations_created(cluster) == 0
     (still,) = await ctl.journal.of(VM, "Network/user-net")
     assert still.state == "MigrationRequired"
+    assert _condition_writes(cluster) == 0
     assert_healthy(cluster)
 
 
@@ -507,12 +530,8 @@ async def test_a_vm_kubevirt_cannot_migrate_waits_and_says_why(
                                                                      "Failed", "Attached"})
 
     assert op.state == "MigrationRequired"
-    await eventually(
-        lambda: vm_condition(cluster.store, VM, "NetworkHotplugAwaitingMigration") is not None,
-        what="the NetworkHotplugAwaitingMigration condition",
-    )
-    message = vm_condition(cluster.store, VM, "NetworkHotplugAwaitingMigration")["message"]
-    assert "InterfaceNotLiveMigratable" in message and "restart the VM" in message
+    message = await ctl.journal.explain(op.stream)
+    assert "InterfaceNotLiveMigratable" in message
     await eventually(lambda: any("InterfaceNotLiveMigratable" in str(e.get("message"))
                                  and e.get("type") == "Warning" for e in cluster.events()),
                      what="a Warning Event saying why")
@@ -525,8 +544,8 @@ async def test_the_vms_mac_reaches_the_pod_through_kubevirt(
 ):
     """Upstream KubeVirt: the user's template is the desired state. A MAC the user
     wrote as the interface's macAddress reaches the pod through KubeVirt's generator,
-    the plug is journaled step by step, and nicplug writes nothing of the KubeVirt VM
-    but its status (conditions)."""
+    the plug is journaled step by step, and nicplug writes nothing of the KubeVirt VM,
+    not even its status (KubeVirt would remove a condition of nicplug's at once)."""
     knobs = DIALECTS["multus"]
     cluster = await start_cluster(knobs)
     ctl = await start_controller(cluster)
@@ -543,8 +562,7 @@ async def test_the_vms_mac_reaches_the_pod_through_kubevirt(
         f'"interface":"{nw.multus_pod_interface("dyniface1")}"}}]'
     )
     kubevirt_vm = [r for r in cluster.requests if r.user_agent.startswith("nicplug")
-                   and r.verb in ("patch", "update") and r.resource.endswith("virtualmachines")
-                   and r.subresource != "status"]
+                   and r.verb in ("patch", "update") and r.resource.endswith("virtualmachines")]
     assert kubevirt_vm == []
     assert not any(r.user_agent.startswith("nicplug") and r.verb == "patch"
                    and r.resource == "pods" for r in cluster.requests)
@@ -560,19 +578,42 @@ async def test_the_vms_mac_reaches_the_pod_through_kubevirt(
 async def test_nicplugs_migrations_respect_the_cluster_wide_cap(
     start_cluster, start_controller, follow, user_of
 ):
-    """With room for one migration at a time, the second VM's waits for the first."""
-    cluster = await start_cluster(NO_DNC, Fixtures(vms=2))
+    """With room for one migration at a time, the second VM's waits for the first, and
+    says so: the cap's hold is journaled on its operation (`MigrationHeld`), `explain`
+    tells how many are in flight and the cap, and a Warning Event names it."""
+    knobs = replace(NO_DNC, delays=replace(QUICK, migration=2.0))
+    cluster = await start_cluster(knobs, Fixtures(vms=2))
     trail = follow(cluster, VMIMS)
-    ctl = await start_controller(cluster, max_migrations=1)
+    ctl = await start_controller(cluster, max_migrations=1, effect_reissue_after=0.5)
     user = user_of(cluster)
     vms = ["default/vm-00000", "default/vm-00001"]
 
     for vm in vms:
         await user.add_network(vm, *USER_NET)
+    held: list[str] = []
+
+    async def one_is_held() -> bool:
+        for vm in vms:
+            for op in await ctl.journal.of(vm, "Network/user-net"):
+                if op.state == "MigrationRequired" and "waits for a migration slot" in (
+                        await ctl.journal.explain(op.stream)):
+                    held.append(op.stream)
+                    return True
+        return False
+
+    await eventually(one_is_held, what="an operation held back by the cap", within=15.0)
+    explained = await ctl.journal.explain(held[0])
+    assert "1 of nicplug's migrations are in flight cluster-wide" in explained
+    assert "at most 1 run at once (--max-migrations)" in explained
+    await eventually(lambda: any(e.get("reason") == "PlugWaitingForMigrationSlot"
+                                 and e.get("type") == "Warning" for e in cluster.events()),
+                     what="the Warning Event of the held migration")
     for vm in vms:
         op = await ctl.journal.wait_for(vm, "Network/user-net", "plug", {"Attached", "Failed"},
                                         within=30.0)
         assert op.state == "Attached", op.label()
+    steps = await ctl.journal.path_of(held[0])
+    assert steps[-3:] == ["MigrationRequired", "Migrating", "Attached"]
 
     running: set[str] = set()
     most = 0

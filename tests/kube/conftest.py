@@ -11,6 +11,7 @@ import pytest
 from aiohttp import web
 
 from nicplug.adapters.kube.client import ApiConnection, ClientSettings, connect
+from nicplug.simulator.apis import served_api
 from nicplug.simulator.faults import Faults
 from nicplug.simulator.kubeconfig import write_kubeconfig
 from nicplug.simulator.server import REQUEST_LOG, RequestRecord, make_app, serve
@@ -43,12 +44,14 @@ ServerFactory = Callable[..., Awaitable[ApiServer]]
 @pytest.fixture
 async def start_server(tmp_path: Path) -> AsyncIterator[ServerFactory]:
     """Start simulated API servers (`history`, `bookmark_interval` as the store and app
-    take them); all are stopped at the end of the test."""
+    take them, `api` the KubeVirt names served); all are stopped at the end of the test."""
     runners: list[web.AppRunner] = []
 
-    async def start(*, history: int = 10_000, bookmark_interval: float = 60.0) -> ApiServer:
+    async def start(*, history: int = 10_000, bookmark_interval: float = 60.0,
+                    api: str = "upstream") -> ApiServer:
         store, faults = Store(history=history), Faults()
-        app = make_app(store, faults, bookmark_interval=bookmark_interval)
+        app = make_app(store, faults, bookmark_interval=bookmark_interval,
+                       api=served_api(api))
         runner, url = await serve(app)
         runners.append(runner)
         path = write_kubeconfig(tmp_path / f"kubeconfig-{len(runners)}", url)

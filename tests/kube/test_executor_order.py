@@ -280,3 +280,19 @@ async def test_an_effect_payload_no_version_can_read_is_dropped_not_rejected(
     assert isinstance(raised.value, RetryAfterObservation)  # decided again, not Failed
     assert not isinstance(raised.value, PermanentError)
     assert store.get(KVVMS, "ns1", "vm") == before
+
+
+async def test_a_dialect_that_only_reads_writes_no_pod_and_no_kvvm(
+    connection: ApiConnection, api_server: ApiServer
+) -> None:
+    """Where KubeVirt writes the networks annotation and the user the template (the
+    kubevirt flavour), the machines never ask for a pod or KVVM patch; one that came
+    anyway (an outbox of another configuration) is refused for good, and nothing is sent."""
+    executor = KubeExecutor(KubeCalls(connection), dialect_for("multus"), flavour=UPSTREAM)
+    before = len(api_server.requests)
+    pod = PatchPodNetworks("ns1", "virt-launcher-vm-1", "uid", ())
+    plug = kvvm_patch(VMNetworkEntry(NET_A, "Network/net-a"))
+    for effect in (pending(1, pod), pending(2, plug)):
+        with pytest.raises(PermanentError, match="never nicplug's"):
+            await executor.execute(effect)
+    assert len(api_server.requests) == before

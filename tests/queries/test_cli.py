@@ -21,7 +21,7 @@ from nicplug.engine.schema import latest_version
 OPERATION_KEYS = {
     "id", "vm", "vm_uid", "network", "if_name", "direction", "flavour", "attempt", "state",
     "terminal", "reason", "message", "history", "opened_at", "entered_at", "retry_at",
-    "bypassed_vmi", "waiting", "updated_wall", "archived",
+    "bypassed_vmi", "waiting", "held", "updated_wall", "archived",
 }
 STEP_KEYS = {"version", "position", "type", "from", "to", "trigger", "reason", "message", "at",
              "wall", "cause"}

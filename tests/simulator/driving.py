@@ -14,11 +14,24 @@ from nicplug.simulator import objects as ob
 from nicplug.simulator.errors import NotFound
 from nicplug.simulator.fixtures import fixture_mac, request_entry, vmmac_name
 from nicplug.simulator.knobs import Knobs
-from nicplug.simulator.resources import KVVMS, PODS, VMIMS, VMIS, VMMACS, VMS
+from nicplug.simulator.resources import KVVMS, PODS, VMIMS, VMIS, VMMACS, VMOPS, VMS
 from nicplug.simulator.store import Store
 
 MERGE = "application/merge-patch+json"
 Json = dict[str, Any]
+
+
+def restart(store: Store, knobs: Knobs, ns: str, vm: str, name: str = "user-restart") -> None:
+    """A user's restart: on Deckhouse (runStrategy Manual, where deleting the VMI stops
+    the VM for good) a `Restart` VirtualMachineOperation, as `d8 v restart` makes it;
+    upstream, the VMI deleted (`virtctl restart`)."""
+    if knobs.dialect == "deckhouse":
+        store.create(VMOPS, {
+            "apiVersion": VMOPS.api_version, "kind": VMOPS.kind,
+            "metadata": {"name": name, "namespace": ns},
+            "spec": {"type": "Restart", "virtualMachineName": vm}})
+    else:
+        store.delete(VMIS, ns, vm)
 
 
 def pods_of(store: Store, ns: str, vm: str) -> list[Json]:

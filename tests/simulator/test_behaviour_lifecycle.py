@@ -42,7 +42,7 @@ async def test_fixtures_create_running_vms_that_the_actors_leave_alone() -> None
         await cluster.stop()
 
 
-async def test_deleting_the_vmi_restarts_the_vm_from_the_current_template() -> None:
+async def test_a_restart_starts_the_vm_from_the_current_template() -> None:
     knobs = Knobs(dialect="deckhouse", delays=DELAYS)
     cluster = SimulatedCluster(knobs, clock=VirtualSimClock(), serve=False,
                                fixtures=Fixtures(vms=1))
@@ -53,7 +53,7 @@ async def test_deleting_the_vmi_restarts_the_vm_from_the_current_template() -> N
     d.plug_kvvm(store, knobs, ns, vm, "Network", "user-net")  # a staged change...
     d.plug_kvvm(store, knobs, ns, vm, "ClusterNetwork", "storage", 3)
     old = store.get(VMIS, ns, vm)
-    store.delete(VMIS, ns, vm)  # ...applied by a restart (what `virtctl restart` does)
+    d.restart(store, knobs, ns, vm)  # ...applied by a restart (`d8 v restart`)
     await cluster.advance(0.5)
     assert d.pods_of(store, ns, vm) == []
     await cluster.advance(0.5)
@@ -113,7 +113,7 @@ async def test_malformed_annotations_are_ignored_not_crashed_on() -> None:
                 ob.request_annotation(knobs.dialect): raw}
             store.update(KVVMS, kvvm)
             await cluster.advance(5.0)
-        store.delete(VMIS, ns, vm)  # a restart with a malformed template annotation
+        d.restart(store, knobs, ns, vm)  # a restart with a malformed template annotation
         await cluster.advance(5.0)
         assert cluster.actor_errors == []
         assert store.get(VMIS, ns, vm)["status"]["phase"] == "Running"

@@ -145,3 +145,49 @@ async def test_a_migration_fails_when_the_vmi_cannot_move(why: str) -> None:
     assert len(d.pods_of(store, NS, VM)) == 1
     assert cluster.actor_errors == []
     await cluster.stop()
+
+
+def _vm_conditions(store: object, ns: str = NS, vm: str = VM) -> dict[str, tuple[str, str]]:
+    kvvm = store.get(KVVMS, ns, vm)  # type: ignore[attr-defined]
+    return {c["type"]: (c["status"], c.get("reason", ""))
+            for c in ob.dig(kvvm, "status", "conditions") or []}
+
+
+async def test_the_vm_controller_keeps_only_the_vmis_conditions_and_its_own_three() -> None:
+    """KubeVirt's `syncConditions` (pkg/virt-controller/watch/vm/vm.go): at every sync
+    of a VM that has a VMI, the VMI's conditions are copied onto the VM and every other
+    one is removed but Ready, Failure and RestartRequired; a write to the VM's status
+    is such a sync. A VM without a VMI keeps what it has."""
+    knobs = Knobs(dialect="multus", delays=DELAYS)
+    cluster = await started(knobs)
+    store = cluster.store
+    synced = _vm_conditions(store)
+    assert synced["LiveMigratable"][0] == "True" and "Ready" not in synced  # (VMI's Ready)
+    kvvm = store.get(KVVMS, NS, VM)
+    status = kvvm.get("status") or {}
+    for type_ in ("NetworkHotplugAwaitingMigration", "RestartRequired", "Failure"):
+        ob.set_condition(status, type_, "True", "Someone")
+    store.update(KVVMS, kvvm | {"status": status}, subresource="status")
+    await cluster.advance(0.1)
+    after = _vm_conditions(store)
+    assert "NetworkHotplugAwaitingMigration" not in after  # removed at once
+    assert after["RestartRequired"] == after["Failure"] == ("True", "Someone")
+    assert after["LiveMigratable"] == synced["LiveMigratable"]
+    # a VMI condition that changes is copied again
+    d.plug_kvvm(store, knobs, NS, VM, "Network", "user-net")
+    await cluster.advance(30.0)
+    assert _vm_conditions(store).get("MigrationRequired", ("", ""))[0] == "True"
+
+    # stopped: no VMI, nothing removed
+    store.patch(KVVMS, NS, VM, {"spec": {"runStrategy": "Halted"}},
+                content_type="application/merge-patch+json")
+    await cluster.advance(1.0)
+    assert store.peek(VMIS, NS, VM) is None
+    kvvm = store.get(KVVMS, NS, VM)
+    status = kvvm.get("status") or {}
+    ob.set_condition(status, "NetworkHotplugFailed", "True", "Someone")
+    store.update(KVVMS, kvvm | {"status": status}, subresource="status")
+    await cluster.advance(1.0)
+    assert _vm_conditions(store)["NetworkHotplugFailed"] == ("True", "Someone")
+    assert cluster.actor_errors == []
+    await cluster.stop()

@@ -123,6 +123,8 @@ def _concerns(obj: dict[str, Any], namespace: str, name: str) -> bool:
             "vm.kubevirt.internal.virtualization.deckhouse.io/name")
     elif kind == "VirtualMachineInstanceMigration":
         owner = (obj.get("spec") or {}).get("vmiName")
+    elif kind == "VirtualMachineOperation":  # Deckhouse's: the VM it acts on
+        owner = (obj.get("spec") or {}).get("virtualMachineName")
     elif kind == "VirtualMachineMACAddress":  # owned by its VM, as Deckhouse makes it
         owner = next((o.get("name") for o in meta.get("ownerReferences") or []
                       if o.get("kind") == "VirtualMachine"), None)

@@ -32,6 +32,7 @@ from nicplug.adapters.kube.translate.objects import (
     VMIMObject,
     VMIObject,
     VMMACObject,
+    VMOPObject,
     address_of,
     read,
 )
@@ -44,6 +45,7 @@ from nicplug.machines.world import (
     KVVMNetwork,
     LauncherPod,
     Migration,
+    VMOperation,
     World,
     if_name_of,
     if_name_of_mac,
@@ -77,6 +79,8 @@ class VMObjects:
     vm_mac_addresses: Iterable[Body] | None = None
     """The VM's `VirtualMachineMACAddress`es where the platform names interfaces after
     their MAC (Deckhouse); None where it does not (upstream KubeVirt)."""
+    vm_operations: Iterable[Body] = ()
+    """nicplug's `VirtualMachineOperation`s (Deckhouse) of the VM."""
 
 
 def active_pod_uids(vmi: Body) -> tuple[str, ...]:
@@ -198,6 +202,7 @@ def assemble_world(
             model, vmmacs, _written_macs(objects.kvvm, dialect, namespace, memo),
             [r for pod in pods for r in pod.requested]))
     migrations = _migrations(objects, errors, memo)
+    operations = _vm_operations(objects, errors, memo)
     cluster = _cluster_config(objects.kubevirts, errors, memo)
 
     wanted = [n.identity for n in (vm.networks or ()) if n.type != "Main"] if vm else []
@@ -213,6 +218,7 @@ def assemble_world(
         networks_ready=networks_ready,
         observation_errors=tuple(errors),
         namespace_labels=_labels_of(objects.namespace_object),
+        vm_operations=operations,
     )
     return Translation(world=world, dialect=dialect)
 
@@ -312,6 +318,31 @@ def _vm_mac_addresses(
         except MalformedObject as e:
             errors.append(str(e))
     return found
+
+
+def _vm_operations(
+    objects: VMObjects, errors: list[str], memo: ReadMemo | None
+) -> tuple[VMOperation, ...]:
+    """The restart steps nicplug asked of Deckhouse for this VM, by name."""
+    found = []
+    for body in objects.vm_operations:
+        spec = body.get("spec") if isinstance(body, _MAPPING) else None
+        if not isinstance(spec, _MAPPING) or spec.get("virtualMachineName") != objects.name:
+            continue
+        if address_of(body)[0] != objects.namespace:
+            continue
+        try:
+            record = _memoized(memo, "vmop", body, partial(_read_operation, body))
+        except MalformedObject as e:
+            errors.append(str(e))
+            continue
+        if record is not None:
+            found.append(record)
+    return tuple(sorted(found, key=lambda o: o.name))
+
+
+def _read_operation(body: Body) -> VMOperation | None:
+    return records.vm_operation(read(VMOPObject, body, kind="VirtualMachineOperation"))
 
 
 def _migrations(

@@ -242,6 +242,7 @@ class Disruptions(Model):
 class VMSpec(Model):
     networks: list[VMNetworkModel] | None = None
     disruptions: Disruptions = Disruptions()
+    run_policy: str = ""
 
 
 class VMStatusNetworkModel(Model):
@@ -258,6 +259,26 @@ class VMStatus(Model):
 class VirtualMachineObject(KubeObject):
     spec: VMSpec = VMSpec()
     status: VMStatus = VMStatus()
+
+
+class VMOPSpec(Model):
+    type: str
+    virtual_machine_name: str = Field(min_length=1)
+
+
+class VMOPStatus(Model):
+    phase: str = ""
+    conditions: list[ConditionModel] = []
+
+
+class VMOPObject(KubeObject):
+    """A Deckhouse `VirtualMachineOperation` (`virtualization.deckhouse.io/v1alpha2`,
+    `crds/virtualmachineoperations.yaml`): `spec.type` asked of the VM
+    `spec.virtualMachineName`; Deckhouse reports `status.phase` and a `Completed`
+    condition."""
+
+    spec: VMOPSpec
+    status: VMOPStatus = VMOPStatus()
 
 
 class VMMACStatus(Model):

@@ -50,17 +50,22 @@ def _model_in(annotation: Any) -> type[BaseModel] | None:
     return None
 
 
+_MAPPING = (dict, Mapping)
+"""`isinstance` of a JSON body: dict first, an exact type check (the ABC's is slow)."""
+_ABSENT = object()
+
+
 def project(shape: Shape, body: Mapping[str, Any]) -> Body:
     kept: Body = {}
     for wire, inner in shape.items():
-        if wire not in body:
+        value = body.get(wire, _ABSENT)
+        if value is _ABSENT:
             continue
-        value = body[wire]
         if inner is not None:
-            if isinstance(value, Mapping):
+            if isinstance(value, _MAPPING):
                 value = project(inner, value)
             elif isinstance(value, list):
-                value = [project(inner, v) if isinstance(v, Mapping) else v for v in value]
+                value = [project(inner, v) if isinstance(v, _MAPPING) else v for v in value]
         kept[wire] = value
     return kept
 

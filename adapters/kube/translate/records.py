@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from nicplug.adapters.kube.resources import VMOP_VMI_UID_ANNOTATION
 from nicplug.adapters.kube.translate.objects import (
     ConditionModel,
     KubeVirtObject,
@@ -20,6 +21,7 @@ from nicplug.adapters.kube.translate.objects import (
     VMIMObject,
     VMIObject,
     VMISpec,
+    VMOPObject,
 )
 from nicplug.adapters.sdn import Dialect, MalformedAnnotation
 from nicplug.machines.world import (
@@ -38,6 +40,7 @@ from nicplug.machines.world import (
     SDNRequest,
     SDNStatus,
     VMIInterfaceStatus,
+    VMOperation,
     identity_of,
     nad_network,
 )
@@ -83,6 +86,7 @@ def desired_vm(vm: VirtualMachineObject, macs: Mapping[str, str] | None = None) 
         },
         conditions=conditions(vm.status.conditions),
         labels=vm.metadata.labels,
+        run_policy=vm.spec.run_policy,
     )
 
 
@@ -244,6 +248,17 @@ def launcher_pod(
         if problems
         else None,
     )
+
+
+def vm_operation(obj: VMOPObject) -> VMOperation | None:
+    """nicplug's own restart step, or None for an operation it did not create for one."""
+    vmi_uid = obj.metadata.annotations.get(VMOP_VMI_UID_ANNOTATION)
+    if vmi_uid is None or obj.spec.type not in ("Stop", "Start"):
+        return None
+    completed = next((c for c in obj.status.conditions if c.type == "Completed"), None)
+    return VMOperation(obj.metadata.name, obj.spec.type, vmi_uid, obj.status.phase,
+                       completed.message if completed is not None else "",
+                       obj.metadata.creation_timestamp)
 
 
 def migration(obj: VMIMObject) -> Migration:

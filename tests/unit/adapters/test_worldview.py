@@ -99,3 +99,21 @@ def test_kubevirt_status_churn_touches_no_vm_but_what_nicplug_reads_touches_all(
                        kubevirt(rv="4", strategy="Stage", phase="Deploying")) == every
     assert index.apply(UPSTREAM.kubevirts, "DELETED", kubevirt(rv="5", strategy="Stage",
                                                             phase="Deploying")) == every
+
+
+def test_a_vm_operation_belongs_to_the_vm_it_names() -> None:
+    from nicplug.adapters.kube.flavour import DECKHOUSE
+
+    index = WorldIndex(DECKHOUSE)
+    vmops = kinds.VIRTUAL_MACHINE_OPERATIONS
+
+    def vmop(name: str, vm: str) -> dict[str, Any]:
+        return {"metadata": {"name": name, "namespace": "ns", "uid": name},
+                "spec": {"type": "Stop", "virtualMachineName": vm}}
+
+    assert index.apply(vmops, "ADDED", vmop("stop-a", "a")) == {"ns/a"}
+    assert index.apply(vmops, "ADDED", vmop("stop-b", "b")) == {"ns/b"}
+    assert [o["metadata"]["name"] for o in index.objects_of("ns/a").vm_operations] == ["stop-a"]
+    assert index.apply(vmops, "DELETED", vmop("stop-a", "a")) == {"ns/a"}
+    assert list(index.objects_of("ns/a").vm_operations) == []
+    assert list(WorldIndex(UPSTREAM).objects_of("ns/a").vm_operations) == []

@@ -53,6 +53,7 @@ from nicplug.machines.world import (
     SDNRequest,
     SDNStatus,
     VMIInterfaceStatus,
+    VMOperation,
     World,
     nad_network,
 )
@@ -115,16 +116,50 @@ class Sim:
     resumes: str | None = None
     # KubeVirt recreates a deleted VMI at once, before anyone sees the VM stopped
     recreate_at_once: bool = False
+    # Deckhouse: the VM's runPolicy and the VirtualMachineOperations nicplug created;
+    # `vmop_phase` is how Deckhouse ends a Stop (Completed, or Failed: refused)
+    run_policy: str = ""
+    vm_operations: list[VMOperation] = field(default_factory=list)
+    vmop_phase: str = "Completed"
     # the kubevirt flavour: the desired state is the KVVM template, which the user edits
     # (`user_plugs`, `user_unplugs`); `networks` is not read
     in_template: bool = False
 
-    def user_plugs(self, nad: str, interface: str) -> None:
+    _edited: tuple[NetworkSpec, ...] | None = field(default=None, repr=False)
+    """The `networks` last turned into template edits (`in_template`)."""
+
+    def user_plugs(self, nad: str, interface: str, nad_namespace: str = "ns") -> None:
         """The user guide's hotplug: an interface with its multus network."""
         self.kvvm_ifaces = [i for i in self.kvvm_ifaces if i.name != interface]
         self.kvvm_ifaces.append(KVVMInterface(interface))
         if all(n.name != interface for n in self.kvvm_nets):
-            self.kvvm_nets.append(KVVMNetwork(interface, f"ns/{nad}"))
+            self.kvvm_nets.append(KVVMNetwork(interface, f"{nad_namespace}/{nad}"))
+
+    def _edit_template(self) -> None:
+        """In the kubevirt flavour a scenario written as a desired list (`networks`) is
+        the user editing the template as the user guide says: a network the list gains
+        is plugged (an interface named as nicplug names it, with its NAD), one it loses
+        is marked absent, and so is `default` when Main leaves (back when it returns)."""
+        networks = self.networks if self.networks is not None else (NetworkSpec("Main"),)
+        if not self.in_template or networks == self._edited:
+            return
+        self._edited = networks
+        wanted = {s.identity: s for s in networks}
+        have = {s.identity: s for s in self.template_networks()}
+        for spec in networks:
+            if spec.identity in have:
+                continue
+            if spec.type == "Main":  # the pod network's interface, back or not absent
+                others = [i for i in self.kvvm_ifaces if i.name != "default"]
+                self.kvvm_ifaces = [KVVMInterface("default"), *others]
+                if all(n.name != "default" for n in self.kvvm_nets):
+                    self.kvvm_nets.insert(0, KVVMNetwork("default"))
+                continue
+            where = "ns" if spec.type == "Network" else "default"
+            self.user_plugs(spec.name, spec.if_name, where)
+        for identity, spec in have.items():
+            if identity not in wanted:
+                self.user_unplugs(spec.if_name)
 
     def user_unplugs(self, interface: str) -> None:
         """The user guide's unplug: the interface `state: absent`."""
@@ -150,6 +185,7 @@ class Sim:
         return tuple(specs)
 
     def world(self) -> World:
+        self._edit_template()
         vm = None
         if not self.vm_deleted and self.in_template:
             vm = DesiredVM(
@@ -160,7 +196,7 @@ class Sim:
         elif not self.vm_deleted:
             vm = DesiredVM(
                 "uid-1", "ns", "vm", "1", self.networks, self.approval,  # type: ignore[arg-type]
-                conditions=tuple(self.vm_conditions.values()),
+                conditions=tuple(self.vm_conditions.values()), run_policy=self.run_policy,
             )  # fmt: skip
         kvvm = KVVM("1", self.running, tuple(self.kvvm_ifaces), tuple(self.kvvm_nets),
                     tuple(self.template), dict(self.kvvm_labels), self.eviction_strategy,
@@ -186,7 +222,8 @@ class Sim:
                             "node-1", tuple(self.requested), tuple(self.reported)),
             )  # fmt: skip
         cluster = ClusterConfig(self.strategy)  # type: ignore[arg-type]
-        return World(vm, kvvm, vmi, pods, tuple(self.migrations), cluster)
+        return World(vm, kvvm, vmi, pods, tuple(self.migrations), cluster,
+                     vm_operations=tuple(self.vm_operations))
 
     # -- effects --------------------------------------------------------------------------
 
@@ -197,7 +234,7 @@ class Sim:
                 self.requested = list(effect.entries)
         elif isinstance(effect, PatchVirtualMachine):
             self.kvvm_ifaces = [KVVMInterface(n.if_name, n.absent) for n in effect.networks]
-            self.kvvm_nets = [KVVMNetwork(n.if_name, n.multus_network) for n in effect.networks]
+            self.kvvm_nets = [KVVMNetwork(n.if_name) for n in effect.networks]
             self.template = list(effect.template_requests)
         elif isinstance(effect, SetVMCondition):
             self.vm_conditions[effect.type] = Condition(
@@ -214,7 +251,9 @@ class Sim:
 
     def restart_step(self, effect: RestartVM) -> None:
         step = getattr(effect, "step", None)
-        if step is None:  # a restart by deleting the VMI
+        if effect.by == "operation":
+            self.operation(effect)
+        elif step is None:  # a restart by deleting the VMI
             if effect.vmi_uid == self.vmi_uid:
                 self.restart()
         elif step == "halt":  # preconditions: the same VMI, the same run strategy
@@ -223,6 +262,26 @@ class Sim:
                 self.stop()
         elif self.resumes == effect.resumes:
             self.run_strategy, self.resumes, self.running = effect.resumes, None, True
+
+    def operation(self, effect: RestartVM) -> None:
+        """Deckhouse runs a `Stop` (the VMI deleted; under its `Manual` run strategy the
+        VM stays stopped) or a `Start` VirtualMachineOperation; one name per VMI and step."""
+        type_ = "Stop" if effect.step == "halt" else "Start"
+        name = f"{type_.lower()}-{effect.vmi_uid}"
+        if any(o.name == name for o in self.vm_operations):
+            return  # AlreadyExists: ours
+        if type_ == "Stop" and (effect.vmi_uid != self.vmi_uid or self.vmop_phase != "Completed"):
+            self.vm_operations.append(VMOperation(name, type_, effect.vmi_uid, "Failed", "refused",
+                                                  f"{len(self.vm_operations):04d}"))
+            return
+        self.vm_operations.append(VMOperation(name, type_, effect.vmi_uid, "Completed", "",
+                                              f"{len(self.vm_operations):04d}"))
+        if type_ == "Stop":
+            self.stop()
+            self.running = False
+        else:
+            self.running = True
+            self.start()
 
     def restart(self) -> None:
         """The VMI is deleted: stop now; under a run strategy that recreates it, a new

@@ -31,10 +31,10 @@ FLAVOUR = ["deckhouse"]
 
 def make(sim: Sim, **config: object) -> Driver:
     config.setdefault("timeouts", FAST)
-    multus = FLAVOUR[0] == "multus"
-    if multus:
+    multus = FLAVOUR[0] == "kubevirt"
+    if multus:  # the user edits the KubeVirt VM's template; KubeVirt does the plumbing
         config["dialect_kind"] = "multus"
-        sim.kubevirt_owns_pod = True
+        sim.kubevirt_owns_pod = sim.in_template = True
     decider = HotplugDecider(MachineConfig(**config))  # type: ignore[arg-type]
     return Driver(decider, sim, multus=multus)
 
@@ -280,6 +280,40 @@ def adopted_lingering_entry() -> Driver:
     return d
 
 
+def kubevirt_main_and_reverts() -> Driver:
+    """The kubevirt flavour's own paths: an unplug taken back while KubeVirt has not
+    synced it; Main removed (restart only: deferred, then written: the template and
+    the VMI spec hold it absent); Main back (a plug only a restart applies: deferred);
+    the VM deleted while that plug waits."""
+    if FLAVOUR[0] != "kubevirt":
+        return make(Sim(networks=(MAIN,)))
+    d = plugged()
+    d.sim.kubevirt_stuck = "sync"
+    d.sim.networks = (MAIN,)
+    d.run(2)
+    d.sim.networks = (MAIN, X)
+    d.run(2)  # Reverted
+    d.sim.kubevirt_stuck = ""
+    d.sim.networks = (X,)
+    d.run(8)  # defer, write_for_boot
+    d.sim.networks = (MAIN, X)
+    d.run(2)  # defer (a plug of Main)
+    d.sim.vm_deleted = True
+    d.run(1)  # VMDeleted
+    return d
+
+
+def kubevirt_same_nad_twice() -> Driver:
+    """The kubevirt flavour: a second interface on the same NAD is a list nicplug
+    cannot read (InvalidSpec)."""
+    if FLAVOUR[0] != "kubevirt":
+        return make(Sim(networks=(MAIN,)))
+    d = plugged()
+    d.sim.user_plugs("x", "second")
+    d.run(2)
+    return d
+
+
 SCENARIOS: dict[str, Callable[[], Driver]] = {
     "happy plug": happy_plug,
     "plug migrations": plug_migrations,
@@ -307,6 +341,8 @@ SCENARIOS: dict[str, Callable[[], Driver]] = {
     "updates": updates,
     "updates by order": updates_by_order,
     "lingering entry": adopted_lingering_entry,
+    "kubevirt: Main and reverts": kubevirt_main_and_reverts,
+    "kubevirt: the same NAD twice": kubevirt_same_nad_twice,
 }
 
 

@@ -29,7 +29,7 @@ EXAMPLES: list[AnyEffect] = [
         "vm",
         (
             VMNetworkEntry("default", "Main"),
-            VMNetworkEntry("veth_nc40a0808", "Network/x", True, "ns/x"),
+            VMNetworkEntry("veth_nc40a0808", "Network/x", True),
         ),
         (ENTRY,),
     ),
@@ -50,6 +50,17 @@ def test_payload_round_trip_through_json(effect: AnyEffect) -> None:
     again = effect_from_payload(request.type, payload)
     assert again == effect
     assert again.idempotency_key() == request.idempotency_key
+
+
+def test_an_older_kvvm_patch_payload_still_reads() -> None:
+    """Payloads of PatchVirtualMachine written before its entries lost `multus_network`
+    and `mac` (always None where nicplug writes a KVVM) read with them ignored."""
+    older = {"namespace": "ns", "name": "vm", "template_requests": [], "observed": None,
+             "pods": [], "networks": [{"if_name": "veth_nc40a0808", "identity": "Network/x",
+                                       "absent": False, "multus_network": None}]}
+    effect = effect_from_payload("PatchVirtualMachine", older)
+    assert isinstance(effect, PatchVirtualMachine)
+    assert effect.networks == (VMNetworkEntry("veth_nc40a0808", "Network/x"),)
 
 
 def test_keys_are_deterministic_and_content_addressed() -> None:

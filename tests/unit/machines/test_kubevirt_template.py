@@ -6,8 +6,7 @@ dynamic-networks controller do, step by step, and writes nothing of the VM or it
 from __future__ import annotations
 
 from nicplug.machines.decider import HotplugDecider
-from nicplug.machines.effects import CONDITION_MIGRATION, CONDITION_ROLLOUT
-from nicplug.machines.policy import MachineConfig
+from nicplug.machines.policy import MachineConfig, Timeouts
 from tests.unit.machines.sim import Driver, Sim
 
 NET = ("Network/fancy-net", "plug")
@@ -18,9 +17,15 @@ def driver(sim: Sim, **config: object) -> Driver:
     return Driver(decider, sim, multus=True)
 
 
-def conditions(d: Driver, type_: str) -> list[dict[str, object]]:
+def events(d: Driver, reason: str) -> list[dict[str, object]]:
     return [dict(e.payload) for e in d.effects
-            if e.type == "SetVMCondition" and e.payload["type"] == type_]
+            if e.type == "EmitEvent" and e.payload["reason"] == reason]
+
+
+def condition_writes(d: Driver) -> list[str]:
+    """KubeVirt removes any condition of nicplug's from a VM that has a VMI at once
+    (`syncConditions`): nicplug writes none there, so it never loops with KubeVirt."""
+    return [e.type for e in d.effects if e.type in ("SetVMCondition", "RemoveVMCondition")]
 
 
 def test_a_plug_and_an_unplug_the_user_wrote_are_followed_in_kubevirts_order() -> None:
@@ -51,8 +56,9 @@ def test_under_stage_kubevirt_applies_it_live_and_the_bypass_is_reported() -> No
     d.run(10)
     plug = d.op(*NET)
     assert plug.state == "Attached" and "RestartRequired" not in plug.history
-    (said,) = conditions(d, CONDITION_ROLLOUT)
-    assert said["status"] == "True" and "restart the VM" in str(said["message"])
+    (said,) = events(d, "RolloutBypassed")
+    assert said["type"] == "Warning" and "restart the VM" in str(said["message"])
+    assert condition_writes(d) == []
 
 
 def test_without_dynamic_networks_nicplug_migrates_an_opted_in_vm() -> None:
@@ -63,8 +69,15 @@ def test_without_dynamic_networks_nicplug_migrates_an_opted_in_vm() -> None:
     sim.user_plugs("fancy-net", "fancy-net")
     d.run(12)
     plug = d.op(*NET)
-    assert list(plug.history)[-3:] == ["MigrationRequired", "Migrating", "Attached"]
+    assert list(plug.history) == ["Requested", "VMIPatched", "AnnotationPatched",
+                                  "MigrationRequired", "Migrating", "Attached"]  # fmt: skip
     assert [e.type for e in d.effects].count("CreateMigration") == 1
+    sim.user_unplugs("fancy-net")
+    d.run(14)
+    unplug = d.op("Network/fancy-net", "unplug")
+    assert unplug.state == "Detached"
+    assert "MigrationRequired" in unplug.history and "Migrating" in unplug.history
+    assert [e.type for e in d.effects].count("CreateMigration") == 2
 
 
 def test_without_dynamic_networks_an_opted_out_vm_says_why_it_waits() -> None:
@@ -74,9 +87,26 @@ def test_without_dynamic_networks_an_opted_out_vm_says_why_it_waits() -> None:
     sim.user_plugs("fancy-net", "fancy-net")
     d.run(12)
     assert d.op(*NET).state == "MigrationRequired"
-    (said,) = conditions(d, CONDITION_MIGRATION)
-    assert "has not opted in" in str(said["message"])
+    (said,) = events(d, "PlugMigrationRequired")
+    assert said["type"] == "Warning" and "has not opted in" in str(said["message"])
+    assert "restart the VM" in str(said["message"])
     assert not any(e.type == "CreateMigration" for e in d.effects)
+    assert condition_writes(d) == []
+
+
+def test_a_long_wait_writes_no_condition_and_repeats_no_event() -> None:
+    """An opted-out VM waits in MigrationRequired for good: however many times the
+    effects are looked at again, nothing is written to the VM (KubeVirt would remove
+    a condition at once) and its Warning Event is emitted once."""
+    sim = Sim(in_template=True, kubevirt_owns_pod=True, dynamic_networks=False)
+    d = driver(sim, migrations="opt-in", timeouts=Timeouts(effect_reissue_after=2))
+    d.run(1)
+    sim.user_plugs("fancy-net", "fancy-net")
+    d.run(200)
+    assert d.op(*NET).state == "MigrationRequired"
+    assert condition_writes(d) == []
+    assert len(events(d, "PlugMigrationRequired")) == 1
+    assert [e.type for e in d.effects] == ["EmitEvent"]
 
 
 def test_the_user_taking_the_interface_back_mid_flight_cancels_the_plug() -> None:

@@ -172,6 +172,45 @@ def test_migration_required_is_driven_to_completion() -> None:
     assert op.migration and op.migration.startswith("nicplug-vm-")
 
 
+def test_a_migration_the_cap_holds_back_is_journaled_said_and_asked_for_again() -> None:
+    """The executor holds a migration back while nicplug's cap is reached: the operation
+    journals it once per count (`MigrationHeld`), the VM's condition and a Warning Event
+    say so, and the migration is asked for again with the other effects until a slot
+    frees up."""
+    sim = Sim(networks=(MAIN, X), dynamic_networks=False)
+    d = driver(sim, timeouts=Timeouts(effect_reissue_after=10))
+    slots = {"free": False}
+
+    def answer(r: EffectRequest) -> EffectOutcome | None:
+        if r.type != "CreateMigration" or slots["free"]:
+            return None
+        return EffectOutcome(0, r.stream, r.type, True,
+                             result={"created": False, "held": True, "in_flight": 1, "cap": 1})
+
+    d.answer = answer
+    d.run(40)
+    op = d.op(*PLUG)
+    assert op.state == "MigrationRequired" and op.held == (1, 1)
+    asked = types(d).count("CreateMigration")
+    assert asked >= 3  # asked again every effect_reissue_after
+    held = [e for _, dec in d.log for e in dec.events if e.type == "MigrationHeld"]
+    assert len(held) == 1 and held[0].payload["in_flight"] == held[0].payload["cap"] == 1
+    condition = sim.vm_conditions[CONDITION_MIGRATION]
+    assert (condition.status, condition.reason) == ("True", "WaitingForMigrationSlot")
+    assert "1 of nicplug's migrations are in flight" in condition.message
+    assert "at most 1 run at once (--max-migrations)" in condition.message
+    events = [e.payload for e in d.effects if e.type == "EmitEvent"
+              and e.payload["reason"] == "PlugWaitingForMigrationSlot"]
+    assert len(events) == 1 and events[0]["type"] == "Warning"
+
+    slots["free"] = True
+    d.run(20)
+    op = d.op(*PLUG)
+    assert list(op.history)[-3:] == ["MigrationRequired", "Migrating", "Attached"]
+    assert op.held is None
+    assert sim.vm_conditions[CONDITION_MIGRATION].status == "False"
+
+
 def test_running_migration_is_adopted_not_duplicated() -> None:
     from nicplug.machines.world import Migration
 
@@ -251,12 +290,11 @@ def test_not_live_migratable_names_kubevirts_reason() -> None:
     assert "InterfaceNotLiveMigratable" in _waiting_message(d)
 
 
-def test_a_change_kubevirt_applies_live_under_stage_is_reported() -> None:
-    """always-live gating under Stage: KubeVirt takes the NIC live; the VM is told a
-    restart brings it in line with its strategy, until the VM restarts."""
-    sim = Sim(networks=(MAIN, X), strategy="Stage", kubevirt_owns_pod=True)
-    d = driver(sim, dialect_kind="multus", gating="always-live")
-    d.multus = True
+def test_a_change_applied_live_under_stage_is_reported() -> None:
+    """always-live gating under Stage: the NIC goes in live; the VM is told a restart
+    brings it in line with its strategy, until the VM restarts."""
+    sim = Sim(networks=(MAIN, X), strategy="Stage")
+    d = driver(sim, gating="always-live")
     d.run(10)
     op = d.op(*PLUG)
     assert op.state == "Attached" and op.bypassed_vmi == "vmi-1"
@@ -274,9 +312,8 @@ def test_a_change_kubevirt_applies_live_under_stage_is_reported() -> None:
 
 def test_no_bypass_under_live_update_or_when_nicplug_defers() -> None:
     for strategy, gating in (("LiveUpdate", "always-live"), ("Stage", "rollout-strategy")):
-        sim = Sim(networks=(MAIN, X), strategy=strategy, kubevirt_owns_pod=True)
-        d = driver(sim, dialect_kind="multus", gating=gating)
-        d.multus = True
+        sim = Sim(networks=(MAIN, X), strategy=strategy)
+        d = driver(sim, gating=gating)
         d.run(10)
         assert d.op(*PLUG).bypassed_vmi is None
         assert "NetworkChangeBypassedRollout" not in sim.vm_conditions
@@ -290,41 +327,6 @@ def test_failed_migration() -> None:
     said = [e.payload["message"] for e in d.effects if e.type == "SetVMCondition"
             and e.payload["type"] == CONDITION_FAILED and e.payload["status"] == "True"]
     assert said and "virtctl migrate" in said[0]
-
-
-def test_multus_walks_kubevirts_order_and_never_writes_a_pod() -> None:
-    sim = Sim(networks=(MAIN, X), kubevirt_owns_pod=True)
-    d = driver(sim, dialect_kind="multus")
-    d.multus = True  # the invariants: no pod patch, the template's annotation left alone
-    d.run(10)
-    op = d.op(*PLUG)
-    assert list(op.history) == ["Requested", "VMIPatched", "AnnotationPatched", "SDNReady",
-                                "Attached"]  # fmt: skip
-    assert op.flavour == "multus"
-    patch = next(e for e in d.effects if e.type == "PatchVirtualMachine")
-    assert patch.payload["networks"][-1]["multus_network"] == "ns/x"
-    assert patch.payload["template_requests"] == []
-    sim.networks = (MAIN,)
-    d.run(10)
-    unplug = d.op("Network/x", "unplug")
-    assert list(unplug.history) == ["Requested", "VMIPatched", "AnnotationPatched",
-                                    "GuestDetached", "SDNReleased", "Detached"]  # fmt: skip
-    assert not any(e.type == "PatchPodNetworks" for e in d.effects)
-
-
-def test_multus_without_dynamic_networks_is_resolved_by_a_migration() -> None:
-    sim = Sim(networks=(MAIN, X), kubevirt_owns_pod=True, dynamic_networks=False)
-    d = driver(sim, dialect_kind="multus")
-    d.multus = True
-    d.run(12)
-    op = d.op(*PLUG)
-    assert list(op.history) == ["Requested", "VMIPatched", "AnnotationPatched",
-                                "MigrationRequired", "Migrating", "Attached"]  # fmt: skip
-    sim.networks = (MAIN,)
-    d.run(14)
-    unplug = d.op("Network/x", "unplug")
-    assert unplug.state == "Detached"
-    assert "MigrationRequired" in unplug.history and "Migrating" in unplug.history
 
 
 def test_user_reverts_mid_flight_and_the_reverse_cleans_up() -> None:

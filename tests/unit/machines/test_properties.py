@@ -64,6 +64,7 @@ def build(setup: dict[str, object]) -> Driver:
         approval=setup["approval"],  # type: ignore[arg-type]
         dynamic_networks=bool(setup["dynamic"]),
         kubevirt_owns_pod=multus,
+        in_template=multus,  # the user's edits of `networks` are edits of the template
     )
     config = MachineConfig(
         gating=setup["gating"],  # type: ignore[arg-type]
@@ -109,8 +110,10 @@ def quiesce(d: Driver) -> None:
 
 def end_world(d: Driver) -> tuple[object, ...]:
     sim = d.sim
+    names = [i.name for i in sim.kvvm_ifaces if not i.absent]
     return (
-        tuple(i.name for i in sim.kvvm_ifaces if not i.absent),
+        # (in the kubevirt flavour the user's template: KubeVirt appends, order is moot)
+        tuple(sorted(names) if sim.in_template else names),
         tuple(sorted(sim.attached)),
         tuple(sorted(r.identity for r in sim.requested)),  # the annotation's order is moot
         tuple((r.identity, r.id) for r in sim.template),
@@ -119,8 +122,9 @@ def end_world(d: Driver) -> tuple[object, ...]:
 
 def expected_world(d: Driver) -> tuple[object, ...]:
     desired = d.sim.networks or (MAIN,)
+    names = [n.if_name for n in desired]
     return (
-        tuple(n.if_name for n in desired),
+        tuple(sorted(names) if d.sim.in_template else names),
         tuple(sorted(n.if_name for n in desired)),
         tuple(sorted(n.identity for n in desired if n.type != "Main")),
         # KubeVirt generates new pods' networks from the VMI: the template holds none

@@ -214,10 +214,10 @@ def test_multus_world_tells_identities_from_the_network_names() -> None:
         {"name": "kindnet", "interface": "eth0", "default": True},
         {"name": "ns1/user-net", "interface": MULTUS.pod_interface(if_name=b.USER_NET_IF)},
     ]).decode()
-    requested = MULTUS.render_requests(
-        requests=[SDNRequest("Network/user-net", b.USER_NET_IF)], namespace=b.NS
-    )
-    assert requested is not None
+    requested = orjson.dumps([  # as KubeVirt's generator writes it
+        {"name": "user-net", "namespace": b.NS,
+         "interface": MULTUS.pod_interface(if_name=b.USER_NET_IF)},
+    ]).decode()
     pod = b.launcher_pod(annotations={
         MULTUS.request_annotation: requested, MULTUS.status_annotation: status
     })
@@ -291,3 +291,47 @@ def test_the_kubevirt_flavour_reads_what_users_write_into_the_template() -> None
 
 def _with(objects: VMObjects, **changes: Any) -> VMObjects:
     return replace(objects, **changes)
+
+
+def _vmop(name: str, type_: str, vm: str, *, vmi_uid: str | None, phase: str = "",
+          message: str = "") -> dict[str, Any]:
+    annotations = {} if vmi_uid is None else {"nicplug.io/restart-of-vmi": vmi_uid}
+    body: dict[str, Any] = {
+        "apiVersion": "virtualization.deckhouse.io/v1alpha2", "kind": "VirtualMachineOperation",
+        "metadata": {"name": name, "namespace": b.NS, "uid": f"uid-{name}",
+                     "annotations": annotations,
+                     "labels": {"app.kubernetes.io/managed-by": "nicplug"}},
+        "spec": {"type": type_, "virtualMachineName": vm},
+    }
+    if phase:
+        body["status"] = {"phase": phase, "conditions": [
+            {"type": "Completed", "status": "False", "reason": "NotReadyToBeExecuted",
+             "message": message, "lastTransitionTime": "2026-01-01T00:00:00Z"}]}
+    return body
+
+
+def test_the_vms_restart_operations_and_run_policy_are_read() -> None:
+    objects = VMObjects(
+        namespace=b.NS, name=b.VM, vm=b.deckhouse_vm(NETWORKS), kvvm=b.kvvm(), vmi=b.vmi(),
+        vm_operations=[
+            _vmop("stop", "Stop", b.VM, vmi_uid="vmi-1", phase="Failed", message="blocked"),
+            _vmop("start", "Start", b.VM, vmi_uid="vmi-1"),
+            _vmop("someone-elses", "Stop", b.VM, vmi_uid=None),  # no restart of nicplug's
+            _vmop("restart", "Restart", b.VM, vmi_uid="vmi-1"),  # not a step nicplug takes
+            _vmop("other-vm", "Stop", "db", vmi_uid="vmi-9"),
+        ])
+    world = assemble_world(objects, dialect=DECKHOUSE).world
+    assert [(o.name, o.type, o.vmi_uid, o.phase, o.message) for o in world.vm_operations] == [
+        ("start", "Start", "vmi-1", "", ""), ("stop", "Stop", "vmi-1", "Failed", "blocked")]
+    assert world.vm is not None and world.vm.run_policy == "AlwaysOn"
+    assert world.stopped_for_restart is None  # a failed Stop stopped nothing
+
+
+def test_a_malformed_restart_operation_is_an_observation_error() -> None:
+    broken = _vmop("stop", "Stop", b.VM, vmi_uid="vmi-1")
+    broken["spec"]["type"] = 7
+    objects = VMObjects(namespace=b.NS, name=b.VM, vm=b.deckhouse_vm(NETWORKS),
+                        kvvm=b.kvvm(), vmi=b.vmi(), vm_operations=[broken])
+    world = assemble_world(objects, dialect=DECKHOUSE).world
+    assert world.vm_operations == ()
+    assert any("VirtualMachineOperation" in e for e in world.observation_errors)

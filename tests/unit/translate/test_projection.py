@@ -37,7 +37,7 @@ def test_unread_fields_go_and_read_ones_stay_by_their_wire_names() -> None:
 @pytest.mark.parametrize("networks", ["not a list", [7, {"type": "Network"}], [{"type": 3}]])
 def test_a_malformed_field_is_kept_as_it_came_and_still_fails(networks: object) -> None:
     vm = {"metadata": {"name": "vm", "namespace": "ns", "uid": "u"},
-          "spec": {"networks": networks, "runPolicy": "AlwaysOn"}}
+          "spec": {"networks": networks, "virtualMachineClassName": "generic"}}
     kept = projector(VirtualMachineObject)(vm)
     assert kept["spec"] == {"networks": networks}
     with pytest.raises(MalformedObject) as whole:

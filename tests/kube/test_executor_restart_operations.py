@@ -1,0 +1,121 @@
+"""A restart through Deckhouse's VirtualMachineOperations, over HTTP against the
+simulated API server serving Deckhouse's names: one `Stop` and one `Start` per VMI,
+named so that a retry finds its own, never a VMI deleted or a KVVM's run strategy
+touched by nicplug."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+
+from nicplug.adapters.executor import KubeExecutor, vm_operation_name
+from nicplug.adapters.kube.calls import KubeCalls
+from nicplug.adapters.kube.client import ApiConnection, ClientSettings, connect
+from nicplug.adapters.kube.flavour import DECKHOUSE, UPSTREAM
+from nicplug.adapters.kube.resources import VMOP_VMI_UID_ANNOTATION
+from nicplug.adapters.sdn import dialect_for
+from nicplug.engine.errors import PermanentError, RetryAfterObservation
+from nicplug.machines.effects import RestartVM
+from nicplug.simulator.fixtures import kvvm_for
+from nicplug.simulator.knobs import Knobs
+from nicplug.simulator.resources import KVVMS, NAMESPACES, VMIS, VMOPS
+from tests.kube.conftest import ApiServer, ServerFactory
+from tests.kube.test_executor_order import pending
+
+
+@pytest.fixture
+async def deckhouse_server(start_server: ServerFactory) -> ApiServer:
+    server = await start_server(api="deckhouse")
+    server.store.create(NAMESPACES, {"metadata": {"name": "ns1"}})
+    server.store.create(KVVMS, kvvm_for(Knobs(dialect="deckhouse"), "ns1", "vm", ()))
+    return server
+
+
+@pytest.fixture
+async def deckhouse_connection(deckhouse_server: ApiServer) -> AsyncIterator[ApiConnection]:
+    conn = await connect(ClientSettings(kubeconfig=deckhouse_server.kubeconfig, read_timeout=5))
+    yield conn
+    await conn.close()
+
+
+def executor(connection: ApiConnection) -> KubeExecutor:
+    return KubeExecutor(KubeCalls(connection), dialect_for("deckhouse"), flavour=DECKHOUSE)
+
+
+def stop(uid: str) -> RestartVM:
+    return RestartVM("ns1", "vm", uid, "halt", by="operation")
+
+
+def start(uid: str) -> RestartVM:
+    return RestartVM("ns1", "vm", uid, "start", by="operation")
+
+
+def operations(server: ApiServer) -> list[tuple[str, str, str, str]]:
+    items, _ = server.store.list(VMOPS, "ns1")
+    return [(o["metadata"]["name"], o["spec"]["type"], o["spec"]["virtualMachineName"],
+             o["metadata"]["annotations"][VMOP_VMI_UID_ANNOTATION]) for o in items]
+
+
+async def test_a_stop_is_one_operation_for_the_vmi_seen_and_a_retry_finds_it(
+    deckhouse_server: ApiServer, deckhouse_connection: ApiConnection
+) -> None:
+    store = deckhouse_server.store
+    vmi = store.create(VMIS, {"metadata": {"name": "vm", "namespace": "ns1"}})
+    uid = vmi["metadata"]["uid"]
+    run = executor(deckhouse_connection)
+
+    assert (await run.execute(pending(1, stop("another-vmi"))))["stopped"] is False
+    assert operations(deckhouse_server) == []
+
+    assert (await run.execute(pending(2, stop(uid))))["created"] is True
+    again = await run.execute(pending(3, stop(uid)))  # a retry, a new leader
+    assert again["created"] is False
+    name = vm_operation_name("vm", uid, "Stop")
+    assert operations(deckhouse_server) == [(name, "Stop", "vm", uid)]
+    made = store.get(VMOPS, "ns1", name)
+    assert made["metadata"]["labels"] == {"app.kubernetes.io/managed-by": "nicplug"}
+    writes = [r for r in deckhouse_server.requests if r.verb not in ("get", "list", "watch")]
+    assert {(r.verb, r.resource) for r in writes} == {("create", "virtualmachineoperations")}
+
+
+async def test_an_operation_of_that_name_not_nicplugs_for_that_step_is_refused(
+    deckhouse_server: ApiServer, deckhouse_connection: ApiConnection
+) -> None:
+    store = deckhouse_server.store
+    vmi = store.create(VMIS, {"metadata": {"name": "vm", "namespace": "ns1"}})
+    uid = vmi["metadata"]["uid"]
+    store.create(VMOPS, {"apiVersion": VMOPS.api_version, "kind": VMOPS.kind,
+                         "metadata": {"name": vm_operation_name("vm", uid, "Stop"),
+                                      "namespace": "ns1"},
+                         "spec": {"type": "Restart", "virtualMachineName": "vm"}})
+    with pytest.raises(PermanentError, match="is not nicplug's Stop"):
+        await executor(deckhouse_connection).execute(pending(1, stop(uid)))
+
+
+async def test_a_start_only_while_no_vmi_runs(
+    deckhouse_server: ApiServer, deckhouse_connection: ApiConnection
+) -> None:
+    store = deckhouse_server.store
+    vmi = store.create(VMIS, {"metadata": {"name": "vm", "namespace": "ns1"}})
+    uid = vmi["metadata"]["uid"]
+    run = executor(deckhouse_connection)
+    with pytest.raises(RetryAfterObservation, match="runs again"):
+        await run.execute(pending(1, start(uid)))
+    assert operations(deckhouse_server) == []
+
+    store.delete(VMIS, "ns1", "vm")  # Deckhouse ran the Stop
+    assert (await run.execute(pending(2, start(uid))))["created"] is True
+    assert (await run.execute(pending(3, start(uid))))["created"] is False
+    assert operations(deckhouse_server) == [
+        (vm_operation_name("vm", uid, "Start"), "Start", "vm", uid)]
+    kvvm = store.get(KVVMS, "ns1", "vm")
+    assert kvvm["spec"]["runStrategy"] == "Manual"  # the platform's, untouched
+
+
+async def test_an_api_without_vm_operations_cannot_restart_by_them(
+    api_server: ApiServer, connection: ApiConnection
+) -> None:
+    run = KubeExecutor(KubeCalls(connection), dialect_for("deckhouse"), flavour=UPSTREAM)
+    with pytest.raises(PermanentError, match="no VirtualMachineOperations"):
+        await run.execute(pending(1, stop("u")))

@@ -1,0 +1,129 @@
+"""Restarts through Deckhouse's `VirtualMachineOperation`s (`restarts="operations"`):
+a `Stop`, the change written to the stopped VM's KVVM, a `Start`; each once per VMI;
+never under a run policy Deckhouse will not stop, whatever the KVVM's run strategy."""
+
+from __future__ import annotations
+
+from nicplug.machines.decider import HotplugDecider
+from nicplug.machines.effects import CONDITION_RESTART
+from nicplug.machines.policy import MachineConfig
+from nicplug.machines.world import VMOperation
+from tests.unit.machines.sim import MAIN, Driver, Sim, net
+
+X = net("x", 2)
+PLUG = ("Network/x", "plug")
+
+
+def driver(sim: Sim, **config: object) -> Driver:
+    decider = HotplugDecider(MachineConfig(restarts="operations", **config))  # type: ignore[arg-type]
+    return Driver(decider, sim)
+
+
+def deckhouse_vm(**kw: object) -> Sim:
+    """A Deckhouse VM: its KVVM's runStrategy is Manual whatever its run policy."""
+    base: dict[str, object] = dict(
+        networks=(MAIN, X), strategy="Stage", approval="Automatic",
+        run_strategy="Manual", run_policy="AlwaysOnUnlessStoppedManually")
+    return Sim(**(base | kw))  # type: ignore[arg-type]
+
+
+def steps(d: Driver) -> list[tuple[str, str, str]]:
+    """(effect type, step or stopped, VMI uid) of the restarts and the KVVM writes."""
+    out = []
+    for e in d.effects:
+        if e.type == "RestartVM":
+            assert e.payload["by"] == "operation"
+            out.append(("RestartVM", str(e.payload["step"]), str(e.payload["vmi_uid"])))
+        elif e.type == "PatchVirtualMachine":
+            out.append(("PatchVirtualMachine", "stopped" if e.payload["stopped"] else "live", ""))
+    return out
+
+
+def test_stop_write_start_under_deckhouses_manual_run_strategy() -> None:
+    sim = deckhouse_vm()
+    d = driver(sim)
+    d.run(12)
+    assert d.op(*PLUG).state == "Attached"
+    assert list(d.op(*PLUG).history) == ["Requested", "RestartRequired", "VMIPatched", "Attached"]
+    assert steps(d) == [("RestartVM", "halt", "vmi-1"),
+                        ("PatchVirtualMachine", "stopped", ""),
+                        ("RestartVM", "start", "vmi-1")]
+    assert [(o.type, o.vmi_uid) for o in sim.vm_operations] == [("Stop", "vmi-1"),
+                                                                ("Start", "vmi-1")]
+    assert CONDITION_RESTART not in sim.vm_conditions  # removed once applied
+
+
+def test_the_run_strategy_is_never_touched() -> None:
+    sim = deckhouse_vm()
+    d = driver(sim)
+    d.run(12)
+    assert sim.run_strategy == "Manual" and sim.resumes is None
+
+
+def test_a_stop_is_asked_once_per_vmi_even_when_deckhouse_refuses_it() -> None:
+    sim = deckhouse_vm(vmop_phase="Failed")
+    d = driver(sim)
+    d.run(40)
+    assert steps(d) == [("RestartVM", "halt", "vmi-1")]
+    assert d.op(*PLUG).state == "RestartRequired"
+    message = sim.vm_conditions[CONDITION_RESTART].message
+    assert "Deckhouse did not stop it" in message and "stop-vmi-1 Failed: refused" in message
+
+
+def test_a_run_policy_deckhouse_will_not_stop_waits_for_the_user_and_says_why() -> None:
+    sim = deckhouse_vm(run_policy="AlwaysOn")
+    d = driver(sim)
+    d.run(20)
+    assert steps(d) == []
+    assert sim.vmi_uid == "vmi-1"
+    message = sim.vm_conditions[CONDITION_RESTART].message
+    assert "runPolicy AlwaysOn" in message and "runStrategy" not in message
+
+
+def test_manual_approval_stops_nothing() -> None:
+    sim = deckhouse_vm(approval="Manual")
+    d = driver(sim)
+    d.run(20)
+    assert steps(d) == [] and sim.vm_operations == []
+
+
+def test_a_vm_stopped_for_a_restart_nobody_tracks_is_started_again() -> None:
+    """The journal is lost while the VM is stopped by nicplug's Stop, the change already
+    in the KVVM: a fresh decider adopts it and asks for the Start."""
+    first = deckhouse_vm()
+    d = driver(first)
+    d.run(12)
+    sim = deckhouse_vm()
+    sim.networks = first.networks
+    sim.kvvm_ifaces, sim.kvvm_nets, sim.template = (
+        list(first.kvvm_ifaces), list(first.kvvm_nets), list(first.template))
+    sim.stop()
+    sim.running = False
+    sim.vm_operations = [VMOperation("stop-vmi-1", "Stop", "vmi-1", "Completed")]
+    fresh = driver(sim)
+    fresh.run(12)
+    assert [s for s in steps(fresh) if s[0] == "RestartVM"] == [("RestartVM", "start", "vmi-1")]
+    assert sim.vmi_uid is not None
+    assert fresh.op(*PLUG).state == "Attached"
+
+
+def test_a_vm_the_user_stopped_is_not_started() -> None:
+    sim = deckhouse_vm()
+    sim.stop()
+    sim.running = False
+    d = driver(sim)
+    d.run(12)
+    assert [s for s in steps(d) if s[0] == "RestartVM"] == []
+    assert sim.vmi_uid is None
+
+
+def test_a_stop_the_user_overtook_does_not_hold_back_the_next_restart() -> None:
+    """nicplug stopped vmi-1; the user started the VM themselves (vmi-2) before nicplug's
+    Start: a later change restarts vmi-2 and starts it again."""
+    sim = deckhouse_vm()
+    sim.vm_operations = [VMOperation("stop-vmi-0", "Stop", "vmi-0", "Completed", "", "0000")]
+    d = driver(sim)
+    d.run(12)
+    assert [s for s in steps(d) if s[0] == "RestartVM"] == [
+        ("RestartVM", "halt", "vmi-1"), ("RestartVM", "start", "vmi-1")]
+    assert d.op(*PLUG).state == "Attached"
