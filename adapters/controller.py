@@ -202,6 +202,12 @@ class Controller:
         self.loop_lag = LoopLag(on_lag=self._lagged)
         self.metrics_port: int | None = None  # the bound port (`metrics_addr` may say 0)
 
+    @property
+    def listed(self) -> bool:
+        """This term's informers have listed and its recovery is done (`/readyz` asks
+        besides that it leads and its journal takes writes)."""
+        return self._ready
+
     def _is_ready(self) -> bool:
         leading = self._leadership is not None and self._leadership.leading
         return self._ready and leading and self._journal_health.writable

@@ -1,7 +1,8 @@
 """The effect executor: turns the machines' effects (data) into Kubernetes requests.
 
 Every effect is idempotent: patches carry whole desired lists, a migration has a name
-of the machine's choosing (creating it twice finds it), a restart is a compare-and-swap
+of the machine's choosing (creating it twice finds it; KubeVirt refusing it because the
+VMI migrates already is "decide again"), a restart is a compare-and-swap
 on the VMI's uid. A patch also carries what its decision read (the pod's requests, the
 KVVM template and its resourceVersion, the launcher pods whose SDN was ready): each
 attempt checks that against the object as the informers hold it now (`Cached`; read
@@ -66,6 +67,8 @@ log = logging.getLogger(__name__)
 JSON_PATCH: Final = "application/json-patch+json"
 CONDITION_WRITE_ATTEMPTS: Final = 3
 """Reads and writes of a VM's conditions before a 409 goes back to the decider."""
+IN_FLIGHT_MIGRATION: Final = "in-flight migration detected"
+"""How KubeVirt's migration-create webhook refuses a migration of a VMI that migrates."""
 Result = Mapping[str, Any]
 Cached = Callable[[KindRef, str, str], Mapping[str, Any] | None]
 """The informers' copy of an object (kind, namespace, name), or None if they hold none.
@@ -484,6 +487,13 @@ class KubeExecutor:
                 )
             except kube_errors.AlreadyExists:
                 return {"created": False}
+            except kube_errors.PatchRejected as exc:
+                if exc.status == 400 and IN_FLIGHT_MIGRATION in str(exc):
+                    # KubeVirt's webhook: the VMI migrates already (someone else's, or
+                    # this very one still running: admission answers before storage),
+                    # so the decision's "no migration running" no longer holds
+                    raise RetryAfterObservation(f"VMI {e.namespace}/{e.vmi}: {exc}") from exc
+                raise
             return {"created": True}
 
     async def _event(self, e: EmitEvent) -> Result:

@@ -130,7 +130,14 @@ def _vmi_facts(vmi: VMI) -> _VMIFacts:
 class _PodFacts:
     """One pod's SDN entries, counted as `Facts` counts them over the active pods:
     requested, reported, ready (and not failed), the first error of each; and every
-    identity it mentions."""
+    identity it mentions.
+
+    An entry is ready only as the interface the pod requests: the status entry's
+    ifName is the request's. A network's interface name is not fixed (Deckhouse names
+    it after the MAC of its VirtualMachineMACAddress, which a network removed and
+    added again does not keep), and the SDN answers a changed request some time
+    later: until then its status still reports the old name ready, which is a link
+    for an interface nobody asks for, not for the one asked now."""
 
     requested_by: Mapping[str, int]
     reported_by: Mapping[str, int]
@@ -145,13 +152,15 @@ def _pod_facts(pod: LauncherPod) -> _PodFacts:
         reported_by: dict[str, int] = {}
         ready_on: dict[str, int] = {}
         errors: dict[str, str] = {}
+        asked = {r.identity: r.if_name for r in pod.requested}
         for s in pod.reported:
             reported_by[s.identity] = reported_by.get(s.identity, 0) + 1
-            if s.ready and s.error is None:
+            if s.ready and s.error is None and s.identity in asked and (
+                    not s.if_name or s.if_name == asked[s.identity]):
                 ready_on[s.identity] = ready_on.get(s.identity, 0) + 1
             if s.error is not None:
                 errors.setdefault(s.identity, f"{pod.name}: {s.error}")
-        requested = frozenset(r.identity for r in pod.requested)
+        requested = frozenset(asked)
         derived = _PodFacts(
             dict.fromkeys(requested, 1),
             reported_by,

@@ -13,6 +13,7 @@ from typing import Any
 
 from aiohttp import web
 
+from nicplug.simulator.admission import admit
 from nicplug.simulator.errors import BadRequest
 from nicplug.simulator.routing import Call
 from nicplug.simulator.store import Store
@@ -82,6 +83,7 @@ async def get(request: web.Request, call: Call, store: Store) -> web.Response:
 async def create(request: web.Request, call: Call, store: Store) -> web.Response:
     require_json(request)
     body = place(call, call.api.inward(await read_json(request)))
+    admit(store, call.resource, body)
     return json_response(call.api.outward(store.create(call.resource, body, drop_status=True)),
                          201)
 

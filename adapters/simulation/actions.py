@@ -21,6 +21,7 @@ from nicplug.machines.world import if_name_of
 from nicplug.simulator import networking as nw
 from nicplug.simulator import objects as ob
 from nicplug.simulator.actors.deckhouse_macs import mac_pool
+from nicplug.simulator.admission import admit
 from nicplug.simulator.cluster import SimulatedCluster
 from nicplug.simulator.errors import ApiError
 from nicplug.simulator.resources import (
@@ -246,11 +247,13 @@ class Hands:
 
     def _do_migrate(self, ns: str, name: str, _arg: Any) -> None:
         self._migrations += 1
-        self.store.create(VMIMS, {
+        migration = {
             "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstanceMigration",
             "metadata": {"name": f"{USER_MIGRATION}{self._migrations}", "namespace": ns},
             "spec": {"vmiName": name},
-        })
+        }
+        admit(self.store, VMIMS, migration)  # the user's goes through KubeVirt's webhook too
+        self.store.create(VMIMS, migration)
 
     def _do_fail_migration(self, ns: str, name: str, _arg: Any) -> None:
         migrations, _ = self.store.list_shared(VMIMS, ns)

@@ -195,7 +195,7 @@ class Watchman:
 
     # -- the replicas' requests ----------------------------------------------------------
 
-    def on_request(self, identity: str, ready: bool, method: str, path: str) -> None:
+    def on_request(self, identity: str, listed: bool, method: str, path: str) -> None:
         if method not in ("POST", "PUT", "PATCH", "DELETE") or "/leases" in path:
             return
         holder, expires = self._lease()
@@ -203,7 +203,7 @@ class Watchman:
             self.report("write-without-lease",
                         f"{identity} sent {method} {path} while the Lease is held by "
                         f"{holder or 'nobody'} (until t={expires:.1f}s)")
-        if not ready:
+        if not listed:
             self.report("write-before-sync",
                         f"{identity} sent {method} {path} before its informers had listed")
         target = _vm_target(path)

@@ -60,6 +60,13 @@ class Replica:
     def ready(self) -> bool:
         return self.controller is not None and self.controller.health.ready()
 
+    @property
+    def listed(self) -> bool:
+        """Its informers have listed (what `write-before-sync` asks; `ready` also asks
+        for the lease and a journal that takes writes, which are other invariants' or
+        no fault at all: an effect committed before the journal filled is still sent)."""
+        return self.controller is not None and self.controller.listed
+
     def start(self) -> None:
         self.incarnation += 1
         self.commit_faults = CommitFaults()

@@ -139,7 +139,7 @@ async def _play(schedule: Schedule, directory: Path, tape: Path | None) -> Outco
     await server.start()
 
     def requested(replica: Replica, method: str, path: str) -> None:
-        watchman.on_request(replica.identity, replica.ready, method, path)
+        watchman.on_request(replica.identity, replica.listed, method, path)
 
     settings = dict(SETTINGS, dialect=setup.dialect)
     replicas = [Replica("nicplug-a", directory / "a.db", settings, server, requested, tape)]

@@ -10,8 +10,9 @@ the target, every interface whose link exists there is attached, `MigrationRequi
 cleared, the source pod goes. It ends Failed (the target pod deleted and dropped from
 `activePods`) when the VMI is not running or not `LiveMigratable`, when the SDN fails the
 target, when (deckhouse) an interface of the VMI spec has no link on the target (the
-domain cannot start there), or when the knobs say migrations fail. One migration per
-VMI at a time.
+domain cannot start there), or when the knobs say migrations fail (the VMI's
+`migrationState` then says `failed`, as it says `completed` on success). One migration
+per VMI at a time: KubeVirt's webhook refuses a second one (`simulator/admission.py`).
 """
 
 from __future__ import annotations
@@ -71,6 +72,16 @@ class Migrations:
         state = dict(ob.dig(migration, "status", "migrationState") or {})
         state.update({"failed": True, "completed": True, "failureReason": reason})
         self._set(migration, {"phase": "Failed", "migrationState": state})
+        # the VMI's own record of the migration ends too, as virt-controller writes it
+        uid = migration["metadata"]["uid"]
+        vmi = self.kv.find(VMIS, migration["metadata"].get("namespace", ""),
+                           ob.dig(migration, "spec", "vmiName") or "")
+        if vmi is not None and ob.dig(vmi, "status", "migrationState", "migrationUid") == uid:
+            def ended(obj: Json) -> None:
+                status = obj.setdefault("status", {})
+                status["migrationState"] = dict(status.get("migrationState") or {}) | {
+                    "failed": True, "completed": True, "failureReason": reason}
+            self.kv.edit(VMIS, vmi, ended, status=True)
 
     def _begin(self, migration: Json, kvvm: Json, vmi: Json) -> bool:
         if ob.dig(vmi, "status", "phase") != "Running":

@@ -160,3 +160,12 @@ def test_a_fixed_defect_stays_fixed(defect: dict[str, object]) -> None:
         schedule = draw(int(str(defect["seed"])))
     outcome = simulate(schedule)
     assert outcome.violation is None, outcome.violation.line()
+
+
+def test_an_effect_sent_while_the_journal_refuses_writes_is_not_a_write_before_sync() -> None:
+    """Seed 550: one group commit fails (a full disk) while a KVVM patch committed
+    before it is sent. The controller is not ready then (`/readyz` asks for a journal
+    that takes writes), but its informers have listed: `write-before-sync` asks only
+    that, and an effect journaled before the disk filled is the controller's to send."""
+    outcome = simulate(draw(550))
+    assert outcome.violation is None, outcome.violation.line()

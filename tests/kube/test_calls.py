@@ -169,6 +169,12 @@ async def test_migration_created_once(api_server: ApiServer, calls: KubeCalls) -
                                            labels={"app.kubernetes.io/managed-by": "nicplug"})
     assert created["spec"] == {"vmiName": "vm1"}
     assert (await calls.get(VMIMS, "ns1", "nicplug-vm1-1"))["spec"] == {"vmiName": "vm1"}
+    # while it runs, KubeVirt's webhook refuses it (admission comes before storage) ...
+    with pytest.raises(PatchRejected, match="in-flight migration detected"):
+        await calls.create_migration(VMIMS, "ns1", "nicplug-vm1-1", "vm1")
+    # ... once it has ended, the name is simply taken
+    api_server.store.patch(sim.VMIMS, "ns1", "nicplug-vm1-1", {"status": {"phase": "Failed"}},
+                           content_type="application/merge-patch+json", subresource="status")
     with pytest.raises(AlreadyExists):
         await calls.create_migration(VMIMS, "ns1", "nicplug-vm1-1", "vm1")
 

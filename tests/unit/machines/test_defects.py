@@ -222,3 +222,24 @@ def test_an_unplug_failed_by_its_deadline_completes_when_the_guest_lets_go_after
 
     op = d.op("Network/x", "unplug")
     assert (op.attempt, op.state) == (2, "Detached")
+
+
+def test_an_sdn_status_left_from_an_earlier_interface_name_is_not_the_plugs_link() -> None:
+    """A network removed and added again gets a new MAC, so a new interface name; the
+    SDN answers the changed request later, and until then its status still reports the
+    old name ready. That is no link for the new name: the KVVM waits for the SDN to
+    report the name the pod requests."""
+    d = driver(Sim(networks=(MAIN, X), sdn_silent=frozenset({"Network/x"})))
+    d.sim.reported = [SDNStatus("Network/x", "veth_nstale", True)]
+    d.observe()
+
+    assert [r.if_name for r in d.sim.requested] == [X.if_name]
+    assert X.if_name not in {i.name for i in d.sim.kvvm_ifaces}
+    d.observe()
+    assert d.op("Network/x", "plug").state == "AnnotationPatched"
+    assert X.if_name not in {i.name for i in d.sim.kvvm_ifaces}
+
+    d.sim.reported = [SDNStatus("Network/x", X.if_name, True)]
+    d.observe()
+    d.observe()
+    assert X.if_name in {i.name for i in d.sim.kvvm_ifaces}
