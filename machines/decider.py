@@ -436,24 +436,16 @@ class HotplugDecider:
             requests.append(event.request(together[0].stream))
         for event_ in session.events:
             op = session.state.by_stream(event_.stream)
-            if event_.type == MIGRATION_HELD and op is not None and op.held is not None:
-                slot = EmitEvent(
-                    vm.namespace, vm.name, f"{op.direction.capitalize()}WaitingForMigrationSlot",
-                    f"{op.network} {op.direction} waits in {op.state}: "
-                    f"{migration_slot_wait(op.held)}",
-                    "Warning", str(op.stream), len(op.history),
-                )  # fmt: skip
-                requests.append(slot.request(op.stream))
+            told = _waits_for(event_.type, op) if op is not None else None
+            if op is None or told is None:
                 continue
-            if event_.type != WAITING or op is None or not op.waiting:
-                continue
-            said = EmitEvent(
-                vm.namespace, vm.name, f"{op.direction.capitalize()}WaitingForSDN",
-                f"{op.network} {op.direction} waits in {op.state}: not yet, the SDN says: "
-                f"{op.waiting}",
+            reason, detail = told
+            warning = EmitEvent(
+                vm.namespace, vm.name, f"{op.direction.capitalize()}{reason}",
+                f"{op.network} {op.direction} waits in {op.state}: {detail}",
                 "Warning", str(op.stream), len(op.history),
             )  # fmt: skip
-            requests.append(said.request(op.stream))
+            requests.append(warning.request(op.stream))
         return requests
 
     def _outcome_event(self, facts: Facts, reason: str, ops: list[Operation]) -> EmitEvent:
@@ -630,3 +622,13 @@ def _conforms(decider: HotplugDecider) -> Decider[VMState, World]:
 
 
 __all__ = ["HotplugDecider"]
+
+
+def _waits_for(type_: str, op: Operation) -> tuple[str, str] | None:
+    """What an event saying the operation waits tells the user: the Event's reason (after
+    the direction) and its words; None for any other event."""
+    if type_ == MIGRATION_HELD and op.held is not None:
+        return "WaitingForMigrationSlot", migration_slot_wait(op.held)
+    if type_ == WAITING and op.waiting:
+        return "WaitingForSDN", f"not yet, the SDN says: {op.waiting}"
+    return None
