@@ -94,12 +94,12 @@ async def test_withdrawing_a_failed_plug_clears_the_failure(
     assert_healthy(cluster)
 
 
+# deckhouse only: KubeVirt has no restart approval, and applies the unplug live under
+# Stage: the kubevirt flavour gates nothing
+@pytest.mark.parametrize("knobs", [DIALECTS["deckhouse"]], ids=["deckhouse"])
 async def test_stage_unplug_with_automatic_approval_applies_at_restart(
     knobs, start_cluster, start_controller, user_of
 ):
-    if knobs.dialect == "multus":
-        pytest.skip("KubeVirt has no restart approval, and applies the unplug live under "
-                    "Stage: the kubevirt flavour gates nothing")
     fixtures = Fixtures(vms=1, rollout_strategy="Stage", vm_networks=(USER_NET,))
     cluster = await start_cluster(knobs, fixtures)
     ctl = await start_controller(cluster)

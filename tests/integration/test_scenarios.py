@@ -34,12 +34,7 @@ from tests.integration.conftest import QUICK, eventually
 from tests.integration.journal_view import PLUG_PATHS, UNPLUG_PATHS
 
 VM = "default/vm-00000"
-AT_RESTART = {
-    "deckhouse": ["Requested", "RestartRequired", "VMIPatched", "Attached"],
-    # the new pod is born with the network, and each step is seen in KubeVirt's order
-    "multus": ["Requested", "RestartRequired", "VMIPatched", "AnnotationPatched", "SDNReady",
-               "Attached"],
-}
+AT_RESTART = ["Requested", "RestartRequired", "VMIPatched", "Attached"]  # deckhouse
 POD_PATCH = ("patch", "", "pods")
 KVVM_PATCH = ("patch", "kubevirt.io", "virtualmachines")
 USER_NET = ("Network", "user-net")
@@ -291,12 +286,12 @@ def _restart_flagged(trail: Trail) -> bool:
     return False
 
 
+# deckhouse only: the kubevirt flavour gates nothing: KubeVirt applies a NIC change
+# to the running VM under Stage too (see test_always_live_gating_hotplugs_in_place_under_stage)
+@pytest.mark.parametrize("knobs", [DIALECTS["deckhouse"]], ids=["deckhouse"])
 async def test_stage_with_automatic_approval_applies_at_restart(
     knobs, start_cluster, start_controller, follow, user_of
 ):
-    if knobs.dialect == "multus":
-        pytest.skip("the kubevirt flavour gates nothing: KubeVirt applies a NIC change to "
-                    "the running VM under Stage too (test_always_live_gating_...)")
     cluster = await start_cluster(knobs, STAGE)
     trail = follow(cluster, VMS)
     ctl = await start_controller(cluster)
@@ -308,18 +303,18 @@ async def test_stage_with_automatic_approval_applies_at_restart(
     op = await ctl.journal.wait_for(VM, "Network/user-net", "plug", {"Attached", "Failed"})
 
     assert (op.state, op.reason) == ("Attached", None)
-    assert await ctl.journal.path_of(op.stream) == AT_RESTART[knobs.dialect]
+    assert await ctl.journal.path_of(op.stream) == AT_RESTART
     assert _vmi_uid(cluster) != before  # nicplug restarted the VM itself
     # halt, write, start: never a VMI deleted (under runStrategy Manual it stops for good)
     deleted = [r for r in cluster.requests
                if r.verb == "delete" and r.resource.endswith("virtualmachineinstances")]
     assert deleted == []
-    if knobs.dialect == "deckhouse":  # through the platform: a Stop, then a Start
-        made, _ = cluster.store.list(VMOPS, split(VM)[0])
-        assert [o["spec"]["type"] for o in sorted(
-            made, key=lambda o: int(o["metadata"]["resourceVersion"]))] == ["Stop", "Start"]
-        assert all(o["status"]["phase"] == "Completed" for o in made)
-        assert cluster.store.get(KVVMS, *split(VM))["spec"]["runStrategy"] == "Manual"
+    # through the platform: a Stop, then a Start
+    made, _ = cluster.store.list(VMOPS, split(VM)[0])
+    assert [o["spec"]["type"] for o in sorted(
+        made, key=lambda o: int(o["metadata"]["resourceVersion"]))] == ["Stop", "Start"]
+    assert all(o["status"]["phase"] == "Completed" for o in made)
+    assert cluster.store.get(KVVMS, *split(VM))["spec"]["runStrategy"] == "Manual"
     assert _restart_flagged(trail)
     await eventually(lambda: not restart_pending(cluster, VM),
                      what="the restart condition to clear")
@@ -328,12 +323,12 @@ async def test_stage_with_automatic_approval_applies_at_restart(
     assert_healthy(cluster)
 
 
+# deckhouse only: the kubevirt flavour gates nothing: KubeVirt applies a NIC change
+# to the running VM under Stage too (see test_always_live_gating_hotplugs_in_place_under_stage)
+@pytest.mark.parametrize("knobs", [DIALECTS["deckhouse"]], ids=["deckhouse"])
 async def test_stage_with_manual_approval_waits_for_the_users_restart(
     knobs, start_cluster, start_controller, user_of
 ):
-    if knobs.dialect == "multus":
-        pytest.skip("the kubevirt flavour gates nothing: KubeVirt applies a NIC change to "
-                    "the running VM under Stage too (test_always_live_gating_...)")
     cluster = await start_cluster(knobs, STAGE)
     ctl = await start_controller(cluster)
     user = user_of(cluster)
@@ -353,7 +348,7 @@ async def test_stage_with_manual_approval_waits_for_the_users_restart(
     await user.restart(VM)
     op = await ctl.journal.wait_for(VM, "Network/user-net", "plug", {"Attached", "Failed"})
 
-    assert await ctl.journal.path_of(op.stream) == AT_RESTART[knobs.dialect]
+    assert await ctl.journal.path_of(op.stream) == AT_RESTART
     await eventually(lambda: not restart_pending(cluster, VM),
                      what="the restart condition to clear")
     assert_requests(cluster, VM, [USER_NET])
