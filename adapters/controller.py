@@ -115,6 +115,10 @@ class Surroundings:
     check_journal: bool = True
     """Check the whole journal file after start, in a thread beside the work (`_lead`);
     the simulation, whose journal lives on its event loop's thread, checks it itself."""
+    measure_loop_lag: bool = True
+    """Tick every 10 ms to measure how long the loop was kept from running. On the
+    simulation's virtual clock, which moves only when the loop is idle, the lag is 0 by
+    construction and the ticker would only turn the loop 100 times a virtual second."""
 
 
 def _fence(term: Term) -> None:
@@ -250,7 +254,7 @@ class Controller:
             raise
         ticker = asyncio.create_task(
             self.loop_lag.run(now=asyncio.get_running_loop().time), name="event loop lag"
-        )
+        ) if self.surroundings.measure_loop_lag else None
         leadership = self._leadership = Leadership(
             lease_connection,
             name=self.settings.lease_name,
@@ -268,7 +272,8 @@ class Controller:
             await leadership.run()
         finally:
             self._ready = False
-            ticker.cancel()
+            if ticker is not None:
+                ticker.cancel()
             await _hand_over(leadership)
             await connection.close()
             await lease_connection.close()
