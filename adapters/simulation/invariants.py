@@ -21,7 +21,15 @@ the end of a step that may hide it:
   VirtualMachineOperation) for one VMI uid, or a VM restarted more than twice for one
   change of its desired networks;
 * `migrations-in-flight` — a replica creates a migration while one is unfinished;
-* `untraceable-effect` — a replica wrote something its journal holds no effect for.
+* `untraceable-effect` — a replica sent a write (anything but the Lease) that no effect
+  its journal holds as issued at that instant asks for: each write is matched, when it
+  is sent, to an outbox row of that replica's own journal of an effect type that makes
+  such a write to that object (a pod patch to a `PatchPodNetworks` of that pod, a KVVM
+  patch to a `PatchVirtualMachine` or `RestartVM` of that VM, a status patch to a
+  condition effect of that VM, a VirtualMachineOperation to a `RestartVM`, a migration
+  to a `CreateMigration`, an Event to an `EmitEvent`, in that namespace). A write sent
+  before its decision committed, after its outcome was recorded, or by no decision at
+  all is untraceable.
 
 At the end (`liveness.py`) every journal must verify, and every operation must have
 come to rest.
@@ -31,7 +39,7 @@ from __future__ import annotations
 
 import datetime
 from collections import Counter, defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -195,9 +203,13 @@ class Watchman:
 
     # -- the replicas' requests ----------------------------------------------------------
 
-    def on_request(self, identity: str, listed: bool, method: str, path: str) -> None:
+    def on_request(self, identity: str, listed: bool, method: str, path: str,
+                   issued: Callable[[], Iterable[tuple[str, str]]] = lambda: ()) -> None:
+        """`issued()`: (type, target) of each effect the replica's journal holds as
+        issued now (`journal.issued_effects`)."""
         if method not in ("POST", "PUT", "PATCH", "DELETE") or "/leases" in path:
             return
+        self._traced(identity, method, path, issued)
         holder, expires = self._lease()
         if holder != identity or expires < self.now():
             self.report("write-without-lease",
@@ -218,6 +230,19 @@ class Watchman:
             vmi = self.store.peek(VMIS, *target)
             uid = str(ob.dig(vmi, "metadata", "uid")) if vmi else "gone"
             self._restarted(target[0], target[1], uid, counted=vmi is not None)
+
+    def _traced(self, identity: str, method: str, path: str,
+                issued: Callable[[], Iterable[tuple[str, str]]]) -> None:
+        wanted = effects_for(method, path)
+        if wanted is not None:
+            types, namespace, name = wanted
+            for kind, target in issued():
+                ns, _, target_name = target.partition("/")
+                if kind in types and ns == namespace and name in (None, target_name):
+                    return
+        self.report("untraceable-effect",
+                    f"{identity} sent {method} {path}, which no effect issued in its journal "
+                    f"asks for")
 
     def _lease(self) -> tuple[str, float]:
         lease = self.store.peek(LEASES, *self.lease)
@@ -259,6 +284,37 @@ def _readable(raw: object) -> bool:
 
 
 _VM_KINDS = {"virtualmachines", "virtualmachineinstances", "pods"}
+
+# (method, plural, subresource, the path names the object) -> the effect types that send it
+_WRITES: dict[tuple[str, str, str | None, bool], frozenset[str]] = {
+    ("PATCH", "pods", None, True): frozenset({"PatchPodNetworks"}),
+    ("PATCH", "virtualmachines", None, True): frozenset({"PatchVirtualMachine", "RestartVM"}),
+    ("PATCH", "virtualmachines", "status", True): frozenset(
+        {"SetVMCondition", "RemoveVMCondition"}),
+    ("POST", "virtualmachineoperations", None, False): frozenset({"RestartVM"}),
+    ("POST", "virtualmachineinstancemigrations", None, False): frozenset({"CreateMigration"}),
+    ("POST", "events", None, False): frozenset({"EmitEvent"}),
+    ("PATCH", "events", None, True): frozenset({"EmitEvent"}),  # a repeat counted
+}
+
+
+def effects_for(method: str, path: str) -> tuple[frozenset[str], str, str | None] | None:
+    """The effect types that send a `method` to `path`, the namespace, and the name of
+    the object when the path names one (a create names it in the body, and an Event's
+    name is the server's: those match by namespace); None when no effect sends it."""
+    parts = path.strip("/").split("/")
+    if "namespaces" not in parts:
+        return None
+    rest = parts[parts.index("namespaces") + 1:]
+    if len(rest) < 2 or len(rest) > 4:
+        return None
+    namespace, plural = rest[0], rest[1]
+    name = rest[2] if len(rest) >= 3 else None
+    sub = rest[3] if len(rest) == 4 else None
+    types = _WRITES.get((method, plural, sub, name is not None))
+    if types is None:
+        return None
+    return types, namespace, name if plural not in ("events",) else None
 
 
 def _pod_target(path: str) -> tuple[str, str] | None:

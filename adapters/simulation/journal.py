@@ -7,6 +7,8 @@ connection (`_execute(job)`, `_conn`), plus the rest of what it calls, and runs 
 job at once on the calling thread: the same SQL, the same file, the same transactions.
 `CommitFaults` makes the next N group commits fail with the `sqlite3.OperationalError`
 a full disk raises, which the journal translates as it would in production.
+`issued_effects` reads a replica's outbox from its file, beside the replica, for the
+`untraceable-effect` invariant.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar, cast
+from urllib.parse import quote
 
 import aiosqlite
 
@@ -89,3 +92,26 @@ def journal_opener(faults: CommitFaults) -> Callable[..., Any]:
         return await SQLiteJournal.open(path, synchronous="NORMAL", connect=connect)
 
     return open_journal
+
+
+def issued_effects(path: Path) -> list[tuple[str, str]]:
+    """(type, target) of every effect the journal at `path` holds as issued and not yet
+    finished: what its controller may be sending now. Read through a read-only
+    connection of its own (as `nicplug journal` reads beside a running controller), which
+    sees every committed transaction and changes nothing. The target (`namespace/name`
+    of the object acted on) is the middle of the effect's idempotency key,
+    `type:namespace/name:digest`. A journal not created yet holds none."""
+    if not path.exists():
+        return []
+    try:
+        conn = sqlite3.connect(f"file:{quote(str(path))}?mode=ro", uri=True)
+    except sqlite3.Error:
+        return []
+    try:
+        rows = conn.execute(
+            "SELECT type, idempotency_key FROM effects WHERE status = 'issued'").fetchall()
+    except sqlite3.OperationalError:  # no schema yet: the journal is being created
+        return []
+    finally:
+        conn.close()
+    return [(str(kind), str(key).split(":", 1)[-1].rsplit(":", 1)[0]) for kind, key in rows]

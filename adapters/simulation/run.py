@@ -30,6 +30,7 @@ from typing import Any
 
 from nicplug.adapters.simulation.actions import Hands
 from nicplug.adapters.simulation.invariants import Violation, Watchman
+from nicplug.adapters.simulation.journal import issued_effects
 from nicplug.adapters.simulation.liveness import at_rest
 from nicplug.adapters.simulation.loop import (
     EPOCH,
@@ -150,7 +151,8 @@ async def _play(schedule: Schedule, directory: Path, tape: Path | None) -> Outco
     await server.start()
 
     def requested(replica: Replica, method: str, path: str) -> None:
-        watchman.on_request(replica.identity, replica.listed, method, path)
+        watchman.on_request(replica.identity, replica.listed, method, path,
+                            lambda: issued_effects(replica.journal))
 
     settings = dict(SETTINGS, dialect=setup.dialect)
     replicas = [Replica("nicplug-a", directory / "a.db", settings, server, requested, tape)]

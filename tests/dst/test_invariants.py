@@ -1,0 +1,114 @@
+"""The `untraceable-effect` invariant of the deterministic simulation: every write a
+replica sends is matched, the instant it is sent, to an effect its own journal holds as
+issued. Checked here against a real journal file, and in a whole run with a defect put
+back (a write no decision asked for)."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from nicplug.adapters.executor import KubeExecutor
+from nicplug.adapters.simulation.invariants import Watchman, effects_for
+from nicplug.adapters.simulation.journal import issued_effects
+from nicplug.adapters.simulation.run import simulate
+from nicplug.adapters.simulation.schedule import Step, draw
+from nicplug.engine.journal import Commit, EffectUpdate
+from nicplug.engine.model import Cause, Key, StreamId
+from nicplug.engine.sqlite_journal import SQLiteJournal
+from nicplug.machines.effects import PatchPodNetworks, SetVMCondition
+from nicplug.simulator.store import Store
+
+POD = "virt-launcher-vm1-abcde"
+POD_PATH = f"/api/v1/namespaces/ns1/pods/{POD}"
+STATUS_PATH = "/apis/virtualization.deckhouse.io/v1alpha2/namespaces/ns1/virtualmachines/vm1/status"
+
+
+def _untraceable(journal: Path, method: str, path: str) -> list[str]:
+    watchman = Watchman(Store(), "deckhouse", ("nicplug-system", "nicplug"), lambda: 0.0)
+    watchman.on_request("nicplug-a", True, method, path, lambda: issued_effects(journal))
+    return [v.detail for v in watchman.violations if v.invariant == "untraceable-effect"]
+
+
+async def _issue(path: Path, *effects: Any) -> tuple[SQLiteJournal, list[int]]:
+    journal = await SQLiteJournal.open(path)
+    stream = StreamId("uid1/Network/user-net/plug/1")
+    appended = await journal.append(Commit(
+        key=Key("ns1/vm1"), cause=Cause("observation", "test"), wall_time=1.0,
+        logical_time=1.0, effects=tuple(e.request(stream) for e in effects)))
+    return journal, [e.id for e in appended.effects]
+
+
+def test_a_write_is_traced_only_to_an_issued_effect_of_its_object(tmp_path: Path) -> None:
+    path = tmp_path / "a.db"
+    assert _untraceable(path, "PATCH", POD_PATH), "no journal yet: nothing traces a write"
+
+    async def scenario() -> None:
+        journal, ids = await _issue(path, PatchPodNetworks("ns1", POD, "pod-uid", ()))
+        try:
+            assert _untraceable(path, "PATCH", POD_PATH) == []
+            # the same effect type, another object; another effect type, the same VM
+            assert _untraceable(path, "PATCH", "/api/v1/namespaces/ns1/pods/virt-launcher-vm2-x")
+            assert _untraceable(path, "PATCH", STATUS_PATH)
+            assert _untraceable(path, "DELETE", POD_PATH), "no effect deletes a pod"
+            # once its outcome is recorded, the effect sends nothing more
+            await journal.append(Commit(
+                key=Key("ns1/vm1"), cause=Cause("effect", f"effect:{ids[0]}"),
+                wall_time=2.0, logical_time=2.0,
+                effect_updates=(EffectUpdate(ids[0], "succeeded", 1),)))
+            assert _untraceable(path, "PATCH", POD_PATH)
+        finally:
+            await journal.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_condition_write_traces_to_a_condition_effect(tmp_path: Path) -> None:
+    path = tmp_path / "a.db"
+
+    async def scenario() -> None:
+        journal, _ = await _issue(path, SetVMCondition("ns1", "vm1", "T", "True", "R", "m"))
+        await journal.close()
+
+    asyncio.run(scenario())
+    assert _untraceable(path, "PATCH", STATUS_PATH) == []
+    assert _untraceable(path, "PATCH", STATUS_PATH.replace("/vm1/", "/vm2/"))
+
+
+@pytest.mark.parametrize(("method", "path", "traced"), [
+    ("PATCH", POD_PATH, ({"PatchPodNetworks"}, "ns1", POD)),
+    ("POST", "/apis/kubevirt.io/v1/namespaces/ns1/virtualmachineinstancemigrations",
+     ({"CreateMigration"}, "ns1", None)),
+    ("POST", "/apis/events.k8s.io/v1/namespaces/ns1/events", ({"EmitEvent"}, "ns1", None)),
+    ("DELETE", "/apis/kubevirt.io/v1/namespaces/ns1/virtualmachineinstances/vm1", None),
+    ("PUT", "/apis/kubevirt.io/v1/namespaces/ns1/virtualmachines/vm1", None),
+])
+def test_each_write_names_the_effects_that_send_it(
+    method: str, path: str, traced: tuple[set[str], str, str | None] | None,
+) -> None:
+    assert effects_for(method, path) == traced
+
+
+def test_a_run_catches_a_write_no_decision_asked_for(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With a defect put back (patching a launcher pod also writes a condition on the
+    VM, from no decision), the run stops at that write."""
+    original = KubeExecutor._patch_pod
+
+    async def and_a_condition(self: KubeExecutor, e: PatchPodNetworks, effect: Any) -> Any:
+        result = await original(self, e, effect)
+        vm = e.pod.removeprefix("virt-launcher-").rsplit("-", 1)[0]
+        await self._calls.patch_status(self._vm_kind, e.namespace, vm, {"status": {}})
+        return result
+
+    plug = draw(8).with_steps((Step(1.0, "add", 0, "user-net"),))
+    assert plug.setup.dialect == "deckhouse"
+    clean = simulate(plug)
+    assert clean.violation is None, clean.violation.line()
+    monkeypatch.setattr(KubeExecutor, "_patch_pod", and_a_condition)
+    outcome = simulate(plug)
+    assert outcome.violation is not None
+    assert outcome.violation.invariant == "untraceable-effect", outcome.violation.line()
+    assert "/status" in outcome.violation.detail
