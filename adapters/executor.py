@@ -17,6 +17,13 @@ from the next world. No GET precedes a write.
 HTTP errors become the engine's: a conflict is `RetryAfterObservation`, 429/5xx and
 timeouts `TemporaryError` (with `Retry-After`), rejections `PermanentError`. This module
 decides nothing about *what* to do; it only does what an effect says.
+
+A KVVM patch waits for the pod patches of its VM decided before it that have not
+finished (one on the wire, or one the outbox retries): a decision taken while a pod
+patch was in flight read the pod as it was before that patch lands. Once they have
+finished, an interface the KVVM patch would hold that a landed pod patch no longer
+requests means the world moved (an unplug cancelled while its release was on the
+wire): decide again, so no interface is attached over a pod entry being released.
 """
 
 from __future__ import annotations
@@ -77,6 +84,19 @@ Reader = Callable[[KindRef, str, str], Awaitable[Mapping[str, Any]]]
 """How a VM is read for a condition write: from the cache, or from the server."""
 
 
+class _PodWrite:
+    """A pod patch started and not finished; once finished, the ifNames it left
+    requested on the pod (None: it did not land)."""
+
+    def __init__(self) -> None:
+        self.done = asyncio.Event()
+        self.landed: frozenset[str] | None = None
+
+    def finish(self, landed: frozenset[str] | None) -> None:
+        self.landed = landed
+        self.done.set()
+
+
 class KubeExecutor:
     """Executes effects against the API server through `KubeCalls`."""
 
@@ -110,6 +130,8 @@ class KubeExecutor:
         self._now = now or (lambda: datetime.datetime.now(datetime.UTC))
         # (effect type, target) -> the newest effect started on it: see `_superseded`.
         self._newest: dict[tuple[str, str], int] = {}
+        # VM key -> its pod patches started and not finished: see `_after_pod_patches`
+        self._pod_writes: dict[str, dict[int, _PodWrite]] = {}
 
     async def execute(self, effect: PendingEffect) -> Result:
         started = time.perf_counter()
@@ -140,8 +162,9 @@ class KubeExecutor:
         try:
             match decoded:
                 case PatchPodNetworks():
-                    return await self._patch_pod(decoded, effect)
+                    return await self._pod_write(decoded, effect)
                 case PatchVirtualMachine():
+                    await self._after_pod_patches(decoded, effect)
                     return await self._patch_kvvm(decoded, effect)
                 case SetVMCondition():
                     return await self._set_condition(decoded)
@@ -167,6 +190,40 @@ class KubeExecutor:
         must not be sent. Checked when it starts and again just before it writes.
         """
         return effect.id < self._newest.get(slot, 0)
+
+    async def _pod_write(self, e: PatchPodNetworks, effect: PendingEffect) -> Result:
+        """`_patch_pod`, known as unfinished to the KVVM patches decided after it until it
+        lands or fails for good (a temporary failure is retried: still unfinished)."""
+        writes = self._pod_writes.setdefault(str(effect.key), {})
+        write = writes.setdefault(effect.id, _PodWrite())
+        landed: frozenset[str] | None = None
+        try:
+            result = await self._patch_pod(e, effect)
+            if not result.get("superseded"):
+                landed = frozenset(r.if_name for r in e.entries)
+            return result
+        except kube_errors.Temporary:
+            write = None  # retried by the outbox: not finished
+            raise
+        finally:
+            if write is not None:
+                write.finish(landed)
+                writes.pop(effect.id, None)
+
+    async def _after_pod_patches(self, e: PatchVirtualMachine, effect: PendingEffect) -> None:
+        """Wait for the unfinished pod patches of the VM decided before this KVVM patch;
+        an interface this patch would hold that one of them, landed, does not request
+        is `RetryAfterObservation` (its landing is the observation to decide from)."""
+        held = {n.if_name for n in e.networks
+                if not n.absent and n.identity not in ("", "Main") and n.if_name != MAIN_IF_NAME}
+        for earlier, write in sorted(self._pod_writes.get(str(effect.key), {}).items()):
+            if earlier >= effect.id:
+                continue
+            await write.done.wait()
+            if write.landed is not None and held - write.landed:
+                raise RetryAfterObservation(
+                    f"VM {e.target}: a pod patch decided before this KVVM patch (effect "
+                    f"{earlier}) released {sorted(held - write.landed)} meanwhile")
 
     def _translated(self, exc: kube_errors.KubeError) -> Exception:
         if self._metrics is not None and exc.status:

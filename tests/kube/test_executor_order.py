@@ -8,6 +8,7 @@ must not be sent over the newer.
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import dataclasses
 from dataclasses import replace
@@ -296,3 +297,51 @@ async def test_a_dialect_that_only_reads_writes_no_pod_and_no_kvvm(
         with pytest.raises(PermanentError, match="never nicplug's"):
             await executor.execute(effect)
     assert len(api_server.requests) == before
+
+
+@pytest.mark.parametrize("pod_keeps_b", [False, True])
+async def test_a_kvvm_patch_waits_for_the_pod_patch_decided_before_it(
+    api_server: ApiServer, connection: ApiConnection, monkeypatch: pytest.MonkeyPatch,
+    pod_keeps_b: bool,
+) -> None:
+    """An unplug of net-b released its pod entry (effect 8, still on the wire) when the
+    user asked for net-b again, and the plug, reading the pod before that patch landed,
+    wrote net-b into the KVVM (effect 10): attached over an entry being released. The
+    KVVM patch waits for the pod patch; if the pod no longer requests net-b once it
+    landed, it is decided again, else it is sent."""
+    store = api_server.store
+    store.create(NAMESPACES, {"metadata": {"name": "ns1"}})
+    store.create(KVVMS, kvvm_for(Knobs(), "ns1", "vm", (("Network", "net-a"),)))
+    deckhouse = dialect_for("deckhouse")
+    a, b = SDNRequest("Network/net-a", NET_A, id=2), SDNRequest("Network/net-b", NET_B, id=3)
+    pod = store.create(PODS, {"metadata": {
+        "name": "virt-launcher-vm-x", "namespace": "ns1",
+        "annotations": {deckhouse.request_annotation: deckhouse.render_requests(
+            requests=(a, b), namespace="ns1")}}})
+    executor = KubeExecutor(KubeCalls(connection), deckhouse, flavour=UPSTREAM)
+    on_the_wire = asyncio.Event()
+    original = executor._calls.patch_pod
+
+    async def held(*args: Any, **kwargs: Any) -> Any:
+        await on_the_wire.wait()
+        return await original(*args, **kwargs)
+
+    monkeypatch.setattr(executor._calls, "patch_pod", held)
+    entries = (a, b) if pod_keeps_b else (a,)
+    pod_patch = asyncio.create_task(executor.execute(pending(8, PatchPodNetworks(
+        "ns1", "virt-launcher-vm-x", pod["metadata"]["uid"], entries, observed=(a, b)))))
+    kvvm_patch_ = asyncio.create_task(executor.execute(pending(10, kvvm_patch(
+        VMNetworkEntry(NET_A, "Network/net-a"), VMNetworkEntry(NET_B, "Network/net-b")))))
+    for _ in range(20):
+        await asyncio.sleep(0)
+    assert not kvvm_patch_.done() and interfaces_of(store) == ["default", NET_A]
+
+    on_the_wire.set()
+    await pod_patch
+    if pod_keeps_b:
+        await kvvm_patch_
+        assert interfaces_of(store) == ["default", NET_A, NET_B]
+    else:
+        with pytest.raises(RetryAfterObservation, match="released"):
+            await kvvm_patch_
+        assert interfaces_of(store) == ["default", NET_A]
