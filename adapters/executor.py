@@ -19,11 +19,13 @@ timeouts `TemporaryError` (with `Retry-After`), rejections `PermanentError`. Thi
 decides nothing about *what* to do; it only does what an effect says.
 
 A KVVM patch waits for the pod patches of its VM decided before it that have not
-finished (one on the wire, or one the outbox retries): a decision taken while a pod
-patch was in flight read the pod as it was before that patch lands. Once they have
-finished, an interface the KVVM patch would hold that a landed pod patch no longer
-requests means the world moved (an unplug cancelled while its release was on the
-wire): decide again, so no interface is attached over a pod entry being released.
+finished (one on the wire, or one the outbox retries), and a pod patch for the KVVM
+patches: a decision taken while the other write was in flight read the world as it
+was before that write lands. Once they have finished, an interface the KVVM patch would
+hold that a landed pod patch no longer requests, or an entry the pod patch would
+release that a landed KVVM patch attached, means the world moved (a change reverted
+while a write of it was on the wire): decide again, so no interface is attached over a
+pod entry being released, nor an entry released under an interface being attached.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ import logging
 import time
 import zlib
 from collections.abc import Awaitable, Callable, Mapping
+from functools import partial
 from typing import Any, Final
 
 from nicplug.adapters.kube import errors as kube_errors
@@ -84,11 +87,12 @@ Reader = Callable[[KindRef, str, str], Awaitable[Mapping[str, Any]]]
 """How a VM is read for a condition write: from the cache, or from the server."""
 
 
-class _PodWrite:
-    """A pod patch started and not finished; once finished, the ifNames it left
-    requested on the pod (None: it did not land)."""
+class _Write:
+    """A pod or KVVM patch started and not finished; once finished, the ifNames it left
+    requested on the pod or attached in the KVVM (None: it did not land)."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, pod: bool) -> None:
+        self.pod = pod
         self.done = asyncio.Event()
         self.landed: frozenset[str] | None = None
 
@@ -130,8 +134,8 @@ class KubeExecutor:
         self._now = now or (lambda: datetime.datetime.now(datetime.UTC))
         # (effect type, target) -> the newest effect started on it: see `_superseded`.
         self._newest: dict[tuple[str, str], int] = {}
-        # VM key -> its pod patches started and not finished: see `_after_pod_patches`
-        self._pod_writes: dict[str, dict[int, _PodWrite]] = {}
+        # VM key -> its pod and KVVM patches started and not finished: see `_ordered`
+        self._writes: dict[str, dict[int, _Write]] = {}
 
     async def execute(self, effect: PendingEffect) -> Result:
         started = time.perf_counter()
@@ -162,10 +166,13 @@ class KubeExecutor:
         try:
             match decoded:
                 case PatchPodNetworks():
-                    return await self._pod_write(decoded, effect)
+                    requested = frozenset(r.if_name for r in decoded.entries)
+                    return await self._ordered(
+                        effect, requested, partial(self._patch_pod, decoded, effect), pod=True)
                 case PatchVirtualMachine():
-                    await self._after_pod_patches(decoded, effect)
-                    return await self._patch_kvvm(decoded, effect)
+                    return await self._ordered(
+                        effect, _attached(decoded), partial(self._patch_kvvm, decoded, effect),
+                        pod=False)
                 case SetVMCondition():
                     return await self._set_condition(decoded)
                 case RemoveVMCondition():
@@ -191,39 +198,41 @@ class KubeExecutor:
         """
         return effect.id < self._newest.get(slot, 0)
 
-    async def _pod_write(self, e: PatchPodNetworks, effect: PendingEffect) -> Result:
-        """`_patch_pod`, known as unfinished to the KVVM patches decided after it until it
-        lands or fails for good (a temporary failure is retried: still unfinished)."""
-        writes = self._pod_writes.setdefault(str(effect.key), {})
-        write = writes.setdefault(effect.id, _PodWrite())
+    async def _ordered(self, effect: PendingEffect, holds: frozenset[str],
+                       write: Callable[[], Awaitable[Result]], *, pod: bool) -> Result:
+        """Do `write` (a pod patch, `pod`, or a KVVM patch) once the unfinished writes of
+        the other kind decided before it on the same VM have finished; known as
+        unfinished to the later ones until it lands or fails for good (a temporary
+        failure is retried by the outbox: still unfinished). `holds`: the ifNames it
+        leaves requested (pod) or attached (KVVM)."""
+        writes = self._writes.setdefault(str(effect.key), {})
+        for earlier, other in sorted(writes.items()):
+            if earlier >= effect.id or other.pod == pod:
+                continue
+            await other.done.wait()
+            if other.landed is None:
+                continue
+            # a KVVM holding what the pods no longer request; pods releasing what it holds
+            moved = holds - other.landed if not pod else other.landed - holds
+            if moved:
+                what = "released" if not pod else "attached"
+                raise RetryAfterObservation(
+                    f"VM {effect.key}: a {'pod' if not pod else 'KVVM'} patch decided before "
+                    f"this one (effect {earlier}) {what} {sorted(moved)} meanwhile")
+        mine = writes.setdefault(effect.id, _Write(pod=pod))
         landed: frozenset[str] | None = None
         try:
-            result = await self._patch_pod(e, effect)
+            result = await write()
             if not result.get("superseded"):
-                landed = frozenset(r.if_name for r in e.entries)
+                landed = holds
             return result
         except kube_errors.Temporary:
-            write = None  # retried by the outbox: not finished
+            mine = None  # retried by the outbox: not finished
             raise
         finally:
-            if write is not None:
-                write.finish(landed)
+            if mine is not None:
+                mine.finish(landed)
                 writes.pop(effect.id, None)
-
-    async def _after_pod_patches(self, e: PatchVirtualMachine, effect: PendingEffect) -> None:
-        """Wait for the unfinished pod patches of the VM decided before this KVVM patch;
-        an interface this patch would hold that one of them, landed, does not request
-        is `RetryAfterObservation` (its landing is the observation to decide from)."""
-        held = {n.if_name for n in e.networks
-                if not n.absent and n.identity not in ("", "Main") and n.if_name != MAIN_IF_NAME}
-        for earlier, write in sorted(self._pod_writes.get(str(effect.key), {}).items()):
-            if earlier >= effect.id:
-                continue
-            await write.done.wait()
-            if write.landed is not None and held - write.landed:
-                raise RetryAfterObservation(
-                    f"VM {e.target}: a pod patch decided before this KVVM patch (effect "
-                    f"{earlier}) released {sorted(held - write.landed)} meanwhile")
 
     def _translated(self, exc: kube_errors.KubeError) -> Exception:
         if self._metrics is not None and exc.status:
@@ -566,6 +575,12 @@ class KubeExecutor:
         return await self._events.record(
             EventNote(involved=involved, reason=e.reason, message=e.message, type=e.type)
         )
+
+
+def _attached(e: PatchVirtualMachine) -> frozenset[str]:
+    """The interfaces a KVVM patch leaves attached that an SDN entry must back."""
+    return frozenset(n.if_name for n in e.networks if not n.absent
+                     and n.identity not in ("", "Main") and n.if_name != MAIN_IF_NAME)
 
 
 def vm_operation_name(vm: str, vmi_uid: str, type_: str) -> str:

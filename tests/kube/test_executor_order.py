@@ -345,3 +345,45 @@ async def test_a_kvvm_patch_waits_for_the_pod_patch_decided_before_it(
         with pytest.raises(RetryAfterObservation, match="released"):
             await kvvm_patch_
         assert interfaces_of(store) == ["default", NET_A]
+
+
+async def test_a_pod_patch_waits_for_the_kvvm_patch_decided_before_it(
+    api_server: ApiServer, connection: ApiConnection, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The other way round: a plug's KVVM patch adding net-b is on the wire (effect 2)
+    when the user drops net-b, and the unplug, reading a KVVM without it, releases its
+    pod entry (effect 3). The pod patch waits for the KVVM patch, which attached net-b:
+    it is decided again, and the pod keeps requesting net-b."""
+    store = api_server.store
+    store.create(NAMESPACES, {"metadata": {"name": "ns1"}})
+    store.create(KVVMS, kvvm_for(Knobs(), "ns1", "vm", (("Network", "net-a"),)))
+    deckhouse = dialect_for("deckhouse")
+    a, b = SDNRequest("Network/net-a", NET_A, id=2), SDNRequest("Network/net-b", NET_B, id=3)
+    both = deckhouse.render_requests(requests=(a, b), namespace="ns1")
+    pod = store.create(PODS, {"metadata": {
+        "name": "virt-launcher-vm-x", "namespace": "ns1",
+        "annotations": {deckhouse.request_annotation: both}}})
+    executor = KubeExecutor(KubeCalls(connection), deckhouse, flavour=UPSTREAM)
+    on_the_wire = asyncio.Event()
+    original = executor._calls.patch
+
+    async def held(*args: Any, **kwargs: Any) -> Any:
+        await on_the_wire.wait()
+        return await original(*args, **kwargs)
+
+    monkeypatch.setattr(executor._calls, "patch", held)
+    plug = asyncio.create_task(executor.execute(pending(2, kvvm_patch(
+        VMNetworkEntry(NET_A, "Network/net-a"), VMNetworkEntry(NET_B, "Network/net-b")))))
+    release = asyncio.create_task(executor.execute(pending(3, PatchPodNetworks(
+        "ns1", "virt-launcher-vm-x", pod["metadata"]["uid"], (a,), observed=(a, b)))))
+    for _ in range(20):
+        await asyncio.sleep(0)
+    assert not release.done()
+
+    on_the_wire.set()
+    await plug
+    with pytest.raises(RetryAfterObservation, match="attached"):
+        await release
+    annotations = store.get(PODS, "ns1", "virt-launcher-vm-x")["metadata"]["annotations"]
+    assert annotations[deckhouse.request_annotation] == both
+    assert interfaces_of(store) == ["default", NET_A, NET_B]
