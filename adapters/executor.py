@@ -161,6 +161,7 @@ class KubeExecutor:
         if isinstance(decoded, PatchPodNetworks | PatchVirtualMachine):
             slot = (effect.type, decoded.target)
             if self._superseded(effect, slot):
+                self._abandoned(effect)
                 return {"superseded": True}
             self._newest[slot] = effect.id
         try:
@@ -219,7 +220,7 @@ class KubeExecutor:
                 raise RetryAfterObservation(
                     f"VM {effect.key}: a {'pod' if not pod else 'KVVM'} patch decided before "
                     f"this one (effect {earlier}) {what} {sorted(moved)} meanwhile")
-        mine = writes.setdefault(effect.id, _Write(pod=pod))
+        mine: _Write | None = writes.setdefault(effect.id, _Write(pod=pod))
         landed: frozenset[str] | None = None
         try:
             result = await write()
@@ -233,6 +234,13 @@ class KubeExecutor:
             if mine is not None:
                 mine.finish(landed)
                 writes.pop(effect.id, None)
+
+    def _abandoned(self, effect: PendingEffect) -> None:
+        """A write retried after a temporary failure and then superseded never lands:
+        the writes waiting for it go on."""
+        write = self._writes.get(str(effect.key), {}).pop(effect.id, None)
+        if write is not None:
+            write.finish(None)
 
     def _translated(self, exc: kube_errors.KubeError) -> Exception:
         if self._metrics is not None and exc.status:

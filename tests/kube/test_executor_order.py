@@ -23,7 +23,12 @@ from nicplug.adapters.kube.flavour import UPSTREAM
 from nicplug.adapters.kube.translate import records
 from nicplug.adapters.kube.translate.objects import KVVMObject, read
 from nicplug.adapters.sdn import dialect_for
-from nicplug.engine.errors import EffectUndecodable, PermanentError, RetryAfterObservation
+from nicplug.engine.errors import (
+    EffectUndecodable,
+    PermanentError,
+    RetryAfterObservation,
+    TemporaryError,
+)
 from nicplug.engine.journal import PendingEffect
 from nicplug.engine.model import Key, StreamId
 from nicplug.machines.effects import (
@@ -386,4 +391,35 @@ async def test_a_pod_patch_waits_for_the_kvvm_patch_decided_before_it(
         await release
     annotations = store.get(PODS, "ns1", "virt-launcher-vm-x")["metadata"]["annotations"]
     assert annotations[deckhouse.request_annotation] == both
+    assert interfaces_of(store) == ["default", NET_A, NET_B]
+
+
+async def test_a_pod_patch_superseded_after_a_temporary_failure_holds_nothing_up(
+    api_server: ApiServer, connection: ApiConnection,
+) -> None:
+    """A pod patch that failed for now (503) stays unfinished for the KVVM patches after
+    it; superseded by a newer one when retried, it never lands, and they go on."""
+    store = api_server.store
+    store.create(NAMESPACES, {"metadata": {"name": "ns1"}})
+    store.create(KVVMS, kvvm_for(Knobs(), "ns1", "vm", (("Network", "net-a"),)))
+    deckhouse = dialect_for("deckhouse")
+    a, b = SDNRequest("Network/net-a", NET_A, id=2), SDNRequest("Network/net-b", NET_B, id=3)
+    pod = store.create(PODS, {"metadata": {
+        "name": "virt-launcher-vm-x", "namespace": "ns1",
+        "annotations": {deckhouse.request_annotation: deckhouse.render_requests(
+            requests=(a, b), namespace="ns1")}}})
+    uid = pod["metadata"]["uid"]
+    executor = KubeExecutor(KubeCalls(connection), deckhouse, flavour=UPSTREAM)
+    api_server.faults.fail_requests(503, verb="patch", resource="pods")
+    release_b = pending(5, PatchPodNetworks("ns1", "virt-launcher-vm-x", uid, (a,),
+                                            observed=(a, b)))
+    with pytest.raises(TemporaryError):
+        await executor.execute(release_b)
+    await executor.execute(pending(9, PatchPodNetworks(
+        "ns1", "virt-launcher-vm-x", uid, (a, b), observed=(a, b))))
+    assert await executor.execute(release_b) == {"superseded": True}
+
+    plug_b = executor.execute(pending(10, kvvm_patch(
+        VMNetworkEntry(NET_A, "Network/net-a"), VMNetworkEntry(NET_B, "Network/net-b"))))
+    await asyncio.wait_for(plug_b, timeout=30)  # a guard: it never waits for effect 5
     assert interfaces_of(store) == ["default", NET_A, NET_B]
