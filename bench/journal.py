@@ -3,7 +3,8 @@ and with the `eventsourcing` library.
 
 Appends of the same events (about 200 bytes of JSON each, ten a commit), all with
 `synchronous=FULL` in WAL mode, on a fresh file each run, each contender's input made
-before the clock starts:
+before the clock starts; (a) and (b) write into files nicplug's journal created, so
+that both have the same tables, indexes and file settings (incremental auto-vacuum):
 (a) raw `sqlite3` `executemany` of exactly the rows (b) writes, one transaction per
     group of (b): the events of 100 streams, ten each, and those streams' rows at their
     new versions — the ceiling; (b) nicplug's journal with 100 concurrent appenders,
@@ -49,7 +50,6 @@ from nicplug.engine.effects import RecordingExecutor
 from nicplug.engine.journal import Commit
 from nicplug.engine.model import Cause, Key, NewEvent, StreamId
 from nicplug.engine.runtime import Runtime
-from nicplug.engine.schema import migrate
 from nicplug.engine.sqlite_journal import SQLiteJournal
 from nicplug.engine.sqlite_writes import to_json
 from nicplug.machines.decider import HotplugDecider
@@ -98,10 +98,16 @@ _TOUCH = (
 
 
 def _schema(path: str, synchronous: str) -> sqlite3.Connection:
+    """A raw connection to a new file nicplug's journal made: the same tables, indexes
+    and file settings (WAL, incremental auto-vacuum) as the journal writes into."""
+
+    async def made() -> None:
+        await (await SQLiteJournal.open(path)).close()
+
+    asyncio.run(made())
     conn = sqlite3.connect(path, isolation_level=None)
     conn.execute("PRAGMA journal_mode = WAL")
     conn.execute(f"PRAGMA synchronous = {synchronous}")
-    migrate(conn, path=path)
     return conn
 
 
