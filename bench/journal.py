@@ -429,6 +429,8 @@ def main(argv: list[str]) -> int:
         (f"churn: {CHURN_VMS} VMs x {CHURN_ROUNDS} rounds, file after round 2 / 10",
          f"{churned[1]:,} / {churned[-1]:,} B"),
         ("churn growth, round 10 / round 2 (target <= 1.10)", f"{growth:.3f}"),
+        ("churn: file after rounds 2 to 10, smallest / largest",
+         f"{min(churned[1:]):,} / {max(churned[1:]):,} B"),
     ]
     for name, value in table:
         print(f"{name:<58} {value:>14}")
