@@ -51,6 +51,7 @@ from nicplug.engine.journal import Commit
 from nicplug.engine.model import Cause, Key, NewEvent, StreamId
 from nicplug.engine.runtime import Runtime
 from nicplug.engine.sqlite_journal import SQLiteJournal
+from nicplug.engine.sqlite_opening import Synchronous, configure
 from nicplug.engine.sqlite_writes import to_json
 from nicplug.machines.decider import HotplugDecider
 from nicplug.machines.operation import (
@@ -97,17 +98,12 @@ _TOUCH = (
 )
 
 
-def _schema(path: str, synchronous: str) -> sqlite3.Connection:
-    """A raw connection to a new file nicplug's journal made: the same tables, indexes
-    and file settings (WAL, incremental auto-vacuum) as the journal writes into."""
-
-    async def made() -> None:
-        await (await SQLiteJournal.open(path)).close()
-
-    asyncio.run(made())
+def _schema(path: str, synchronous: Synchronous) -> sqlite3.Connection:
+    """A raw connection to a new file made as nicplug's journal makes it at open: the
+    same tables, indexes and file settings (WAL, incremental auto-vacuum)."""
     conn = sqlite3.connect(path, isolation_level=None)
-    conn.execute("PRAGMA journal_mode = WAL")
-    conn.execute(f"PRAGMA synchronous = {synchronous}")
+    configure(conn, path=path, read_only=False, synchronous=synchronous, integrity="none",
+              size_limit_bytes=None)
     return conn
 
 
