@@ -10,6 +10,7 @@ report; the figures are the allocations themselves).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import runpy
@@ -55,10 +56,8 @@ def main(argv: list[str]) -> None:
 
     signal.signal(signal.SIGUSR1, dump)
     tracemalloc.start(FRAMES)
-    try:
+    with contextlib.suppress(SystemExit):
         runpy.run_module("nicplug.adapters.cli", run_name="__main__")
-    except SystemExit:
-        pass
 
 
 if __name__ == "__main__":
