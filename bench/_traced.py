@@ -48,11 +48,12 @@ def main(argv: list[str]) -> None:
         snapshot = tracemalloc.take_snapshot().filter_traces(
             [tracemalloc.Filter(False, tracemalloc.__file__)])
         traced, _peak = tracemalloc.get_traced_memory()
-        with open(out, "w") as f:
+        with open(out + ".part", "w") as f:
             json.dump({"traced_mb": round(traced / 2**20, 1),
                        "by_file": _top(snapshot, "filename"),
                        "by_line": _top(snapshot, "lineno"),
                        "by_trace": _traces(snapshot) if FRAMES > 1 else []}, f, indent=1)
+        os.replace(out + ".part", out)  # whole, or not there
 
     signal.signal(signal.SIGUSR1, dump)
     tracemalloc.start(FRAMES)

@@ -72,11 +72,10 @@ def measure(vms: int, networks: int, directory: Path, trace: Path | None) -> dic
             if trace is not None:
                 trace.unlink(missing_ok=True)
                 process.send_signal(signal.SIGUSR1)
-                for _ in range(600):
-                    if trace.exists() and trace.stat().st_size:
+                for _ in range(1200):  # a snapshot of millions of blocks takes minutes
+                    if trace.exists():
                         break
                     time.sleep(0.5)
-                time.sleep(1)  # the file is written in one go; let it finish
                 figures["traced"] = json.loads(trace.read_text())
         finally:
             _stop(process)
