@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 import aiohttp
-from kubernetes_asyncio.client import CoordinationV1Api
+from kubernetes_asyncio.client.api.coordination_v1_api import CoordinationV1Api
 
 from nicplug.adapters.kube.calls import JSON_PATCH, compare_and_swap
 from nicplug.adapters.kube.client import ApiConnection
