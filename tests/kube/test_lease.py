@@ -182,3 +182,42 @@ async def test_a_renewal_that_hangs_ends_the_term_at_its_deadline(
         assert only.term.number == 2 and only.term.holds()
     finally:
         await only.kill()
+
+
+async def test_a_leader_renews_with_one_request_from_the_lease_it_last_wrote(
+    api_server: ApiServer, connection: ApiConnection
+) -> None:
+    """client-go's optimistic renewal: no read before each update while it holds it."""
+    only = Candidate(connection, "only")
+    try:
+        await asyncio.wait_for(only.working.wait(), 2)
+        reads, updates = api_server.count("get", "leases"), api_server.count("update", "leases")
+        await eventually(lambda: api_server.count("update", "leases") >= updates + 3, within=2)
+        assert api_server.count("get", "leases") == reads
+        assert only.leadership.leading
+    finally:
+        await only.kill()
+
+
+async def test_a_lease_written_by_another_is_read_again_before_renewing(
+    api_server: ApiServer, connection: ApiConnection
+) -> None:
+    """The renewal's resourceVersion no longer matches: a conflict, then a read, and the
+    decision is made from what the read finds (here: another holds it)."""
+    slow = LeaseTiming(lease_duration=5, renew_deadline=0.6, retry_period=0.2)
+    only = Candidate(connection, "only", timing=slow)
+    try:
+        await asyncio.wait_for(only.working.wait(), 2)
+        lease = api_server.store.get(sim.LEASES, "kube-system", "nicplug")
+        api_server.store.patch(
+            sim.LEASES, "kube-system", "nicplug",
+            {"spec": {"holderIdentity": "usurper"}}, content_type="application/merge-patch+json",
+        )
+        assert lease["metadata"]["resourceVersion"] != api_server.store.get(
+            sim.LEASES, "kube-system", "nicplug")["metadata"]["resourceVersion"]
+        reads = api_server.count("get", "leases")
+        await eventually(lambda: not only.working.is_set(), within=2)
+        assert api_server.count("get", "leases") > reads
+        assert holder(api_server) == "usurper"
+    finally:
+        await only.kill()
