@@ -324,21 +324,26 @@ class Controller:
             if self.surroundings.check_journal:
                 tasks.append(asyncio.create_task(self._check_journal(journal),
                                                  name="journal check"))
+            # The lists and the first world of every VM (its objects read, its state
+            # decided) live as long as the process: the collector is held off while
+            # they are built, then they are frozen out of its way (`heap.py`).
             with loading_long_lived(at_most=LOAD_WITHOUT_COLLECTOR,
                                     later=asyncio.get_running_loop().call_later):
-                tasks = [asyncio.create_task(i.run(), name=f"watch {i.kind.name}")
-                         for i in informers]
+                tasks.extend(asyncio.create_task(i.run(), name=f"watch {i.kind.name}")
+                             for i in informers)
                 await self._synced(informers, tasks)
-            if self._tape is not None:
-                self._tape.initial_events_end()
-            listener.seed(stored.view.state for stored in await journal.views())
-            for stored in await journal.views(live=True):
-                self._mark(str(stored.view.key), "recovery")
-            for key in self._observing.index.vm_keys():
-                self._mark(key, "initial list")
-            tasks.append(asyncio.create_task(self._retain(journal), name="retention"))
-            self._ready = True
-            log.info("ready: %d VMs listed, recovery done", self._observing.pending)
+                if self._tape is not None:
+                    self._tape.initial_events_end()
+                listener.seed(stored.view.state for stored in await journal.views())
+                for stored in await journal.views(live=True):
+                    self._mark(str(stored.view.key), "recovery")
+                for key in self._observing.index.vm_keys():
+                    self._mark(key, "initial list")
+                tasks.append(asyncio.create_task(self._retain(journal), name="retention"))
+                self._ready = True
+                log.info("ready: %d VMs listed, recovery done", self._observing.pending)
+                await self._observing.feed(runtime)
+                await asyncio.sleep(0)
             await self._feed(runtime, tasks)
         finally:
             self._ready = False
