@@ -59,6 +59,7 @@ from nicplug.engine.errors import JournalError, JournalRefused
 from nicplug.engine.listening import RuntimeListener
 from nicplug.engine.outbox import check_not_held
 from nicplug.engine.runtime import Runtime
+from nicplug.engine.slicing import LoopSlices
 from nicplug.engine.sqlite_journal import SQLiteJournal
 from nicplug.engine.sqlite_opening import corrupt
 from nicplug.machines.decider import HotplugDecider
@@ -112,6 +113,10 @@ class Surroundings:
     connect: Callable[[ClientSettings], Awaitable[ApiConnection]] = connect
     open_journal: Callable[[Path, Settings, Metrics], Awaitable[SQLiteJournal]] = _open_journal
     serve_http: bool = True
+    loop_slice: float | None = FEED_SLICE
+    """Seconds of decisions and effect attempts per turn of the event loop, shared by
+    every key (`engine/slicing.py`); None: no slicing (the simulation, whose schedule
+    must not depend on how long work takes)."""
     check_journal: bool = True
     """Check the whole journal file after start, in a thread beside the work (`_lead`);
     the simulation, whose journal lives on its event loop's thread, checks it itself."""
@@ -315,6 +320,8 @@ class Controller:
             ),
             self.surroundings.clock,
             concurrency=self.settings.concurrency,
+            slices=None if self.surroundings.loop_slice is None else LoopSlices(
+                self.surroundings.loop_slice, now=self.surroundings.work_clock),
             listeners=[listener, self._journal_health,
                        *([EffectTaping(self._tape)] if self._tape else [])],
         )
