@@ -32,7 +32,7 @@ from aiohttp import web
 
 from nicplug.adapters import __version__
 from nicplug.adapters.executor import Cached, KubeExecutor
-from nicplug.adapters.heap import loading_long_lived
+from nicplug.adapters.heap import frozen_after_full_collections, loading_long_lived
 from nicplug.adapters.kube.calls import KubeCalls
 from nicplug.adapters.kube.client import ApiConnection, ClientSettings, connect
 from nicplug.adapters.kube.informer import Informer, WatchProgress, WatchSettings
@@ -453,7 +453,8 @@ async def run_controller(settings: Settings) -> None:
     started = time.monotonic()
     controller = Controller(settings)
     try:
-        await controller.run()
+        with frozen_after_full_collections():
+            await controller.run()
     finally:
         log.info("controller stopped after %.1fs", time.monotonic() - started)
 

@@ -112,7 +112,13 @@ class Sampler:
             self.write({"gc_ms": round(took * 1000, 1),
                         "cpu_ms": round((time.thread_time() - self._gc_cpu) * 1000, 1),
                         "generation": info.get("generation"),
+                        "collected": info.get("collected"),
                         "at_s": round(self._gc_started - self._began, 2)})
+        if info.get("generation") == 2:  # what survives full collections, by type
+            kept = Counter(type(o).__name__ for o in gc.get_objects(generation=2))
+            self.write({"gen2_kept": sum(kept.values()), "frozen": gc.get_freeze_count(),
+                        "types": kept.most_common(12),
+                        "at_s": round(time.perf_counter() - self._began, 2)})
 
 
 def main(argv: list[str]) -> None:

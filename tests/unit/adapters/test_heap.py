@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from nicplug.adapters.heap import loading_long_lived
+from nicplug.adapters.heap import frozen_after_full_collections, loading_long_lived
 
 
 @pytest.fixture(autouse=True)
@@ -69,3 +69,22 @@ def test_a_disabled_collector_stays_disabled_and_a_failure_still_freezes() -> No
     assert not gc.isenabled()
     assert later.asked == []
     assert gc.get_freeze_count() > frozen_before
+
+
+def test_what_survives_a_full_collection_is_frozen_and_young_garbage_is_still_collected() -> None:
+    gc.enable()
+    gc.unfreeze()
+    with frozen_after_full_collections():
+        kept = [[i] for i in range(1000)]  # lists: always tracked by the collector
+        gc.collect(1)
+        assert gc.get_freeze_count() == 0  # a young collection freezes nothing
+        gc.collect()
+        assert gc.get_freeze_count() >= len(kept)
+        assert not any(o is kept for o in gc.get_objects(generation=2))
+        cycle: list[object] = []
+        cycle.append(cycle)  # born after the freeze: the collector still frees it
+        del cycle
+        assert gc.collect() >= 1
+    later = [[0]]
+    gc.collect()
+    assert any(o is later for o in gc.get_objects(generation=2))  # outside: not frozen
