@@ -32,7 +32,11 @@ from aiohttp import web
 
 from nicplug.adapters import __version__
 from nicplug.adapters.executor import Cached, KubeExecutor
-from nicplug.adapters.heap import frozen_after_full_collections, loading_long_lived
+from nicplug.adapters.heap import (
+    frozen_after_full_collections,
+    full_collections_in_small_steps,
+    loading_long_lived,
+)
 from nicplug.adapters.kube.calls import KubeCalls
 from nicplug.adapters.kube.client import ApiConnection, ClientSettings, connect
 from nicplug.adapters.kube.informer import Informer, WatchProgress, WatchSettings
@@ -454,7 +458,12 @@ async def run_controller(settings: Settings) -> None:
     controller = Controller(settings)
     try:
         with frozen_after_full_collections():
-            await controller.run()
+            collecting = asyncio.create_task(full_collections_in_small_steps(),
+                                             name="full collections")
+            try:
+                await controller.run()
+            finally:
+                collecting.cancel()
     finally:
         log.info("controller stopped after %.1fs", time.monotonic() - started)
 

@@ -20,8 +20,9 @@ collector back after `at_most` seconds.
 
 from __future__ import annotations
 
+import asyncio
 import gc
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, Protocol
 
@@ -59,6 +60,25 @@ def frozen_after_full_collections() -> Iterator[None]:
         yield
     finally:
         gc.callbacks.remove(freeze)
+
+
+async def full_collections_in_small_steps(
+    *, every: int = 4, period: float = 1.0,
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+) -> None:
+    """Run a full collection whenever `every` young (generation 1) collections happened
+    since the last, checked each `period` seconds; until cancelled. With
+    `frozen_after_full_collections`, a full collection walks what arrived since the
+    last one: left to CPython's own rule (a quarter more than the oldest generation
+    held), a burst of hotplugs at 10,000 VMs gathered 110,000-130,000 objects per
+    collection, 0.13-0.34 s of CPU each; four young collections' survivors are a few
+    tens of thousands."""
+    last = gc.get_stats()[1]["collections"]
+    while True:
+        await sleep(period)
+        if gc.get_stats()[1]["collections"] - last >= every:
+            gc.collect()
+            last = gc.get_stats()[1]["collections"]
 
 
 @contextmanager
