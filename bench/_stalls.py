@@ -10,8 +10,9 @@ ends: its length, the main thread's CPU time in it (on a loaded machine a stall 
 partly the process waiting for a CPU), when it began (seconds since start), and its
 most sampled stacks (innermost frames last, asyncio's own frames left out), with how
 many samples each. Each collection of the cyclic garbage collector that took longer
-than `LONGER_THAN` is a line too (`"gc_ms"`, its CPU time, its generation): a collection shows in
-the samples as whatever allocation triggered it.
+than `LONGER_THAN` is a line too (`"gc_ms"`, its CPU time, its generation, how many
+objects it freed): a collection shows in the samples as whatever allocation
+triggered it.
 
 The sampler holds the GIL while it reads a stack, so the figures of a run under it
 are a little worse than without; it names the slices, it does not measure them finely.
@@ -114,11 +115,6 @@ class Sampler:
                         "generation": info.get("generation"),
                         "collected": info.get("collected"),
                         "at_s": round(self._gc_started - self._began, 2)})
-        if info.get("generation") == 2:  # what survives full collections, by type
-            kept = Counter(type(o).__name__ for o in gc.get_objects(generation=2))
-            self.write({"gen2_kept": sum(kept.values()), "frozen": gc.get_freeze_count(),
-                        "types": kept.most_common(12),
-                        "at_s": round(time.perf_counter() - self._began, 2)})
 
 
 def main(argv: list[str]) -> None:
