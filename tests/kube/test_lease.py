@@ -8,6 +8,7 @@ itself; it cannot take an injected clock. These tests use a 1 s lease renewed ev
 from __future__ import annotations
 
 import asyncio
+import contextlib
 
 import pytest
 
@@ -219,5 +220,28 @@ async def test_a_lease_written_by_another_is_read_again_before_renewing(
         await eventually(lambda: not only.working.is_set(), within=2)
         assert api_server.count("get", "leases") > reads
         assert holder(api_server) == "usurper"
+    finally:
+        await only.kill()
+
+
+async def test_a_renewal_answered_after_the_deadline_ends_the_term(
+    api_server: ApiServer, connection: ApiConnection
+) -> None:
+    """The deadline passes while a renewal is being answered and the cancellation is
+    swallowed on the way (a late event loop, a library that catches it): the answer
+    must not extend a term whose deadline has passed, nor crash the election."""
+    only = Candidate(connection, "only")
+    try:
+        await asyncio.wait_for(only.working.wait(), 2)
+
+        async def late() -> bool:
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.sleep(10 * FAST.renew_deadline)
+            return True
+
+        only.leadership._try = late  # type: ignore[method-assign]
+        await eventually(lambda: not only.working.is_set(), within=3)
+        assert not only.task.done()  # the election goes on: it stands again
+        assert only.stopped == 1
     finally:
         await only.kill()
