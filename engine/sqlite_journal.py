@@ -59,7 +59,7 @@ from nicplug.engine.sqlite_reads import (
 from nicplug.engine.sqlite_reads import census as read_census
 from nicplug.engine.sqlite_reads import find_views as read_views
 from nicplug.engine.sqlite_reads import stream_record as read_stream
-from nicplug.engine.sqlite_writes import write_group
+from nicplug.engine.sqlite_writes import Versions, write_group
 from nicplug.engine.upcasting import Schemas, Upcasters
 
 T = TypeVar("T")
@@ -117,6 +117,7 @@ class SQLiteJournal:
         self._closing = False
         self._closed = False
         self.stats = WriterStats()
+        self._versions = Versions()  # the group commits' cache of stream versions
         self._writer = None if read_only else asyncio.create_task(self._write_loop())
 
     @classmethod
@@ -215,7 +216,7 @@ class SQLiteJournal:
         started = time.perf_counter()
         try:
             results: list[Appended | Exception] = await _on_thread(
-                self._conn, partial(write_group, units=units)
+                self._conn, partial(write_group, units=units, versions=self._versions)
             )
         except sqlite3.Error as error:
             failure: JournalError = translate(error, self.path)

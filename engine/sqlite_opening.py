@@ -193,6 +193,10 @@ def configure(
     """Pragmas, health checks and migrations; returns the schema version."""
     try:
         conn.execute("PRAGMA schema_version").fetchone()
+        if not read_only and schema_version(conn) == 0:
+            # a new journal gives space freed by retention back in steps, without VACUUM;
+            # only an empty file takes it: switching to WAL already writes its header
+            conn.execute("PRAGMA auto_vacuum = INCREMENTAL")
         if path != MEMORY and not read_only:
             mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
             if str(mode).lower() != "wal":
@@ -203,9 +207,6 @@ def configure(
             problems = _checked(conn, integrity)
             if problems != ["ok"]:
                 raise corrupt(path, "; ".join(problems[:3]))
-        if not read_only and schema_version(conn) == 0:
-            # a new journal gives space freed by retention back in steps, without VACUUM
-            conn.execute("PRAGMA auto_vacuum = INCREMENTAL")
         if size_limit_bytes is not None:
             page = int(conn.execute("PRAGMA page_size").fetchone()[0])
             conn.execute(f"PRAGMA max_page_count = {max(1, size_limit_bytes // page)}")

@@ -11,6 +11,7 @@ Runs synchronously on the connection's thread; must never touch the event loop.
 from __future__ import annotations
 
 import sqlite3
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -77,12 +78,48 @@ class _Duplicate(Exception):
 _ACCEPTED = Appended()
 
 
+class Versions:
+    """The stream versions as the last group commit left them, so that the next group
+    reads from the table only the streams it has not met yet.
+
+    Trusted only while nothing else changed the file: another connection's commit
+    changes `PRAGMA data_version` (read inside the next group's write lock), any other
+    write on this connection (retention, a rebuild) changes its `total_changes`. A group
+    that fails, or a cache grown past `LIMIT` streams, starts again from the table."""
+
+    LIMIT = 50_000
+
+    def __init__(self) -> None:
+        self.known: dict[StreamId, int] = {}
+        self._stamp: tuple[int, int] | None = None
+        self._data_version = 0
+
+    def valid(self, conn: sqlite3.Connection) -> dict[StreamId, int]:
+        """The versions still true, to start a group from (in its write transaction)."""
+        self._data_version = int(conn.execute("PRAGMA data_version").fetchone()[0])
+        if (self._stamp != (self._data_version, conn.total_changes)
+                or len(self.known) > self.LIMIT):
+            self.known = {}
+        self._stamp = None  # until the group commits
+        return self.known
+
+    def committed(self, conn: sqlite3.Connection, versions: dict[StreamId, int]) -> None:
+        """The group that started from `valid` committed, leaving `versions`."""
+        self.known = versions
+        self._stamp = (self._data_version, conn.total_changes)
+
+    def forget(self) -> None:
+        self.known, self._stamp = {}, None
+
+
 class _Group:
     """Versions and dedup keys as they stand after the units accepted so far."""
 
-    def __init__(self, conn: sqlite3.Connection) -> None:
+    def __init__(
+        self, conn: sqlite3.Connection, versions: dict[StreamId, int] | None = None
+    ) -> None:
         self.conn = conn
-        self.versions: dict[StreamId, int] = {}
+        self.versions: dict[StreamId, int] = {} if versions is None else versions
         self.dedups: set[tuple[StreamId, str]] = set()
 
     def preload(self, units: Sequence[Commit]) -> None:
@@ -114,12 +151,19 @@ class _Group:
 
     def check(self, unit: Commit) -> None:
         """Raise `_Duplicate` or `JournalConflict`, or accept the unit into the group."""
-        expected = unit.expected
-        for event in unit.events:
-            if event.stream not in expected:
-                raise JournalError(
-                    f"commit of key {unit.key!r} lacks the expected version of {event.stream!r}"
-                )
+        expected, events = unit.expected, unit.events
+        # the events each stream gets; a stream without an expected version is refused
+        if len(expected) == 1:
+            (only,) = expected
+            strays = [e.stream for e in events if e.stream != only]
+            added = {only: len(events)}
+        else:
+            strays = [e.stream for e in events if e.stream not in expected]
+            added = Counter(e.stream for e in events)
+        if strays:
+            raise JournalError(
+                f"commit of key {unit.key!r} lacks the expected version of {strays[0]!r}"
+            )
         dedup = unit.cause.dedup_key
         if dedup is not None and any(self.seen(s, dedup) for s in expected):
             raise _Duplicate
@@ -128,34 +172,43 @@ class _Group:
             actual = versions[stream] if stream in versions else self.version(stream)
             if actual != version:
                 raise JournalConflict(stream, version, actual)
-        for event in unit.events:
-            versions[event.stream] += 1
+        for stream, count in added.items():
+            versions[stream] += count
         if dedup is not None:
             self.dedups.update((s, dedup) for s in expected)
 
 
-def write_group(conn: sqlite3.Connection, units: Sequence[Commit]) -> list[Appended | Exception]:
-    """Commit `units` in one transaction; one result (or error) per unit, in order."""
+def write_group(
+    conn: sqlite3.Connection, units: Sequence[Commit], versions: Versions | None = None
+) -> list[Appended | Exception]:
+    """Commit `units` in one transaction; one result (or error) per unit, in order.
+    `versions`: what the previous group left (kept up to date here)."""
     conn.execute("BEGIN IMMEDIATE")
     try:
+        known = versions.valid(conn) if versions is not None else None
         try:
-            results = _write_checked(conn, units, savepoints=False)
+            group = _Group(conn, known)
+            results = _write_checked(conn, group, units, savepoints=False)
         except sqlite3.IntegrityError:
             conn.execute("ROLLBACK")
             conn.execute("BEGIN IMMEDIATE")
-            results = _write_checked(conn, units, savepoints=True)
+            group = _Group(conn)  # from the table alone
+            results = _write_checked(conn, group, units, savepoints=True)
         conn.execute("COMMIT")
     except BaseException:
+        if versions is not None:
+            versions.forget()
         if conn.in_transaction:
             conn.execute("ROLLBACK")
         raise
+    if versions is not None:
+        versions.committed(conn, group.versions)
     return results
 
 
 def _write_checked(
-    conn: sqlite3.Connection, units: Sequence[Commit], *, savepoints: bool
+    conn: sqlite3.Connection, group: _Group, units: Sequence[Commit], *, savepoints: bool
 ) -> list[Appended | Exception]:
-    group = _Group(conn)
     group.preload(units)
     row = conn.execute("SELECT COALESCE(MAX(position), 0) FROM events").fetchone()
     position = int(row[0])

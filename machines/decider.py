@@ -11,12 +11,18 @@ refused because the world moved). Budgets count only the time the VM was live
 followed at once by an attempt that adopts it. Deterministic and pure: the same state,
 input and `now` give the same decision.
 
-Two memos make it cheaper without changing any answer. An observation that found
-nothing to do leaves on the state it was decided from (`VMState.quiet`) the world and
-the value of every test of `now` the decision made; an observation of the same state,
-of a world equal in all a decision reads (`facts.same_for_decisions`), whose tests of
-`now` all come out the same, would walk the very same path: it is answered empty at
-once. And the states a decision folded its own events into are kept until `evolve`
+Two memos make it cheaper without changing any answer. A decision leaves the state
+settled for its world: deciding again from the state it made (the state it started
+from, when it appended nothing), with that world, at that time, asks nothing more
+(every walk went as far as the world allows, every effect it needs is issued, a
+property the simulation tests check after every decision). So it leaves on that state
+(`VMState.quiet`) the world and the value of every test of `now` it made; the next
+input of that state, of a world equal in all a decision reads
+(`facts.same_for_decisions`), whose tests of `now` come out the same, is answered
+empty at once, unless the decision would read the input itself (an effect refused, a
+migration the cap held back). One decision per change of the world, where each
+effect's outcome and each observation of unchanged objects used to walk everything
+again. And the states a decision folded its own events into are kept until `evolve`
 is asked to fold those same events (the same payload objects) into the same state.
 """
 
@@ -34,7 +40,6 @@ from nicplug.engine.model import (
     Input,
     Key,
     NewEvent,
-    Observed,
     RecordedEvent,
     StreamId,
     StreamView,
@@ -107,9 +112,9 @@ class _Fold:
 
 @dataclass(slots=True)
 class _Quiet:
-    """An observation that found nothing to do: by whom, of what (the latest world seen
-    equal to it, so no older world is kept alive), whether the VM ran, and how every
-    test of `now` came out."""
+    """A state settled for a world: by whom, of what (the latest world seen equal to
+    it, so no older world is kept alive), whether the VM ran, and how every test of
+    `now` came out."""
 
     decider: HotplugDecider
     world: World
@@ -185,11 +190,10 @@ class HotplugDecider:
         if world is None:
             return Decision()
         trigger = input.trigger
-        observed = isinstance(trigger, Observed)
         quiet: _Quiet | None = state.quiet
         if (
-            observed
-            and quiet is not None
+            quiet is not None
+            and not _read_by_decision(trigger)
             and quiet.decider is self
             and same_for_decisions(quiet.world, world)
             and quiet.timing == self._timing(state, quiet.live, now)
@@ -232,10 +236,10 @@ class HotplugDecider:
         effects = self._effects(session, facts, asked, now)
         timers, cancels = self._timers(session, facts, now, effects)
         self._folds = tuple(session.folds)
+        settled = session.state  # what this decision leaves: `state` if it appended nothing
+        timing = self._timing(settled, facts.live, now)
+        object.__setattr__(settled, "quiet", _Quiet(self, world, facts.live, timing))
         if not (session.events or effects or timers or cancels):
-            if observed:
-                timing = self._timing(state, facts.live, now)
-                object.__setattr__(state, "quiet", _Quiet(self, world, facts.live, timing))
             return NOTHING
         return Decision(tuple(session.events), tuple(effects), timers, cancels)
 
@@ -527,6 +531,16 @@ class HotplugDecider:
             if op is not None and not op.terminal:
                 arm.append(TimerRequest(stream, REISSUE, now + t.effect_reissue_after))
         return tuple(arm), tuple(cancel)
+
+
+def _read_by_decision(trigger: Trigger) -> bool:
+    """Does the decision read its input, not only the world and `now`? Only an
+    effect's failure (`_forget_refused`, the rejection guards) and a migration the cap
+    held back (`_note_held`); an observation, a timer or an effect done is a decision
+    of the world at `now`."""
+    return isinstance(trigger, EffectOutcome) and (
+        not trigger.ok or bool(trigger.result.get("held"))
+    )
 
 
 def _note_held(session: _Session, trigger: Trigger, now: float) -> None:

@@ -19,12 +19,15 @@ reaction to effects: the tape holds the world's reactions as they were recorded.
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 from collections.abc import Iterable, Mapping
+from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from nicplug.adapters.heap import loading_long_lived
 from nicplug.adapters.kube.flavour import DECKHOUSE, UPSTREAM, Flavour, with_dialect
 from nicplug.adapters.kube.resources import object_key
 from nicplug.adapters.observing import Observing
@@ -54,6 +57,9 @@ from nicplug.machines.world import World
 
 KEEP_MALFORMED = 100
 """Malformed lines kept for the report (all are counted)."""
+LOAD_WITHOUT_COLLECTOR = 600.0
+"""Seconds of wall time the initial events may load with the cyclic collector held off
+(`heap.py`); a tape whose lists take longer gets it back then."""
 
 
 class TapeMalformed(Exception):
@@ -223,8 +229,22 @@ class Replay:
     async def _feed(
         self, reader: TapeReader, runtime: Runtime[VMState, World], result: ReplayResult
     ) -> None:
-        moment: float | None = None
         listing = _Listing()
+        # as the controller loads its lists: the cyclic collector held off while the
+        # initial events build the cache, which is then frozen out of its way
+        loading = ExitStack()
+        loading.enter_context(loading_long_lived(
+            at_most=LOAD_WITHOUT_COLLECTOR, later=asyncio.get_running_loop().call_later))
+        try:
+            await self._feed_lines(reader, runtime, result, listing, loading)
+        finally:
+            loading.close()
+
+    async def _feed_lines(
+        self, reader: TapeReader, runtime: Runtime[VMState, World], result: ReplayResult,
+        listing: _Listing, loading: ExitStack,
+    ) -> None:
+        moment: float | None = None
         for item in reader:
             if isinstance(item, Malformed):
                 if self.strict:
@@ -242,6 +262,7 @@ class Replay:
                 result.taped.append(item)
             elif _ends_listing(item, listing) and listing.ends():
                 result.observations += await self._settle(runtime)
+                loading.close()
             if at is not None and at != moment:
                 if not listing.active:
                     result.observations += await self._settle(runtime)

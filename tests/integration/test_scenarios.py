@@ -315,6 +315,9 @@ async def test_stage_with_automatic_approval_applies_at_restart(
         made, key=lambda o: int(o["metadata"]["resourceVersion"]))] == ["Stop", "Start"]
     assert all(o["status"]["phase"] == "Completed" for o in made)
     assert cluster.store.get(KVVMS, *split(VM))["spec"]["runStrategy"] == "Manual"
+    # the change is written to the stopped VM's KVVM once: the MAC the KVVM's interface
+    # carries is not written again (a second patch raced the Start and was refused)
+    assert writes(cluster, KVVM_PATCH) == 1
     assert _restart_flagged(trail)
     await eventually(lambda: not restart_pending(cluster, VM),
                      what="the restart condition to clear")

@@ -14,7 +14,7 @@ machines can tell "absent" from "unreadable" and hold still.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, TypeVar, cast
@@ -42,9 +42,11 @@ from nicplug.machines.world import (
     KVVM,
     VMI,
     ClusterConfig,
+    DesiredVM,
     KVVMNetwork,
     LauncherPod,
     Migration,
+    SDNRequest,
     VMOperation,
     World,
     if_name_of,
@@ -124,6 +126,18 @@ class ReadMemo:
         entries[what] = (body, value)
         return value
 
+    def derive(self, what: str, body: Body, inputs: tuple[object, ...], make: Callable[[], T]) -> T:
+        """A value computed from `inputs` only, kept with the object `body` is: served
+        again while the inputs are equal (a tuple compares each by identity first, so
+        records the memo itself served compare at once)."""
+        entries = self._entries.setdefault(address_of(body), {})
+        hit = entries.get(what)
+        if hit is not None and hit[0] == inputs:
+            return cast(T, hit[1])
+        value = make()
+        entries[what] = (inputs, value)
+        return value
+
     def forget(self, body: Body) -> None:
         self._entries.pop(address_of(body), None)
 
@@ -196,11 +210,13 @@ def assemble_world(
 
     named = _pod_interfaces(kvvm, vmi, dialect) if in_template else None
     pods = _launcher_pods(objects, dialect, errors, memo, named)
-    if model is not None:
-        vmmacs = _vm_mac_addresses(objects, model.metadata.uid, errors, memo)
-        vm = records.desired_vm(model, macs.macs_of(
-            model, vmmacs, _written_macs(objects.kvvm, dialect, namespace, memo),
-            [r for pod in pods for r in pod.requested]))
+    if model is not None and vm_body is not None:
+        vmmacs = tuple(_vm_mac_addresses(objects, model.metadata.uid, errors, memo))
+        written = _written_macs(objects.kvvm, dialect, namespace, memo)
+        requested = tuple(r for pod in pods for r in pod.requested)
+        named_by_mac = partial(_desired_named_by_mac, model, vmmacs, written, requested)
+        inputs = (model, vmmacs, written, requested)
+        vm = named_by_mac() if memo is None else memo.derive("vm", vm_body, inputs, named_by_mac)
     migrations = _migrations(objects, errors, memo)
     operations = _vm_operations(objects, errors, memo)
     cluster = _cluster_config(objects.kubevirts, errors, memo)
@@ -221,6 +237,17 @@ def assemble_world(
         vm_operations=operations,
     )
     return Translation(world=world, dialect=dialect)
+
+
+def _desired_named_by_mac(
+    model: VirtualMachineObject,
+    vmmacs: Sequence[VMMACObject],
+    written: Mapping[str, str],
+    requested: Sequence[SDNRequest],
+) -> DesiredVM:
+    """The Deckhouse VM's desired networks, each named by the MAC it holds (`macs.py`):
+    a function of these inputs only, so the memo keeps it while they stay equal."""
+    return records.desired_vm(model, macs.macs_of(model, vmmacs, written, list(requested)))
 
 
 def _pod_interfaces(kvvm: KVVM | None, vmi: VMI | None, dialect: Dialect) -> dict[str, str]:

@@ -10,6 +10,7 @@ exception. Nothing here looks at more than one object or decides anything.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 
 from nicplug.adapters.kube.resources import VMOP_VMI_UID_ANNOTATION
 from nicplug.adapters.kube.translate.objects import (
@@ -163,6 +164,7 @@ def kvvm(
     except MalformedAnnotation as e:
         error = e
     interfaces, networks = _devices(spec.template.spec)
+    requests = _with_interface_macs(requests, spec.template.spec)
     if spec.run_strategy is not None:
         strategy: str = spec.run_strategy
     else:
@@ -269,6 +271,25 @@ def cluster_config(obj: KubeVirtObject) -> ClusterConfig:
     return ClusterConfig(
         rollout_strategy=obj.spec.configuration.vm_rollout_strategy,
         workload_update_methods=tuple(obj.spec.workload_update_strategy.workload_update_methods),
+    )
+
+
+def _with_interface_macs(
+    requests: tuple[SDNRequest, ...], spec: VMISpec
+) -> tuple[SDNRequest, ...]:
+    """Each template request with the MAC the template carries for it: the annotation's,
+    else its interface's `macAddress`. A dialect whose annotation holds no MAC
+    (Deckhouse's) writes it on the interface alone, so read from the annotation only,
+    a written entry would never equal the request it was written from, and the KVVM
+    would be written again, the same, for nothing."""
+    if all(r.mac for r in requests):
+        return requests
+    macs = {i.name: i.mac_address for i in spec.domain.devices.interfaces if i.mac_address}
+    if not macs:
+        return requests
+    return tuple(
+        r if r.mac or r.if_name not in macs else replace(r, mac=macs[r.if_name])
+        for r in requests
     )
 
 

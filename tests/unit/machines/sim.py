@@ -450,7 +450,7 @@ class Driver:
     effects: list[EffectRequest] = field(default_factory=list)
     answer: Callable[[EffectRequest], EffectOutcome | None] | None = None
     multus: bool = False
-    check_determinism: bool = False
+    check_determinism: bool = True
 
     def feed(self, trigger: Trigger, world: World | None = None, execute: bool = True) -> Decision:
         """Decide on `world` (default: the current one); `execute=False` models a stale
@@ -469,6 +469,14 @@ class Driver:
                 e.payload, Cause("observation", "sim"), self.now, self.now,
             )  # fmt: skip
             self.state = self.decider.evolve(self.state, recorded)
+        if self.check_determinism and decision != Decision():
+            # what a decision leaves is settled: the same world at the same time asks
+            # nothing more of the state it made (the decider's `settled` memo)
+            fresh = type(self.decider)(self.decider.config)
+            plain = VMState(self.state.key, dict(self.state.ops))
+            cause = Observed(Cause("observation", "again"))
+            again = fresh.decide(plain, Input(KEY, world, cause), self.now)
+            assert again == Decision(), f"not settled after {trigger}: {again}"
         for t in decision.timers:
             self.timers[(t.stream, t.name)] = t.deadline
         for c in decision.cancel_timers:

@@ -63,7 +63,9 @@ def test_world_of_a_vm_hot_plugging_a_cluster_network() -> None:
         "Main", "Network/user-net", "ClusterNetwork/storage"
     ]
     assert world.kvvm is not None and world.kvvm.running
-    assert world.kvvm.template_requests == (SDNRequest("Network/user-net", b.USER_NET_IF, 2),)
+    # Deckhouse's annotation holds no MAC: the entry's is its interface's `macAddress`
+    assert world.kvvm.template_requests == (
+        SDNRequest("Network/user-net", b.USER_NET_IF, 2, "aa:bb:cc:dd:ee:01"),)
     assert world.vmi is not None and world.vmi.uid == b.VMI_UID
     assert [p.name for p in world.pods] == ["virt-launcher-web-x7k2p"]
     (pod,) = world.pods

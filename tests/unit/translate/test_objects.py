@@ -170,7 +170,9 @@ def test_kvvm_reads_template_interfaces_networks_and_annotation() -> None:
     assert record.networks == (
         KVVMNetwork("default"), KVVMNetwork(b.USER_NET_IF), KVVMNetwork(b.STORAGE_IF)
     )
-    assert record.template_requests == (SDNRequest("Network/user-net", b.USER_NET_IF, 2),)
+    # the annotation names no MAC (Deckhouse's format): the interface's is the entry's
+    mac = body["spec"]["template"]["spec"]["domain"]["devices"]["interfaces"][1]["macAddress"]
+    assert record.template_requests == (SDNRequest("Network/user-net", b.USER_NET_IF, 2, mac),)
 
 
 def test_kvvm_link_state_down_is_not_absent() -> None:
