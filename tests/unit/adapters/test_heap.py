@@ -115,3 +115,39 @@ async def test_a_full_collection_follows_every_few_young_ones() -> None:
     # young collections so far, checked after each period: 1, 2, 3, 5 (a full one),
     # then 0, 0 since it, then 5 (another)
     assert [n - started for n in full_before] == [0, 0, 0, 0, 1, 1, 1, 2]
+
+
+async def test_what_stays_frozen_is_given_back_to_the_collector_every_so_often() -> None:
+    """A reference cycle formed among frozen objects outlives its use only until the
+    next thaw: the collection after `thaw_after` periods frees it."""
+    import weakref
+
+    class Node:
+        pass
+
+    periods = 0
+    freed_at: list[int] = []
+
+    async def sleep(_: float) -> None:
+        nonlocal periods
+        periods += 1
+        if ref() is None and not freed_at:
+            freed_at.append(periods)
+        if periods > 6:
+            raise asyncio.CancelledError()
+
+    node = Node()
+    node.self = node  # type: ignore[attr-defined]
+    ref = weakref.ref(node)
+    gc.freeze()
+    try:
+        del node  # a cycle among frozen objects: no ordinary collection frees it
+        gc.collect()
+        assert ref() is not None
+        with pytest.raises(asyncio.CancelledError):
+            await full_collections_in_small_steps(every=1000, period=1.0, thaw_after=3,
+                                                  sleep=sleep)
+    finally:
+        gc.unfreeze()
+    # thawed and collected after the third period: seen gone when the fourth begins
+    assert freed_at == [4]
