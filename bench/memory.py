@@ -20,6 +20,7 @@ printed but is not the figure to compare.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import signal
@@ -85,12 +86,18 @@ def measure(vms: int, networks: int, directory: Path, trace: Path | None) -> dic
 
 
 def main(argv: list[str]) -> int:
-    def option(name: str, default: int) -> int:
-        return int(argv[argv.index(name) + 1]) if name in argv else default
-
-    vms = option("--vms", 2_000 if "--quick" in argv else 11_000)
-    networks = option("--networks", vms // 11)
-    trace = Path(argv[argv.index("--trace") + 1]).resolve() if "--trace" in argv else None
+    parser = argparse.ArgumentParser(
+        prog="python -m bench memory", description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="2,000 VMs instead of 11,000")
+    parser.add_argument("--vms", type=int, help="running VMs (default 11,000)")
+    parser.add_argument("--networks", type=int, help="unused Networks (default VMs / 11)")
+    parser.add_argument("--trace", type=Path, metavar="FILE",
+                        help="run under tracemalloc and write where the memory goes to FILE")
+    args = parser.parse_args(argv)
+    vms = args.vms if args.vms is not None else (2_000 if args.quick else 11_000)
+    networks = args.networks if args.networks is not None else vms // 11
+    trace = args.trace.resolve() if args.trace is not None else None
     load = os.getloadavg()[0]
     with tempfile.TemporaryDirectory(prefix="nicplug-bench-memory-") as tmp:
         figures = measure(vms, networks, Path(tmp), trace)
