@@ -11,7 +11,8 @@ file itself (opened on the loop's thread, as the controller opened it):
   move it unless the world happens to change (excepted: a `RestartRequired` that waits
   for a user's restart under `Manual` approval or where nicplug says on the VM that it
   leaves the restart to the user, and a plug written for the next boot,
-  `VMIPatched`, of a VM the user stopped) (the issue's liveness: terminal, or
+  `VMIPatched`, or waiting in `MigrationRequired`, of a VM the user stopped: its
+  deadline is paused until the VM is live again) (the issue's liveness: terminal, or
   waiting in a state whose deadline is armed); judged on the journal of the replica
   that leads at the end (every journal when none does): a standby's journal is judged
   as a record only;
@@ -93,8 +94,11 @@ async def at_rest(path: Path, world: dict[str, dict[str, Any]], *,
             its_vm = world.get(str(view.key))
             waits_for_user = (view.state == "RestartRequired" and (
                 manual_restarts or (its_vm is not None and its_vm["restart_left_to_user"]))) or (
-                # written for the next boot of a VM the user stopped: waits for a start
-                view.state == "VMIPatched" and its_vm is not None and not its_vm["wants_running"])
+                # written for the next boot of a VM the user stopped (or waiting for a
+                # migration it can no longer have; the boot brings the new pod and the
+                # interface): waits for a start, its deadline paused while not live
+                view.state in ("VMIPatched", "MigrationRequired") and its_vm is not None
+                and not its_vm["wants_running"])
             if (acting and not view.terminal and str(view.stream) not in armed
                     and not waits_for_user):
                 problems.append(("operation-stuck",
