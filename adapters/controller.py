@@ -32,7 +32,11 @@ from aiohttp import web
 
 from nicplug.adapters import __version__
 from nicplug.adapters.executor import Cached, KubeExecutor
-from nicplug.adapters.heap import loading_long_lived
+from nicplug.adapters.heap import (
+    frozen_after_full_collections,
+    full_collections_in_small_steps,
+    loading_long_lived,
+)
 from nicplug.adapters.kube.calls import KubeCalls
 from nicplug.adapters.kube.client import ApiConnection, ClientSettings, connect
 from nicplug.adapters.kube.informer import Informer, WatchProgress, WatchSettings
@@ -59,6 +63,7 @@ from nicplug.engine.errors import JournalError, JournalRefused
 from nicplug.engine.listening import RuntimeListener
 from nicplug.engine.outbox import check_not_held
 from nicplug.engine.runtime import Runtime
+from nicplug.engine.slicing import LoopSlices
 from nicplug.engine.sqlite_journal import SQLiteJournal
 from nicplug.engine.sqlite_opening import corrupt
 from nicplug.machines.decider import HotplugDecider
@@ -112,6 +117,10 @@ class Surroundings:
     connect: Callable[[ClientSettings], Awaitable[ApiConnection]] = connect
     open_journal: Callable[[Path, Settings, Metrics], Awaitable[SQLiteJournal]] = _open_journal
     serve_http: bool = True
+    loop_slice: float | None = FEED_SLICE
+    """Seconds of decisions and effect attempts per turn of the event loop, shared by
+    every key (`engine/slicing.py`); None: no slicing (the simulation, whose schedule
+    must not depend on how long work takes)."""
     check_journal: bool = True
     """Check the whole journal file after start, in a thread beside the work (`_lead`);
     the simulation, whose journal lives on its event loop's thread, checks it itself."""
@@ -324,6 +333,8 @@ class Controller:
             ),
             self.surroundings.clock,
             concurrency=self.settings.concurrency,
+            slices=None if self.surroundings.loop_slice is None else LoopSlices(
+                self.surroundings.loop_slice, now=self.surroundings.work_clock),
             listeners=[listener, self._journal_health,
                        *([EffectTaping(self._tape)] if self._tape else [])],
         )
@@ -333,21 +344,26 @@ class Controller:
             if self.surroundings.check_journal:
                 tasks.append(asyncio.create_task(self._check_journal(journal),
                                                  name="journal check"))
+            # The lists and the first world of every VM (its objects read, its state
+            # decided) live as long as the process: the collector is held off while
+            # they are built, then they are frozen out of its way (`heap.py`).
             with loading_long_lived(at_most=LOAD_WITHOUT_COLLECTOR,
                                     later=asyncio.get_running_loop().call_later):
-                tasks = [asyncio.create_task(i.run(), name=f"watch {i.kind.name}")
-                         for i in informers]
+                tasks.extend(asyncio.create_task(i.run(), name=f"watch {i.kind.name}")
+                             for i in informers)
                 await self._synced(informers, tasks)
-            if self._tape is not None:
-                self._tape.initial_events_end()
-            listener.seed(stored.view.state for stored in await journal.views())
-            for stored in await journal.views(live=True):
-                self._mark(str(stored.view.key), "recovery")
-            for key in self._observing.index.vm_keys():
-                self._mark(key, "initial list")
-            tasks.append(asyncio.create_task(self._retain(journal), name="retention"))
-            self._ready = True
-            log.info("ready: %d VMs listed, recovery done", self._observing.pending)
+                if self._tape is not None:
+                    self._tape.initial_events_end()
+                listener.seed(stored.view.state for stored in await journal.views())
+                for stored in await journal.views(live=True):
+                    self._mark(str(stored.view.key), "recovery")
+                for key in self._observing.index.vm_keys():
+                    self._mark(key, "initial list")
+                tasks.append(asyncio.create_task(self._retain(journal), name="retention"))
+                self._ready = True
+                log.info("ready: %d VMs listed, recovery done", self._observing.pending)
+                await self._observing.feed(runtime)
+                await asyncio.sleep(0)
             await self._feed(runtime, tasks)
         finally:
             self._ready = False
@@ -450,7 +466,13 @@ async def run_controller(settings: Settings) -> None:
     started = time.monotonic()
     controller = Controller(settings)
     try:
-        await controller.run()
+        with frozen_after_full_collections():
+            collecting = asyncio.create_task(full_collections_in_small_steps(),
+                                             name="full collections")
+            try:
+                await controller.run()
+            finally:
+                collecting.cancel()
     finally:
         log.info("controller stopped after %.1fs", time.monotonic() - started)
 

@@ -10,6 +10,7 @@ scraper's problem.
 from __future__ import annotations
 
 import errno
+import gc
 import socket
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -97,6 +98,13 @@ class Metrics:
             "The largest stall of the event loop since the process started",
             registry=r,
         )
+        self.frozen_objects = Gauge(
+            "nicplug_gc_frozen_objects",
+            "Objects frozen out of the cyclic collector's way that are still alive "
+            "(growing while the VMs do not: reference cycles among them, never freed)",
+            registry=r,
+        )
+        self.frozen_objects.set_function(lambda: float(gc.get_freeze_count()))
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -1,4 +1,5 @@
-"""`python -m bench NAME [--quick]`: run one benchmark module `bench/NAME.py`.
+"""`python -m bench NAME [--quick]`: run one benchmark module `bench/NAME.py`
+(`python -m bench NAME --help`: what it measures, and its options).
 
 Each module has `main(argv) -> int`, prints a table and, last, one JSON line.
 """
@@ -18,8 +19,12 @@ def _available() -> list[str]:
 
 def run(argv: list[str]) -> int:
     names = _available()
+    usage = f"usage: python -m bench {{{'|'.join(names)}}} [--quick] (NAME --help: its options)"
+    if argv[:1] in (["-h"], ["--help"]):
+        print(usage)
+        return 0
     if not argv or argv[0] not in names:
-        print(f"usage: python -m bench {{{'|'.join(names)}}} [--quick]", file=sys.stderr)
+        print(usage, file=sys.stderr)
         return 2
     module = importlib.import_module(f"bench.{argv[0]}")
     result: int = module.main(argv[1:])

@@ -1,6 +1,7 @@
 """End to end: nicplug and the kopf peer, one after the other, on one simulated cluster.
 
-`python -m bench e2e [--quick] [--peer DIR] [--profile FILE]`. For each size (plugging + idle VMs:
+`python -m bench e2e [--quick] [--size 1k|10k] [--no-peer] [--peer DIR] [--profile FILE]
+[--stalls FILE]` (`--help` says each). For each size (plugging + idle VMs:
 100 + 1,000 and 1,000 + 10,000; `--quick`: 20 + 200 with 100 unused Networks), one
 simulated cluster process (`bench._timed_cluster`: every simulated delay zero, upstream
 KubeVirt API names, which the peer speaks) serves plugging + idle running VMs. Then,
@@ -33,11 +34,15 @@ The machine is shared: wall-clock figures carry its load; CPU and memory much le
 `--profile FILE` runs `nicplug run` under cProfile counting CPU time
 (`bench._profiled`; its figures then carry the profiler's cost) and writes the
 profile of its whole life to FILE (`.<size>` appended when there are two sizes):
-`python -m pstats FILE` reads it.
+`python -m pstats FILE` reads it. `--stalls FILE` runs it under a sampler that names
+what stalls its event loop (`bench._stalls`: one JSON line per stall over 30 ms, with
+its most sampled stacks). `--no-peer` runs nicplug alone (no ratios): a cheaper way to
+follow nicplug's own figures, with `--size` to run one size only.
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import json
 import os
@@ -183,10 +188,13 @@ class Controller:
     client: Callable[[str], bool]  # whether a User-Agent is one of its clients
 
 
-def nicplug(cluster: Cluster, directory: Path, profile: Path | None = None) -> Controller:
+def nicplug(cluster: Cluster, directory: Path, profile: Path | None = None,
+            stalls: Path | None = None) -> Controller:
     port = _free_port()
     metrics = f"http://127.0.0.1:{port}"
-    cli = ["-m", "bench._profiled", str(profile)] if profile else ["-m", "nicplug.adapters.cli"]
+    cli = (["-m", "bench._profiled", str(profile)] if profile
+           else ["-m", "bench._stalls", str(stalls)] if stalls
+           else ["-m", "nicplug.adapters.cli"])
     return Controller(
         "nicplug",
         [*cli, "run", "--kubeconfig", str(cluster.kubeconfig),
@@ -342,6 +350,10 @@ def run_side(cluster: Cluster, controller: Controller, names: list[str], log: Pa
                 extra)
 
 
+NOT_RUN = Side("kopf peer (not run)", Hotplugs(asked=0), float("nan"), float("nan"),
+               float("nan"), float("nan"), {}, {"by_resource": {}})
+
+
 def _scrape(metrics: str) -> dict[str, float]:
     """nicplug's largest loop stall so far, and how many ticks were late over 50 ms."""
     body = _get(metrics + "/metrics") or b""
@@ -361,14 +373,15 @@ class SizeRun:
     plugging: int
     idle: int
     nicplug: Side
-    peer: Side
+    peer: Side  # `NOT_RUN` when run without the peer
     step_added: list[float]
     unattributed: int
     networks: int = 0  # unused Networks whose status changed in a burst
 
 
-def run_size(plugging: int, idle: int, directory: Path, peer: Path, *,
-             networks: int = 0, profile: Path | None = None) -> SizeRun:
+def run_size(plugging: int, idle: int, directory: Path, peer: Path | None, *,
+             networks: int = 0, profile: Path | None = None,
+             stalls: Path | None = None) -> SizeRun:
     steady_n = max(plugging // 2, 10)
     total = plugging + idle
     if idle < plugging + steady_n:
@@ -379,13 +392,14 @@ def run_size(plugging: int, idle: int, directory: Path, peer: Path, *,
     deadline = 600.0 + total / 10
     cluster = start_cluster(total, directory, networks=networks)
     try:
-        ctl = nicplug(cluster, directory, profile)
+        ctl = nicplug(cluster, directory, profile, stalls)
         port = ctl.argv[ctl.argv.index("--metrics-addr") + 1]
         side = run_side(cluster, ctl, ours, directory / "nicplug.log", deadline=deadline,
                         steady=steady, networks=networks,
                         metrics=lambda: _scrape(f"http://{port}"))
-        other = run_side(cluster, kopf_peer(cluster, peer, total), theirs,
-                         directory / "peer.log", deadline=deadline)
+        other = NOT_RUN if peer is None else run_side(
+            cluster, kopf_peer(cluster, peer, total), theirs, directory / "peer.log",
+            deadline=deadline)
     finally:
         _stop(cluster.process)
     steady_vms: set[str] = side.extra.pop("steady_vms")
@@ -431,25 +445,47 @@ def report(run: SizeRun) -> list[tuple[str, object, object, object]]:
 
 
 def main(argv: list[str]) -> int:
-    quick = "--quick" in argv
-    peer = Path(argv[argv.index("--peer") + 1]) if "--peer" in argv else PEER
-    profile = Path(argv[argv.index("--profile") + 1]).resolve() if "--profile" in argv else None
-    if not (peer / "operator.py").is_file():
+    parser = argparse.ArgumentParser(
+        prog="python -m bench e2e",
+        description="nicplug and the kopf peer on one simulated cluster: hotplugs/s, CPU "
+                    "and requests per hotplug, latency, RSS, event loop stalls.")
+    parser.add_argument("--quick", action="store_true",
+                        help="one small size: 20 plugging + 200 idle VMs, 100 unused Networks")
+    parser.add_argument("--size", choices=("1k", "10k"), default=None,
+                        help="run only 100 + 1,000 (1k) or 1,000 + 10,000 (10k) VMs")
+    parser.add_argument("--peer", type=Path, default=PEER, metavar="DIR",
+                        help="the kopf peer's folder (operator.py)")
+    parser.add_argument("--no-peer", action="store_true",
+                        help="run nicplug alone: its own figures, no ratios")
+    tools = parser.add_mutually_exclusive_group()
+    tools.add_argument("--profile", type=Path, default=None, metavar="FILE",
+                       help="run nicplug under cProfile (CPU time) and write its profile here")
+    tools.add_argument("--stalls", type=Path, default=None, metavar="FILE",
+                       help="name what stalls nicplug's event loop: one JSON line per stall")
+    args = parser.parse_args(argv)
+    peer: Path | None = None if args.no_peer else args.peer
+    if peer is not None and not (peer / "operator.py").is_file():
         print(f"bench e2e: no kopf peer at {peer} (give --peer DIR)", file=sys.stderr)
         return 2
-    sizes = [(20, 200, 100)] if quick else [(100, 1_000, 0), (1_000, 10_000, 1_000)]
+    every = {"1k": (100, 1_000, 0), "10k": (1_000, 10_000, 1_000)}
+    sizes = ([(20, 200, 100)] if args.quick else [every[args.size]] if args.size
+             else list(every.values()))
+
+    def output(path: Path | None, plugging: int, idle: int) -> Path | None:
+        if path is None:
+            return None
+        path = path.resolve()
+        return path if len(sizes) == 1 else path.with_name(f"{path.name}.{plugging}-{idle}")
+
     load_before = os.getloadavg()[0]
     runs: list[SizeRun] = []
     with tempfile.TemporaryDirectory(prefix="nicplug-bench-e2e-") as tmp:
         for plugging, idle, networks in sizes:
             directory = Path(tmp) / f"{plugging}-{idle}"
             directory.mkdir()
-            profiled = None
-            if profile is not None:
-                profiled = profile if len(sizes) == 1 else profile.with_name(
-                    f"{profile.name}.{plugging}-{idle}")
             runs.append(run_size(plugging, idle, directory, peer, networks=networks,
-                                 profile=profiled))
+                                 profile=output(args.profile, plugging, idle),
+                                 stalls=output(args.stalls, plugging, idle)))
     load_after = os.getloadavg()[0]
     for run in runs:
         print(f"\n{run.plugging} plugging + {run.idle} idle VMs "

@@ -43,6 +43,7 @@ from pathlib import Path
 from eventsourcing.persistence import StoredEvent
 from eventsourcing.sqlite import SQLiteApplicationRecorder, SQLiteDatastore
 
+from bench._args import quick as quick_run
 from nicplug.adapters.cli.journal_upkeep import rebuild_read_model
 from nicplug.adapters.retention import archive_finished
 from nicplug.engine.clock import VirtualClock
@@ -352,7 +353,8 @@ async def churn(directory: str, vms: int, rounds: int) -> tuple[float, list[int]
 
 
 def main(argv: list[str]) -> int:
-    quick = "--quick" in argv
+    quick = quick_run(argv, name="journal", doc=__doc__,
+                      smaller="a journal of 100k events, 1,000 live")
     sizes = Sizes.of(quick)
     groups: list[float] = []
     with tempfile.TemporaryDirectory(prefix="nicplug-bench-") as directory:

@@ -22,6 +22,7 @@ from typing import Any
 
 from transitions.extensions.asyncio import AsyncMachine
 
+from bench._args import quick as quick_run
 from nicplug.engine.model import Cause, Input, Key, Observed, RecordedEvent, StreamId
 from nicplug.machines.decider import HotplugDecider
 from nicplug.machines.facts import facts_of
@@ -176,7 +177,7 @@ async def run_naive(count: int) -> tuple[float, int, float, float]:
 
 
 def main(argv: list[str]) -> int:
-    quick = "--quick" in argv
+    quick = quick_run(argv, name="machines", doc=__doc__, smaller="one round")
     vms = 10_000
     rounds = 1 if quick else 3
     ours_rates = []

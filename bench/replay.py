@@ -26,6 +26,8 @@ from typing import Any
 
 import orjson
 
+from bench._args import quick as quick_run
+
 ROOT = Path(__file__).resolve().parent.parent
 TEMPLATE = ROOT / "tests" / "tapes" / "live-hotplug-a-network.tape.jsonl"
 TEMPLATE_VM = b"vm-00000"
@@ -163,7 +165,8 @@ def _child(tape: Path) -> dict[str, Any]:
 
 
 def main(argv: list[str]) -> int:
-    quick = "--quick" in argv
+    quick = quick_run(argv, name="replay", doc=__doc__,
+                      smaller="tapes of 10k and 50k events for 1k VMs")
     vms = 1_000 if quick else 10_000
     long_events = 50_000 if quick else 1_000_000
     runs: dict[int, dict[str, Any]] = {}

@@ -22,6 +22,7 @@ import aiohttp
 import orjson
 import psutil
 
+from bench._args import quick
 from nicplug.simulator.faults import Faults
 from nicplug.simulator.resources import KVVMS, NAMESPACES, PODS, VMIS, VMS
 from nicplug.simulator.server import make_app, serve
@@ -172,7 +173,7 @@ async def _run(vms: int) -> dict[str, Any]:
 
 
 def main(argv: list[str]) -> int:
-    vms = 1_000 if "--quick" in argv else 10_000
+    vms = 1_000 if quick(argv, name="simulator", doc=__doc__, smaller="1k VMs") else 10_000
     result = asyncio.run(_run(vms))
     width = max(len(k) for k in result)
     for key, value in result.items():

@@ -14,6 +14,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 
 from nicplug.engine.model import Key, Observed, Trigger
+from nicplug.engine.slicing import LoopSlices
 
 _SETTLE_TURNS = 5
 
@@ -56,13 +57,17 @@ class Dispatch:
         activity: Activity,
         on_error: Callable[[Key, BaseException], None],
         on_idle: Callable[[Key], None] | None = None,
+        slices: LoopSlices | None = None,
     ) -> None:
+        """`slices`: each input waits for its slice of the event loop's turn (None: it is
+        decided as soon as its key's worker runs)."""
         if concurrency < 1:
             raise ValueError(f"concurrency must be at least 1, not {concurrency}")
         self._handle = handle
         self._activity = activity
         self._on_error = on_error
         self._on_idle = on_idle
+        self._slices = slices
         self._slots = asyncio.Semaphore(concurrency)
         self._queues: dict[Key, deque[Trigger]] = {}
         self._workers: dict[Key, asyncio.Task[None]] = {}
@@ -86,6 +91,8 @@ class Dispatch:
         try:
             while queue:
                 async with self._slots:
+                    if self._slices is not None:
+                        await self._slices.turn()
                     if not queue:
                         break
                     trigger = queue.popleft()

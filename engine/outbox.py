@@ -34,6 +34,7 @@ from nicplug.engine.errors import (
 from nicplug.engine.journal import Commit, EffectUpdate, Journal, PendingEffect
 from nicplug.engine.listening import RuntimeListener
 from nicplug.engine.model import Cause, EffectOutcome, Key
+from nicplug.engine.slicing import LoopSlices
 
 _ATTEMPT_HELD: ContextVar[Callable[[], bool] | None] = ContextVar(
     "nicplug_attempt_held", default=None)
@@ -71,6 +72,7 @@ class EffectRunner:
         held: Callable[[Key], bool] = lambda _key: False,
         park: Callable[[PendingEffect], None] = lambda _effect: None,
         in_flight: int = 128,
+        slices: LoopSlices | None = None,
     ) -> None:
         if in_flight < 1:
             raise ValueError(f"in_flight must be at least 1, not {in_flight}")
@@ -87,6 +89,7 @@ class EffectRunner:
         self._held = held
         self._park = park
         self._tasks: dict[int, asyncio.Task[None]] = {}
+        self._slices = slices
 
     def run(self, effect: PendingEffect) -> None:
         if effect.id in self._tasks:
@@ -113,6 +116,8 @@ class EffectRunner:
             self._activity.enter()  # waiting for a turn is work to do, for `drain`
             try:
                 async with self._in_flight:
+                    if self._slices is not None:
+                        await self._slices.turn()  # building a request is work too
                     retry_at = await self._attempt(effect, attempts + 1)
             finally:
                 self._activity.leave()

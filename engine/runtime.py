@@ -56,6 +56,7 @@ from nicplug.engine.model import (
 )
 from nicplug.engine.outbox import EffectRunner
 from nicplug.engine.recovery import Distrust, rebuild, restore
+from nicplug.engine.slicing import LoopSlices
 
 S = TypeVar("S")
 W = TypeVar("W")
@@ -80,6 +81,9 @@ class Runtime(Generic[S, W]):
     many effects are executed at once (the others wait their turn: a burst of ten
     thousand never means ten thousand requests in flight); `conflict_retries` how often
     a key is reloaded and decided again when its append meets a concurrent writer.
+    With `slices`, the decisions and effect attempts of all keys share each turn of the
+    event loop's budget (`slicing`); without, a replay's interleaving never depends on
+    how long work takes.
     """
 
     def __init__(
@@ -96,6 +100,7 @@ class Runtime(Generic[S, W]):
         listeners: Sequence[RuntimeListener] = (),
         conflict_retries: int = 5,
         commit_retry: RetryPolicy = COMMIT_RETRY,
+        slices: LoopSlices | None = None,
     ) -> None:
         self._decider = decider
         self._journal = journal
@@ -105,7 +110,7 @@ class Runtime(Generic[S, W]):
         self._activity = Activity()
         self._dispatch = Dispatch(
             self._handle, concurrency=concurrency, activity=self._activity,
-            on_error=self._listen.on_error, on_idle=self._evict_if_done,
+            on_error=self._listen.on_error, on_idle=self._evict_if_done, slices=slices,
         )
         rng = rng or random.Random(0)
         self._retries = CommitRetries(
@@ -118,7 +123,7 @@ class Runtime(Generic[S, W]):
             deliver=self._deliver_outcome, journal_health=self._journal_health,
             held=lambda key: key in self._holding,
             park=lambda effect: self._unsent.setdefault(effect.key, []).append(effect),
-            in_flight=effects_in_flight,
+            in_flight=effects_in_flight, slices=slices,
         )
         self._slots: dict[Key, _Slot[S]] = {}
         self._gone: set[Key] = set()  # forgotten: evicted once nothing of them is live

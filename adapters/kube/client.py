@@ -17,7 +17,8 @@ from pathlib import Path
 import aiohttp
 import yaml
 from aiohttp.helpers import get_env_proxy_for_url
-from kubernetes_asyncio.client import ApiClient, Configuration
+from kubernetes_asyncio.client.api_client import ApiClient
+from kubernetes_asyncio.client.configuration import Configuration
 from kubernetes_asyncio.config import load_incluster_config, load_kube_config
 from kubernetes_asyncio.config.config_exception import ConfigException
 from yarl import URL

@@ -30,7 +30,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import orjson
-from kubernetes_asyncio.client import CoreV1Api, CustomObjectsApi
+from kubernetes_asyncio.client.api.core_v1_api import CoreV1Api
+from kubernetes_asyncio.client.api.custom_objects_api import CustomObjectsApi
 
 from nicplug.adapters.kube.client import ApiConnection
 from nicplug.adapters.kube.errors import Expired, KubeError, Temporary, translate

@@ -215,6 +215,10 @@ class Leadership:
                     await asyncio.sleep(self.timing.retry_period)
                     sent = self._now()
                     if await self._try():
+                        if deadline.expired():
+                            # answered after the deadline, its cancellation swallowed
+                            # on the way (the event loop was late): the term has ended
+                            return "renewed only after the renew deadline had passed"
                         term.extend(sent + self.timing.renew_deadline)
                         deadline.reschedule(term.until)
                     elif self._calls.holder not in ("", self.identity):

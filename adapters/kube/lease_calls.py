@@ -6,8 +6,11 @@ next try, instead of holding the renew loop past the moment its term ends.
 Acquiring follows client-go's rules: a Lease held by another is free only after its
 record has not changed for `leaseDurationSeconds` *as this candidate observed it*
 (clocks of other nodes are never trusted); a replace carries the `resourceVersion`
-read, so of two candidates racing for a free Lease one gets a conflict. This module
-decides nothing about terms; `lease` does.
+read, so of two candidates racing for a free Lease one gets a conflict. A holder renews
+from the Lease as its last write returned it, one request per renewal (client-go's
+optimistic renewal): the replace carries that resourceVersion, so if anyone wrote the
+Lease since, it fails with a conflict and the holder reads it again and decides from
+what it finds. This module decides nothing about terms; `lease` does.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from collections.abc import Callable
 from typing import Any
 
 import aiohttp
-from kubernetes_asyncio.client import CoordinationV1Api
+from kubernetes_asyncio.client.api.coordination_v1_api import CoordinationV1Api
 
 from nicplug.adapters.kube.calls import JSON_PATCH, compare_and_swap
 from nicplug.adapters.kube.client import ApiConnection
@@ -60,6 +63,8 @@ class LeaseCalls:
         self._wall = wall or (lambda: datetime.datetime.now(datetime.UTC))
         self._observed: _Record | None = None
         self._observed_at = 0.0
+        self._written: JsonObject | None = None
+        """The Lease as this candidate's last write returned it, while it holds it."""
         self.holder = ""
         """The holder the last read found ("" when none, or not read yet)."""
 
@@ -79,6 +84,9 @@ class LeaseCalls:
         False when another holds it unexpired or won a race; a transport or server
         failure (a timeout included) raises `KubeError`.
         """
+        holding = self._written is not None and self.holder == self.identity
+        if holding and self._written is not None and await self._renew(self._written):
+            return True
         lease = await self._read()
         stamp = _micro_time(self._wall())
         if lease is None:
@@ -90,19 +98,15 @@ class LeaseCalls:
                          "acquireTime": stamp, "renewTime": stamp, "leaseTransitions": 0},
             }
             try:
-                await fetch_object(self._api.create_namespaced_lease(
-                    self.namespace, body, **self._options()))
+                self._wrote(await fetch_object(self._api.create_namespaced_lease(
+                    self.namespace, body, **self._options())))
             except AlreadyExists:
                 return False
-            self.holder = self.identity
             return True
         spec: dict[str, Any] = dict(lease.get("spec") or {})
         holder = str(spec.get("holderIdentity") or "")
         self.holder = holder
-        record: _Record = (holder, spec.get("renewTime"), spec.get("acquireTime"),
-                           spec.get("leaseTransitions"), spec.get("leaseDurationSeconds"))
-        if record != self._observed:
-            self._observed, self._observed_at = record, self._now()
+        self._observe(spec)
         if holder and holder != self.identity:
             duration = spec.get("leaseDurationSeconds")
             duration = duration if isinstance(duration, int) and duration > 0 else self._duration
@@ -116,16 +120,44 @@ class LeaseCalls:
                     renewTime=stamp)
         replacement: Any = {**lease, "spec": spec}
         try:
-            await fetch_object(self._api.replace_namespaced_lease(
-                self.name, self.namespace, replacement, **self._options()))
+            self._wrote(await fetch_object(self._api.replace_namespaced_lease(
+                self.name, self.namespace, replacement, **self._options())))
         except Conflict:  # another candidate wrote it since the read
             return False
-        self.holder = self.identity
         return True
+
+    async def _renew(self, written: JsonObject) -> bool:
+        """Renew from the Lease as last written, without reading it first: True when
+        renewed; False when it changed since (or is gone), so it must be read again."""
+        spec: dict[str, Any] = dict(written.get("spec") or {})
+        spec.update(holderIdentity=self.identity, leaseDurationSeconds=self._duration,
+                    renewTime=_micro_time(self._wall()))
+        replacement: Any = {**written, "spec": spec}
+        try:
+            self._wrote(await fetch_object(self._api.replace_namespaced_lease(
+                self.name, self.namespace, replacement, **self._options())))
+        except (Conflict, NotFound):
+            self._written = None
+            return False
+        return True
+
+    def _wrote(self, lease: JsonObject) -> None:
+        """This candidate's write went through: it holds the Lease as returned."""
+        self.holder = self.identity
+        self._written = lease
+        self._observe(dict(lease.get("spec") or {}))
+
+    def _observe(self, spec: dict[str, Any]) -> None:
+        record: _Record = (str(spec.get("holderIdentity") or ""), spec.get("renewTime"),
+                           spec.get("acquireTime"), spec.get("leaseTransitions"),
+                           spec.get("leaseDurationSeconds"))
+        if record != self._observed:
+            self._observed, self._observed_at = record, self._now()
 
     async def release(self) -> bool:
         """Clear the holder if it is this candidate (a compare-and-swap, so it never
         clears another's); True when released."""
+        self._written = None
         try:
             lease = await self._read()
             if lease is None or (lease.get("spec") or {}).get("holderIdentity") != self.identity:

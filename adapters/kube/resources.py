@@ -8,6 +8,7 @@ only: it never holds objects and never calls the server.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from sys import intern
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,4 +94,6 @@ def object_key(obj: dict[str, object]) -> str:
     if not isinstance(name, str) or not name:
         raise ValueError("object has no metadata.name")
     namespace = metadata.get("namespace")
-    return f"{namespace}/{name}" if isinstance(namespace, str) and namespace else name
+    # interned: the informer's cache, the world index and the runtime key the object by
+    # one string, not a copy each
+    return intern(f"{namespace}/{name}" if isinstance(namespace, str) and namespace else name)

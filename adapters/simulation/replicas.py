@@ -87,6 +87,7 @@ class Replica:
             open_journal=journal_opener(self.commit_faults), serve_http=False,
             check_journal=False,  # no thread beside the loop: the liveness check reads it
             measure_loop_lag=False,  # virtual time moves only when idle: no lag to see
+            loop_slice=None,  # the schedule is the seed's alone
         )
         self.controller = Controller(settings, surroundings)
         self._task = asyncio.ensure_future(self.controller.run())

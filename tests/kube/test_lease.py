@@ -8,6 +8,7 @@ itself; it cannot take an injected clock. These tests use a 1 s lease renewed ev
 from __future__ import annotations
 
 import asyncio
+import contextlib
 
 import pytest
 
@@ -180,5 +181,67 @@ async def test_a_renewal_that_hangs_ends_the_term_at_its_deadline(
         api_server.faults.clear()
         await asyncio.wait_for(only.working.wait(), 3)  # stands again, a new term
         assert only.term.number == 2 and only.term.holds()
+    finally:
+        await only.kill()
+
+
+async def test_a_leader_renews_with_one_request_from_the_lease_it_last_wrote(
+    api_server: ApiServer, connection: ApiConnection
+) -> None:
+    """client-go's optimistic renewal: no read before each update while it holds it."""
+    only = Candidate(connection, "only")
+    try:
+        await asyncio.wait_for(only.working.wait(), 2)
+        reads, updates = api_server.count("get", "leases"), api_server.count("update", "leases")
+        await eventually(lambda: api_server.count("update", "leases") >= updates + 3, within=2)
+        assert api_server.count("get", "leases") == reads
+        assert only.leadership.leading
+    finally:
+        await only.kill()
+
+
+async def test_a_lease_written_by_another_is_read_again_before_renewing(
+    api_server: ApiServer, connection: ApiConnection
+) -> None:
+    """The renewal's resourceVersion no longer matches: a conflict, then a read, and the
+    decision is made from what the read finds (here: another holds it)."""
+    slow = LeaseTiming(lease_duration=5, renew_deadline=0.6, retry_period=0.2)
+    only = Candidate(connection, "only", timing=slow)
+    try:
+        await asyncio.wait_for(only.working.wait(), 2)
+        lease = api_server.store.get(sim.LEASES, "kube-system", "nicplug")
+        api_server.store.patch(
+            sim.LEASES, "kube-system", "nicplug",
+            {"spec": {"holderIdentity": "usurper"}}, content_type="application/merge-patch+json",
+        )
+        assert lease["metadata"]["resourceVersion"] != api_server.store.get(
+            sim.LEASES, "kube-system", "nicplug")["metadata"]["resourceVersion"]
+        reads = api_server.count("get", "leases")
+        await eventually(lambda: not only.working.is_set(), within=2)
+        assert api_server.count("get", "leases") > reads
+        assert holder(api_server) == "usurper"
+    finally:
+        await only.kill()
+
+
+async def test_a_renewal_answered_after_the_deadline_ends_the_term(
+    api_server: ApiServer, connection: ApiConnection
+) -> None:
+    """The deadline passes while a renewal is being answered and the cancellation is
+    swallowed on the way (a late event loop, a library that catches it): the answer
+    must not extend a term whose deadline has passed, nor crash the election."""
+    only = Candidate(connection, "only")
+    try:
+        await asyncio.wait_for(only.working.wait(), 2)
+
+        async def late() -> bool:
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.sleep(10 * FAST.renew_deadline)
+            return True
+
+        only.leadership._try = late  # type: ignore[method-assign]
+        await eventually(lambda: not only.working.is_set(), within=3)
+        assert not only.task.done()  # the election goes on: it stands again
+        assert only.stopped == 1
     finally:
         await only.kill()

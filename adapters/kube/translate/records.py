@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
+from functools import lru_cache
 
 from nicplug.adapters.kube.resources import VMOP_VMI_UID_ANNOTATION
 from nicplug.adapters.kube.translate.objects import (
@@ -206,8 +207,10 @@ def vmi(obj: VMIObject) -> VMI:
     )
 
 
+@lru_cache(maxsize=256)
 def info_sources(value: str) -> frozenset[str]:
-    """`"domain, guest-agent, multus-status"` as a set; tolerant of spacing."""
+    """`"domain, guest-agent, multus-status"` as a set; tolerant of spacing. Every VMI
+    says one of a few such lists: they share one set each (~0.2 KB per VM less)."""
     return frozenset(part.strip() for part in value.split(",") if part.strip())
 
 

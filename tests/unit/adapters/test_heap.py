@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
 import gc
 from collections.abc import Callable, Iterator
 
 import pytest
 
-from nicplug.adapters.heap import loading_long_lived
+from nicplug.adapters.heap import (
+    frozen_after_full_collections,
+    full_collections_in_small_steps,
+    loading_long_lived,
+)
 
 
 @pytest.fixture(autouse=True)
@@ -69,3 +74,80 @@ def test_a_disabled_collector_stays_disabled_and_a_failure_still_freezes() -> No
     assert not gc.isenabled()
     assert later.asked == []
     assert gc.get_freeze_count() > frozen_before
+
+
+def test_what_survives_a_full_collection_is_frozen_and_young_garbage_is_still_collected() -> None:
+    gc.enable()
+    gc.unfreeze()
+    with frozen_after_full_collections():
+        kept = [[i] for i in range(1000)]  # lists: always tracked by the collector
+        gc.collect(1)
+        assert gc.get_freeze_count() == 0  # a young collection freezes nothing
+        gc.collect()
+        assert gc.get_freeze_count() >= len(kept)
+        assert not any(o is kept for o in gc.get_objects(generation=2))
+        cycle: list[object] = []
+        cycle.append(cycle)  # born after the freeze: the collector still frees it
+        del cycle
+        assert gc.collect() >= 1
+    later = [[0]]
+    gc.collect()
+    assert any(o is later for o in gc.get_objects(generation=2))  # outside: not frozen
+
+
+async def test_a_full_collection_follows_every_few_young_ones() -> None:
+    gc.disable()  # only the collections this test makes (the fixture enables it again)
+    young_per_period = iter([1, 1, 1, 2, 0, 0, 5])
+    full_before: list[int] = []
+
+    async def sleep(_: float) -> None:
+        full_before.append(gc.get_stats()[2]["collections"])
+        try:
+            young = next(young_per_period)
+        except StopIteration:
+            raise asyncio.CancelledError() from None
+        for _ in range(young):
+            gc.collect(1)
+
+    with pytest.raises(asyncio.CancelledError):
+        await full_collections_in_small_steps(every=4, period=1.0, sleep=sleep)
+    started = full_before[0]
+    # young collections so far, checked after each period: 1, 2, 3, 5 (a full one),
+    # then 0, 0 since it, then 5 (another)
+    assert [n - started for n in full_before] == [0, 0, 0, 0, 1, 1, 1, 2]
+
+
+async def test_what_stays_frozen_is_given_back_to_the_collector_every_so_often() -> None:
+    """A reference cycle formed among frozen objects outlives its use only until the
+    next thaw: the collection after `thaw_after` periods frees it."""
+    import weakref
+
+    class Node:
+        pass
+
+    periods = 0
+    freed_at: list[int] = []
+
+    async def sleep(_: float) -> None:
+        nonlocal periods
+        periods += 1
+        if ref() is None and not freed_at:
+            freed_at.append(periods)
+        if periods > 6:
+            raise asyncio.CancelledError()
+
+    node = Node()
+    node.self = node  # type: ignore[attr-defined]
+    ref = weakref.ref(node)
+    gc.freeze()
+    try:
+        del node  # a cycle among frozen objects: no ordinary collection frees it
+        gc.collect()
+        assert ref() is not None
+        with pytest.raises(asyncio.CancelledError):
+            await full_collections_in_small_steps(every=1000, period=1.0, thaw_after=3,
+                                                  sleep=sleep)
+    finally:
+        gc.unfreeze()
+    # thawed and collected after the third period: seen gone when the fourth begins
+    assert freed_at == [4]
