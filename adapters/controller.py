@@ -221,9 +221,13 @@ class Controller:
         besides that it leads and its journal takes writes)."""
         return self._ready
 
+    @property
+    def leading(self) -> bool:
+        """This replica holds a term of leadership now (what `nicplug_leader` shows)."""
+        return self._leadership is not None and self._leadership.leading
+
     def _is_ready(self) -> bool:
-        leading = self._leadership is not None and self._leadership.leading
-        return self._ready and leading and self._journal_health.writable
+        return self._ready and self.leading and self._journal_health.writable
 
     def _not_ready_because(self) -> str:
         if self._leadership is None or not self._leadership.leading:

@@ -11,8 +11,11 @@ file itself (opened on the loop's thread, as the controller opened it):
   move it unless the world happens to change (excepted: a `RestartRequired` that waits
   for a user's restart under `Manual` approval or where nicplug says on the VM that it
   leaves the restart to the user, and a plug written for the next boot,
-  `VMIPatched`, of a VM the user stopped) (the issue's liveness: terminal, or
-  waiting in a state whose deadline is armed);
+  `VMIPatched`, or waiting in `MigrationRequired`, of a VM the user stopped: its
+  deadline is paused until the VM is live again) (the issue's liveness: terminal, or
+  waiting in a state whose deadline is armed); judged on the journal of the replica
+  that leads at the end (every journal when none does): a standby's journal is judged
+  as a record only;
 * `failed-without-reason` — a `Failed` operation with no reason;
 * `failed-yet-done` — the latest attempt of a plug is `Failed` although the running
   guest has the interface and the user still asks for it (the goal is reached: the
@@ -45,9 +48,13 @@ async def _open(path: Path) -> SQLiteJournal:
 
 
 async def at_rest(path: Path, world: dict[str, dict[str, Any]], *,
-                  manual_restarts: bool) -> list[Problem]:
+                  manual_restarts: bool, acting: bool = True) -> list[Problem]:
     """The problems of one journal at the end of a run; `manual_restarts`: a
-    `RestartRequired` operation waits for the user, who never comes, which is no fault."""
+    `RestartRequired` operation waits for the user, who never comes, which is no fault.
+    `acting`: the replica leads, or none does. A standby's journal is judged as a
+    record only (whole, every transition from where the last one left, every failure
+    with a reason): what it says stopped when its term ended, and it acts on none of
+    it until it leads again, when it adopts the operations from the world."""
     journal = await _open(path)
     problems: list[Problem] = []
     try:
@@ -87,13 +94,19 @@ async def at_rest(path: Path, world: dict[str, dict[str, Any]], *,
             its_vm = world.get(str(view.key))
             waits_for_user = (view.state == "RestartRequired" and (
                 manual_restarts or (its_vm is not None and its_vm["restart_left_to_user"]))) or (
-                # written for the next boot of a VM the user stopped: waits for a start
-                view.state == "VMIPatched" and its_vm is not None and not its_vm["wants_running"])
-            if not view.terminal and str(view.stream) not in armed and not waits_for_user:
+                # written for the next boot of a VM the user stopped (or waiting for a
+                # migration it can no longer have; the boot brings the new pod and the
+                # interface): waits for a start, its deadline paused while not live
+                view.state in ("VMIPatched", "MigrationRequired") and its_vm is not None
+                and not its_vm["wants_running"])
+            if (acting and not view.terminal and str(view.stream) not in armed
+                    and not waits_for_user):
                 problems.append(("operation-stuck",
                                  f"{view.stream} waits in {view.state} with no timer armed"))
             if view.state == "Failed" and not snap.get("reason"):
                 problems.append(("failed-without-reason", f"{view.stream} failed, no reason"))
+        if not acting:
+            return problems
         for stored in views:
             view = stored.view
             seen_vm = world.get(str(view.key))

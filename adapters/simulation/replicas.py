@@ -54,7 +54,9 @@ class Replica:
 
     @property
     def leading(self) -> bool:
-        return self.controller is not None and self.controller.metrics.leader._value.get() == 1
+        # not the `nicplug_leader` gauge's stored value: the gauge is computed when
+        # collected (`set_function`), its stored value stays 0
+        return self.controller is not None and self.controller.leading
 
     @property
     def ready(self) -> bool:

@@ -205,10 +205,12 @@ async def _judge(hands: Hands, replicas: list[Replica], watchman: Watchman) -> N
         failure = replica.failure()
         if failure is not None:
             watchman.report("controller-died", f"{replica.identity}: {failure!r}")
+    leader = any(replica.leading for replica in replicas)
     for replica in replicas:
         if not replica.journal.exists():
             continue
         problems = await at_rest(replica.journal, hands.world(),
-                                 manual_restarts=hands.setup.approval == "Manual")
+                                 manual_restarts=hands.setup.approval == "Manual",
+                                 acting=replica.leading or not leader)
         for invariant, detail in problems:
             watchman.report(invariant, f"{replica.identity}: {detail}")
