@@ -139,7 +139,7 @@ class Sim:
         """In the kubevirt flavour a scenario written as a desired list (`networks`) is
         the user editing the template as the user guide says: a network the list gains
         is plugged (an interface named as nicplug names it, with its NAD), one it loses
-        is marked absent, and so is `default` when Main leaves (back when it returns)."""
+        is marked absent; `default` is deleted when Main leaves (back when it returns)."""
         networks = self.networks if self.networks is not None else (NetworkSpec("Main"),)
         if not self.in_template or networks == self._edited:
             return
@@ -158,8 +158,16 @@ class Sim:
             where = "ns" if spec.type == "Network" else "default"
             self.user_plugs(spec.name, spec.if_name, where)
         for identity, spec in have.items():
-            if identity not in wanted:
-                self.user_unplugs(spec.if_name)
+            if identity in wanted:
+                continue
+            if spec.type == "Main":
+                # KubeVirt's admission refuses `state: absent` on the pod network
+                # (kubevirt/kubevirt pkg/network/admitter, "not supported on the default
+                # network"): a user who drops it deletes its interface and network
+                self.kvvm_ifaces = [i for i in self.kvvm_ifaces if i.name != spec.if_name]
+                self.kvvm_nets = [n for n in self.kvvm_nets if n.name != spec.if_name]
+                continue
+            self.user_unplugs(spec.if_name)
 
     def user_unplugs(self, interface: str) -> None:
         """The user guide's unplug: the interface `state: absent`."""
@@ -362,7 +370,12 @@ class Sim:
             error = "link setup failed" if identity in self.sdn_fails else None
             self.reported.append(SDNStatus(identity, r.if_name, error is None, error))
         # KubeVirt syncs the KVVM to the VMI spec; virt-handler attaches / detaches
-        if not (self.kubevirt_owns_pod and self.kubevirt_stuck == "sync"):
+        if self.kubevirt_owns_pod and self.kubevirt_stuck != "sync":
+            # KubeVirt live-updates the VMI's multus interfaces only: the pod network's
+            # interface, added or deleted in the template, waits for a restart
+            born = [i for i in self.vmi_ifaces if i.name == "default"]
+            self.vmi_ifaces = born + [i for i in self.kvvm_ifaces if i.name != "default"]
+        elif not self.kubevirt_owns_pod:
             self.vmi_ifaces = list(self.kvvm_ifaces)
         if self.kubevirt_owns_pod and not self.kubevirt_stuck:
             self.requested = self.generated()

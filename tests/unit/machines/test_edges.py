@@ -282,8 +282,10 @@ def adopted_lingering_entry() -> Driver:
 
 def kubevirt_main_and_reverts() -> Driver:
     """The kubevirt flavour's own paths: an unplug taken back while KubeVirt has not
-    synced it; Main removed (restart only: deferred, then written: the template and
-    the VMI spec hold it absent); Main back (a plug only a restart applies: deferred);
+    synced it; Main removed (restart only: deferred; KubeVirt refuses `absent` on the
+    pod network, so the user deletes it from the template and the running VMI keeps it),
+    the VM restarted (written for the boot while down, booted without it); Main back (a
+    plug only a restart applies: deferred);
     the VM deleted while that plug waits."""
     if FLAVOUR[0] != "kubevirt":
         return make(Sim(networks=(MAIN,)))
@@ -295,7 +297,9 @@ def kubevirt_main_and_reverts() -> Driver:
     d.run(2)  # Reverted
     d.sim.kubevirt_stuck = ""
     d.sim.networks = (X,)
-    d.run(8)  # defer, write_for_boot
+    d.run(8)  # defer: the VMI keeps the pod network until a restart
+    d.sim.restart()
+    d.run(4)  # write_for_boot (the template lacks it while the VM is down), then booted without it
     d.sim.networks = (MAIN, X)
     d.run(2)  # defer (a plug of Main)
     d.sim.vm_deleted = True
