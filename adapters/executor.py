@@ -115,8 +115,10 @@ class KubeExecutor:
         max_migrations: int = 5,
         cached: Cached | None = None,
         monotonic: Callable[[], float] = time.monotonic,
+        wait_for_earlier: float = 30.0,
     ) -> None:
         self._calls = calls
+        self._wait_for_earlier = wait_for_earlier
         self._cached = cached
         self._events = EventRecorder(calls, monotonic=monotonic)
         self._max_migrations = max_migrations
@@ -204,13 +206,24 @@ class KubeExecutor:
         """Do `write` (a pod patch, `pod`, or a KVVM patch) once the unfinished writes of
         the other kind decided before it on the same VM have finished; known as
         unfinished to the later ones until it lands or fails for good (a temporary
-        failure is retried by the outbox: still unfinished). `holds`: the ifNames it
-        leaves requested (pod) or attached (KVVM)."""
+        failure is retried by the outbox: still unfinished). A write not finished after
+        `wait_for_earlier` seconds (its retry later, parked, or given up) is forgotten and
+        this one decided again, so no write waits for ever nor holds a request slot
+        long. `holds`: the ifNames it leaves requested (pod) or attached (KVVM)."""
         writes = self._writes.setdefault(str(effect.key), {})
         for earlier, other in sorted(writes.items()):
             if earlier >= effect.id or other.pod == pod:
                 continue
-            await other.done.wait()
+            try:
+                await asyncio.wait_for(other.done.wait(), self._wait_for_earlier)
+            except TimeoutError:
+                # retried later, parked, or given up by the outbox: it may never finish
+                # here, and this attempt holds one of the requests in flight meanwhile
+                writes.pop(earlier, None)
+                raise RetryAfterObservation(
+                    f"VM {effect.key}: a {'pod' if not pod else 'KVVM'} patch decided before "
+                    f"this one (effect {earlier}) has not finished in "
+                    f"{self._wait_for_earlier:g}s") from None
             if other.landed is None:
                 continue
             # a KVVM holding what the pods no longer request; pods releasing what it holds

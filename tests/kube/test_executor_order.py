@@ -423,3 +423,34 @@ async def test_a_pod_patch_superseded_after_a_temporary_failure_holds_nothing_up
         VMNetworkEntry(NET_A, "Network/net-a"), VMNetworkEntry(NET_B, "Network/net-b"))))
     await asyncio.wait_for(plug_b, timeout=30)  # a guard: it never waits for effect 5
     assert interfaces_of(store) == ["default", NET_A, NET_B]
+
+
+async def test_a_kvvm_patch_does_not_wait_for_ever_for_a_pod_patch_the_outbox_gave_up(
+    api_server: ApiServer, connection: ApiConnection,
+) -> None:
+    """A pod patch that failed for now and is never tried again (the outbox gave up on
+    it, or its key is parked) would hold the KVVM patches after it for ever, each with a
+    request slot: past `wait_for_earlier` the KVVM patch is decided again, and the
+    stale write is forgotten, so the next one goes."""
+    store = api_server.store
+    store.create(NAMESPACES, {"metadata": {"name": "ns1"}})
+    store.create(KVVMS, kvvm_for(Knobs(), "ns1", "vm", (("Network", "net-a"),)))
+    deckhouse = dialect_for("deckhouse")
+    a, b = SDNRequest("Network/net-a", NET_A, id=2), SDNRequest("Network/net-b", NET_B, id=3)
+    pod = store.create(PODS, {"metadata": {
+        "name": "virt-launcher-vm-x", "namespace": "ns1",
+        "annotations": {deckhouse.request_annotation: deckhouse.render_requests(
+            requests=(a, b), namespace="ns1")}}})
+    uid = pod["metadata"]["uid"]
+    executor = KubeExecutor(KubeCalls(connection), deckhouse, flavour=UPSTREAM,
+                            wait_for_earlier=0.01)
+    api_server.faults.fail_requests(503, verb="patch", resource="pods")
+    with pytest.raises(TemporaryError):
+        await executor.execute(pending(5, PatchPodNetworks(
+            "ns1", "virt-launcher-vm-x", uid, (a,), observed=(a, b))))
+    plug_b = pending(10, kvvm_patch(
+        VMNetworkEntry(NET_A, "Network/net-a"), VMNetworkEntry(NET_B, "Network/net-b")))
+    with pytest.raises(RetryAfterObservation, match="effect 5"):
+        await asyncio.wait_for(executor.execute(plug_b), timeout=30)
+    await asyncio.wait_for(executor.execute(plug_b), timeout=30)  # decided again: it goes
+    assert interfaces_of(store) == ["default", NET_A, NET_B]
