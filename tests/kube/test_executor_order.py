@@ -315,14 +315,9 @@ async def test_a_kvvm_patch_waits_for_the_pod_patch_decided_before_it(
     KVVM patch waits for the pod patch; if the pod no longer requests net-b once it
     landed, it is decided again, else it is sent."""
     store = api_server.store
-    store.create(NAMESPACES, {"metadata": {"name": "ns1"}})
-    store.create(KVVMS, kvvm_for(Knobs(), "ns1", "vm", (("Network", "net-a"),)))
     deckhouse = dialect_for("deckhouse")
     a, b = SDNRequest("Network/net-a", NET_A, id=2), SDNRequest("Network/net-b", NET_B, id=3)
-    pod = store.create(PODS, {"metadata": {
-        "name": "virt-launcher-vm-x", "namespace": "ns1",
-        "annotations": {deckhouse.request_annotation: deckhouse.render_requests(
-            requests=(a, b), namespace="ns1")}}})
+    pod = _vm_with_net_a_whose_pod_asks_for(api_server, a, b)
     executor = KubeExecutor(KubeCalls(connection), deckhouse, flavour=UPSTREAM)
     on_the_wire = asyncio.Event()
     original = executor._calls.patch_pod
@@ -360,14 +355,10 @@ async def test_a_pod_patch_waits_for_the_kvvm_patch_decided_before_it(
     pod entry (effect 3). The pod patch waits for the KVVM patch, which attached net-b:
     it is decided again, and the pod keeps requesting net-b."""
     store = api_server.store
-    store.create(NAMESPACES, {"metadata": {"name": "ns1"}})
-    store.create(KVVMS, kvvm_for(Knobs(), "ns1", "vm", (("Network", "net-a"),)))
     deckhouse = dialect_for("deckhouse")
     a, b = SDNRequest("Network/net-a", NET_A, id=2), SDNRequest("Network/net-b", NET_B, id=3)
     both = deckhouse.render_requests(requests=(a, b), namespace="ns1")
-    pod = store.create(PODS, {"metadata": {
-        "name": "virt-launcher-vm-x", "namespace": "ns1",
-        "annotations": {deckhouse.request_annotation: both}}})
+    pod = _vm_with_net_a_whose_pod_asks_for(api_server, a, b)
     executor = KubeExecutor(KubeCalls(connection), deckhouse, flavour=UPSTREAM)
     on_the_wire = asyncio.Event()
     original = executor._calls.patch
@@ -400,14 +391,9 @@ async def test_a_pod_patch_superseded_after_a_temporary_failure_holds_nothing_up
     """A pod patch that failed for now (503) stays unfinished for the KVVM patches after
     it; superseded by a newer one when retried, it never lands, and they go on."""
     store = api_server.store
-    store.create(NAMESPACES, {"metadata": {"name": "ns1"}})
-    store.create(KVVMS, kvvm_for(Knobs(), "ns1", "vm", (("Network", "net-a"),)))
     deckhouse = dialect_for("deckhouse")
     a, b = SDNRequest("Network/net-a", NET_A, id=2), SDNRequest("Network/net-b", NET_B, id=3)
-    pod = store.create(PODS, {"metadata": {
-        "name": "virt-launcher-vm-x", "namespace": "ns1",
-        "annotations": {deckhouse.request_annotation: deckhouse.render_requests(
-            requests=(a, b), namespace="ns1")}}})
+    pod = _vm_with_net_a_whose_pod_asks_for(api_server, a, b)
     uid = pod["metadata"]["uid"]
     executor = KubeExecutor(KubeCalls(connection), deckhouse, flavour=UPSTREAM)
     api_server.faults.fail_requests(503, verb="patch", resource="pods")
@@ -433,17 +419,12 @@ async def test_a_kvvm_patch_does_not_wait_for_ever_for_a_pod_patch_the_outbox_ga
     request slot: past `wait_for_earlier` the KVVM patch is decided again, and the
     stale write is forgotten, so the next one goes."""
     store = api_server.store
-    store.create(NAMESPACES, {"metadata": {"name": "ns1"}})
-    store.create(KVVMS, kvvm_for(Knobs(), "ns1", "vm", (("Network", "net-a"),)))
     deckhouse = dialect_for("deckhouse")
     a, b = SDNRequest("Network/net-a", NET_A, id=2), SDNRequest("Network/net-b", NET_B, id=3)
-    pod = store.create(PODS, {"metadata": {
-        "name": "virt-launcher-vm-x", "namespace": "ns1",
-        "annotations": {deckhouse.request_annotation: deckhouse.render_requests(
-            requests=(a, b), namespace="ns1")}}})
+    pod = _vm_with_net_a_whose_pod_asks_for(api_server, a, b)
     uid = pod["metadata"]["uid"]
     executor = KubeExecutor(KubeCalls(connection), deckhouse, flavour=UPSTREAM,
-                            wait_for_earlier=0.01)
+                            wait_for_earlier=0)  # past at once: no time passes
     api_server.faults.fail_requests(503, verb="patch", resource="pods")
     with pytest.raises(TemporaryError):
         await executor.execute(pending(5, PatchPodNetworks(
@@ -454,3 +435,17 @@ async def test_a_kvvm_patch_does_not_wait_for_ever_for_a_pod_patch_the_outbox_ga
         await asyncio.wait_for(executor.execute(plug_b), timeout=30)
     await asyncio.wait_for(executor.execute(plug_b), timeout=30)  # decided again: it goes
     assert interfaces_of(store) == ["default", NET_A, NET_B]
+
+
+def _vm_with_net_a_whose_pod_asks_for(api_server: ApiServer, *requests: SDNRequest,
+                                      ) -> dict[str, Any]:
+    """Namespace ns1, a KVVM `vm` with net-a, and its launcher pod `virt-launcher-vm-x`
+    whose Deckhouse SDN annotation asks for `requests`: the pod as created."""
+    store = api_server.store
+    deckhouse = dialect_for("deckhouse")
+    store.create(NAMESPACES, {"metadata": {"name": "ns1"}})
+    store.create(KVVMS, kvvm_for(Knobs(), "ns1", "vm", (("Network", "net-a"),)))
+    return store.create(PODS, {"metadata": {
+        "name": "virt-launcher-vm-x", "namespace": "ns1",
+        "annotations": {deckhouse.request_annotation: deckhouse.render_requests(
+            requests=requests, namespace="ns1")}}})
