@@ -233,6 +233,8 @@ class KubeExecutor:
                 raise RetryAfterObservation(
                     f"VM {effect.key}: a {'pod' if not pod else 'KVVM'} patch decided before "
                     f"this one (effect {earlier}) {what} {sorted(moved)} meanwhile")
+        # afresh: the VM's entry goes when its last write ends, maybe while this one waited
+        writes = self._writes.setdefault(str(effect.key), {})
         mine: _Write | None = writes.setdefault(effect.id, _Write(pod=pod))
         landed: frozenset[str] | None = None
         try:
@@ -247,6 +249,8 @@ class KubeExecutor:
             if mine is not None:
                 mine.finish(landed)
                 writes.pop(effect.id, None)
+            if not writes:
+                self._writes.pop(str(effect.key), None)  # no VM kept once its writes end
 
     def _abandoned(self, effect: PendingEffect) -> None:
         """A write retried after a temporary failure and then superseded never lands:
