@@ -104,14 +104,16 @@ T = TypeVar("T")
 
 
 class ReadMemo:
-    """What bodies translated to, remembered per object and checked by identity.
+    """What bodies translated to, remembered per object and served again while the
+    object is the same.
 
     Reading an object (pydantic, SDN annotations) is most of the cost of assembling a
-    world, and a VM observed again usually changed in one object only. A memo serves
-    callers whose bodies are never changed in place (the informers' caches and a
-    replayed tape store a new dict on every change): a body that `is` the one read
-    before gives the same record. One memo per dialect; at most one entry per object
-    and translation, dropped by `forget` when the object is deleted.
+    world, and a VM observed again usually changed in one object only. An object is
+    the same while its uid and resourceVersion are (the API server gives every change
+    a new resourceVersion), so a body decoded anew from a cache is recognised; a body
+    without them (a hand-made one) is the same only while it is the very same dict.
+    One memo per dialect; at most one entry per object and translation, dropped by
+    `forget` when the object is deleted.
     """
 
     def __init__(self) -> None:
@@ -120,10 +122,11 @@ class ReadMemo:
     def get(self, what: str, body: Body, make: Callable[[], T]) -> T:
         entries = self._entries.setdefault(address_of(body), {})
         hit = entries.get(what)
-        if hit is not None and hit[0] is body:
+        seen = _version(body)
+        if hit is not None and (hit[0] is seen or hit[0] == seen):
             return cast(T, hit[1])
         value = make()
-        entries[what] = (body, value)
+        entries[what] = (seen, value)
         return value
 
     def derive(self, what: str, body: Body, inputs: tuple[object, ...], make: Callable[[], T]) -> T:
@@ -140,6 +143,31 @@ class ReadMemo:
 
     def forget(self, body: Body) -> None:
         self._entries.pop(address_of(body), None)
+
+
+def _version(body: Body) -> object:
+    """What tells one state of an object from another: its uid and resourceVersion,
+    or, lacking either, the body itself (compared by identity: a dict compares equal
+    to another with the same content, but it is not the same object for that)."""
+    metadata = body.get("metadata") if isinstance(body, _MAPPING) else None
+    if isinstance(metadata, _MAPPING):
+        uid, version = metadata.get("uid"), metadata.get("resourceVersion")
+        if type(uid) is str and type(version) is str and uid and version:
+            return (uid, version)
+    return _Identity(body)
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class _Identity:
+    """A body compared by identity only."""
+
+    body: object
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Identity) and other.body is self.body
+
+    def __hash__(self) -> int:
+        return id(self.body)
 
 
 def _memoized(memo: ReadMemo | None, what: str, body: Body, make: Callable[[], T]) -> T:
