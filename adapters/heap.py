@@ -63,7 +63,7 @@ def frozen_after_full_collections() -> Iterator[None]:
 
 
 async def full_collections_in_small_steps(
-    *, every: int = 2, period: float = 0.5, thaw_after: int = 7200,
+    *, every: int = 1, period: float = 0.5, thaw_after: int = 7200,
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     on_thaw: Callable[[int], None] | None = None,
 ) -> None:
@@ -73,7 +73,11 @@ async def full_collections_in_small_steps(
     last one: left to CPython's own rule (a quarter more than the oldest generation
     held), a burst of hotplugs at 10,000 VMs gathered 110,000-130,000 objects per
     collection, 0.13-0.34 s of CPU each; after every four young collections, 40,000-
-    80,000 objects, 40-100 ms; after every two, about half.
+    80,000 objects, 40-100 ms; after every two, about half. After every one (the
+    default): at 1,000 + 10,000 VMs in `bench e2e` (a load of 8-9 on 2 cores) full
+    collections of 24 ms of CPU at the median and 52 ms at most, where after every two
+    they took 37 and 79 ms; 53 of them instead of 28, 1.3 s of CPU in all instead of
+    1.15 s (about 1% of the run's CPU more, for stalls half as long).
 
     Every `thaw_after` periods (an hour by default) everything frozen is given back to
     the collector before the full collection: a cycle that formed among frozen objects
