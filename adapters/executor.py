@@ -110,6 +110,7 @@ class _Write:
         self.done = asyncio.Event()
         self.landed: frozenset[str] | None = None
         self.built_on: tuple[KindRef, str, str, str, object] | None = None
+        self.sending = False  # on the wire now (not waiting, nor waiting to be retried)
 
     def finish(self, landed: frozenset[str] | None) -> None:
         self.landed = landed
@@ -247,7 +248,8 @@ class KubeExecutor:
     async def _ordered(self, effect: PendingEffect, holds: frozenset[str],
                        write: Callable[[_Write], Awaitable[Result]], *, pod: bool) -> Result:
         """Do `write` (a pod patch, `pod`, or a KVVM patch) once the unfinished writes of
-        the other kind decided before it on the same VM have finished; known as
+        the other kind on the same VM, decided before it or on the wire, have finished
+        (`_wait_for_others`); known as
         unfinished to the later ones until it lands or fails for good (a temporary
         failure is retried by the outbox: still unfinished). A write not finished after
         `wait_for_earlier` seconds (its retry later, parked, or given up) is forgotten and
@@ -257,30 +259,13 @@ class KubeExecutor:
         leaves requested (pod) or attached (KVVM)."""
         self._forget_shown()
         writes = self._writes.setdefault(str(effect.key), {})
-        for earlier, other in sorted(writes.items()):
-            if earlier == effect.id or other.pod == pod:
-                continue
-            # an unfinished write in the book has passed its own wait: it waits for no one
-            when = "decided before" if earlier < effect.id else "started before"
-            try:
-                await asyncio.wait_for(other.done.wait(), self._wait_for_earlier)
-            except TimeoutError:
-                # retried later, parked, or given up by the outbox: it may never finish
-                # here, and this attempt holds one of the requests in flight meanwhile
-                writes.pop(earlier, None)
-                raise RetryAfterObservation(
-                    f"VM {effect.key}: a {'pod' if not pod else 'KVVM'} patch {when} "
-                    f"this one (effect {earlier}) has not finished in "
-                    f"{self._wait_for_earlier:g}s") from None
-            if other.landed is None:
-                continue
-            # a KVVM holding what the pods no longer request; pods releasing what it holds
-            moved = holds - other.landed if not pod else other.landed - holds
-            if moved:
-                what = "released" if not pod else "attached"
-                raise RetryAfterObservation(
-                    f"VM {effect.key}: a {'pod' if not pod else 'KVVM'} patch {when} "
-                    f"this one (effect {earlier}) {what} {sorted(moved)} meanwhile")
+        try:
+            await self._wait_for_others(effect, holds, writes, pod=pod)
+        except RetryAfterObservation:
+            retried = writes.pop(effect.id, None)  # its last attempt failed for now
+            if retried is not None:  # decided again: it never lands
+                retried.finish(None)
+            raise
         # afresh: the VM's entry goes when its last write ends, maybe while this one waited
         writes = self._writes.setdefault(str(effect.key), {})
         mine: _Write | None = writes.setdefault(effect.id, _Write(pod=pod))
@@ -288,16 +273,19 @@ class KubeExecutor:
         landed: frozenset[str] | None = None
         written = False
         try:
+            mine.sending = True
             result = await write(mine)
             if not result.get("superseded"):
                 landed = holds
                 written = not result.get("unchanged")
             return result
         except kube_errors.Temporary:
+            mine.sending = False
             mine = None  # retried by the outbox: not finished
             raise
         finally:
             if mine is not None:
+                mine.sending = False
                 mine.finish(landed)
                 if written and not mine.shown(self._cached):
                     # known to the later writes until the informers show it; the object
@@ -312,6 +300,39 @@ class KubeExecutor:
                     writes.pop(effect.id, None)
             if not writes:
                 self._writes.pop(str(effect.key), None)  # no VM kept once its writes end
+
+    async def _wait_for_others(self, effect: PendingEffect, holds: frozenset[str],
+                               writes: dict[int, _Write], *, pod: bool) -> None:
+        """Wait for the VM's unfinished writes of the other kind: those decided before
+        this one, and newer ones on the wire (a newer one waiting for others, or for its
+        retry, is not: it waits for this one in turn, so two never wait for each other);
+        then refuse this one if a landed write of the other kind (finished, or not yet
+        shown by the informers) moved what it relies on."""
+        for other_id, other in sorted(writes.items()):
+            if other_id == effect.id or other.pod == pod:
+                continue
+            if other_id > effect.id and not other.sending and not other.done.is_set():
+                continue
+            when = "decided before" if other_id < effect.id else "started before"
+            try:
+                await asyncio.wait_for(other.done.wait(), self._wait_for_earlier)
+            except TimeoutError:
+                # retried later, parked, or given up by the outbox: it may never finish
+                # here, and this attempt holds one of the requests in flight meanwhile
+                writes.pop(other_id, None)
+                raise RetryAfterObservation(
+                    f"VM {effect.key}: a {'pod' if not pod else 'KVVM'} patch {when} "
+                    f"this one (effect {other_id}) has not finished in "
+                    f"{self._wait_for_earlier:g}s") from None
+            if other.landed is None:
+                continue
+            # a KVVM holding what the pods no longer request; pods releasing what it holds
+            moved = holds - other.landed if not pod else other.landed - holds
+            if moved:
+                what = "released" if not pod else "attached"
+                raise RetryAfterObservation(
+                    f"VM {effect.key}: a {'pod' if not pod else 'KVVM'} patch {when} "
+                    f"this one (effect {other_id}) {what} {sorted(moved)} meanwhile")
 
     def _forget_shown(self) -> None:
         """Landed writes leave the order book once the informers show them (oldest

@@ -25,7 +25,7 @@ from nicplug.adapters.kube.flavour import UPSTREAM
 from nicplug.adapters.kube.resources import KindRef
 from nicplug.adapters.sdn import dialect_for
 from nicplug.adapters.worldview import cache_projection
-from nicplug.engine.errors import RetryAfterObservation
+from nicplug.engine.errors import RetryAfterObservation, TemporaryError
 from nicplug.machines.effects import PatchPodNetworks, RestartVM, SetVMCondition
 from nicplug.machines.world import SDNRequest
 from nicplug.simulator.fixtures import kvvm_for
@@ -295,3 +295,26 @@ async def test_an_older_attach_started_after_a_newer_release_waits_for_it(
     with pytest.raises(RetryAfterObservation, match=r"effect 7\) released"):
         await attach
     assert interfaces_of(api_server.store) == ["default", NET_A]
+
+
+async def test_two_retried_writes_of_either_kind_do_not_wait_for_each_other(
+    api_server: ApiServer, connection: ApiConnection,
+) -> None:
+    """A newer pod patch (effect 5) and a KVVM patch (effect 4) both failed for now (a
+    partition, 503s) and are tried again at once: the older does not wait for the newer,
+    which is not on the wire (waiting for its retry, then for the older), so neither
+    sits out the 30 s bound; the newer goes once the older has landed."""
+    cache = Cache()
+    pod = _vm_whose_pod_asks_for_a_and_b(api_server, cache)
+    run = executor(connection, cache)
+    attach_b = pending(4, plug_b(template_of(api_server.store.get(KVVMS, "ns1", "vm"))))
+    keep_both = pending(5, PatchPodNetworks(
+        "ns1", "virt-launcher-vm-x", pod["metadata"]["uid"], (B, A), observed=(A, B)))
+    for effect, resource in ((keep_both, "pods"), (attach_b, "virtualmachines")):
+        api_server.faults.fail_requests(503, verb="patch", resource=resource)
+        with pytest.raises(TemporaryError):
+            await asyncio.wait_for(run.execute(effect), timeout=10)
+
+    both = asyncio.gather(run.execute(keep_both), run.execute(attach_b))
+    await asyncio.wait_for(both, timeout=10)  # a guard: no wait of 30 s
+    assert interfaces_of(api_server.store) == ["default", NET_A, NET_B]
