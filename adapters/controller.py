@@ -467,8 +467,8 @@ async def run_controller(settings: Settings) -> None:
     controller = Controller(settings)
     try:
         with frozen_after_full_collections():
-            collecting = asyncio.create_task(full_collections_in_small_steps(),
-                                             name="full collections")
+            collecting = asyncio.create_task(full_collections_in_small_steps(
+                on_thaw=controller.metrics.frozen_objects.set), name="full collections")
             try:
                 await controller.run()
             finally:
