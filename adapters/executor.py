@@ -26,11 +26,16 @@ hold that a landed pod patch no longer requests, or an entry the pod patch would
 release that a landed KVVM patch attached, means the world moved (a change reverted
 while a write of it was on the wire): decide again, so no interface is attached over a
 pod entry being released, nor an entry released under an interface being attached.
+A write that landed stays known to the later writes of the other kind until the
+informers show its object past the state it was built on: a decision taken from a
+world that does not show it yet (the watch behind, re-listing or cut off) is checked
+against it as against an unfinished one.
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import datetime
 import logging
 import time
@@ -50,7 +55,12 @@ from nicplug.adapters.kube.resources import (
     KindRef,
 )
 from nicplug.adapters.kube.translate import records
-from nicplug.adapters.kube.translate.objects import KVVMObject, MalformedObject, read
+from nicplug.adapters.kube.translate.objects import (
+    KVVMObject,
+    MalformedObject,
+    VMIObject,
+    read,
+)
 from nicplug.adapters.observability import Metrics
 from nicplug.adapters.sdn import Dialect, MalformedAnnotation, WritingDialect
 from nicplug.engine.errors import (
@@ -70,6 +80,7 @@ from nicplug.machines.effects import (
     SetVMCondition,
     effect_from_payload,
 )
+from nicplug.machines.facts import FINISHED_PHASES
 from nicplug.machines.world import MAIN_IF_NAME, RESTART_ANNOTATION, RUNNING, SDNRequest
 
 log = logging.getLogger(__name__)
@@ -89,16 +100,46 @@ Reader = Callable[[KindRef, str, str], Awaitable[Mapping[str, Any]]]
 
 class _Write:
     """A pod or KVVM patch started and not finished; once finished, the ifNames it left
-    requested on the pod or attached in the KVVM (None: it did not land)."""
+    requested on the pod or attached in the KVVM (None: it did not land). `built_on`:
+    the object it was built on (kind, namespace, name) and what of it the write pinned
+    (the KVVM's resourceVersion; the pod's request annotation, or its resourceVersion
+    when it had none): an informer copy that no longer reads so shows the write."""
 
     def __init__(self, *, pod: bool) -> None:
         self.pod = pod
         self.done = asyncio.Event()
         self.landed: frozenset[str] | None = None
+        self.built_on: tuple[KindRef, str, str, str, object] | None = None
+        self.sending = False  # on the wire now (not waiting, nor waiting to be retried)
 
     def finish(self, landed: frozenset[str] | None) -> None:
         self.landed = landed
         self.done.set()
+
+    def pin(self, kind: KindRef, namespace: str, name: str, obj: Mapping[str, Any],
+            annotation: str | None = None) -> None:
+        """Note what the write pinned of `obj`, as read (`annotation`: the pod's)."""
+        metadata = obj.get("metadata") or {}
+        if annotation is not None:
+            value = (metadata.get("annotations") or {}).get(annotation)
+            if isinstance(value, str):
+                self.built_on = (kind, namespace, name, annotation, value)
+                return
+        self.built_on = (kind, namespace, name, "", metadata.get("resourceVersion"))
+
+    def shown(self, cached: Cached | None) -> bool:
+        """Whether the informers show this landed write (or a later state of its object),
+        so that a decision taken from them saw it; true without a cache to ask."""
+        if cached is None or self.built_on is None:
+            return True
+        kind, namespace, name, annotation, pinned = self.built_on
+        now = cached(kind, namespace, name)
+        if now is None:
+            return True  # gone (or not listed): nothing of it to decide from
+        metadata = now.get("metadata") or {}
+        if annotation:
+            return (metadata.get("annotations") or {}).get(annotation) != pinned
+        return metadata.get("resourceVersion") != pinned
 
 
 class KubeExecutor:
@@ -136,8 +177,11 @@ class KubeExecutor:
         self._now = now or (lambda: datetime.datetime.now(datetime.UTC))
         # (effect type, target) -> the newest effect started on it: see `_superseded`.
         self._newest: dict[tuple[str, str], int] = {}
-        # VM key -> its pod and KVVM patches started and not finished: see `_ordered`
+        # VM key -> its pod and KVVM patches started and not finished, or landed and not
+        # yet shown by the informers (those also in `_unshown`, in landing order): see
+        # `_ordered`
         self._writes: dict[str, dict[int, _Write]] = {}
+        self._unshown: collections.deque[tuple[str, int, _Write]] = collections.deque()
 
     async def execute(self, effect: PendingEffect) -> Result:
         started = time.perf_counter()
@@ -202,27 +246,83 @@ class KubeExecutor:
         return effect.id < self._newest.get(slot, 0)
 
     async def _ordered(self, effect: PendingEffect, holds: frozenset[str],
-                       write: Callable[[], Awaitable[Result]], *, pod: bool) -> Result:
+                       write: Callable[[_Write], Awaitable[Result]], *, pod: bool) -> Result:
         """Do `write` (a pod patch, `pod`, or a KVVM patch) once the unfinished writes of
-        the other kind decided before it on the same VM have finished; known as
+        the other kind on the same VM, decided before it or on the wire, have finished
+        (`_wait_for_others`); known as
         unfinished to the later ones until it lands or fails for good (a temporary
         failure is retried by the outbox: still unfinished). A write not finished after
         `wait_for_earlier` seconds (its retry later, parked, or given up) is forgotten and
         this one decided again, so no write waits for ever nor holds a request slot
-        long. `holds`: the ifNames it leaves requested (pod) or attached (KVVM)."""
+        long. A write that landed stays known to the later ones until the informers show
+        it (`_Write.shown`): their decisions may not have seen it. `holds`: the ifNames it
+        leaves requested (pod) or attached (KVVM)."""
+        self._forget_shown()
         writes = self._writes.setdefault(str(effect.key), {})
-        for earlier, other in sorted(writes.items()):
-            if earlier >= effect.id or other.pod == pod:
+        try:
+            await self._wait_for_others(effect, holds, writes, pod=pod)
+        except RetryAfterObservation:
+            retried = writes.pop(effect.id, None)  # its last attempt failed for now
+            if retried is not None:  # decided again: it never lands
+                retried.finish(None)
+            raise
+        # afresh: the VM's entry goes when its last write ends, maybe while this one waited
+        writes = self._writes.setdefault(str(effect.key), {})
+        mine: _Write | None = writes.setdefault(effect.id, _Write(pod=pod))
+        assert mine is not None
+        landed: frozenset[str] | None = None
+        written = False
+        try:
+            mine.sending = True
+            result = await write(mine)
+            if not result.get("superseded"):
+                landed = holds
+                written = not result.get("unchanged")
+            return result
+        except kube_errors.Temporary:
+            mine.sending = False
+            mine = None  # retried by the outbox: not finished
+            raise
+        finally:
+            if mine is not None:
+                mine.sending = False
+                mine.finish(landed)
+                if written and not mine.shown(self._cached):
+                    # known to the later writes until the informers show it; the object
+                    # now holds what this one wrote, not what an earlier one did
+                    for earlier, other in list(writes.items()):
+                        if (earlier != effect.id and other.done.is_set()
+                                and other.built_on is not None and mine.built_on is not None
+                                and other.built_on[:3] == mine.built_on[:3]):
+                            del writes[earlier]
+                    self._unshown.append((str(effect.key), effect.id, mine))
+                else:
+                    writes.pop(effect.id, None)
+            if not writes:
+                self._writes.pop(str(effect.key), None)  # no VM kept once its writes end
+
+    async def _wait_for_others(self, effect: PendingEffect, holds: frozenset[str],
+                               writes: dict[int, _Write], *, pod: bool) -> None:
+        """Wait for the VM's unfinished writes of the other kind: those decided before
+        this one, and newer ones on the wire (a newer one waiting for others, or for its
+        retry, is not: it waits for this one in turn, so two never wait for each other);
+        then refuse this one if a landed write of the other kind (finished, or not yet
+        shown by the informers) moved what it relies on."""
+        for other_id, other in sorted(writes.items()):
+            if other_id == effect.id or other.pod == pod:
                 continue
+            if other_id > effect.id and not other.sending and not other.done.is_set():
+                continue
+            when = "decided before" if other_id < effect.id else "started before"
             try:
                 await asyncio.wait_for(other.done.wait(), self._wait_for_earlier)
             except TimeoutError:
                 # retried later, parked, or given up by the outbox: it may never finish
                 # here, and this attempt holds one of the requests in flight meanwhile
-                writes.pop(earlier, None)
+                writes.pop(other_id, None)
                 raise RetryAfterObservation(
-                    f"VM {effect.key}: a {'pod' if not pod else 'KVVM'} patch decided before "
-                    f"this one (effect {earlier}) has not finished in "
+                    f"VM {effect.key}: a {'pod' if not pod else 'KVVM'} patch {when} "
+                    f"this one (effect {other_id}) has not finished in "
                     f"{self._wait_for_earlier:g}s") from None
             if other.landed is None:
                 continue
@@ -231,26 +331,22 @@ class KubeExecutor:
             if moved:
                 what = "released" if not pod else "attached"
                 raise RetryAfterObservation(
-                    f"VM {effect.key}: a {'pod' if not pod else 'KVVM'} patch decided before "
-                    f"this one (effect {earlier}) {what} {sorted(moved)} meanwhile")
-        # afresh: the VM's entry goes when its last write ends, maybe while this one waited
-        writes = self._writes.setdefault(str(effect.key), {})
-        mine: _Write | None = writes.setdefault(effect.id, _Write(pod=pod))
-        landed: frozenset[str] | None = None
-        try:
-            result = await write()
-            if not result.get("superseded"):
-                landed = holds
-            return result
-        except kube_errors.Temporary:
-            mine = None  # retried by the outbox: not finished
-            raise
-        finally:
-            if mine is not None:
-                mine.finish(landed)
-                writes.pop(effect.id, None)
-            if not writes:
-                self._writes.pop(str(effect.key), None)  # no VM kept once its writes end
+                    f"VM {effect.key}: a {'pod' if not pod else 'KVVM'} patch {when} "
+                    f"this one (effect {other_id}) {what} {sorted(moved)} meanwhile")
+
+    def _forget_shown(self) -> None:
+        """Landed writes leave the order book once the informers show them (oldest
+        first; one still not shown keeps those behind it a little longer)."""
+        while self._unshown:
+            key, effect_id, write = self._unshown[0]
+            if not write.shown(self._cached):
+                return
+            self._unshown.popleft()
+            writes = self._writes.get(key)
+            if writes is not None and writes.get(effect_id) is write:
+                del writes[effect_id]
+                if not writes:
+                    del self._writes[key]
 
     def _abandoned(self, effect: PendingEffect) -> None:
         """A write retried after a temporary failure and then superseded never lands:
@@ -293,13 +389,15 @@ class KubeExecutor:
                 f"and the user's to write, never nicplug's")
         return self._writer
 
-    async def _patch_pod(self, e: PatchPodNetworks, effect: PendingEffect) -> Result:
+    async def _patch_pod(self, e: PatchPodNetworks, effect: PendingEffect,
+                         mine: _Write) -> Result:
         writer = self._writing()
         value = writer.render_requests(requests=e.entries, namespace=e.namespace)
         if value is None:
             value = writer.empty_pod_requests
         pod = await self._read(self._kinds.launcher_pods, e.namespace, e.pod)
         key = self._dialect.request_annotation
+        mine.pin(self._kinds.launcher_pods, e.namespace, e.pod, pod, annotation=key)
         current = ((pod.get("metadata") or {}).get("annotations") or {}).get(key)
         if e.observed is not None:
             try:
@@ -308,6 +406,9 @@ class KubeExecutor:
                 raise RetryAfterObservation(f"pod {e.target}: {exc}") from exc
             if requested != e.observed:
                 raise RetryAfterObservation(f"pod {e.target}: its SDN requests changed")
+            released = {r.if_name for r in e.observed} - {r.if_name for r in e.entries}
+            if released:
+                self._check_let_go(str(effect.key), frozenset(released))
         ops = _annotation_ops(pod, "/metadata", key, value)
         if not ops:
             return {"unchanged": True}
@@ -324,9 +425,40 @@ class KubeExecutor:
         await self._calls.patch_pod(e.namespace, e.pod, patch, content_type=JSON_PATCH)
         return {"annotation": value}
 
-    async def _patch_kvvm(self, e: PatchVirtualMachine, effect: PendingEffect) -> Result:
+    def _check_let_go(self, vm: str, released: frozenset[str]) -> None:
+        """A pod entry leaves only while the VM's KVVM and running VMI, as the informers
+        hold them now, neither carry the interface (without `state: absent`) nor report
+        it attached: the decision may have read them before a KVVM write attaching it
+        showed (its own world older than the write, the informers caught up since)."""
+        if self._cached is None:
+            return
+        namespace, _, name = vm.partition("/")
+        carried: set[str] = set()
+        try:
+            kvvm = self._cached(self._kinds.kvvms, namespace, name)
+            if kvvm is not None:
+                record, _ = records.kvvm(read(KVVMObject, kvvm, kind="KubeVirt VirtualMachine"),
+                                         dialect=self._dialect, vmi_exists=True)
+                carried |= {i.name for i in record.interfaces if not i.absent}
+            vmi = self._cached(self._kinds.vmis, namespace, name)
+            if vmi is not None:
+                running = records.vmi(read(VMIObject, vmi, kind="VirtualMachineInstance"))
+                if running.phase not in FINISHED_PHASES:
+                    carried |= {i.name for i in running.interfaces if not i.absent}
+                    carried |= {i.name for i in running.status_interfaces if i.attached}
+        except MalformedObject as exc:
+            raise RetryAfterObservation(str(exc)) from exc
+        kept = released & carried
+        if kept:
+            raise RetryAfterObservation(
+                f"VM {vm}: the KubeVirt VM or VMI carries {sorted(kept)}, whose SDN entries "
+                f"this pod patch would release")
+
+    async def _patch_kvvm(self, e: PatchVirtualMachine, effect: PendingEffect,
+                          mine: _Write) -> Result:
         writer = self._writing()
         kvvm = await self._read(self._kinds.kvvms, e.namespace, e.name)
+        mine.pin(self._kinds.kvvms, e.namespace, e.name, kvvm)
         self._check_template(e, kvvm)
         if e.stopped:
             await self._check_stopped(e)

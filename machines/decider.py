@@ -332,7 +332,8 @@ class HotplugDecider:
             reason = f"no progress in {op.state} within {limit:g}s"
             if not op.if_name and op.direction == "plug":
                 reason += f"; {AWAITING_MAC}"
-            said = sdn_messages(facts, op.network) if move.trigger == "SDNTimeout" else ""
+            # (an SDN error after the KVVM patch ends a plug's attach wait: say it too)
+            said = sdn_messages(facts, op.network) if op.direction == "plug" else ""
             return f"{reason}; the SDN says: {said}" if said else reason
         if move.trigger in ("PatchRejected", "MigrationFailed") and isinstance(
             c.trigger, EffectOutcome

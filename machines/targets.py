@@ -8,7 +8,8 @@ the operation that caused the difference. The two ordering invariants live here:
 * an interface is added to the KVVM of a running VM only once the SDN reports its
   entry ready on every active launcher pod;
 * an SDN entry leaves a pod only once the unplug has seen the guest detach it, and
-  never while the VMI status still shows it attached.
+  never while the VMI status still shows it attached, nor while the KVVM or the VMI
+  carries it without `state: absent`.
 
 Both hold in the deckhouse flavour, where nicplug drives the whole order. In the
 kubevirt flavour the desired state is the KVVM template itself (`DesiredVM.in_template`),
@@ -91,7 +92,7 @@ def pod_patches(facts: Facts, ops: Ops, vm: DesiredVM, comparison: Comparison) -
         owner: Operation | None = None
         for entry in pod.requested:
             unplug = _live(ops, entry.identity, "unplug")
-            if unplug and unplug.state in DROPPING and entry.if_name not in facts.attached:
+            if unplug and unplug.state in DROPPING and _let_go(facts, entry.if_name):
                 owner = owner or unplug
                 continue
             kept.append(entry)
@@ -107,6 +108,15 @@ def pod_patches(facts: Facts, ops: Ops, vm: DesiredVM, comparison: Comparison) -
             patch = PatchPodNetworks(pod.namespace, pod.name, pod.uid, tuple(kept), pod.requested)
             out.append((owner, patch))
     return out
+
+
+def _let_go(facts: Facts, if_name: str) -> bool:
+    """The guest has let go of `if_name` as far as the world shows: the VMI status does
+    not report it attached, and neither the KVVM nor the running VMI carries it without
+    `state: absent` (a KVVM write attaching it landed after the unplug saw the guest
+    detached: the SDN entry stays until the interface is marked absent again)."""
+    return (if_name not in facts.attached and if_name not in facts.kvvm_present
+            and if_name not in facts.vmi_present)
 
 
 def _identify(kvvm: KVVM, comparison: Comparison, ops: Ops) -> dict[str, str]:

@@ -131,11 +131,14 @@ class Hands:
             kvvm = self.store.peek(KVVMS, ns, name) or {}
             attached = {str(i.get("name")) for i in ob.dig(vmi, "status", "interfaces") or []
                         if "domain" in str(i.get("infoSource", ""))}
-            errors = {str(e.get("ifName")) for pod in self._pods_of(ns, name)
-                      for e in nw.parse_list(nw.annotations_of(pod).get(nw.DECKHOUSE_STATUS)) or []
-                      if isinstance(e, dict) and any(
-                          c.get("status") == "False" and c.get("message")
-                          for c in e.get("conditions") or [])}
+            errors: dict[str, set[str]] = {}  # ifName -> what the SDN says of it
+            for pod in self._pods_of(ns, name):
+                for e in nw.parse_list(nw.annotations_of(pod).get(nw.DECKHOUSE_STATUS)) or []:
+                    said = {str(c["message"]) for c in (e.get("conditions") or [])
+                            if isinstance(e, dict) and c.get("status") == "False"
+                            and c.get("message")} if isinstance(e, dict) else set()
+                    if said:
+                        errors.setdefault(str(e.get("ifName")), set()).update(said)
             seen[f"{ns}/{name}"] = {
                 "sdn_errors": errors,
                 "desired": self._desired(ns, name),

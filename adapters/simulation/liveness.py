@@ -21,9 +21,12 @@ file itself (opened on the loop's thread, as the controller opened it):
   guest has the interface and the user still asks for it (the goal is reached: the
   operation should have completed);
 * `sdn-error-lost` — an operation failed on a timeout while the SDN reports an error
-  for its interface (the SDN's message should be the reason);
+  for its interface, and the failure does not carry what the SDN says (a `False`
+  condition is "not yet" to Deckhouse, which reports it as `NetworkReady=False` and
+  waits: the wait ends in the timeout, whose message must hold the SDN's);
 * `not-converged` — a running VM whose guest interfaces differ from what the user asks,
-  with no live operation on the difference.
+  with no live operation on the difference (nor a failed one whose next attempt is
+  armed).
 """
 
 from __future__ import annotations
@@ -110,9 +113,11 @@ async def at_rest(path: Path, world: dict[str, dict[str, Any]], *,
         for stored in views:
             view = stored.view
             seen_vm = world.get(str(view.key))
-            if (seen_vm is not None and view.state == "Failed"
+            said = seen_vm["sdn_errors"].get(str(view.snapshot.get("if_name"))) if (
+                seen_vm is not None) else None
+            if (said and view.state == "Failed"
                     and view.snapshot.get("reason") in ("AttachTimeout", "SDNTimeout")
-                    and str(view.snapshot.get("if_name")) in seen_vm["sdn_errors"]):
+                    and not any(m in str(view.snapshot.get("message") or "") for m in said)):
                 problems.append((
                     "sdn-error-lost",
                     f"{view.stream} failed {view.snapshot.get('reason')} while the SDN reports "
@@ -129,19 +134,22 @@ async def at_rest(path: Path, world: dict[str, dict[str, Any]], *,
                     "failed-yet-done",
                     f"{view.stream} is Failed ({view.snapshot.get('reason')}) but the running "
                     f"guest has {if_name} as asked"))
-        problems += _converged(views, world)
+        problems += _converged(views, world, armed)
     finally:
         await journal.close()
     return problems
 
 
-def _converged(views: Any, world: dict[str, dict[str, Any]]) -> list[Problem]:
+def _converged(views: Any, world: dict[str, dict[str, Any]],
+               armed: set[str]) -> list[Problem]:
+    """A difference between the guest and the user's ask is worked on by a live
+    operation, or by a failed one whose next attempt is armed (`retry`: the failure,
+    with its reason, is where it rests until then)."""
     problems: list[Problem] = []
-    live = {(str(v.view.key), str(v.view.snapshot.get("network"))) for v in views
-            if not v.view.terminal}
+    working = [v for v in views if not v.view.terminal or str(v.view.stream) in armed]
+    live = {(str(v.view.key), str(v.view.snapshot.get("network"))) for v in working}
     # an interface the guest keeps is no longer desired, so only its ifName names it
-    live |= {(str(v.view.key), str(v.view.snapshot.get("if_name"))) for v in views
-             if not v.view.terminal}
+    live |= {(str(v.view.key), str(v.view.snapshot.get("if_name"))) for v in working}
     for key, seen in world.items():
         if seen["malformed"] or not seen["running"]:
             continue

@@ -97,8 +97,8 @@ def test_a_run_catches_a_write_no_decision_asked_for(monkeypatch: pytest.MonkeyP
     VM, from no decision), the run stops at that write."""
     original = KubeExecutor._patch_pod
 
-    async def and_a_condition(self: KubeExecutor, e: PatchPodNetworks, effect: Any) -> Any:
-        result = await original(self, e, effect)
+    async def and_a_condition(self: KubeExecutor, e: PatchPodNetworks, *rest: Any) -> Any:
+        result = await original(self, e, *rest)
         vm = e.pod.removeprefix("virt-launcher-").rsplit("-", 1)[0]
         await self._calls.patch_status(self._vm_kind, e.namespace, vm, {"status": {}})
         return result
@@ -112,3 +112,23 @@ def test_a_run_catches_a_write_no_decision_asked_for(monkeypatch: pytest.MonkeyP
     assert outcome.violation is not None
     assert outcome.violation.invariant == "untraceable-effect", outcome.violation.line()
     assert "/status" in outcome.violation.detail
+
+
+def test_a_failed_operation_whose_next_attempt_is_armed_is_worked_on() -> None:
+    """`not-converged` asks that someone works on a difference between the guest and
+    the user's ask: a live operation, or a failed one (a reason, the SDN's message)
+    whose retry timer is armed (seeds 3174, 3513: an SDN entry in error outlasts every
+    attempt, and the judgement fell between two). Without the timer nobody does."""
+    from types import SimpleNamespace
+
+    from nicplug.adapters.simulation.liveness import _converged
+
+    failed = SimpleNamespace(view=SimpleNamespace(
+        key="default/vm", stream="uid/ClusterNetwork/storage/plug/4", terminal=True,
+        snapshot={"network": "ClusterNetwork/storage", "if_name": "veth_cnf092eeaa"}))
+    world = {"default/vm": {"malformed": False, "running": True,
+                            "desired": ["ClusterNetwork/storage"],
+                            "names": {"ClusterNetwork/storage": "veth_cnf092eeaa"},
+                            "attached": {"default"}}}
+    assert _converged([failed], world, {"uid/ClusterNetwork/storage/plug/4"}) == []
+    assert [p for p, _ in _converged([failed], world, set())] == ["not-converged"]

@@ -11,6 +11,7 @@ resourceVersion of a status patch — fail on the server (422 / 409): the effect
 
 from __future__ import annotations
 
+import asyncio
 import copy
 from typing import Any
 
@@ -24,7 +25,7 @@ from nicplug.adapters.kube.flavour import UPSTREAM
 from nicplug.adapters.kube.resources import KindRef
 from nicplug.adapters.sdn import dialect_for
 from nicplug.adapters.worldview import cache_projection
-from nicplug.engine.errors import RetryAfterObservation
+from nicplug.engine.errors import RetryAfterObservation, TemporaryError
 from nicplug.machines.effects import PatchPodNetworks, RestartVM, SetVMCondition
 from nicplug.machines.world import SDNRequest
 from nicplug.simulator.fixtures import kvvm_for
@@ -209,3 +210,111 @@ async def test_a_halt_from_a_stale_cache_is_refused_and_writes_nothing(
         kvvm["spec"]["runStrategy"]
     assert (api_server.count("get"), api_server.count("patch")) == (0, 1)
 
+
+
+def _vm_whose_pod_asks_for_a_and_b(api_server: ApiServer, cache: Cache) -> dict[str, Any]:
+    """KVVM `vm` with net-a, its launcher pod asking for net-a and net-b; both cached."""
+    from tests.kube.test_executor_order import _vm_with_net_a_whose_pod_asks_for
+    pod = _vm_with_net_a_whose_pod_asks_for(api_server, A, B)
+    cache.take(UPSTREAM.kvvms, api_server.store.get(KVVMS, "ns1", "vm"))
+    cache.take(UPSTREAM.launcher_pods, pod)
+    return pod
+
+
+A, B = SDNRequest("Network/net-a", NET_A, id=2), SDNRequest("Network/net-b", NET_B, id=3)
+
+
+async def test_a_release_decided_before_the_informers_show_a_landed_attach_is_refused(
+    api_server: ApiServer, connection: ApiConnection
+) -> None:
+    """Seeds 3408 and 3107 of the simulation: nicplug's KVVM patch attaching net-b lands
+    (effect 2) while the informers are behind (a watch re-listing, a partition); the
+    user drops net-b, and the unplug, reading a KVVM without it, releases net-b's pod
+    entry (effect 3). The landed patch stays known to the pod patches until the cache
+    shows it, and once it does the cached KVVM carries net-b: decided again both times;
+    the pod keeps asking for net-b until the KVVM marks it absent."""
+    cache = Cache()
+    pod = _vm_whose_pod_asks_for_a_and_b(api_server, cache)
+    run = executor(connection, cache)
+    await run.execute(pending(2, plug_b(template_of(api_server.store.get(KVVMS, "ns1", "vm")))))
+    assert interfaces_of(api_server.store) == ["default", NET_A, NET_B]
+
+    def release_b(effect_id: int) -> Any:
+        return run.execute(pending(effect_id, PatchPodNetworks(
+            "ns1", "virt-launcher-vm-x", pod["metadata"]["uid"], (A,), observed=(A, B))))
+
+    with pytest.raises(RetryAfterObservation, match=r"effect 2\) attached \['veth_n"):
+        await release_b(3)  # decided from the cache as it was: without net-b
+    cache.take(UPSTREAM.kvvms, api_server.store.get(KVVMS, "ns1", "vm"))
+    with pytest.raises(RetryAfterObservation, match="carries"):
+        await release_b(5)  # the cache shows it now, the decision did not
+    requested = api_server.store.get(PODS, "ns1", "virt-launcher-vm-x")["metadata"][
+        "annotations"][DECKHOUSE.request_annotation]
+    assert requested == DECKHOUSE.render_requests(requests=(A, B), namespace="ns1")
+
+    edit(api_server, KVVMS, "vm", lambda kvvm: kvvm["spec"]["template"]["spec"]["domain"][
+        "devices"]["interfaces"][-1].update(state="absent"))
+    cache.take(UPSTREAM.kvvms, api_server.store.get(KVVMS, "ns1", "vm"))
+    await release_b(7)  # marked absent, as the cache shows: the entry goes
+    requested = api_server.store.get(PODS, "ns1", "virt-launcher-vm-x")["metadata"][
+        "annotations"][DECKHOUSE.request_annotation]
+    assert requested == DECKHOUSE.render_requests(requests=(A,), namespace="ns1")
+
+
+async def test_an_older_attach_started_after_a_newer_release_waits_for_it(
+    api_server: ApiServer, connection: ApiConnection,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Seed 3107: a new leader's outbox sends the pending effects in the order of their
+    retry times, not their ids: the release of net-b (effect 7, decided after the user
+    dropped it) is on the wire when the plug's older KVVM patch adding net-b (effect 4)
+    starts. The older patch waits for it and, net-b released, is decided again."""
+    cache = Cache()
+    pod = _vm_whose_pod_asks_for_a_and_b(api_server, cache)
+    run = executor(connection, cache)
+    on_the_wire = asyncio.Event()
+    original = run._calls.patch_pod
+
+    async def held(*args: Any, **kwargs: Any) -> Any:
+        await on_the_wire.wait()
+        return await original(*args, **kwargs)
+
+    monkeypatch.setattr(run._calls, "patch_pod", held)
+    release = asyncio.create_task(run.execute(pending(7, PatchPodNetworks(
+        "ns1", "virt-launcher-vm-x", pod["metadata"]["uid"], (A,), observed=(A, B)))))
+    for _ in range(20):
+        await asyncio.sleep(0)
+    attach = asyncio.create_task(run.execute(pending(4, plug_b(
+        template_of(api_server.store.get(KVVMS, "ns1", "vm"))))))
+    for _ in range(20):
+        await asyncio.sleep(0)
+    assert not attach.done() and interfaces_of(api_server.store) == ["default", NET_A]
+
+    on_the_wire.set()
+    await release
+    with pytest.raises(RetryAfterObservation, match=r"effect 7\) released"):
+        await attach
+    assert interfaces_of(api_server.store) == ["default", NET_A]
+
+
+async def test_two_retried_writes_of_either_kind_do_not_wait_for_each_other(
+    api_server: ApiServer, connection: ApiConnection,
+) -> None:
+    """A newer pod patch (effect 5) and a KVVM patch (effect 4) both failed for now (a
+    partition, 503s) and are tried again at once: the older does not wait for the newer,
+    which is not on the wire (waiting for its retry, then for the older), so neither
+    sits out the 30 s bound; the newer goes once the older has landed."""
+    cache = Cache()
+    pod = _vm_whose_pod_asks_for_a_and_b(api_server, cache)
+    run = executor(connection, cache)
+    attach_b = pending(4, plug_b(template_of(api_server.store.get(KVVMS, "ns1", "vm"))))
+    keep_both = pending(5, PatchPodNetworks(
+        "ns1", "virt-launcher-vm-x", pod["metadata"]["uid"], (B, A), observed=(A, B)))
+    for effect, resource in ((keep_both, "pods"), (attach_b, "virtualmachines")):
+        api_server.faults.fail_requests(503, verb="patch", resource=resource)
+        with pytest.raises(TemporaryError):
+            await asyncio.wait_for(run.execute(effect), timeout=10)
+
+    both = asyncio.gather(run.execute(keep_both), run.execute(attach_b))
+    await asyncio.wait_for(both, timeout=10)  # a guard: no wait of 30 s
+    assert interfaces_of(api_server.store) == ["default", NET_A, NET_B]

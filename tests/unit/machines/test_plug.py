@@ -107,6 +107,22 @@ def test_attach_timeout() -> None:
     assert d.op(*PLUG).attempt == 2  # retried: the desired state still asks
 
 
+def test_an_attach_timeout_says_what_the_sdn_says_since_the_kvvm_patch() -> None:
+    """Issue 12, defect 8 (seed 4814 of the simulation): the Deckhouse SDN turns the
+    entry to not-ready (a `False` condition: "not yet" to Deckhouse) after the KVVM
+    patch, and virt-handler never attaches: the AttachTimeout carries the SDN's words."""
+    d = driver(Sim(networks=(MAIN, X), handler_stuck=True), timeouts=Timeouts(attach_timeout=5))
+    d.run(3)
+    assert d.op(*PLUG).state == "VMIPatched"
+    d.sim.sdn_silent = frozenset({"Network/x"})  # what it says now stays
+    d.sim.reported = [SDNStatus("Network/x", X.if_name, False,
+                                message="Configured=False (ConfigurationError: no bridge)")]
+    d.run(8)
+    assert d.failures()[0] == ("uid-1/Network/x/plug/1", "AttachTimeout")
+    (failed,) = [o for o in d.state.ops.values() if o.reason == "AttachTimeout"]
+    assert "the SDN says" in failed.message and "no bridge" in failed.message
+
+
 def test_patch_rejected() -> None:
     def reject(request: EffectRequest) -> EffectOutcome | None:
         if request.type != "PatchVirtualMachine":

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from nicplug.engine.model import EffectOutcome
+from nicplug.engine.model import Cause, EffectOutcome, Observed
 from nicplug.machines.decider import HotplugDecider
 from nicplug.machines.effects import CONDITION_FAILED, CONDITION_RESTART
 from nicplug.machines.policy import MachineConfig, Timeouts
@@ -229,3 +229,35 @@ def test_a_stopped_vm_is_patched_directly() -> None:
     d.sim.running = True
     d.run(4)
     assert d.op("Network/x", "plug").state == "Attached"
+
+
+def test_an_unplug_that_saw_the_guest_detached_from_a_stale_world_keeps_the_sdn_entry() -> None:
+    """The user removes x just after nicplug's KVVM patch attaching it landed, before the
+    informers show it (seeds 3107, 3408, 2575 of the simulation): from a world whose KVVM
+    and VMI lack x the unplug goes to GuestDetached at once and asks for the pod entry
+    to go (the executor refuses that write). Once the world shows the KVVM and the VMI
+    spec carrying x (not yet attached by virt-handler), the entry must stay until x is
+    marked absent again: a release now would leave the VMI asking for a link that is
+    being torn down ("Link not found")."""
+    d = plugged(X)
+    sim = d.sim
+    shown = (list(sim.kvvm_ifaces), list(sim.vmi_ifaces), set(sim.attached))
+    sim.kvvm_ifaces = [i for i in sim.kvvm_ifaces if i.name != X.if_name]
+    sim.vmi_ifaces = [i for i in sim.vmi_ifaces if i.name != X.if_name]
+    sim.attached.discard(X.if_name)
+    sim.networks = (MAIN,)
+    stale = sim.world()
+    release = d.feed(Observed(Cause("observation", "stale")), world=stale, execute=False)
+    assert d.op(*UNPLUG).state == "GuestDetached"
+    (refused,) = [r for r in release.effects if r.type == "PatchPodNetworks"]
+    assert refused.payload["entries"] == []
+
+    sim.kvvm_ifaces, sim.vmi_ifaces, _ = shown  # the landed write shows; not attached yet
+    # the executor refused the release (the world moved): decided again from this world
+    decision = d.feed(EffectOutcome(1, refused.stream, refused.type, ok=False,
+                                    error="the KVVM carries it"), execute=False)
+    assert [r.type for r in decision.effects if r.type != "EmitEvent"] == [
+        "PatchVirtualMachine"]  # x marked absent again; the pod entry stays
+    kvvm = decision.effects[0]
+    assert [(n["if_name"], n["absent"]) for n in kvvm.payload["networks"]] == [
+        ("default", False), (X.if_name, True)]
