@@ -44,6 +44,7 @@ from nicplug.engine.sqlite_opening import (
     checker,
     configure,
     hold,
+    mark_clean,
     prepare_file,
     read_mode,
     reader_uri,
@@ -118,6 +119,8 @@ class SQLiteJournal:
         self._closed = False
         self.stats = WriterStats()
         self._versions = Versions()  # the group commits' cache of stream versions
+        self._file_checked = False  # the whole file passed `check_file`
+        self._errored = False  # an SQLite error came on this connection
         self._writer = None if read_only else asyncio.create_task(self._write_loop())
 
     @classmethod
@@ -219,6 +222,7 @@ class SQLiteJournal:
                 self._conn, partial(write_group, units=units, versions=self._versions)
             )
         except sqlite3.Error as error:
+            self._errored = True
             failure: JournalError = translate(error, self.path)
             results = [failure] * len(batch)
         except Exception as error:  # a bug must fail the callers, not kill the writer
@@ -248,6 +252,7 @@ class SQLiteJournal:
         try:
             return list(await self._conn.execute_fetchall(sql, params))
         except sqlite3.Error as error:
+            self._errored = True
             raise translate(error, self.path) from error
 
     async def views(self, *, key: Key | None = None, live: bool = False) -> Sequence[StoredView]:
@@ -338,7 +343,9 @@ class SQLiteJournal:
             return [str(r[0]) for r in await self._rows("PRAGMA quick_check")]
         conn = checker(self.path)
         try:
-            return await asyncio.to_thread(check_file, conn)
+            problems = await asyncio.to_thread(check_file, conn)
+            self._file_checked = problems == ["ok"]
+            return problems
         except asyncio.CancelledError:
             conn.interrupt()  # the thread then ends at once and closes it
             raise
@@ -358,6 +365,7 @@ class SQLiteJournal:
         try:
             return await _on_thread(self._conn, job)
         except sqlite3.Error as error:
+            self._errored = True
             raise translate(error, self.path) from error
 
     async def find_views(self, query: ViewQuery) -> Sequence[StoredView]:
@@ -414,7 +422,9 @@ class SQLiteJournal:
     # -- closing -----------------------------------------------------------------------
 
     async def close(self) -> None:
-        """Commit what is queued, then close. Idempotent."""
+        """Commit what is queued, then close. Idempotent. The last writer to close,
+        after the whole file passed `check_file` in its time, leaves the mark that lets
+        the next open skip its check (`sqlite_opening.closed_clean`)."""
         if self._closed:
             return
         self._closing = True
@@ -424,6 +434,10 @@ class SQLiteJournal:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._writer
         self._closed = True
+        if self._file_checked and not self._errored and self._lock is not None:
+            with contextlib.suppress(sqlite3.Error, ValueError):
+                await _on_thread(self._conn, partial(
+                    mark_clean, lock=self._lock, closed_wall=time.time()))
         await self._conn.close()
         if self._lock is not None:
             os.close(self._lock)

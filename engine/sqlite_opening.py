@@ -26,7 +26,9 @@ IntegrityCheck = Literal["full", "quick", "bounded", "none"]
 load); `bounded`: `quick_check` of every table but the events (the read model, outbox,
 timers and archive list, which recovery reads whole), at a cost that follows the live
 state and retention, not the history: the whole file is then checked apart
-(`check_file`), after start; `none`: nothing beyond what SQLite checks on every read."""
+(`check_file`), after start; and nothing at all when the last writer closed the journal
+cleanly after the whole file passed that check (`closed_clean`: nothing moved since);
+`none`: nothing beyond what SQLite checks on every read."""
 Synchronous = Literal["OFF", "NORMAL", "FULL", "EXTRA"]
 
 MEMORY = ":memory:"
@@ -158,6 +160,32 @@ def _checked(conn: sqlite3.Connection, integrity: IntegrityCheck) -> list[str]:
     return [p for p in problems if p != "ok"] or ["ok"]
 
 
+def closed_clean(conn: sqlite3.Connection) -> bool:
+    """Whether the last writer closed the journal cleanly after its whole file passed
+    the check (`mark_clean`), and no writer opened it since: nothing moved since that
+    check, so `bounded` checks nothing at open (`check_file` runs after start)."""
+    table = conn.execute(
+        "SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = 'clean_close'"
+    ).fetchone()
+    return table is not None and conn.execute("SELECT 1 FROM clean_close").fetchone() is not None
+
+
+def mark_clean(conn: sqlite3.Connection, lock: int, closed_wall: float) -> bool:
+    """Leave the clean-close mark, when this is the last writer (its shared writer lock
+    becomes exclusive: nobody else writes, nobody can start to). Returns whether it did;
+    a failure leaves no mark, so the next open checks as after a crash."""
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return False  # another writer holds it: it leaves the mark, or nobody does
+    try:
+        conn.execute("INSERT OR REPLACE INTO clean_close (id, closed_wall) VALUES (1, ?)",
+                     (closed_wall,))
+    except sqlite3.Error:
+        return False
+    return True
+
+
 def check_file(conn: sqlite3.Connection) -> list[str]:
     """`quick_check` of the whole file on `conn`, a read connection of its own (see
     `checker`), closed after; the findings, `["ok"]` for a healthy file. Runs
@@ -203,7 +231,8 @@ def configure(
                 raise JournalRefused(path, f"cannot use WAL (got {mode})", "use a local disk")
         conn.execute(f"PRAGMA synchronous = {synchronous}")
         conn.execute("PRAGMA busy_timeout = 5000")
-        if integrity != "none":
+        clean = not read_only and path != MEMORY and closed_clean(conn)
+        if integrity != "none" and not (integrity == "bounded" and clean):
             problems = _checked(conn, integrity)
             if problems != ["ok"]:
                 raise corrupt(path, "; ".join(problems[:3]))
@@ -231,6 +260,9 @@ def configure(
                     "open it once with a writing nicplug of the same version",
                 )
             return version
-        return migrate(conn, path=path)
+        version = migrate(conn, path=path)
+        if clean:  # from now on this writer moves things: a crash must leave no mark
+            conn.execute("DELETE FROM clean_close")
+        return version
     except sqlite3.Error as error:
         raise translate(error, path) from error

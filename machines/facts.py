@@ -166,7 +166,7 @@ def _pod_facts(pod: LauncherPod) -> _PodFacts:
             reported_by,
             ready_on,
             errors,
-            requested | reported_by.keys(),
+            requested | frozenset(reported_by),
         )
         object.__setattr__(pod, "derived", derived)
     return derived

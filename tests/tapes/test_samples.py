@@ -87,8 +87,9 @@ def _journal_rows(path: Path) -> dict[str, list[tuple[object, ...]]]:
         for table in tables:
             columns = [r[1] for r in db.execute(f"PRAGMA table_info({table})")
                        if "wall" not in r[1]]
+            order = ", ".join(str(n) for n in range(1, len(columns) + 1))
             rows[table] = db.execute(
-                f"SELECT {', '.join(columns)} FROM {table} ORDER BY 1, 2").fetchall()
+                f"SELECT {', '.join(columns)} FROM {table} ORDER BY {order}").fetchall()
     return rows
 
 
