@@ -57,7 +57,7 @@ from nicplug.adapters.retention import archive_finished
 from nicplug.adapters.sdn import dialect_for
 from nicplug.adapters.settings import Settings
 from nicplug.adapters.tapes.writer import EffectTaping, TapeWriter
-from nicplug.adapters.worldview import cache_projection
+from nicplug.adapters.worldview import WorldIndex, cache_projection
 from nicplug.engine.clock import Clock, RealClock
 from nicplug.engine.errors import JournalError, JournalRefused
 from nicplug.engine.listening import RuntimeListener
@@ -150,13 +150,12 @@ async def _stop(runtime: Runtime[VMState, World], term: Term) -> None:
     await runtime.stop(drain=False)
 
 
-def _cached_in(informers: Sequence[Informer]) -> Cached:
-    """The executor's view of the informers' caches: what a write is built from."""
-    by_kind = {i.kind.name: i for i in informers}
+def _cached_in(index: WorldIndex) -> Cached:
+    """The executor's view of the cache (the world index holds every watched object as
+    the informers handed it on): what a write is built from."""
 
     def cached(kind: KindRef, namespace: str, name: str) -> JsonObject | None:
-        informer = by_kind.get(kind.name)
-        return informer.get(f"{namespace}/{name}") if informer is not None else None
+        return index.get(kind, f"{namespace}/{name}")
 
     return cached
 
@@ -328,7 +327,7 @@ class Controller:
                 flavour=self.flavour,
                 metrics=self.metrics,
                 max_migrations=self.settings.max_migrations,
-                cached=_cached_in(informers),
+                cached=_cached_in(self._observing.index),
                 monotonic=self.surroundings.monotonic,
             ),
             self.surroundings.clock,
@@ -416,6 +415,9 @@ class Controller:
                 clock=self.surroundings.monotonic,
                 # a recorded tape keeps whole objects; otherwise only what is read
                 transform=None if self._tape is not None else cache_projection(kind),
+                # the world index keeps them; a tape records a deletion seen by a
+                # re-list with the whole object
+                keep_objects=self._tape is not None,
             )
             for kind in self.flavour.watched_by(
                 desired_in_template=self.dialect.kubevirt_owns_requests,
@@ -467,8 +469,8 @@ async def run_controller(settings: Settings) -> None:
     controller = Controller(settings)
     try:
         with frozen_after_full_collections():
-            collecting = asyncio.create_task(full_collections_in_small_steps(),
-                                             name="full collections")
+            collecting = asyncio.create_task(full_collections_in_small_steps(
+                on_thaw=controller.metrics.frozen_objects.set), name="full collections")
             try:
                 await controller.run()
             finally:

@@ -10,7 +10,6 @@ scraper's problem.
 from __future__ import annotations
 
 import errno
-import gc
 import socket
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -100,11 +99,11 @@ class Metrics:
         )
         self.frozen_objects = Gauge(
             "nicplug_gc_frozen_objects",
-            "Objects frozen out of the cyclic collector's way that are still alive "
-            "(growing while the VMs do not: reference cycles among them, never freed)",
+            "Objects frozen out of the cyclic collector's way and still alive, counted at "
+            "each hourly thaw (growing from hour to hour while the VMs do not: reference "
+            "cycles among them, freed only by the thaw)",
             registry=r,
         )
-        self.frozen_objects.set_function(lambda: float(gc.get_freeze_count()))
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

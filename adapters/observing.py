@@ -77,7 +77,7 @@ class Observing:
         self._now = now
         self.index = WorldIndex(flavour)
         self._kubevirts = flavour.kubevirts
-        self._memo = ReadMemo()  # the index stores a new dict on every change
+        self._memo = ReadMemo()
         self.wake = asyncio.Event()
         self._dirty: dict[str, str] = {}
         self._held: set[str] = set()

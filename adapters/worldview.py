@@ -7,8 +7,9 @@ VM's world never scans a namespace, and for each Network and ClusterNetwork the 
 whose `spec.networks` ask for it, so a Network's change touches only those VMs and a
 world holds only the networks its VM asks for. A KubeVirt CR's change touches every
 VM, but only when something nicplug reads of it changed (its status churns). It holds
-references to the informers' dicts, never copies, and never decides anything: it only
-answers "which VMs does this change touch" and "what are the objects of this VM".
+each object as its JSON encoding (`kube/encoded.py`), decoded when a VM's objects are
+asked for, and never decides anything: it only answers "which VMs does this
+change touch" and "what are the objects of this VM".
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from nicplug.adapters.kube import resources as kinds
+from nicplug.adapters.kube.encoded import decode, encode
 from nicplug.adapters.kube.flavour import DECKHOUSE, UPSTREAM, Flavour
 from nicplug.adapters.kube.resources import VM_UID_LABEL, KindRef, object_key
 from nicplug.adapters.kube.translate import objects as read
@@ -61,7 +63,7 @@ class WorldIndex:
         self._kvvms, self._kubevirts = flavour.kvvms.name, flavour.kubevirts.name
         self._named_after_vm = frozenset({_VMS, self._kvvms, self._vmis})
         self._created_by = flavour.created_by_label
-        self._objects: dict[str, dict[str, Body]] = defaultdict(dict)
+        self._objects: dict[str, dict[str, bytes]] = defaultdict(dict)  # kind → key → encoded
         self._migrations_of: dict[str, set[str]] = defaultdict(set)
         vmops = flavour.vm_operations
         self._vmops = vmops.name if vmops is not None else None
@@ -97,7 +99,7 @@ class WorldIndex:
             before = table.pop(key, None)
         else:
             before = table.get(key)
-            table[key] = obj
+            table[key] = encode(obj)
         if kind.name == self._pods:
             return self._apply_pod(key, event_type, obj)
         if kind.name == _NAMESPACES:  # its label may opt its VMs in to migrations
@@ -132,7 +134,7 @@ class WorldIndex:
             touched.update(self._askers.get((kind.name, key), ()))
         elif kind.name == self._kubevirts and (
             before is None or event_type == "DELETED"
-            or kubevirt_reads(before) != kubevirt_reads(obj)
+            or kubevirt_reads(decode(before)) != kubevirt_reads(obj)
         ):
             touched.update(self.vm_keys())
         return touched
@@ -249,59 +251,65 @@ class WorldIndex:
         keys.update(self._objects[self._kvvms])
         return keys
 
+    def get(self, kind: KindRef, key: str) -> Body | None:
+        """The object `key` of `kind`, as last seen."""
+        return _decoded(self._objects[kind.name].get(key))
+
     def vm_body(self, vm_key: str) -> Body | None:
         """The VirtualMachine `vm_key`, as last seen."""
-        return self._objects[_VMS].get(vm_key)
+        return _decoded(self._objects[_VMS].get(vm_key))
 
     def objects_of(self, vm_key: str) -> VMObjects:
+        """The VM's objects, decoded anew on each call (nothing holds them after)."""
         namespace, _, name = vm_key.partition("/")
         table = self._objects
-        pods = table[self._pods]
-        migrations = table[self._vmims]
-        vmi = table[self._vmis].get(vm_key)
+        vmi = _decoded(table[self._vmis].get(vm_key))
         return VMObjects(
             namespace=namespace,
             name=name,
-            vm=table[_VMS].get(vm_key),
-            kvvm=table[self._kvvms].get(vm_key),
+            vm=_decoded(table[_VMS].get(vm_key)),
+            kvvm=_decoded(table[self._kvvms].get(vm_key)),
             vmi=vmi,
-            pods=[pods[k] for k in self._pod_keys_of(vmi) if k in pods],
-            migrations=[
-                migrations[k]
-                for k in sorted(self._migrations_of.get(vm_key, ()))
-                if k in migrations
-            ],
-            kubevirts=list(table[self._kubevirts].values()),
+            pods=self._decoded_all(self._pods, self._pod_keys_of(vmi)),
+            migrations=self._decoded_all(
+                self._vmims, sorted(self._migrations_of.get(vm_key, ()))),
+            kubevirts=self._decoded_all(self._kubevirts, table[self._kubevirts]),
             networks=self._networks_asked(vm_key, _NETWORKS),
             cluster_networks=self._networks_asked(vm_key, _CLUSTER_NETWORKS),
             created_by_label=self._created_by,
-            namespace_object=table[_NAMESPACES].get(namespace),
+            namespace_object=_decoded(table[_NAMESPACES].get(namespace)),
             vm_mac_addresses=self._vm_mac_addresses_of(vm_key),
             vm_operations=self._vm_operations_of(vm_key),
         )
 
+    def _decoded_all(self, kind_name: str, keys: Iterable[str]) -> list[Body]:
+        """The objects of `keys` still held, in that order, decoded."""
+        table = self._objects[kind_name]
+        return [decode(encoded) for k in keys if (encoded := table.get(k)) is not None]
+
     def _vm_operations_of(self, vm_key: str) -> list[Body]:
         if self._vmops is None:
             return []
-        table = self._objects[self._vmops]
-        return [table[k] for k in sorted(self._operations_of.get(vm_key, ())) if k in table]
+        return self._decoded_all(self._vmops, sorted(self._operations_of.get(vm_key, ())))
 
     def _vm_mac_addresses_of(self, vm_key: str) -> list[Body] | None:
         if self._vmmacs is None:
             return None
-        table = self._objects[self._vmmacs]
         uid = self._uid_of_vm.get(vm_key)
         keys = sorted(self._vmmacs_of.get(uid, ())) if uid is not None else []
-        return [table[k] for k in keys if k in table]
+        return self._decoded_all(self._vmmacs, keys)
 
     def _networks_asked(self, vm_key: str, kind_name: str) -> list[Body]:
-        table = self._objects[kind_name]
-        found = [table.get(key) for kind, key in self._asks.get(vm_key, ()) if kind == kind_name]
-        return [body for body in found if body is not None]
+        return self._decoded_all(
+            kind_name, [key for kind, key in self._asks.get(vm_key, ()) if kind == kind_name])
 
     def version_of(self, kind: KindRef, key: str) -> str:
-        obj = self._objects[kind.name].get(key)
+        obj = _decoded(self._objects[kind.name].get(key))
         return str(_meta(obj).get("resourceVersion") or "") if obj else ""
+
+
+def _decoded(encoded: bytes | None) -> Body | None:
+    return None if encoded is None else decode(encoded)
 
 
 def _asked_networks(vm_key: str, vm: Body) -> list[NetworkRef]:

@@ -18,6 +18,12 @@ bookmarks, and keeps going for as long as it runs:
 It never interprets objects beyond their metadata: a malformed object is counted,
 logged and skipped, never fatal. Consumers get `on_change(kind, event_type, obj)`
 synchronously (they must not block) and the `synced` event after the first list.
+
+The cache holds each object as its JSON encoding (after the transform; `encoded.py`),
+decoded again on `get`. A consumer that keeps the objects itself (the controller's
+world index) asks for `keep_objects=False`: then the cache holds only what a re-list
+compares and reports (each object's apiVersion, kind, name, namespace and
+resourceVersion), and an object deleted while no watch ran is handed on as that.
 """
 
 from __future__ import annotations
@@ -34,6 +40,7 @@ from kubernetes_asyncio.client.api.core_v1_api import CoreV1Api
 from kubernetes_asyncio.client.api.custom_objects_api import CustomObjectsApi
 
 from nicplug.adapters.kube.client import ApiConnection
+from nicplug.adapters.kube.encoded import decode, encode
 from nicplug.adapters.kube.errors import Expired, KubeError, Temporary, translate
 from nicplug.adapters.kube.resources import KindRef, object_key
 from nicplug.adapters.kube.wire import JsonObject, failure, fetch_object, send
@@ -105,18 +112,20 @@ class Informer:
         sleep: Sleep = asyncio.sleep,
         clock: Clock = time.monotonic,
         transform: Callable[[JsonObject], JsonObject] | None = None,
+        keep_objects: bool = True,
     ) -> None:
         """`transform` is applied to each object as it arrives, before it is cached or
         handed on: a projection keeps only what the consumer reads."""
         self.kind = kind
         self._transform = transform
+        self._keep_objects = keep_objects
         self.namespace = namespace if kind.namespaced else None
         self.settings = settings
         self.stats = InformerStats()
         self.synced = asyncio.Event()
         self.resource_version: str | None = None
         self._connection = connection
-        self._cache: dict[str, JsonObject] = {}
+        self._cache: dict[str, bytes] = {}  # key → the object, encoded
         self._on_change = on_change
         self._on_progress = on_progress
         self._sleep = sleep
@@ -129,7 +138,9 @@ class Informer:
     # -- the cache ---------------------------------------------------------------------
 
     def get(self, key: str) -> JsonObject | None:
-        return self._cache.get(key)
+        """The object as last seen (a new dict on every call: change it freely)."""
+        encoded = self._cache.get(key)
+        return None if encoded is None else decode(encoded)
 
     def keys(self) -> Iterator[str]:
         return iter(self._cache)
@@ -176,7 +187,8 @@ class Informer:
     # -- list --------------------------------------------------------------------------
 
     async def _relist(self) -> None:
-        fresh: dict[str, JsonObject] = {}
+        listed: dict[str, bytes] = {}  # whole (transformed), to hand on
+        fresh: dict[str, bytes] = {}  # as the cache keeps them
         token: str | None = None
         while True:
             page = await fetch_object(self._list_call(
@@ -187,7 +199,9 @@ class Informer:
             for number, item in enumerate(page.get("items") or (), 1):
                 key = self._key_of(item)
                 if key is not None:
-                    fresh[key] = self._with_kind(item)
+                    obj = self._with_kind(item)
+                    listed[key] = encode(obj)
+                    fresh[key] = listed[key] if self._keep_objects else _encoded_identity(obj)
                 if number % EMIT_SLICE == 0:
                     await asyncio.sleep(0)  # a server may ignore `limit`: one huge page
             metadata = page.get("metadata") or {}
@@ -200,15 +214,15 @@ class Informer:
         previous, self._cache = self._cache, fresh
         self.resource_version = version
         emitted = 0
-        for key, obj in previous.items():
+        for key, encoded in previous.items():
             if key not in fresh:
-                self._emit("DELETED", obj)
+                self._emit("DELETED", decode(encoded))
                 emitted += 1
-        for key, obj in fresh.items():
-            old = previous.get(key)
+        for key, encoded in listed.items():
+            old, obj = previous.get(key), decode(encoded)
             if old is None:
                 self._emit("ADDED", obj)
-            elif _version_of(old) != _version_of(obj):
+            elif _version_of(decode(old)) != _version_of(obj):
                 self._emit("MODIFIED", obj)
             else:
                 continue
@@ -299,7 +313,7 @@ class Informer:
         if event_type == "DELETED":
             self._cache.pop(key, None)
         elif event_type in ("ADDED", "MODIFIED"):
-            self._cache[key] = obj
+            self._cache[key] = encode(obj) if self._keep_objects else _encoded_identity(obj)
         else:
             self.stats.malformed += 1
             log.warning("%s: unknown watch event type %r skipped", self.kind.name, event_type)
@@ -330,6 +344,14 @@ class Informer:
             self._on_change(self.kind, event_type, obj)
         except Exception:
             log.exception("%s: change handler failed on %s", self.kind.name, event_type)
+
+
+def _encoded_identity(obj: JsonObject) -> bytes:
+    """What a re-list needs of an object it may have to report deleted."""
+    metadata = obj.get("metadata") or {}
+    return encode({"apiVersion": obj.get("apiVersion"), "kind": obj.get("kind"),
+                   "metadata": {k: metadata[k] for k in ("name", "namespace", "resourceVersion")
+                                if k in metadata}})
 
 
 def _version_of(obj: Any) -> str | None:

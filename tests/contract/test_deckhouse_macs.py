@@ -84,7 +84,8 @@ def test_a_network_without_an_allocated_address_gets_no_name() -> None:
         "status": {"address": "02:00:00:00:00:01", "phase": "Bound"}})
     pending = VMMACObject.model_validate({
         "metadata": {"name": "vm-aaaaa", "namespace": "ns", "uid": "m2"}, "status": {}})
-    assigned = macs.macs_of(vm, [allocated, pending])
+    assigned = macs.macs_of(macs.vm_networks(vm), [macs.mac_address(allocated),
+                                                    macs.mac_address(pending)])
     assert assigned == {"Network/a": "02:00:00:00:00:01"}
     assert NetworkSpec("ClusterNetwork", "b", named_by_mac=True).awaits_mac
     assert NetworkSpec("ClusterNetwork", "b", named_by_mac=True).if_name == ""

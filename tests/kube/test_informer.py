@@ -331,5 +331,37 @@ async def test_a_transform_applies_to_listed_and_watched_objects_before_they_are
         assert informer.get("ns1/vm1") == {
             "kind": "VirtualMachine", "metadata": {"name": "vm1", "namespace": "ns1"},
             "spec": {"running": True}}
-        assert handed[1] is informer.get("ns1/vm2")
+        assert handed[1] == informer.get("ns1/vm2")
         assert "resourceVersion" not in handed[1]["metadata"]
+
+
+async def test_without_keeping_objects_a_relist_hands_on_whole_objects(
+    api_server: ApiServer, connection: ApiConnection
+) -> None:
+    """A consumer that keeps the objects itself gets them whole from a list as from a
+    watch; the informer keeps only what a re-list compares, and an object deleted
+    while no watch ran is handed on as that: its kind, name, namespace, version."""
+    store = api_server.store
+    kvvm(store, "vm1")
+    kvvm(store, "vm2")
+    handed: list[tuple[str, dict[str, Any]]] = []
+    informer = Informer(connection, KVVMS, on_change=lambda _k, t, o: handed.append((t, o)),
+                        sleep=Sleeps(), keep_objects=False)
+    async with running(informer):
+        await eventually(lambda: len(handed) == 2)
+        assert all(obj["spec"] == {"running": True} for _, obj in handed)
+        kept = informer.get("ns1/vm1")
+        assert kept is not None and "spec" not in kept
+        assert set(kept["metadata"]) == {"name", "namespace", "resourceVersion"}
+        api_server.faults.drop_watches(after_events=1)
+        api_server.faults.expire_resumptions()
+        kvvm(store, "vm3")  # delivered, then the stream is dropped
+        store.delete(sim.KVVMS, "ns1", "vm1")  # missed: the resumption gets 410
+        kvvm(store, "vm4")
+        await eventually(converged(informer, store))
+        assert informer.stats.expired == 1
+    added = {obj["metadata"]["name"]: obj for t, obj in handed if t == "ADDED"}
+    assert added["vm4"]["spec"] == {"running": True}
+    deleted = [obj for t, obj in handed if t == "DELETED"]
+    assert [(d["kind"], d["metadata"]["name"], d["metadata"]["namespace"]) for d in deleted] == [
+        ("VirtualMachine", "vm1", "ns1")]

@@ -85,6 +85,7 @@ async def test_a_held_vm_gets_no_timer_decision_and_no_effect_from_its_last_worl
 
         unreadable = copy.deepcopy(plug)
         unreadable["spec"]["networks"][0]["id"] = "one"
+        unreadable["metadata"]["resourceVersion"] += "1"
         observing.changed(kinds.virtual_machines, "MODIFIED", unreadable)
         await observing.feed(runtime)
         for _ in range(10):  # reissue (30 s) and deadline (120 s) would both have fired

@@ -104,14 +104,16 @@ T = TypeVar("T")
 
 
 class ReadMemo:
-    """What bodies translated to, remembered per object and checked by identity.
+    """What bodies translated to, remembered per object and served again while the
+    object is the same.
 
     Reading an object (pydantic, SDN annotations) is most of the cost of assembling a
-    world, and a VM observed again usually changed in one object only. A memo serves
-    callers whose bodies are never changed in place (the informers' caches and a
-    replayed tape store a new dict on every change): a body that `is` the one read
-    before gives the same record. One memo per dialect; at most one entry per object
-    and translation, dropped by `forget` when the object is deleted.
+    world, and a VM observed again usually changed in one object only. An object is
+    the same while its uid and resourceVersion are (the API server gives every change
+    a new resourceVersion), so a body decoded anew from a cache is recognised; a body
+    without them (a hand-made one) is the same only while it is the very same dict.
+    One memo per dialect; at most one entry per object and translation, dropped by
+    `forget` when the object is deleted.
     """
 
     def __init__(self) -> None:
@@ -120,10 +122,11 @@ class ReadMemo:
     def get(self, what: str, body: Body, make: Callable[[], T]) -> T:
         entries = self._entries.setdefault(address_of(body), {})
         hit = entries.get(what)
-        if hit is not None and hit[0] is body:
+        seen = _version(body)
+        if hit is not None and (hit[0] is seen or hit[0] == seen):
             return cast(T, hit[1])
         value = make()
-        entries[what] = (body, value)
+        entries[what] = (seen, value)
         return value
 
     def derive(self, what: str, body: Body, inputs: tuple[object, ...], make: Callable[[], T]) -> T:
@@ -140,6 +143,31 @@ class ReadMemo:
 
     def forget(self, body: Body) -> None:
         self._entries.pop(address_of(body), None)
+
+
+def _version(body: Body) -> object:
+    """What tells one state of an object from another: its uid and resourceVersion,
+    or, lacking either, the body itself (compared by identity: a dict compares equal
+    to another with the same content, but it is not the same object for that)."""
+    metadata = body.get("metadata") if isinstance(body, _MAPPING) else None
+    if isinstance(metadata, _MAPPING):
+        uid, version = metadata.get("uid"), metadata.get("resourceVersion")
+        if type(uid) is str and type(version) is str and uid and version:
+            return (uid, version)
+    return _Identity(body)
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class _Identity:
+    """A body compared by identity only."""
+
+    body: object
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Identity) and other.body is self.body
+
+    def __hash__(self) -> int:
+        return id(self.body)
 
 
 def _memoized(memo: ReadMemo | None, what: str, body: Body, make: Callable[[], T]) -> T:
@@ -172,7 +200,7 @@ def assemble_world(
     namespace, name = objects.namespace, objects.name
 
     vm = None
-    model = None
+    by_mac: tuple[DesiredVM, macs.VMNetworks] | None = None
     in_template = dialect.kubevirt_owns_requests  # the kubevirt flavour
     if in_template:
         if (template_body := objects.kvvm) is not None:
@@ -183,8 +211,7 @@ def assemble_world(
         vm = _memoized(memo, "vm", vm_body, lambda: records.desired_vm(
             read(VirtualMachineObject, vm_body, kind="VirtualMachine")))
     elif vm_body is not None:  # named by MAC: once the pods are read (below)
-        model = _memoized(memo, "vm-model", vm_body, lambda: read(
-            VirtualMachineObject, vm_body, kind="VirtualMachine"))
+        by_mac = _memoized(memo, "vm-unnamed", vm_body, partial(_vm_to_name, vm_body))
 
     vmi: VMI | None = None
     if (vmi_body := objects.vmi) is not None:
@@ -210,12 +237,12 @@ def assemble_world(
 
     named = _pod_interfaces(kvvm, vmi, dialect) if in_template else None
     pods = _launcher_pods(objects, dialect, errors, memo, named)
-    if model is not None and vm_body is not None:
-        vmmacs = tuple(_vm_mac_addresses(objects, model.metadata.uid, errors, memo))
+    if by_mac is not None and vm_body is not None:
+        vmmacs = tuple(_vm_mac_addresses(objects, by_mac[0].uid, errors, memo))
         written = _written_macs(objects.kvvm, dialect, namespace, memo)
         requested = tuple(r for pod in pods for r in pod.requested)
-        named_by_mac = partial(_desired_named_by_mac, model, vmmacs, written, requested)
-        inputs = (model, vmmacs, written, requested)
+        named_by_mac = partial(_desired_named_by_mac, *by_mac, vmmacs, written, requested)
+        inputs = (by_mac, vmmacs, written, requested)
         vm = named_by_mac() if memo is None else memo.derive("vm", vm_body, inputs, named_by_mac)
     migrations = _migrations(objects, errors, memo)
     operations = _vm_operations(objects, errors, memo)
@@ -239,15 +266,23 @@ def assemble_world(
     return Translation(world=world, dialect=dialect)
 
 
+def _vm_to_name(body: Body) -> tuple[DesiredVM, macs.VMNetworks]:
+    """A Deckhouse VM's record before its networks are named, and what naming them by
+    MAC reads of it: records, not the pydantic model (~3 KB per VM in the memo)."""
+    model = read(VirtualMachineObject, body, kind="VirtualMachine")
+    return records.desired_vm(model), macs.vm_networks(model)
+
+
 def _desired_named_by_mac(
-    model: VirtualMachineObject,
-    vmmacs: Sequence[VMMACObject],
+    vm: DesiredVM,
+    networks: macs.VMNetworks,
+    vmmacs: Sequence[macs.MACAddress],
     written: Mapping[str, str],
     requested: Sequence[SDNRequest],
 ) -> DesiredVM:
     """The Deckhouse VM's desired networks, each named by the MAC it holds (`macs.py`):
     a function of these inputs only, so the memo keeps it while they stay equal."""
-    return records.desired_vm(model, macs.macs_of(model, vmmacs, written, list(requested)))
+    return records.named_by_mac(vm, macs.macs_of(networks, vmmacs, written, list(requested)))
 
 
 def _pod_interfaces(kvvm: KVVM | None, vmi: VMI | None, dialect: Dialect) -> dict[str, str]:
@@ -337,7 +372,7 @@ def _written_macs(
 
 def _vm_mac_addresses(
     objects: VMObjects, vm_uid: str, errors: list[str], memo: ReadMemo | None
-) -> list[VMMACObject]:
+) -> list[macs.MACAddress]:
     """The VMMACs Deckhouse made for the VM: labelled with its uid, in its namespace."""
     found = []
     for body in objects.vm_mac_addresses or ():
@@ -348,11 +383,14 @@ def _vm_mac_addresses(
         if address_of(body)[0] != objects.namespace:
             continue
         try:
-            found.append(_memoized(memo, "vmmac", body, partial(
-                read, VMMACObject, body, kind="VirtualMachineMACAddress")))
+            found.append(_memoized(memo, "vmmac", body, partial(_read_mac, body)))
         except MalformedObject as e:
             errors.append(str(e))
     return found
+
+
+def _read_mac(body: Body) -> macs.MACAddress:
+    return macs.mac_address(read(VMMACObject, body, kind="VirtualMachineMACAddress"))
 
 
 def _vm_operations(
@@ -433,11 +471,14 @@ def _ready_networks(
             if identity not in ready or (kind == "Network" and namespace != objects.namespace):
                 continue
             try:
-                ready[identity] = _memoized(
-                    memo, kind, body, partial(read, SDNNetworkObject, body, kind=kind)).ready
+                ready[identity] = _memoized(memo, kind, body, partial(_read_ready, body, kind))
             except MalformedObject as e:
                 errors.append(str(e))
     return ready
+
+
+def _read_ready(body: Body, kind: str) -> bool:
+    return read(SDNNetworkObject, body, kind=kind).ready
 
 
 def _identities(world: World, dialect: Dialect) -> dict[str, str]:

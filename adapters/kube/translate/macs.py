@@ -22,7 +22,8 @@ the VM controller hands the addresses out (`pkg/common/network/mac_pool.go`,
   the interfaces it builds, and nicplug waits.
 
 The interface name follows from the address (`world.if_name_of_mac`). Pure: the same
-bodies give the same addresses.
+bodies give the same addresses. It reads plain records (`VMNetworks`, `MACAddress`),
+which the read memo keeps instead of the objects' pydantic models (~3 KB per VM).
 """
 
 from __future__ import annotations
@@ -46,20 +47,47 @@ class MACAddress:
     address: str
 
 
-def in_deckhouse_order(vm: VirtualMachineObject, vmmacs: Iterable[VMMACObject]) -> list[MACAddress]:
+def mac_address(vmmac: VMMACObject) -> MACAddress:
+    return MACAddress(vmmac.metadata.name, vmmac.status.address)
+
+
+@dataclass(frozen=True, slots=True)
+class VMNetworks:
+    """What the pool reads of a Deckhouse VM: `spec` its `spec.networks` as
+    `(type, name)` in order, `mac_names` the VMMACs they name
+    (`virtualMachineMACAddressName`, those set, in order), `status` name → MAC of the
+    additional networks its `status.networks` gives an address (Deckhouse reserves an
+    address by the network's name, whatever its type)."""
+
+    spec: tuple[tuple[str, str], ...]
+    mac_names: tuple[str, ...]
+    status: Mapping[str, str]
+
+
+def vm_networks(vm: VirtualMachineObject) -> VMNetworks:
+    networks = vm.spec.networks or ()
+    return VMNetworks(
+        spec=tuple((n.type, n.name) for n in networks),
+        mac_names=tuple(n.virtual_machine_mac_address_name for n in networks
+                        if n.virtual_machine_mac_address_name),
+        status={n.name: n.mac_address for n in vm.status.networks
+                if n.type != "Main" and n.mac_address},
+    )
+
+
+def in_deckhouse_order(vm: VMNetworks, vmmacs: Iterable[MACAddress]) -> list[MACAddress]:
     """The VM's VMMACs in the order Deckhouse's VM controller reads them
     (`state.VirtualMachineMACAddresses`): named by the spec first, then the labelled
     ones by name; each once."""
-    by_name = {m.metadata.name: m for m in vmmacs}
+    by_name = {m.name: m for m in vmmacs}
     ordered: list[MACAddress] = []
     seen: set[str] = set()
-    named = [n.virtual_machine_mac_address_name for n in vm.spec.networks or ()]
-    for name in [*(n for n in named if n), *sorted(by_name)]:
+    for name in [*vm.mac_names, *sorted(by_name)]:
         found = by_name.get(name)
         if found is None or name in seen:
             continue
         seen.add(name)
-        ordered.append(MACAddress(name, found.status.address))
+        ordered.append(found)
     return ordered
 
 
@@ -83,13 +111,6 @@ def assign(
         if mac:
             assigned[identity_of(type_, name)] = mac  # type: ignore[arg-type]
     return assigned
-
-
-def status_macs(vm: VirtualMachineObject) -> dict[str, str]:
-    """name → MAC of the additional networks in the VM's `status.networks` (Deckhouse
-    reserves an address by the network's name, whatever its type)."""
-    return {n.name: n.mac_address for n in vm.status.networks
-            if n.type != "Main" and n.mac_address}
 
 
 def kvvm_macs(kvvm: KVVMObject | None, requests: Iterable[SDNRequest]) -> dict[str, str]:
@@ -126,15 +147,14 @@ def requested_macs(requests: Iterable[SDNRequest], pool: Iterable[MACAddress]) -
 
 
 def macs_of(
-    vm: VirtualMachineObject,
-    vmmacs: Iterable[VMMACObject],
+    vm: VMNetworks,
+    vmmacs: Iterable[MACAddress],
     written: Mapping[str, str] | None = None,
     requested: Iterable[SDNRequest] = (),
 ) -> dict[str, str]:
     """identity → MAC of every additional network of `vm` that has one; `written` the
     MACs the KVVM holds for networks (`kvvm_macs`) and `requested` the launcher pods'
     SDN requests, held as the status holds them."""
-    spec = [(n.type, n.name) for n in vm.spec.networks or ()]
     pool = in_deckhouse_order(vm, vmmacs)
-    held = {**requested_macs(requested, pool), **(written or {}), **status_macs(vm)}
-    return assign(spec, held, pool)
+    held = {**requested_macs(requested, pool), **(written or {}), **vm.status}
+    return assign(vm.spec, held, pool)

@@ -11,9 +11,17 @@ never leave the adapter: `records` turns them into the domain's frozen records.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Literal, TypeVar
+from sys import intern
+from typing import Annotated, Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    model_validator,
+)
 from pydantic.alias_generators import to_camel
 
 _MAPPING = (dict, Mapping)
@@ -30,6 +38,13 @@ class MalformedObject(ValueError):
         self.namespace = namespace
         self.name = name
         self.problem = problem
+
+
+Shared = Annotated[str, AfterValidator(intern)]
+"""A string many objects hold alike (a namespace, a phase, a condition, a node, an
+interface name): kept once (interned), however many records keep it. Objects are
+decoded anew from the cache on every read, so without it each record would keep a
+copy of its own."""
 
 
 class Model(BaseModel):
@@ -49,20 +64,20 @@ class Model(BaseModel):
 
 class ObjectMeta(Model):
     name: str = Field(min_length=1)
-    namespace: str = ""
+    namespace: Shared = ""
     uid: str = Field(min_length=1)
     resource_version: str = ""
     creation_timestamp: str = ""
     deletion_timestamp: str = ""
-    labels: dict[str, str] = {}
+    labels: dict[str, Shared] = {}
     annotations: dict[str, str] = {}
 
 
 class ConditionModel(Model):
-    type: str
-    status: str
-    reason: str = ""
-    message: str = ""
+    type: Shared
+    status: Shared
+    reason: Shared = ""
+    message: Shared = ""
 
 
 class KubeObject(Model):
@@ -79,8 +94,8 @@ class TemplateMeta(Model):
 class InterfaceModel(Model):
     """`domain.devices.interfaces[]`: the binding (bridge, ...) is not nicplug's concern."""
 
-    name: str = Field(min_length=1)
-    state: str = ""
+    name: Shared = Field(min_length=1)
+    state: Shared = ""
     mac_address: str = ""
 
 
@@ -95,7 +110,7 @@ class PodRef(Model):
 class NetworkModel(Model):
     """`networks[]`: `pod: {}` or `multus: {networkName}`."""
 
-    name: str = Field(min_length=1)
+    name: Shared = Field(min_length=1)
     multus: MultusRef | None = None
     pod: PodRef | None = None
 
@@ -144,18 +159,18 @@ class KVVMObject(KubeObject):
 
 
 class VMIInterfaceStatusModel(Model):
-    name: str = ""
-    interface_name: str = ""
+    name: Shared = ""
+    interface_name: Shared = ""
     mac: str = ""
-    info_source: str = ""
+    info_source: Shared = ""
     """A comma+space separated list: `domain, guest-agent, multus-status`."""
 
 
 class VMIStatusModel(Model):
-    phase: str = ""
+    phase: Shared = ""
     interfaces: list[VMIInterfaceStatusModel] = []
     conditions: list[ConditionModel] = []
-    active_pods: dict[str, str] = {}
+    active_pods: dict[str, Shared] = {}
 
 
 class VMIObject(KubeObject):
@@ -202,11 +217,11 @@ class KubeVirtObject(KubeObject):
 
 
 class PodSpec(Model):
-    node_name: str = ""
+    node_name: Shared = ""
 
 
 class PodStatus(Model):
-    phase: str = ""
+    phase: Shared = ""
 
 
 class PodObject(KubeObject):
@@ -242,7 +257,7 @@ class Disruptions(Model):
 class VMSpec(Model):
     networks: list[VMNetworkModel] | None = None
     disruptions: Disruptions = Disruptions()
-    run_policy: str = ""
+    run_policy: Shared = ""
 
 
 class VMStatusNetworkModel(Model):

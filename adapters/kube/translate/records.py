@@ -62,24 +62,17 @@ def conditions(models: Sequence[ConditionModel]) -> tuple[Condition, ...]:
 
 
 def desired_vm(vm: VirtualMachineObject, macs: Mapping[str, str] | None = None) -> DesiredVM:
-    """The VM's record; with `macs` (identity → MAC, where the platform names each
-    additional network's interface after the MAC it allocated: Deckhouse), every
-    additional network is named by its MAC, and one without is left unnamed."""
+    """The VM's record; with `macs`, every additional network named by its MAC
+    (`named_by_mac`)."""
     networks = vm.spec.networks
-    by_mac = macs is not None
-    given = macs or {}
-    return DesiredVM(
+    record = DesiredVM(
         uid=vm.metadata.uid,
         namespace=vm.metadata.namespace,
         name=vm.metadata.name,
         resource_version=vm.metadata.resource_version,
         networks=None
         if networks is None
-        else tuple(
-            NetworkSpec(n.type, n.name, n.id, mac=given.get(identity_of(n.type, n.name)),
-                        named_by_mac=by_mac)
-            for n in networks
-        ),
+        else tuple(NetworkSpec(n.type, n.name, n.id) for n in networks),
         approval=vm.spec.disruptions.restart_approval_mode,
         macs={
             identity_of(n.type, n.name): n.mac_address
@@ -90,6 +83,18 @@ def desired_vm(vm: VirtualMachineObject, macs: Mapping[str, str] | None = None) 
         labels=vm.metadata.labels,
         run_policy=vm.spec.run_policy,
     )
+    return record if macs is None else named_by_mac(record, macs)
+
+
+def named_by_mac(vm: DesiredVM, macs: Mapping[str, str]) -> DesiredVM:
+    """`vm` where the platform names each additional network's interface after the MAC
+    it allocated (Deckhouse): `macs` maps an identity to that MAC; a network without
+    one is left unnamed."""
+    if vm.networks is None:
+        return vm
+    return replace(vm, networks=tuple(
+        NetworkSpec(n.type, n.name, n.id, mac=macs.get(n.identity), named_by_mac=True)
+        for n in vm.networks))
 
 
 def desired_in_template(obj: KVVMObject, *, cluster_nad_namespace: str) -> DesiredVM:

@@ -144,10 +144,17 @@ async def test_what_stays_frozen_is_given_back_to_the_collector_every_so_often()
         del node  # a cycle among frozen objects: no ordinary collection frees it
         gc.collect()
         assert ref() is not None
+        frozen = gc.get_freeze_count()
+        counted: list[tuple[int, int]] = []  # (period, count) at each thaw
         with pytest.raises(asyncio.CancelledError):
-            await full_collections_in_small_steps(every=1000, period=1.0, thaw_after=3,
-                                                  sleep=sleep)
+            await full_collections_in_small_steps(
+                every=1000, period=1.0, thaw_after=3, sleep=sleep,
+                on_thaw=lambda count: counted.append((periods, count)))
     finally:
         gc.unfreeze()
     # thawed and collected after the third period: seen gone when the fourth begins
     assert freed_at == [4]
+    # counted once per thaw, just before it (the frozen cycle still among them), and the
+    # count is what was frozen then; after the sixth period everything was thawed
+    assert [period for period, _ in counted] == [3, 6]
+    assert counted[0][1] == frozen and counted[1][1] == 0

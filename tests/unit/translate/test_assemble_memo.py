@@ -21,10 +21,13 @@ def test_a_memo_changes_no_world() -> None:
 
 
 def test_a_new_body_of_the_same_object_is_read_again() -> None:
+    """The same object (uid) at another resourceVersion is another state of it."""
     memo = ReadMemo()
     objects = plugging_storage()
     before = assemble_world(objects, dialect=DECKHOUSE, memo=memo).world
-    changed = replace(objects, vm=b.deckhouse_vm([{"type": "Main", "id": 1}]))
+    vm = b.deckhouse_vm([{"type": "Main", "id": 1}])
+    vm["metadata"]["resourceVersion"] += "1"  # as the API server says of every change
+    changed = replace(objects, vm=vm)
     after = assemble_world(changed, dialect=DECKHOUSE, memo=memo).world
     assert after == assemble_world(changed, dialect=DECKHOUSE).world
     assert after.vm != before.vm
