@@ -58,6 +58,7 @@ from nicplug.adapters.kube.translate import records
 from nicplug.adapters.kube.translate.objects import (
     KVVMObject,
     MalformedObject,
+    VirtualMachineObject,
     VMIObject,
     read,
 )
@@ -550,14 +551,32 @@ class KubeExecutor:
         controller also writes (its status churns): a 409 means someone else wrote the
         status between the read and the patch, not that the condition is wrong, so it is
         read afresh from the server (the cache may not hold the newer write yet) and
-        written again a few times before the decision is asked again."""
+        written again a few times before the decision is asked again. The fresh VM is
+        read as the informers read it first (`_readable_vm`): one that turned malformed
+        behind the cache is written nothing."""
         read: Reader = self._read
         for _ in range(CONDITION_WRITE_ATTEMPTS - 1):
             try:
                 return await write(read)
             except kube_errors.Conflict:
-                read = self._calls.get
+                read = self._readable_vm
         return await write(read)
+
+    async def _readable_vm(self, kind: KindRef, namespace: str, name: str) -> Mapping[str, Any]:
+        """The VM read afresh from the server, if nicplug can read it. The cache's copy
+        passed the informers' reading (a VM they find malformed is held still, and its
+        effects are not sent); a copy from the server has not, and the server's may have
+        turned malformed since the cache last heard of it (a watch stalled or behind):
+        a write built on it would change a VM nicplug cannot read. So it is read with
+        the model the observer reads it with, and a malformed one is
+        `RetryAfterObservation`: the next world shows it, and holds the VM still."""
+        body = await self._calls.get(kind, namespace, name)
+        model = KVVMObject if kind.name == self._kinds.kvvms.name else VirtualMachineObject
+        try:
+            read(model, body, kind=kind.kind)
+        except MalformedObject as exc:
+            raise RetryAfterObservation(f"read afresh: {exc}") from exc
+        return body
 
     async def _set_condition(self, e: SetVMCondition) -> Result:
         return await self._conditions_written(lambda read: self._set_condition_once(e, read))

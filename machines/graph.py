@@ -250,8 +250,17 @@ PLUG_KUBEVIRT = MachineGraph(
          "guest_has_interface"),
         ("need_migration", ("VMIPatched", "AnnotationPatched"), "MigrationRequired",
          "vmi_requires_migration"),
+        # an unplug KubeVirt took is never taken back: the VMI keeps the interface absent
+        # until the guest and the pod let go of it, and plugs it anew from the template
+        # only then; without a dynamic-networks controller the pod lets go in a migration
+        ("need_migration", "Requested", "MigrationRequired",
+         ("vmi_keeps_interface_absent", "guest_lost_interface", "vmi_requires_migration")),
         ("migrate", "MigrationRequired", "Migrating", "migration_running"),
         ("migrated", "Migrating", "Attached", ("migration_succeeded", "guest_has_interface")),
+        # (the migration took the unplugged interface away with the old pod: KubeVirt
+        # plugs it anew, and the plug follows it from the start)
+        ("replug", "Migrating", "Requested",
+         ("migration_succeeded", "guest_lost_interface", "pod_lacks_link")),
         ("SDNTimeout", ("Requested", "AnnotationPatched"), "Failed", "deadline_passed"),
         ("AttachTimeout", ("VMIPatched", "SDNReady"), "Failed", "deadline_passed"),
         ("MigrationFailed", "Migrating", "Failed", "migration_failed"),

@@ -133,6 +133,19 @@ def vmi_spec_holds_interface(c: Context) -> bool:
     return c.op.if_name in c.facts.vmi_present
 
 
+def vmi_keeps_interface_absent(c: Context) -> bool:
+    """The running VMI's spec holds the interface marked absent: KubeVirt unplugs it and
+    never takes that back (`applyDynamicIfaceRequestOnVMI` changes no absent interface);
+    it leaves the VMI once nothing reports it, and only then is plugged anew."""
+    name = c.op.if_name
+    return c.facts.live and name in c.facts.vmi_anywhere and name not in c.facts.vmi_present
+
+
+def pod_lacks_link(c: Context) -> bool:
+    """No link for the interface is ready on the pod the VM runs in."""
+    return not c.facts.sdn_ready(c.op.network)
+
+
 def interface_released_in_spec(c: Context) -> bool:
     name = c.op.if_name
     return name not in c.facts.kvvm_present and name not in c.facts.vmi_present
@@ -237,6 +250,8 @@ GUARDS: Mapping[str, Callable[[Context], bool]] = {
         sdn_reports_ready,
         vm_spec_holds_interface,
         vmi_spec_holds_interface,
+        vmi_keeps_interface_absent,
+        pod_lacks_link,
         interface_released_in_spec,
         change_written,
         vm_stopped,

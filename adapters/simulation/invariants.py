@@ -16,7 +16,11 @@ the end of a step that may hide it:
 * `write-while-unreadable` — a replica writes to a VM's objects while one of them is
   malformed (held still means still), or to a launcher pod whose SDN annotation it
   cannot read (an unreadable pod annotation does not hold the VM: that pod is left
-  alone, the rest of the world is read and decided from);
+  alone, the rest of the world is read and decided from). Judged on the answer: a
+  write the server refuses changed nothing (a patch pinned to the resourceVersion or
+  value the replica read, sent before its informers heard of the malformed object —
+  a stalled watch — fails its precondition), one answered 2xx or not answered at all
+  counts, as of the instant it was sent;
 * `restart-repeated` — more than one restart (a VMI deleted, or nicplug's `Stop`
   VirtualMachineOperation) for one VMI uid, or a VM restarted more than twice for one
   change of its desired networks;
@@ -204,11 +208,14 @@ class Watchman:
     # -- the replicas' requests ----------------------------------------------------------
 
     def on_request(self, identity: str, listed: bool, method: str, path: str,
-                   issued: Callable[[], Iterable[tuple[str, str]]] = lambda: ()) -> None:
+                   issued: Callable[[], Iterable[tuple[str, str]]] = lambda: (),
+                   ) -> Callable[[int | None], None] | None:
         """`issued()`: (type, target) of each effect the replica's journal holds as
-        issued now (`journal.issued_effects`)."""
+        issued now (`journal.issued_effects`). Returns what to tell when the answer
+        comes (its HTTP status; None: none came, the write may have landed), for the
+        invariants judged on what a write did, not on its sending."""
         if method not in ("POST", "PUT", "PATCH", "DELETE") or "/leases" in path:
-            return
+            return None
         self._traced(identity, method, path, issued)
         holder, expires = self._lease()
         if holder != identity or expires < self.now():
@@ -219,17 +226,28 @@ class Watchman:
             self.report("write-before-sync",
                         f"{identity} sent {method} {path} before its informers had listed")
         target = _vm_target(path)
+        unreadable: list[str] = []
         if target is not None and target in self.malformed and "/events" not in path:
-            self.report("write-while-unreadable",
-                        f"{identity} sent {method} {path} while {target[0]}/{target[1]}'s "
-                        f"objects are malformed")
+            unreadable.append(f"{identity} sent {method} {path} while {target[0]}/{target[1]}'s "
+                              f"objects are malformed")
         if _pod_target(path) in self.malformed_pods:
-            self.report("write-while-unreadable",
-                        f"{identity} sent {method} {path} over an SDN annotation it cannot read")
+            unreadable.append(
+                f"{identity} sent {method} {path} over an SDN annotation it cannot read")
         if method == "DELETE" and "/virtualmachineinstances/" in path and target is not None:
             vmi = self.store.peek(VMIS, *target)
             uid = str(ob.dig(vmi, "metadata", "uid")) if vmi else "gone"
             self._restarted(target[0], target[1], uid, counted=vmi is not None)
+        if not unreadable:
+            return None
+
+        def answered(status: int | None) -> None:
+            # refused (a precondition that no longer holds: pinned to what the replica
+            # read before the object turned unreadable; a fault): nothing was written
+            if status is None or status < 400:
+                for detail in unreadable:
+                    self.report("write-while-unreadable", detail)
+
+        return answered
 
     def _traced(self, identity: str, method: str, path: str,
                 issued: Callable[[], Iterable[tuple[str, str]]]) -> None:

@@ -26,8 +26,9 @@ from nicplug.adapters.simulation.journal import CommitFaults, journal_opener
 from nicplug.adapters.simulation.loop import LoopClock, virtual_now
 from nicplug.adapters.simulation.wire import InProcessServer
 
-# (replica, method, path): every request a replica sends, before it is sent
-RequestHook = Callable[["Replica", str, str], None]
+# (replica, method, path): every request a replica sends, before it is sent; what it
+# returns is called with the answer's HTTP status (None: no answer came)
+RequestHook = Callable[["Replica", str, str], Callable[[int | None], None] | None]
 
 
 class Replica:
@@ -100,10 +101,24 @@ class Replica:
                              params: aiohttp.TraceRequestStartParams) -> None:
             if not self.reachable or incarnation != self.incarnation:
                 raise aiohttp.ClientConnectionError("simulated: the network is cut")
-            self._on_request(self, params.method, params.url.path)
+            context.answered = self._on_request(self, params.method, params.url.path)
+
+        async def on_answer(session: aiohttp.ClientSession, context: Any,
+                            params: aiohttp.TraceRequestEndParams) -> None:
+            answered = getattr(context, "answered", None)
+            if answered is not None:
+                answered(params.response.status)
+
+        async def on_no_answer(session: aiohttp.ClientSession, context: Any,
+                               params: aiohttp.TraceRequestExceptionParams) -> None:
+            answered = getattr(context, "answered", None)
+            if answered is not None:
+                answered(None)
 
         trace = aiohttp.TraceConfig()
         trace.on_request_start.append(on_request)
+        trace.on_request_end.append(on_answer)
+        trace.on_request_exception.append(on_no_answer)
         trace.freeze()
         session = connection.client.rest_client.pool_manager
         session._trace_configs.append(trace)

@@ -24,6 +24,7 @@ import os
 import random
 import tempfile
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -150,9 +151,9 @@ async def _play(schedule: Schedule, directory: Path, tape: Path | None) -> Outco
     server = InProcessServer(make_app(store, cluster.faults, disconnect_check=30.0))
     await server.start()
 
-    def requested(replica: Replica, method: str, path: str) -> None:
-        watchman.on_request(replica.identity, replica.listed, method, path,
-                            lambda: issued_effects(replica.journal))
+    def requested(replica: Replica, method: str, path: str) -> Callable[[int | None], None] | None:
+        return watchman.on_request(replica.identity, replica.listed, method, path,
+                                   lambda: issued_effects(replica.journal))
 
     settings = dict(SETTINGS, dialect=setup.dialect)
     replicas = [Replica("nicplug-a", directory / "a.db", settings, server, requested, tape)]

@@ -32,7 +32,9 @@ What it imitates (and what a controller driving it must cope with):
   `domain`) — sets `MigrationRequired` False/`AutoMigrationPending`, then True/
   `AutoMigrationDueToLiveUpdate` after the grace, as KubeVirt's migration evaluator does;
   it is cleared when the pod matches.
-* Migrations (`migrations.py`) run from here as well.
+* Migrations (`migrations.py`) run from here as well. The VMI's `activePods` are the
+  pods it owns: one deleted by anyone (a migration target failed by hand, an evicted
+  pod) leaves them at the next sync.
 * The VM's status conditions follow the VMI's at every sync of a VM that has a VMI, as
   KubeVirt's VM controller does (`syncConditions`, `pkg/virt-controller/watch/vm/vm.go`):
   each VMI condition is copied (updated in place when its status or reason differ), and
@@ -121,6 +123,7 @@ class KubeVirt(Reactor):
             vmi = self._start(kvvm, key)
             self.forget((kvvm["metadata"]["uid"], "start"))
         self._collect_pods(key, vmi)
+        vmi = self._active_pods(key, vmi)
         vmi = self._sync_spec(key, kvvm, vmi)
         self._annotate_pods(key, vmi)
         vmi = self._report_pod_networks(key, vmi)
@@ -216,6 +219,27 @@ class KubeVirt(Reactor):
         for pod in self.members(PODS, key):
             if (pod["metadata"].get("labels") or {}).get(nw.CREATED_BY_LABEL) != uid:
                 self.delete(PODS, pod)
+
+    def _active_pods(self, key: VMKey, vmi: Json) -> Json:
+        """A pod gone (deleted by anyone: a migration target someone failed, an evicted
+        pod) leaves the VMI's `activePods`: virt-controller sets them to the pods the
+        VMI owns at every sync (`setActivePods`, `pkg/virt-controller/watch/vmi`)."""
+        active = ob.dig(vmi, "status", "activePods") or {}
+        present = {p["metadata"]["uid"] for p in self.members(PODS, key)}
+        if not isinstance(active, dict) or set(active) <= present:
+            return vmi
+        # the index hears of a pod created this sync later: ask the store (rarely)
+        pods, _ = self.store.list_shared(PODS, key[0],
+                                         label_selector=f"{nw.VM_NAME_LABEL}={key[1]}")
+        present |= {p["metadata"]["uid"] for p in pods}
+        if set(active) <= present:
+            return vmi
+
+        def drop(obj: Json) -> None:
+            status = obj.setdefault("status", {})
+            status["activePods"] = {u: n for u, n in active.items() if u in present}
+
+        return self.edit(VMIS, vmi, drop, status=True)
 
     def _report(self, kvvm: Json, vmi: Json | None) -> None:
         phase = ob.dig(vmi, "status", "phase")

@@ -1,7 +1,8 @@
 """The `untraceable-effect` invariant of the deterministic simulation: every write a
 replica sends is matched, the instant it is sent, to an effect its own journal holds as
 issued. Checked here against a real journal file, and in a whole run with a defect put
-back (a write no decision asked for)."""
+back (a write no decision asked for). And `write-while-unreadable`, judged on the
+write's answer."""
 
 from __future__ import annotations
 
@@ -76,6 +77,24 @@ def test_a_condition_write_traces_to_a_condition_effect(tmp_path: Path) -> None:
     asyncio.run(scenario())
     assert _untraceable(path, "PATCH", STATUS_PATH) == []
     assert _untraceable(path, "PATCH", STATUS_PATH.replace("/vm1/", "/vm2/"))
+
+
+@pytest.mark.parametrize(("answer", "counted"), [(200, True), (None, True), (409, False)])
+def test_a_write_to_an_unreadable_vm_counts_unless_the_server_refused_it(
+    answer: int | None, counted: bool,
+) -> None:
+    """Sent while the VM is malformed: answered 2xx it changed the VM, unanswered it may
+    have; refused (its precondition pinned what the replica read before the VM turned
+    malformed, behind a stalled watch) it changed nothing (seed 5044)."""
+    watchman = Watchman(Store(), "deckhouse", ("nicplug-system", "nicplug"), lambda: 0.0)
+    watchman.malformed.add(("ns1", "vm1"))
+    answered = watchman.on_request("nicplug-a", True, "PATCH", STATUS_PATH)
+    assert answered is not None
+    assert not [v for v in watchman.violations if v.invariant == "write-while-unreadable"]
+    answered(answer)
+    found = [v for v in watchman.violations if v.invariant == "write-while-unreadable"]
+    assert bool(found) is counted
+    assert watchman.on_request("nicplug-a", True, "GET", STATUS_PATH) is None
 
 
 @pytest.mark.parametrize(("method", "path", "traced"), [

@@ -192,6 +192,29 @@ async def test_a_condition_from_a_stale_cache_is_refused_then_written_on_a_fresh
     assert (api_server.count("get"), api_server.count("patch")) == (1, 2)
 
 
+async def test_a_condition_is_not_written_on_a_fresh_read_of_a_malformed_vm(
+    api_server: ApiServer, connection: ApiConnection, ns1: None
+) -> None:
+    """The VM turned malformed behind the cache (its watch stalled): the patch built from
+    the cache is refused (409), and the fresh copy the retry would be built on is one
+    nicplug cannot read. Nothing is written on it; decide again from the next world,
+    which holds the VM still (found by the simulation, seed 5044)."""
+    vm = api_server.store.create(VMS, {
+        "metadata": {"name": "vm", "namespace": "ns1"}, "spec": {},
+        "status": {"conditions": [{"type": "Running", "status": "True", "reason": "Up",
+                                   "lastTransitionTime": "2026-01-01T00:00:00Z"}]}})
+    cache = Cache()
+    cache.take(kube_kinds.VIRTUAL_MACHINES, vm)
+    edit(api_server, VMS, "vm", lambda obj: obj["spec"].__setitem__("disruptions", "not-an-object"))
+    before = api_server.store.get(VMS, "ns1", "vm")
+    failed = SetVMCondition("ns1", "vm", "NetworkHotplugFailed", "True", "SDNTimeout", "slow")
+
+    with pytest.raises(RetryAfterObservation, match="disruptions"):
+        await executor(connection, cache).execute(pending(1, failed))
+    assert api_server.store.get(VMS, "ns1", "vm") == before
+    assert (api_server.count("get"), api_server.count("patch")) == (1, 1)
+
+
 async def test_a_halt_from_a_stale_cache_is_refused_and_writes_nothing(
     api_server: ApiServer, connection: ApiConnection, ns1: None
 ) -> None:

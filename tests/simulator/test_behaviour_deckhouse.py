@@ -13,7 +13,7 @@ from nicplug.simulator.clock import VirtualSimClock
 from nicplug.simulator.cluster import SimulatedCluster
 from nicplug.simulator.fixtures import Fixtures
 from nicplug.simulator.knobs import Delays, Failures, Knobs
-from nicplug.simulator.resources import KVVMS, VMIS
+from nicplug.simulator.resources import KVVMS, PODS, VMIS
 from tests.simulator import driving as d
 
 NS, VM = "default", "vm-00000"
@@ -184,4 +184,26 @@ async def test_a_migration_fails_when_the_sdn_fails_the_target() -> None:
     assert d.migration_phase(store, NS) == "Failed"
     assert [p["metadata"]["uid"] for p in d.pods_of(store, NS, VM)] == [source["metadata"]["uid"]]
     assert store.get(VMIS, NS, VM)["status"]["phase"] == "Running"
+    await cluster.stop()
+
+
+async def test_a_target_pod_deleted_by_someone_else_leaves_the_vmis_active_pods() -> None:
+    """virt-controller sets `activePods` to the pods the VMI owns at every sync
+    (`setActivePods`): a migration target deleted mid-flight (not by KubeVirt's own
+    failure path) is not listed for ever (a KVVM patch checking that the VMI still runs
+    in the pods its decision read refused itself for ever: simulation seed 3977)."""
+    knobs = Knobs(dialect="deckhouse", delays=Delays(sdn_configure=0.5, migration=2.0))
+    cluster = await started(knobs, vm_networks=(("Network", "user-net"),))
+    store = cluster.store
+    source = d.active_pod(store, NS, VM)
+    d.migrate(store, NS, VM)
+    await cluster.settle()
+    assert d.migration_phase(store, NS) == "Scheduling"
+    assert len(store.get(VMIS, NS, VM)["status"]["activePods"]) == 2
+    (target,) = [p for p in d.pods_of(store, NS, VM)
+                 if p["metadata"]["uid"] != source["metadata"]["uid"]]
+    store.delete(PODS, NS, target["metadata"]["name"])
+    await cluster.settle()
+    assert set(store.get(VMIS, NS, VM)["status"]["activePods"]) == {source["metadata"]["uid"]}
+    assert cluster.actor_errors == []
     await cluster.stop()

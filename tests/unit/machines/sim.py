@@ -353,9 +353,18 @@ class Sim:
                 return
             if m.phase == "Running":
                 self.migrations[i] = replace(m, phase="Succeeded")
-                uid = self.vmi_uid
+                uid, spec = self.vmi_uid, self.vmi_ifaces
                 self.start()
                 self.vmi_uid = uid
+                if self.kubevirt_owns_pod:
+                    # the target runs the VMI's spec, not the template: an interface the
+                    # VMI holds absent leaves with the old pod (KubeVirt plugs it anew
+                    # from the template later, if the template asks for it again)
+                    self.vmi_ifaces = [i for i in spec if not i.absent]
+                    self.requested = self.generated()
+                    self.reported = [SDNStatus(r.identity, r.if_name, True)
+                                     for r in self.requested]
+                    self.attached = {i.name for i in self.vmi_ifaces}
                 return
         # the SDN answers one step after the request changes
         wanted = {r.identity: r for r in self.requested}
@@ -374,7 +383,13 @@ class Sim:
             # KubeVirt live-updates the VMI's multus interfaces only: the pod network's
             # interface, added or deleted in the template, waits for a restart
             born = [i for i in self.vmi_ifaces if i.name == "default"]
-            self.vmi_ifaces = born + [i for i in self.kvvm_ifaces if i.name != "default"]
+            # an unplug it took is never taken back (`applyDynamicIfaceRequestOnVMI`):
+            # the interface stays absent until nothing reports it, then leaves the VMI
+            unplugged = {i.name for i in self.vmi_ifaces if i.absent}
+            self.vmi_ifaces = born + [
+                KVVMInterface(i.name, True) if i.name in unplugged else i
+                for i in self.kvvm_ifaces if i.name != "default"
+            ]
         elif not self.kubevirt_owns_pod:
             self.vmi_ifaces = list(self.kvvm_ifaces)
         if self.kubevirt_owns_pod and not self.kubevirt_stuck:
@@ -401,7 +416,17 @@ class Sim:
                 else:
                     raise InvariantBroken(f"Link not found: {iface.name} attached before its tap")
         # KubeVirt drops interfaces that were unplugged
-        gone = {i.name for i in self.kvvm_ifaces if i.absent and i.name not in self.attached}
+        if self.kubevirt_owns_pod:
+            # an absent interface leaves the VMI once its status no longer reports it (the
+            # guest and the pod let go: `clearDetachedIfacesFromVMI`), and the template
+            # once neither the VMI's spec nor its status holds it (`...FromVM`)
+            reported = self.attached | {s.if_name for s in self.reported}
+            self.vmi_ifaces = [i for i in self.vmi_ifaces
+                               if not (i.absent and i.name not in reported)]
+            held = reported | {i.name for i in self.vmi_ifaces}
+            gone = {i.name for i in self.kvvm_ifaces if i.absent and i.name not in held}
+        else:
+            gone = {i.name for i in self.kvvm_ifaces if i.absent and i.name not in self.attached}
         self.kvvm_ifaces = [i for i in self.kvvm_ifaces if i.name not in gone]
         self.kvvm_nets = [n for n in self.kvvm_nets if n.name not in gone]
         self.vmi_ifaces = [i for i in self.vmi_ifaces if i.name not in gone]

@@ -318,6 +318,21 @@ def kubevirt_same_nad_twice() -> Driver:
     return d
 
 
+def kubevirt_unplug_taken_back_late() -> Driver:
+    """The kubevirt flavour without a dynamic-networks controller: an unplug taken back
+    once KubeVirt had unplugged the interface; the VMI keeps it absent until a migration
+    leaves the old pod's link behind (need_migration from Requested), then KubeVirt
+    plugs it anew (replug) and another migration brings the link."""
+    if FLAVOUR[0] != "kubevirt":
+        return make(Sim(networks=(MAIN,)))
+    d = plug_migrations()
+    d.sim.networks = (MAIN,)
+    d.run(1)
+    d.sim.networks = (MAIN, X)
+    d.run(12)
+    return d
+
+
 SCENARIOS: dict[str, Callable[[], Driver]] = {
     "happy plug": happy_plug,
     "plug migrations": plug_migrations,
@@ -347,6 +362,7 @@ SCENARIOS: dict[str, Callable[[], Driver]] = {
     "lingering entry": adopted_lingering_entry,
     "kubevirt: Main and reverts": kubevirt_main_and_reverts,
     "kubevirt: the same NAD twice": kubevirt_same_nad_twice,
+    "kubevirt: an unplug taken back late": kubevirt_unplug_taken_back_late,
 }
 
 

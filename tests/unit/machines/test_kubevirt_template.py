@@ -120,3 +120,31 @@ def test_the_user_taking_the_interface_back_mid_flight_cancels_the_plug() -> Non
     d.run(8)
     plug = d.op(*NET)
     assert (plug.state, plug.reason) == ("Cancelled", "Reverted")
+
+
+def test_an_unplug_taken_back_after_kubevirt_took_it_is_plugged_again_after_a_migration() -> None:
+    """Without a dynamic-networks controller the user marks the interface absent, then
+    takes that back once KubeVirt has unplugged it from the guest. KubeVirt never takes
+    an unplug back: the VMI keeps it absent while the old pod keeps its link, and asks
+    for a migration; only once the migration left the link behind does KubeVirt plug it
+    anew from the template, and that takes another. The plug drives both (the
+    simulation's seed 3513: it waited in Requested for a sync KubeVirt never makes,
+    failing SDNTimeout attempt after attempt)."""
+    sim = Sim(in_template=True, kubevirt_owns_pod=True, dynamic_networks=False)
+    d = driver(sim)
+    d.run(1)
+    sim.user_plugs("fancy-net", "fancy-net")
+    d.run(12)
+    assert d.op(*NET).state == "Attached"
+    sim.user_unplugs("fancy-net")
+    d.run(1)
+    assert [i.absent for i in sim.vmi_ifaces if i.name == "fancy-net"] == [True]
+    assert "fancy-net" not in sim.attached
+    sim.user_plugs("fancy-net", "fancy-net")
+    d.run(20)
+    assert d.op("Network/fancy-net", "unplug").state == "Cancelled"
+    plug = d.op(*NET)
+    assert plug.attempt == 2 and plug.state == "Attached" and "fancy-net" in sim.attached
+    assert list(plug.history)[:3] == ["Requested", "MigrationRequired", "Migrating"]
+    assert list(plug.history).count("Requested") == 2  # plugged anew after the migration
+    assert [e.type for e in d.effects].count("CreateMigration") == 3
