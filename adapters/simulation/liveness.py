@@ -20,8 +20,9 @@ file itself (opened on the loop's thread, as the controller opened it):
 * `failed-yet-done` — the latest attempt of a plug is `Failed` although the running
   guest has the interface and the user still asks for it (the goal is reached: the
   operation should have completed);
-* `sdn-error-lost` — an operation failed on a timeout while the SDN reports an error
-  for its interface, and the failure does not carry what the SDN says (a `False`
+* `sdn-error-lost` — the latest attempt of an operation failed on a timeout while the
+  SDN reports an error for its interface, and the failure does not carry what the SDN
+  says (an earlier attempt may have failed before the error began) (a `False`
   condition is "not yet" to Deckhouse, which reports it as `NetworkReady=False` and
   waits: the wait ends in the timeout, whose message must hold the SDN's);
 * `not-converged` — a running VM whose guest interfaces differ from what the user asks,
@@ -110,8 +111,9 @@ async def at_rest(path: Path, world: dict[str, dict[str, Any]], *,
                 problems.append(("failed-without-reason", f"{view.stream} failed, no reason"))
         if not acting:
             return problems
-        for stored in views:
-            view = stored.view
+        # only the latest attempt of each interface: an earlier one may have failed
+        # before the SDN began to report the error, and could not say it
+        for view in latest.values():
             seen_vm = world.get(str(view.key))
             said = seen_vm["sdn_errors"].get(str(view.snapshot.get("if_name"))) if (
                 seen_vm is not None) else None
