@@ -258,9 +258,11 @@ PLUG_KUBEVIRT = MachineGraph(
         ("migrate", "MigrationRequired", "Migrating", "migration_running"),
         ("migrated", "Migrating", "Attached", ("migration_succeeded", "guest_has_interface")),
         # (the migration took the unplugged interface away with the old pod: KubeVirt
-        # plugs it anew, and the plug follows it from the start)
+        # plugs it anew, and the plug follows it from the start; a VMI that holds it
+        # present is a plug the migration brings, seen before the target pod's link is)
         ("replug", "Migrating", "Requested",
-         ("migration_succeeded", "guest_lost_interface", "pod_lacks_link")),
+         ("migration_succeeded", "guest_lost_interface", "pod_lacks_link",
+          "vmi_spec_lacks_interface")),
         ("SDNTimeout", ("Requested", "AnnotationPatched"), "Failed", "deadline_passed"),
         ("AttachTimeout", ("VMIPatched", "SDNReady"), "Failed", "deadline_passed"),
         ("MigrationFailed", "Migrating", "Failed", "migration_failed"),

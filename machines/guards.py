@@ -141,6 +141,11 @@ def vmi_keeps_interface_absent(c: Context) -> bool:
     return c.facts.live and name in c.facts.vmi_anywhere and name not in c.facts.vmi_present
 
 
+def vmi_spec_lacks_interface(c: Context) -> bool:
+    """The VMI's spec holds the interface only marked absent, or not at all."""
+    return c.op.if_name not in c.facts.vmi_present
+
+
 def pod_lacks_link(c: Context) -> bool:
     """No link for the interface is ready on the pod the VM runs in."""
     return not c.facts.sdn_ready(c.op.network)
@@ -252,6 +257,7 @@ GUARDS: Mapping[str, Callable[[Context], bool]] = {
         vmi_spec_holds_interface,
         vmi_keeps_interface_absent,
         pod_lacks_link,
+        vmi_spec_lacks_interface,
         interface_released_in_spec,
         change_written,
         vm_stopped,

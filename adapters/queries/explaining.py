@@ -37,6 +37,8 @@ GUARD_PHRASES: Mapping[str, str] = {
     "interface_released_in_spec": "the KVVM/VMI spec releases the interface",
     "vmi_keeps_interface_absent": "the running VMI still holds the interface marked absent",
     "pod_lacks_link": "the pod the VM runs in has no ready link for the interface",
+    "vmi_spec_lacks_interface":
+        "the VMI's spec holds the interface only marked absent, or not at all",
     "change_written": "the change is written to the KVVM for the next boot",
     "vm_stopped": "the VM is stopped (no live VMI)",
     "guest_has_interface": "the VMI reports the interface attached (infoSource domain)",

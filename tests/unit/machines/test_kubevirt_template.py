@@ -5,6 +5,8 @@ dynamic-networks controller do, step by step, and writes nothing of the VM or it
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from nicplug.machines.decider import HotplugDecider
 from nicplug.machines.policy import MachineConfig, Timeouts
 from tests.unit.machines.sim import Driver, Sim
@@ -148,3 +150,28 @@ def test_an_unplug_taken_back_after_kubevirt_took_it_is_plugged_again_after_a_mi
     assert list(plug.history)[:3] == ["Requested", "MigrationRequired", "Migrating"]
     assert list(plug.history).count("Requested") == 2  # plugged anew after the migration
     assert [e.type for e in d.effects].count("CreateMigration") == 3
+
+
+def test_a_migration_seen_to_succeed_before_its_target_pod_is_not_a_replug() -> None:
+    """The informers can show nicplug's migration `Succeeded` while the VMI and the pod
+    the VM runs in are still the source's, which never had the link: the VMI's spec
+    holds the interface (not absent), so the migration brings it, and the plug waits in
+    `Migrating` instead of starting over (it once did, and created a second migration)."""
+    sim = Sim(in_template=True, kubevirt_owns_pod=True, dynamic_networks=False,
+              migration_stuck=True)
+    d = driver(sim)
+    d.run(1)
+    sim.user_plugs("fancy-net", "fancy-net")
+    d.run(12)
+    assert d.op(*NET).state == "Migrating" and "fancy-net" not in sim.attached
+    running = list(sim.migrations)
+    sim.migrations[:] = [replace(m, phase="Succeeded") for m in running]
+    d.observe()  # the migration's end seen before the VMI and the pods move
+    assert d.op(*NET).state == "Migrating"
+    sim.migrations[:] = running
+    sim.migration_stuck = False
+    d.run(6)
+    plug = d.op(*NET)
+    assert plug.state == "Attached" and plug.attempt == 1
+    assert list(plug.history).count("Requested") == 1
+    assert [e.type for e in d.effects].count("CreateMigration") == 1
