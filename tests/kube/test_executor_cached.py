@@ -70,6 +70,17 @@ def ns1(api_server: ApiServer) -> None:
     api_server.store.create(NAMESPACES, {"metadata": {"name": "ns1"}})
 
 
+def _cached_running_vm(api_server: ApiServer) -> Cache:
+    """VM `ns1/vm` with a `Running` condition, in the server and in a fresh cache."""
+    vm = api_server.store.create(VMS, {
+        "metadata": {"name": "vm", "namespace": "ns1"}, "spec": {},
+        "status": {"conditions": [{"type": "Running", "status": "True", "reason": "Up",
+                                   "lastTransitionTime": "2026-01-01T00:00:00Z"}]}})
+    cache = Cache()
+    cache.take(kube_kinds.VIRTUAL_MACHINES, vm)
+    return cache
+
+
 async def test_a_kvvm_patch_is_built_from_the_cache_without_a_get(
     api_server: ApiServer, connection: ApiConnection, ns1: None
 ) -> None:
@@ -173,12 +184,7 @@ async def test_a_condition_from_a_stale_cache_is_refused_then_written_on_a_fresh
     """The patch built from the stale copy is refused (409: it would drop `Migrating`);
     the condition is then read afresh from the server, not from the same stale cache,
     and written with every other condition kept whole."""
-    vm = api_server.store.create(VMS, {
-        "metadata": {"name": "vm", "namespace": "ns1"}, "spec": {},
-        "status": {"conditions": [{"type": "Running", "status": "True", "reason": "Up",
-                                   "lastTransitionTime": "2026-01-01T00:00:00Z"}]}})
-    cache = Cache()
-    cache.take(kube_kinds.VIRTUAL_MACHINES, vm)
+    cache = _cached_running_vm(api_server)
     later = {"type": "Migrating", "status": "True", "reason": "Moving"}
     newer = copy.deepcopy(api_server.store.get(VMS, "ns1", "vm"))
     newer["status"]["conditions"].append(later)
@@ -199,12 +205,7 @@ async def test_a_condition_is_not_written_on_a_fresh_read_of_a_malformed_vm(
     the cache is refused (409), and the fresh copy the retry would be built on is one
     nicplug cannot read. Nothing is written on it; decide again from the next world,
     which holds the VM still (found by the simulation, seed 5044)."""
-    vm = api_server.store.create(VMS, {
-        "metadata": {"name": "vm", "namespace": "ns1"}, "spec": {},
-        "status": {"conditions": [{"type": "Running", "status": "True", "reason": "Up",
-                                   "lastTransitionTime": "2026-01-01T00:00:00Z"}]}})
-    cache = Cache()
-    cache.take(kube_kinds.VIRTUAL_MACHINES, vm)
+    cache = _cached_running_vm(api_server)
     edit(api_server, VMS, "vm", lambda obj: obj["spec"].__setitem__("disruptions", "not-an-object"))
     before = api_server.store.get(VMS, "ns1", "vm")
     failed = SetVMCondition("ns1", "vm", "NetworkHotplugFailed", "True", "SDNTimeout", "slow")
