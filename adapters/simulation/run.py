@@ -19,6 +19,7 @@ import asyncio
 import contextlib
 import gc
 import hashlib
+import itertools
 import logging
 import os
 import random
@@ -98,8 +99,7 @@ def simulate(schedule: Schedule, *, workdir: Path | None = None,
         loop.close()
         if collecting:
             gc.enable()
-        _RUNS[0] += 1
-        if _RUNS[0] % THAW_EVERY == 0:
+        if next(_RUNS) % THAW_EVERY == 0:
             # the controller freezes what its lists loaded (`heap.py`), and with it this
             # run's leftovers: thawed and collected now and then, or a process playing
             # many runs keeps them all (about half a megabyte a run)
@@ -113,7 +113,7 @@ def simulate(schedule: Schedule, *, workdir: Path | None = None,
 THAW_EVERY = 32
 """Runs between two thaws of the frozen objects: a full collection of everything
 costs about as much as a short run."""
-_RUNS = [0]
+_RUNS = itertools.count(1)
 
 
 def _scratch_parent() -> str | None:
