@@ -41,17 +41,27 @@ SPIN_LIMIT = 200_000  # loop turns at one virtual instant before it counts as a 
 
 
 class _VirtualSelector(selectors.DefaultSelector):
-    """Polls the real descriptors without waiting; a wait becomes a jump of time."""
+    """Polls the real descriptors without waiting; a wait becomes a jump of time.
+
+    A simulation registers no descriptor of its own: the only one is the loop's
+    self-pipe, which holds data only once something wrote to it (`woken`: a thread's
+    `call_soon_threadsafe`) or a signal handler is set. Otherwise the poll, a system
+    call on every turn of the loop, is left out: it could find nothing."""
 
     def __init__(self) -> None:
         super().__init__()
         self.now = 0.0
         self.on_livelock: Callable[[str], None] | None = None
         self.runnable: Callable[[], int] = lambda: 0  # callbacks ready in the loop
+        self.woken = False  # the self-pipe was written to since the last poll
+        self.signalled: Callable[[], bool] = lambda: False  # a signal handler is set
         self._spins = 0
 
     def select(self, timeout: float | None = None) -> list[tuple[Any, int]]:
-        ready: list[tuple[Any, int]] = super().select(0)
+        ready: list[tuple[Any, int]] = []
+        if self.woken or len(self.get_map()) > 1 or self.signalled():
+            self.woken = False
+            ready = super().select(0)
         if not ready and timeout == 0 and not self.runnable():
             timeout = MIN_STEP  # only a timer due at exactly now: let time pass it
         if ready or timeout == 0:
@@ -85,6 +95,12 @@ class VirtualTimeLoop(asyncio.SelectorEventLoop):
         self._clock_resolution = 0.0
         ready: Any = getattr(self, "_ready")  # noqa: B009  (asyncio's queue of callbacks)
         self._virtual.runnable = lambda: len(ready)
+        handlers: Any = getattr(self, "_signal_handlers")  # noqa: B009  (asyncio's, by signal)
+        self._virtual.signalled = lambda: bool(handlers)
+
+    def _write_to_self(self) -> None:
+        self._virtual.woken = True
+        super()._write_to_self()  # type: ignore[misc]
 
     def time(self) -> float:
         return self._virtual.now
