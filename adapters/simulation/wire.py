@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import aiohttp
-from aiohttp import web
+from aiohttp import web, web_app
 from aiohttp.client_proto import ResponseHandler
 from kubernetes_asyncio.client import ApiClient, Configuration
 
@@ -182,6 +182,13 @@ class InProcessServer:
 
     async def stop(self) -> None:
         await self._runner.cleanup()
+        # aiohttp memoizes each handler's middleware chain by (handler, apps), up to
+        # 1,024 of them: a process that plays many runs would keep hundreds of past
+        # runs' applications, and with them their stores, alive. The memo changes no
+        # answer; forgetting it lets this run's cluster go with the run.
+        memo = getattr(web_app, "_cached_build_middleware", None)
+        if memo is not None:
+            memo.cache_clear()
 
     def protocol(self) -> asyncio.Protocol:
         server = self._runner.server
