@@ -23,6 +23,7 @@ import os
 import socket
 import time
 from collections.abc import Awaitable, Callable, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -128,6 +129,11 @@ class Surroundings:
     """Tick every 10 ms to measure how long the loop was kept from running. On the
     simulation's virtual clock, which moves only when the loop is idle, the lag is 0 by
     construction and the ticker would only turn the loop 100 times a virtual second."""
+    freeze_loaded: bool = True
+    """Freeze what the initial lists load out of the cyclic collector's way (`heap.py`).
+    A process that plays many controllers one after another (the simulation) would
+    freeze each one's leftovers with them; it keeps its own heap out of the collector's
+    way instead."""
 
 
 def _fence(term: Term) -> None:
@@ -346,8 +352,9 @@ class Controller:
             # The lists and the first world of every VM (its objects read, its state
             # decided) live as long as the process: the collector is held off while
             # they are built, then they are frozen out of its way (`heap.py`).
-            with loading_long_lived(at_most=LOAD_WITHOUT_COLLECTOR,
-                                    later=asyncio.get_running_loop().call_later):
+            with (loading_long_lived(at_most=LOAD_WITHOUT_COLLECTOR,
+                                     later=asyncio.get_running_loop().call_later)
+                  if self.surroundings.freeze_loaded else nullcontext()):
                 tasks.extend(asyncio.create_task(i.run(), name=f"watch {i.kind.name}")
                              for i in informers)
                 await self._synced(informers, tasks)

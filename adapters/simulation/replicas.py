@@ -89,6 +89,7 @@ class Replica:
             check_journal=False,  # no thread beside the loop: the liveness check reads it
             measure_loop_lag=False,  # virtual time moves only when idle: no lag to see
             loop_slice=None,  # the schedule is the seed's alone
+            freeze_loaded=False,  # many runs in one process: `run.simulate` freezes
         )
         self.controller = Controller(settings, surroundings)
         self._task = asyncio.ensure_future(self.controller.run())
