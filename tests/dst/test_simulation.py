@@ -3,6 +3,7 @@
 * one seed, one run: the same schedule played twice commits the same writes in the same
   order (a digest of every store change) and ends the same way;
 * a failing schedule shrinks to fewer steps failing the same invariant;
+* one process plays many runs: a run leaves no cluster of its own alive behind it;
 * `nicplug simulate` refuses bad input with one line and exit 2;
 * the fixed seeds of CI (`SEEDS`): every run ends with no violation except those
   recorded in `known_violations.json`, today's findings on unfixed code. A seed that
@@ -16,6 +17,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import os
 import subprocess
@@ -25,6 +27,7 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import pytest
+from aiohttp import web
 from typer.testing import CliRunner
 
 from nicplug.adapters.cli import app
@@ -125,6 +128,17 @@ def test_the_command_refuses_an_unreadable_schedule(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["simulate", "--schedule", str(bad)])
     assert result.exit_code == 2
     assert result.output.count("\n") == 1 and "cannot read the schedule" in result.output
+
+
+def test_a_run_leaves_no_cluster_alive_behind_it() -> None:
+    simulate(draw(8))
+    gc.unfreeze()  # what `simulate` froze is counted too
+    try:
+        gc.collect()
+        left = [o for o in gc.get_objects() if isinstance(o, web.Application)]
+    finally:
+        gc.freeze()
+    assert left == []
 
 
 def _outcome(seed: int) -> tuple[int, str | None]:
