@@ -21,7 +21,7 @@ import contextlib
 import selectors
 import types
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, TypeVarTuple
 
 EPOCH = 1_800_000_000.5  # what `wall()` reads at virtual time 0 (January 2027); the half
 # second keeps the Lease library off whole seconds, whose timestamps it cannot parse back
@@ -35,6 +35,8 @@ class Deadlock(RuntimeError):
 class Livelock(RuntimeError):
     """The loop keeps running callbacks and time never moves: something spins."""
 
+
+_Ts = TypeVarTuple("_Ts")
 
 MIN_STEP = 1e-6  # the smallest jump of virtual time
 SPIN_LIMIT = 200_000  # loop turns at one virtual instant before it counts as a livelock
@@ -54,12 +56,23 @@ class _VirtualSelector(selectors.DefaultSelector):
         self.on_livelock: Callable[[str], None] | None = None
         self.runnable: Callable[[], int] = lambda: 0  # callbacks ready in the loop
         self.woken = False  # the self-pipe was written to since the last poll
-        self.signalled: Callable[[], bool] = lambda: False  # a signal handler is set
+        self.signalled = False  # a signal handler was set
+        self._descriptors = 0
         self._spins = 0
+
+    def register(self, fileobj: Any, events: int, data: Any = None) -> selectors.SelectorKey:
+        key = super().register(fileobj, events, data)
+        self._descriptors += 1
+        return key
+
+    def unregister(self, fileobj: Any) -> selectors.SelectorKey:
+        key = super().unregister(fileobj)
+        self._descriptors -= 1
+        return key
 
     def select(self, timeout: float | None = None) -> list[tuple[Any, int]]:
         ready: list[tuple[Any, int]] = []
-        if self.woken or len(self.get_map()) > 1 or self.signalled():
+        if self.woken or self._descriptors > 1 or self.signalled:
             self.woken = False
             ready = super().select(0)
         if not ready and timeout == 0 and not self.runnable():
@@ -95,12 +108,15 @@ class VirtualTimeLoop(asyncio.SelectorEventLoop):
         self._clock_resolution = 0.0
         ready: Any = getattr(self, "_ready")  # noqa: B009  (asyncio's queue of callbacks)
         self._virtual.runnable = lambda: len(ready)
-        handlers: Any = getattr(self, "_signal_handlers")  # noqa: B009  (asyncio's, by signal)
-        self._virtual.signalled = lambda: bool(handlers)
 
     def _write_to_self(self) -> None:
         self._virtual.woken = True
         super()._write_to_self()  # type: ignore[misc]
+
+    def add_signal_handler(self, sig: int, callback: Callable[[*_Ts], object],
+                           *args: *_Ts) -> None:
+        self._virtual.signalled = True  # a signal writes to the self-pipe unseen
+        super().add_signal_handler(sig, callback, *args)
 
     def time(self) -> float:
         return self._virtual.now

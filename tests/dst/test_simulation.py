@@ -20,6 +20,7 @@ import asyncio
 import gc
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -59,6 +60,18 @@ def test_the_loop_jumps_over_idle_time_and_refuses_to_wait_for_nothing() -> None
         with pytest.raises(Deadlock):
             loop.run_until_complete(loop.create_future())
     finally:
+        loop.close()
+
+
+def test_the_loop_still_hears_a_signal_though_it_polls_no_descriptor_of_its_own() -> None:
+    loop = VirtualTimeLoop()
+    try:
+        heard = loop.create_future()
+        loop.add_signal_handler(signal.SIGUSR1, heard.set_result, "heard")
+        os.kill(os.getpid(), signal.SIGUSR1)
+        assert loop.run_until_complete(heard) == "heard"
+    finally:
+        loop.remove_signal_handler(signal.SIGUSR1)
         loop.close()
 
 
