@@ -120,14 +120,16 @@ async def connect(settings: ClientSettings) -> ApiConnection:
     return ApiConnection(client=client, settings=settings)
 
 
-class _PlainHttpRest(RESTClientObject):  # type: ignore[misc]
+class _PlainHttpRest(RESTClientObject):
     """kubernetes_asyncio's REST client for an `http://` server, without the TLS
     context its own `__init__` builds first (the rest of that `__init__`, as it is)."""
 
     def __init__(self, configuration: Configuration) -> None:
-        self.server_hostname = configuration.tls_server_name
-        self.proxy = configuration.proxy
-        self.proxy_headers = configuration.proxy_headers
+        # The stubs declare these `str` and a dict; the library assigns the
+        # configuration's values, None unless set (as here).
+        self.server_hostname = configuration.tls_server_name  # type: ignore[assignment]
+        self.proxy = configuration.proxy  # type: ignore[assignment]
+        self.proxy_headers = configuration.proxy_headers  # type: ignore[assignment]
         self.pool_manager = aiohttp.ClientSession(
             connector=aiohttp.TCPConnector(limit=configuration.connection_pool_maxsize,
                                            ssl=False),
@@ -135,7 +137,7 @@ class _PlainHttpRest(RESTClientObject):  # type: ignore[misc]
         )
 
 
-class PlainHttpApiClient(ApiClient):  # type: ignore[misc]
+class PlainHttpApiClient(ApiClient):
     """An `ApiClient` for an `http://` server: `ApiClient.__init__` as it is, but its
     REST client builds no TLS context (tests compare the attributes with a stock one)."""
 
@@ -144,7 +146,7 @@ class PlainHttpApiClient(ApiClient):  # type: ignore[misc]
         self.pool_threads = 1
         self.rest_client = _PlainHttpRest(configuration)
         self.default_headers: dict[str, str] = {}
-        self.cookie = None
+        self.cookie = None  # type: ignore[assignment]  # as ApiClient's: None unless given
         self.user_agent = "OpenAPI-Generator/33.3.0+snapshot/python"
         self.client_side_validation = configuration.client_side_validation
 
