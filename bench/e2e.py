@@ -38,6 +38,15 @@ profile of its whole life to FILE (`.<size>` appended when there are two sizes):
 what stalls its event loop (`bench._stalls`: one JSON line per stall over 30 ms, with
 its most sampled stacks). `--no-peer` runs nicplug alone (no ratios): a cheaper way to
 follow nicplug's own figures, with `--size` to run one size only.
+
+The steady pace follows the burst's throughput, which swings with the machine's load
+(100-400 hotplugs/s at 10,000 VMs on one quiet machine), and the latency added per step
+swings with it. `--steady-rate R` fixes the pace at R hotplugs/s, so that two runs (two
+commits, say) are compared at the same pace; `--steady-only` (with `--steady-rate`,
+implies `--no-peer`) leaves out the burst and the Network burst: nicplug lists and
+settles, then only the steady VMs ask, and the figures (CPU, hotplugs/s, requests) are
+those of the steady phase. `bench e2e --size 10k --steady-only --steady-rate 100` is
+the shortest run of the step latency at 10,000 VMs (about a minute).
 """
 
 from __future__ import annotations
@@ -294,7 +303,11 @@ class Side:
 
 def run_side(cluster: Cluster, controller: Controller, names: list[str], log: Path, *,
              deadline: float, steady: list[str] | None = None, networks: int = 0,
-             metrics: Callable[[], dict[str, float]] | None = None) -> Side:
+             metrics: Callable[[], dict[str, float]] | None = None,
+             steady_rate: float | None = None, paced: bool = False) -> Side:
+    """One controller's phase: `names` ask all at once (`PATCHING` in flight), then the
+    `steady` ones at `steady_rate` hotplugs/s (None: half the burst's throughput). With
+    `paced`, `names` are the steady ones: they ask at `steady_rate` from the start."""
     started = time.monotonic()
     with log.open("wb") as out:
         process = _spawn(controller.argv, out, cwd=controller.cwd, env=controller.env)
@@ -318,8 +331,12 @@ def run_side(cluster: Cluster, controller: Controller, names: list[str], log: Pa
             extra["burst_stalls_over_50ms"] = (after["lag_ticks_over_50ms"]
                                                - extra["lag_ticks_over_50ms"])
         vms = {f"default/{n}" for n in names}
+        pace = PER_VM / steady_rate if paced and steady_rate else 0.0
         cpu0, since = cpu_seconds(process.pid), time.time()
-        asyncio.run(_patch(cluster.url, names))
+        asyncio.run(_patch(cluster.url, names, pace=pace))
+        if pace:
+            extra.update({"steady_since": since, "steady_vms": vms,
+                          "steady_rate": steady_rate})
         _wait_attached(cluster, vms, since, deadline)
         settle(process.pid)
         cpu, end = cpu_seconds(process.pid) - cpu0, time.time()
@@ -329,7 +346,9 @@ def run_side(cluster: Cluster, controller: Controller, names: list[str], log: Pa
             # requests are logged with the time of the cluster's next round (every
             # 0.25 s) and counted up to `end` + 0.5 s: the steady ones start after that
             time.sleep(2 * 0.25)
-            rate = plugs.per_second / PER_VM / 2  # VMs per second: half the throughput
+            # VMs per second: half the throughput, unless told
+            rate = (steady_rate / PER_VM if steady_rate
+                    else plugs.per_second / PER_VM / 2)
             steady_since = time.time()
             asyncio.run(_patch(cluster.url, steady, pace=1 / rate))
             steady_vms = {f"default/{n}" for n in steady}
@@ -377,11 +396,13 @@ class SizeRun:
     step_added: list[float]
     unattributed: int
     networks: int = 0  # unused Networks whose status changed in a burst
+    steady_only: bool = False  # no burst: the figures are the steady phase's
 
 
 def run_size(plugging: int, idle: int, directory: Path, peer: Path | None, *,
              networks: int = 0, profile: Path | None = None,
-             stalls: Path | None = None) -> SizeRun:
+             stalls: Path | None = None, steady_rate: float | None = None,
+             steady_only: bool = False) -> SizeRun:
     steady_n = max(plugging // 2, 10)
     total = plugging + idle
     if idle < plugging + steady_n:
@@ -394,10 +415,13 @@ def run_size(plugging: int, idle: int, directory: Path, peer: Path | None, *,
     try:
         ctl = nicplug(cluster, directory, profile, stalls)
         port = ctl.argv[ctl.argv.index("--metrics-addr") + 1]
-        side = run_side(cluster, ctl, ours, directory / "nicplug.log", deadline=deadline,
-                        steady=steady, networks=networks,
-                        metrics=lambda: _scrape(f"http://{port}"))
-        other = NOT_RUN if peer is None else run_side(
+        side = run_side(cluster, ctl, steady if steady_only else ours,
+                        directory / "nicplug.log", deadline=deadline,
+                        steady=None if steady_only else steady,
+                        networks=0 if steady_only else networks,
+                        metrics=lambda: _scrape(f"http://{port}"),
+                        steady_rate=steady_rate, paced=steady_only)
+        other = NOT_RUN if peer is None or steady_only else run_side(
             cluster, kopf_peer(cluster, peer, total), theirs, directory / "peer.log",
             deadline=deadline)
     finally:
@@ -406,7 +430,7 @@ def run_size(plugging: int, idle: int, directory: Path, peer: Path | None, *,
     added, unattributed = step_latencies(journal_events(directory / "journal.db"),
                                          writes_of(cluster.writes), steady_vms,
                                          side.extra.pop("steady_since"))
-    return SizeRun(plugging, idle, side, other, added, unattributed, networks)
+    return SizeRun(plugging, idle, side, other, added, unattributed, networks, steady_only)
 
 
 # -- report --------------------------------------------------------------------------------
@@ -457,13 +481,23 @@ def main(argv: list[str]) -> int:
                         help="the kopf peer's folder (operator.py)")
     parser.add_argument("--no-peer", action="store_true",
                         help="run nicplug alone: its own figures, no ratios")
+    parser.add_argument("--steady-rate", type=float, default=None, metavar="R",
+                        help="the steady phase's pace in hotplugs/s (default: half the "
+                             "burst's throughput, which swings with the machine's load)")
+    parser.add_argument("--steady-only", action="store_true",
+                        help="no burst, no Network burst, no peer: only the steady VMs "
+                             "ask, at --steady-rate (the step latency alone, quickly)")
     tools = parser.add_mutually_exclusive_group()
     tools.add_argument("--profile", type=Path, default=None, metavar="FILE",
                        help="run nicplug under cProfile (CPU time) and write its profile here")
     tools.add_argument("--stalls", type=Path, default=None, metavar="FILE",
                        help="name what stalls nicplug's event loop: one JSON line per stall")
     args = parser.parse_args(argv)
-    peer: Path | None = None if args.no_peer else args.peer
+    if args.steady_rate is not None and args.steady_rate <= 0:
+        parser.error("--steady-rate must be positive")
+    if args.steady_only and args.steady_rate is None:
+        parser.error("--steady-only needs --steady-rate")
+    peer: Path | None = None if args.no_peer or args.steady_only else args.peer
     if peer is not None and not (peer / "operator.py").is_file():
         print(f"bench e2e: no kopf peer at {peer} (give --peer DIR)", file=sys.stderr)
         return 2
@@ -485,11 +519,14 @@ def main(argv: list[str]) -> int:
             directory.mkdir()
             runs.append(run_size(plugging, idle, directory, peer, networks=networks,
                                  profile=output(args.profile, plugging, idle),
-                                 stalls=output(args.stalls, plugging, idle)))
+                                 stalls=output(args.stalls, plugging, idle),
+                                 steady_rate=args.steady_rate,
+                                 steady_only=args.steady_only))
     load_after = os.getloadavg()[0]
     for run in runs:
         print(f"\n{run.plugging} plugging + {run.idle} idle VMs "
-              f"(each asks for {PER_VM} networks)")
+              f"(each asks for {PER_VM} networks)"
+              + ("; steady phase only: the figures are its own" if run.steady_only else ""))
         rows = [("", "nicplug", "kopf peer", "ratio"), *report(run)]
         width = max(len(r[0]) for r in rows)
         for name, x, y, r in rows:

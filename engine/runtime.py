@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import itertools
 import random
 import time
 from collections.abc import Sequence
@@ -132,9 +133,12 @@ class Runtime(Generic[S, W]):
         self._holding: set[Key] = set()
         self._held_timers: dict[Key, list[TimerFired]] = {}
         self._unsent: dict[Key, list[PendingEffect]] = {}
+        self._observation_numbers = itertools.count(1)
         self._observations: dict[Key, int] = {}
+        """key → the number of its latest observation (numbered across keys, so a key
+        evicted and observed again still counts on from where it was)"""
         self._decided_on: dict[int, int] = {}
-        """effect id → how many observations of its key its decision had seen"""
+        """effect id → the number of its key's latest observation when it was decided"""
         self._updates: dict[int, EffectUpdate] = {}
         self._timers: dict[tuple[StreamId, str], tuple[float, asyncio.Task[None]]] = {}
         self._started = False
@@ -201,7 +205,7 @@ class Runtime(Generic[S, W]):
         self._require_running()
         self._gone.discard(key)
         self._worlds[key] = world
-        self._observations[key] = self._observations.get(key, 0) + 1
+        self._observations[key] = next(self._observation_numbers)
         self._holding.discard(key)
         for effect in self._unsent.pop(key, []):
             self._effects.run(effect)
@@ -237,6 +241,7 @@ class Runtime(Generic[S, W]):
         self._gone.discard(key)
         self._slots.pop(key, None)
         self._worlds.pop(key, None)
+        self._observations.pop(key, None)
 
     async def drain(self) -> None:
         """Wait until nothing is runnable: no input waiting or being decided, no effect
@@ -424,6 +429,13 @@ class Runtime(Generic[S, W]):
         slot = self._slots.get(key)
         return slot.state if slot else None
 
+    def remembers(self, key: Key) -> bool:
+        """Whether anything of `key` is held in memory: its state, last world, latest
+        observation's number, inputs held for it (for inspection and tests)."""
+        return any(key in table for table in (
+            self._slots, self._worlds, self._observations, self._held, self._holding,
+            self._held_timers, self._unsent, self._gone))
+
     # -- timers and effect outcomes ----------------------------------------------------
 
     def _arm(self, key: Key, stream: StreamId, name: str, deadline: float) -> None:
@@ -451,7 +463,10 @@ class Runtime(Generic[S, W]):
     ) -> None:
         self._updates[outcome.effect_id] = update
         decided_on = self._decided_on.pop(outcome.effect_id, 0)
-        if hold and self._observations.get(key, 0) > decided_on:
+        latest = self._observations.get(key)
+        # No number but a decision after an observation: the key was forgotten and
+        # evicted since (its VM is gone), and no observation will come to wait for.
+        if hold and (latest > decided_on if latest is not None else decided_on > 0):
             hold = False  # the world it waits for is observed already: decide now
         if hold or key in self._holding:
             self._held.setdefault(key, []).append(outcome)

@@ -6,6 +6,11 @@ sizes its connection pool for a handful of callers. This module builds the clien
 from a kubeconfig or the in-cluster service account, sizes the pool for many VMs
 proceeding in parallel, and hands out the timeouts every call must carry. It never
 issues a request itself.
+
+kubernetes_asyncio's REST client also builds a TLS context for every client, reading
+the system's CA store (20-90 ms of CPU each, two clients per controller), even when
+the server is plain `http://` (a local proxy, the simulated cluster): such a server
+gets a client that builds none.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ import yaml
 from aiohttp.helpers import get_env_proxy_for_url
 from kubernetes_asyncio.client.api_client import ApiClient
 from kubernetes_asyncio.client.configuration import Configuration
+from kubernetes_asyncio.client.rest import RESTClientObject
 from kubernetes_asyncio.config import load_incluster_config, load_kube_config
 from kubernetes_asyncio.config.config_exception import ConfigException
 from yarl import URL
@@ -106,11 +112,43 @@ async def connect(settings: ClientSettings) -> ApiConnection:
             f"cannot load the Kubernetes client configuration: {problem}"
         ) from exc
     configuration.connection_pool_maxsize = settings.max_connections
-    client = ApiClient(configuration)
+    plain = URL(configuration.host or "").scheme == "http"
+    client = PlainHttpApiClient(configuration) if plain else ApiClient(configuration)
     if settings.user_agent:
         client.user_agent = settings.user_agent
     _skip_environment_lookups(client, configuration.host or "")
     return ApiConnection(client=client, settings=settings)
+
+
+class _PlainHttpRest(RESTClientObject):
+    """kubernetes_asyncio's REST client for an `http://` server, without the TLS
+    context its own `__init__` builds first (the rest of that `__init__`, as it is)."""
+
+    def __init__(self, configuration: Configuration) -> None:
+        # The stubs declare these `str` and a dict; the library assigns the
+        # configuration's values, None unless set (as here).
+        self.server_hostname = configuration.tls_server_name  # type: ignore[assignment]
+        self.proxy = configuration.proxy  # type: ignore[assignment]
+        self.proxy_headers = configuration.proxy_headers  # type: ignore[assignment]
+        self.pool_manager = aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(limit=configuration.connection_pool_maxsize,
+                                           ssl=False),
+            trust_env=True, read_bufsize=WATCH_READ_BUFFER,
+        )
+
+
+class PlainHttpApiClient(ApiClient):
+    """An `ApiClient` for an `http://` server: `ApiClient.__init__` as it is, but its
+    REST client builds no TLS context (tests compare the attributes with a stock one)."""
+
+    def __init__(self, configuration: Configuration) -> None:
+        self.configuration = configuration
+        self.pool_threads = 1
+        self.rest_client = _PlainHttpRest(configuration)
+        self.default_headers: dict[str, str] = {}
+        self.cookie = None  # type: ignore[assignment]  # as ApiClient's: None unless given
+        self.user_agent = "OpenAPI-Generator/33.3.0+snapshot/python"
+        self.client_side_validation = configuration.client_side_validation
 
 
 def _not_a_kubeconfig(path: Path) -> str:

@@ -632,6 +632,7 @@ async def test_a_forgotten_key_leaves_memory_once_nothing_of_it_is_live(
     runtime.forget(B)
     await runtime.drain()
     assert runtime.state_of(A) is None and runtime.state_of(B) is None
+    assert not runtime.remembers(A) and not runtime.remembers(B)  # nor how often observed
 
     await runtime.observe(A, 3, Cause("observation", "target@2"))  # back: loaded again
     await runtime.drain()

@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import asyncio
+import ssl
 from pathlib import Path
 
 import pytest
-from kubernetes_asyncio.client import ApiClient
+from kubernetes_asyncio.client import ApiClient, Configuration, rest
 
 from nicplug.adapters.kube.calls import KubeCalls, compare_and_swap, pointer
 from nicplug.adapters.kube.client import (
     ApiConnection,
     ClientConfigError,
     ClientSettings,
+    PlainHttpApiClient,
     connect,
 )
 from nicplug.adapters.kube.flavour import UPSTREAM
@@ -100,5 +102,63 @@ async def test_a_proxy_for_the_api_server_is_still_honoured(
     connection = await connect(ClientSettings(kubeconfig=api_server.kubeconfig))
     try:
         assert connection.client.rest_client.pool_manager.trust_env
+    finally:
+        await connection.close()
+
+
+async def test_a_plain_http_server_gets_a_client_that_builds_no_tls_context(
+    api_server: ApiServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Reading the system's CA store costs tens of ms of CPU per client; an `http://`
+    server never uses it."""
+
+    def no_tls(*_: object, **__: object) -> ssl.SSLContext:
+        raise AssertionError("a TLS context was built for a plain http server")
+
+    monkeypatch.setattr(rest.ssl, "create_default_context", no_tls)
+    connection = await connect(ClientSettings(kubeconfig=api_server.kubeconfig,
+                                              user_agent="nicplug/test"))
+    try:
+        assert isinstance(connection.client, PlainHttpApiClient)
+        assert connection.client.rest_client.pool_manager.connector.limit == 256
+        api_server.store.create(sim.KVVMS, {"metadata": {"name": "vm1", "namespace": "ns1"}})
+        got = await KubeCalls(connection).get(UPSTREAM.kvvms, "ns1", "vm1")
+        assert got["metadata"]["name"] == "vm1"
+        assert [r.user_agent for r in api_server.requests] == ["nicplug/test"]
+    finally:
+        await connection.close()
+
+
+async def test_the_plain_http_client_is_set_up_as_a_stock_one() -> None:
+    """The same attributes, with the same values, on the client and its REST client (a
+    kubernetes_asyncio upgrade that adds one fails here), the TLS context aside."""
+    configuration = Configuration(host="http://127.0.0.1:1")
+    stock, plain = ApiClient(configuration), PlainHttpApiClient(configuration)
+    try:
+        assert vars(plain).keys() == vars(stock).keys()
+        assert {k: v for k, v in vars(plain).items() if k != "rest_client"} == {
+            k: v for k, v in vars(stock).items() if k != "rest_client"}
+        mine, theirs = vars(plain.rest_client), vars(stock.rest_client)
+        assert mine.keys() == theirs.keys()
+        assert {k: v for k, v in mine.items() if k != "pool_manager"} == {
+            k: v for k, v in theirs.items() if k != "pool_manager"}
+        assert plain.rest_client.pool_manager.trust_env == stock.rest_client.pool_manager.trust_env
+    finally:
+        await stock.close()
+        await plain.close()
+
+
+async def test_an_https_server_keeps_the_tls_context(tmp_path: Path) -> None:
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: c\n"
+        "clusters: [{name: k, cluster: {server: 'https://127.0.0.1:1'}}]\n"
+        "users: [{name: u, user: {token: t}}]\n"
+        "contexts: [{name: c, context: {cluster: k, user: u}}]\n")
+    connection = await connect(ClientSettings(kubeconfig=kubeconfig))
+    try:
+        assert not isinstance(connection.client, PlainHttpApiClient)
+        assert isinstance(connection.client.rest_client.pool_manager.connector._ssl,
+                          ssl.SSLContext)
     finally:
         await connection.close()
