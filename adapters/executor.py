@@ -30,6 +30,9 @@ A write that landed stays known to the later writes of the other kind until the
 informers show its object past the state it was built on: a decision taken from a
 world that does not show it yet (the watch behind, re-listing or cut off) is checked
 against it as against an unfinished one.
+And a write older than a landed write of the other kind on the same VM is never sent
+(an older attach retried by the outbox after a newer release gave up waiting for it):
+the newer one's decision took it as not landed, so it is decided again.
 """
 
 from __future__ import annotations
@@ -183,6 +186,9 @@ class KubeExecutor:
         # `_ordered`
         self._writes: dict[str, dict[int, _Write]] = {}
         self._unshown: collections.deque[tuple[str, int, _Write]] = collections.deque()
+        # (VM key, pod?) -> the newest pod or KVVM patch of the VM that landed: an older
+        # write of the other kind is not sent after it (`_wait_for_others`)
+        self._landed: dict[tuple[str, bool], int] = {}
 
     async def execute(self, effect: PendingEffect) -> Result:
         started = time.perf_counter()
@@ -279,6 +285,8 @@ class KubeExecutor:
             if not result.get("superseded"):
                 landed = holds
                 written = not result.get("unchanged")
+                mark = (str(effect.key), pod)
+                self._landed[mark] = max(effect.id, self._landed.get(mark, 0))
             return result
         except kube_errors.Temporary:
             mine.sending = False
@@ -334,6 +342,14 @@ class KubeExecutor:
                 raise RetryAfterObservation(
                     f"VM {effect.key}: a {'pod' if not pod else 'KVVM'} patch {when} "
                     f"this one (effect {other_id}) {what} {sorted(moved)} meanwhile")
+        # A newer write of the other kind landed while this one waited for its retry (and
+        # was forgotten by that newer one's wait): its decision took this one as not
+        # landed, and once the informers show it the order book no longer holds it.
+        newer = self._landed.get((str(effect.key), not pod), 0)
+        if newer > effect.id:
+            raise RetryAfterObservation(
+                f"VM {effect.key}: a newer {'KVVM' if pod else 'pod'} patch (effect {newer}) "
+                f"landed since this one was decided")
 
     def _forget_shown(self) -> None:
         """Landed writes leave the order book once the informers show them (oldest

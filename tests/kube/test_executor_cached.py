@@ -342,3 +342,35 @@ async def test_two_retried_writes_of_either_kind_do_not_wait_for_each_other(
     both = asyncio.gather(run.execute(keep_both), run.execute(attach_b))
     await asyncio.wait_for(both, timeout=10)  # a guard: no wait of 30 s
     assert interfaces_of(api_server.store) == ["default", NET_A, NET_B]
+
+
+async def test_an_older_attach_retried_after_a_newer_release_landed_and_showed_is_refused(
+    api_server: ApiServer, connection: ApiConnection,
+) -> None:
+    """Seed 41710 of the first 100,000-schedule run. A plug's KVVM patch adding net-b
+    (effect 4) timed out and was retried by the outbox. Meanwhile the user reverted,
+    and the release of net-b gave up waiting for it (effect 5, decided again). The
+    new release (effect 6) found no unfinished attach and landed, and the informers
+    showed it. Then the old attach's retry came. It must not land: no pod requests
+    net-b any more."""
+    cache = Cache()
+    pod = _vm_whose_pod_asks_for_a_and_b(api_server, cache)
+    run = KubeExecutor(KubeCalls(connection), DECKHOUSE, flavour=UPSTREAM, cached=cache,
+                       wait_for_earlier=0)  # gives up at once: no wait in real time
+    attach_b = pending(4, plug_b(template_of(api_server.store.get(KVVMS, "ns1", "vm"))))
+    api_server.faults.fail_requests(503, verb="patch", resource="virtualmachines")
+    with pytest.raises(TemporaryError):
+        await run.execute(attach_b)
+
+    def release_b(effect_id: int) -> Any:
+        return run.execute(pending(effect_id, PatchPodNetworks(
+            "ns1", "virt-launcher-vm-x", pod["metadata"]["uid"], (A,), observed=(A, B))))
+
+    with pytest.raises(RetryAfterObservation, match=r"effect 4\) has not finished"):
+        await release_b(5)
+    await release_b(6)
+    cache.take(UPSTREAM.launcher_pods, api_server.store.get(PODS, "ns1", "virt-launcher-vm-x"))
+
+    with pytest.raises(RetryAfterObservation, match=r"effect 6\) landed since"):
+        await run.execute(attach_b)
+    assert interfaces_of(api_server.store) == ["default", NET_A]
