@@ -32,7 +32,15 @@ from nicplug.simulator.fixtures import kvvm_for
 from nicplug.simulator.knobs import Knobs
 from nicplug.simulator.resources import KVVMS, NAMESPACES, PODS, VMIS, VMS, Resource
 from tests.kube.conftest import ApiServer
-from tests.kube.test_executor_order import NET_A, NET_B, interfaces_of, pending, plug_b, template_of
+from tests.kube.test_executor_order import (
+    NET_A,
+    NET_B,
+    hold_until,
+    interfaces_of,
+    pending,
+    plug_b,
+    template_of,
+)
 
 DECKHOUSE = dialect_for("deckhouse")
 
@@ -297,13 +305,7 @@ async def test_an_older_attach_started_after_a_newer_release_waits_for_it(
     pod = _vm_whose_pod_asks_for_a_and_b(api_server, cache)
     run = executor(connection, cache)
     on_the_wire = asyncio.Event()
-    original = run._calls.patch_pod
-
-    async def held(*args: Any, **kwargs: Any) -> Any:
-        await on_the_wire.wait()
-        return await original(*args, **kwargs)
-
-    monkeypatch.setattr(run._calls, "patch_pod", held)
+    hold_until(on_the_wire, monkeypatch, run._calls, "patch_pod")
     release = asyncio.create_task(run.execute(pending(7, PatchPodNetworks(
         "ns1", "virt-launcher-vm-x", pod["metadata"]["uid"], (A,), observed=(A, B)))))
     for _ in range(20):

@@ -320,13 +320,7 @@ async def test_a_kvvm_patch_waits_for_the_pod_patch_decided_before_it(
     pod = _vm_with_net_a_whose_pod_asks_for(api_server, a, b)
     executor = KubeExecutor(KubeCalls(connection), deckhouse, flavour=UPSTREAM)
     on_the_wire = asyncio.Event()
-    original = executor._calls.patch_pod
-
-    async def held(*args: Any, **kwargs: Any) -> Any:
-        await on_the_wire.wait()
-        return await original(*args, **kwargs)
-
-    monkeypatch.setattr(executor._calls, "patch_pod", held)
+    hold_until(on_the_wire, monkeypatch, executor._calls, "patch_pod")
     entries = (a, b) if pod_keeps_b else (a,)
     pod_patch = asyncio.create_task(executor.execute(pending(8, PatchPodNetworks(
         "ns1", "virt-launcher-vm-x", pod["metadata"]["uid"], entries, observed=(a, b)))))
@@ -361,13 +355,7 @@ async def test_a_pod_patch_waits_for_the_kvvm_patch_decided_before_it(
     pod = _vm_with_net_a_whose_pod_asks_for(api_server, a, b)
     executor = KubeExecutor(KubeCalls(connection), deckhouse, flavour=UPSTREAM)
     on_the_wire = asyncio.Event()
-    original = executor._calls.patch
-
-    async def held(*args: Any, **kwargs: Any) -> Any:
-        await on_the_wire.wait()
-        return await original(*args, **kwargs)
-
-    monkeypatch.setattr(executor._calls, "patch", held)
+    hold_until(on_the_wire, monkeypatch, executor._calls, "patch")
     plug = asyncio.create_task(executor.execute(pending(2, kvvm_patch(
         VMNetworkEntry(NET_A, "Network/net-a"), VMNetworkEntry(NET_B, "Network/net-b")))))
     release = asyncio.create_task(executor.execute(pending(3, PatchPodNetworks(
@@ -435,6 +423,18 @@ async def test_a_kvvm_patch_does_not_wait_for_ever_for_a_pod_patch_the_outbox_ga
         await asyncio.wait_for(executor.execute(plug_b), timeout=30)
     await asyncio.wait_for(executor.execute(plug_b), timeout=30)  # decided again: it goes
     assert interfaces_of(store) == ["default", NET_A, NET_B]
+
+
+def hold_until(released: asyncio.Event, monkeypatch: pytest.MonkeyPatch, calls: KubeCalls,
+               name: str) -> None:
+    """Each request `calls.<name>` makes waits for `released` before it goes out."""
+    original = getattr(calls, name)
+
+    async def held(*args: Any, **kwargs: Any) -> Any:
+        await released.wait()
+        return await original(*args, **kwargs)
+
+    monkeypatch.setattr(calls, name, held)
 
 
 def _vm_with_net_a_whose_pod_asks_for(api_server: ApiServer, *requests: SDNRequest,

@@ -79,6 +79,20 @@ def stored_names(store: Store, res: sim.Resource = sim.KVVMS) -> set[str]:
     return {f"{i['metadata']['namespace']}/{i['metadata']['name']}" for i in items}
 
 
+async def _miss_vm1s_deletion_behind_a_410(api_server: ApiServer, informer: Informer) -> None:
+    """vm3 is delivered and the watch dropped; vm1's deletion happens while the
+    resumption gets 410 Gone, and vm4 comes after: the informer re-lists once and
+    converges on the store."""
+    store = api_server.store
+    api_server.faults.drop_watches(after_events=1)
+    api_server.faults.expire_resumptions()
+    kvvm(store, "vm3")  # delivered, then the stream is dropped
+    store.delete(sim.KVVMS, "ns1", "vm1")  # missed: the resumption gets 410
+    kvvm(store, "vm4")
+    await eventually(converged(informer, store))
+    assert informer.stats.expired == 1
+
+
 def converged(informer: Informer, store: Store) -> Callable[[], bool]:
     return lambda: cached_names(informer) == stored_names(store)
 
@@ -163,13 +177,7 @@ async def test_410_in_the_stream_leads_to_a_relist_that_converges(
     changes = Changes()
     informer = Informer(connection, KVVMS, on_change=changes, sleep=Sleeps())
     async with running(informer):
-        api_server.faults.drop_watches(after_events=1)
-        api_server.faults.expire_resumptions()
-        kvvm(store, "vm3")  # delivered, then the stream is dropped
-        store.delete(sim.KVVMS, "ns1", "vm1")  # missed: the resumption gets 410
-        kvvm(store, "vm4")
-        await eventually(converged(informer, store))
-        assert informer.stats.expired == 1
+        await _miss_vm1s_deletion_behind_a_410(api_server, informer)
         assert ("VirtualMachine", "DELETED", "ns1/vm1") in changes.seen
         assert ("VirtualMachine", "ADDED", "ns1/vm4") in changes.seen
         kvvm(store, "vm5")  # and the watch after the re-list is live
@@ -353,13 +361,7 @@ async def test_without_keeping_objects_a_relist_hands_on_whole_objects(
         kept = informer.get("ns1/vm1")
         assert kept is not None and "spec" not in kept
         assert set(kept["metadata"]) == {"name", "namespace", "resourceVersion"}
-        api_server.faults.drop_watches(after_events=1)
-        api_server.faults.expire_resumptions()
-        kvvm(store, "vm3")  # delivered, then the stream is dropped
-        store.delete(sim.KVVMS, "ns1", "vm1")  # missed: the resumption gets 410
-        kvvm(store, "vm4")
-        await eventually(converged(informer, store))
-        assert informer.stats.expired == 1
+        await _miss_vm1s_deletion_behind_a_410(api_server, informer)
     added = {obj["metadata"]["name"]: obj for t, obj in handed if t == "ADDED"}
     assert added["vm4"]["spec"] == {"running": True}
     deleted = [obj for t, obj in handed if t == "DELETED"]
