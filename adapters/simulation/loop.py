@@ -110,8 +110,9 @@ class VirtualTimeLoop(asyncio.SelectorEventLoop):
         self._virtual.runnable = lambda: len(ready)
 
     def _write_to_self(self) -> None:
-        self._virtual.woken = True
+        # the byte first, then the flag: a poll that clears the flag finds the byte
         super()._write_to_self()  # type: ignore[misc]
+        self._virtual.woken = True
 
     def add_signal_handler(self, sig: int, callback: Callable[[*_Ts], object],
                            *args: *_Ts) -> None:
