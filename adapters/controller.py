@@ -60,9 +60,9 @@ from nicplug.adapters.settings import Settings
 from nicplug.adapters.tapes.writer import EffectTaping, TapeWriter
 from nicplug.adapters.worldview import WorldIndex, cache_projection
 from nicplug.engine.clock import Clock, RealClock
-from nicplug.engine.errors import JournalError, JournalRefused
+from nicplug.engine.errors import JournalError, JournalRefused, RetryAfterObservation
 from nicplug.engine.listening import RuntimeListener
-from nicplug.engine.outbox import check_not_held
+from nicplug.engine.outbox import attempted_key, check_not_held
 from nicplug.engine.runtime import Runtime
 from nicplug.engine.slicing import LoopSlices
 from nicplug.engine.sqlite_journal import SQLiteJournal
@@ -136,11 +136,18 @@ class Surroundings:
     way instead."""
 
 
-def _fence(term: Term) -> None:
+def _fence(term: Term, observing: Observing) -> None:
     """Checked the instant before each write: this term of leadership holds (else
-    `Deposed`), and the effect's VM is readable (else, held still, not sent)."""
+    `Deposed`), and the effect's VM is readable (else, held still, not sent): not held
+    by its last observation, nor turned unreadable in the informers since (a change not
+    observed yet: the next observation holds it)."""
     term.check()
     check_not_held()
+    key = attempted_key()
+    problem = observing.unreadable_unobserved(str(key)) if key is not None else None
+    if problem is not None:
+        raise RetryAfterObservation(f"its objects cannot be read ({problem}): held until "
+                                    f"observed again")
 
 
 async def _stop(runtime: Runtime[VMState, World], term: Term) -> None:
@@ -225,6 +232,11 @@ class Controller:
         """This term's informers have listed and its recovery is done (`/readyz` asks
         besides that it leads and its journal takes writes)."""
         return self._ready
+
+    def cached(self, kind: KindRef, namespace: str, name: str) -> JsonObject | None:
+        """An object as this replica's informers hold it now (what its decisions and
+        writes are built from), or None."""
+        return self._observing.index.get(kind, f"{namespace}/{name}")
 
     @property
     def leading(self) -> bool:
@@ -328,7 +340,7 @@ class Controller:
             HotplugDecider(self.settings.machine_config()),
             journal,
             KubeExecutor(
-                KubeCalls(connection, fence=partial(_fence, term)),
+                KubeCalls(connection, fence=partial(_fence, term, self._observing)),
                 self.dialect,
                 flavour=self.flavour,
                 metrics=self.metrics,

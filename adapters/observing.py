@@ -162,6 +162,23 @@ class Observing:
         self._report_pods(vm_key, [p.observation_error for p in world.pods if p.observation_error])
         return world
 
+    def unreadable_unobserved(self, vm_key: str) -> str | None:
+        """Why the VM's objects, as the informers hold them now, cannot be read, when
+        they changed since its last observation (which held it, or not, from what it
+        read): an effect decided before that change is checked against it the instant
+        before it writes, not only once the change is observed. None: readable, or
+        judged by the last observation."""
+        if vm_key not in self._dirty:
+            return None
+        try:
+            translation = assemble_world(
+                self.index.objects_of(vm_key), dialect=self.dialect, memo=self._memo
+            )
+        except MalformedObject as exc:
+            return str(exc)
+        errors = translation.world.observation_errors
+        return "; ".join(errors) if errors else None
+
     @property
     def held(self) -> frozenset[str]:
         return frozenset(self._held)

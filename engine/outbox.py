@@ -36,18 +36,24 @@ from nicplug.engine.listening import RuntimeListener
 from nicplug.engine.model import Cause, EffectOutcome, Key
 from nicplug.engine.slicing import LoopSlices
 
-_ATTEMPT_HELD: ContextVar[Callable[[], bool] | None] = ContextVar(
-    "nicplug_attempt_held", default=None)
-"""In the task of an effect's attempt: whether the effect's key is held now."""
+_ATTEMPT: ContextVar[tuple[Key, Callable[[], bool]] | None] = ContextVar(
+    "nicplug_attempt", default=None)
+"""In the task of an effect's attempt: the effect's key, and whether it is held now."""
 
 
 def check_not_held() -> None:
     """Raise `RetryAfterObservation` when the effect this task is attempting belongs to
     a key held since the attempt began (its world turned unreadable): held still is
     still, so what the attempt would write next is not sent. Outside an attempt: no-op."""
-    held = _ATTEMPT_HELD.get()
-    if held is not None and held():
+    attempt = _ATTEMPT.get()
+    if attempt is not None and attempt[1]():
         raise RetryAfterObservation("its objects cannot be read: held until observed again")
+
+
+def attempted_key() -> Key | None:
+    """The key of the effect this task is attempting (None outside an attempt)."""
+    attempt = _ATTEMPT.get()
+    return attempt[0] if attempt is not None else None
 
 
 class Deliver(Protocol):
@@ -129,7 +135,7 @@ class EffectRunner:
     async def _attempt(self, effect: PendingEffect, attempt: int) -> float | None:
         """One try; the moment to try again, or None when the outcome is delivered."""
         self._listener.on_effect(effect, "started", None)
-        held = _ATTEMPT_HELD.set(lambda: self._held(effect.key))
+        held = _ATTEMPT.set((effect.key, lambda: self._held(effect.key)))
         try:
             result = await self._executor.execute(effect)
         except Deposed:
@@ -170,7 +176,7 @@ class EffectRunner:
                 self._journal_health(None)
             return retry_at
         finally:
-            _ATTEMPT_HELD.reset(held)
+            _ATTEMPT.reset(held)
         self._listener.on_effect(effect, "succeeded", None)
         self._finish(effect, attempt, ok=True, result=dict(result))
         return None

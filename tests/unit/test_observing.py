@@ -6,11 +6,14 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from nicplug.adapters.controller import _fence
 from nicplug.adapters.kube.flavour import UPSTREAM as kinds
+from nicplug.adapters.kube.lease import Term
 from nicplug.adapters.observing import Observing
 from nicplug.adapters.sdn import dialect_for
 from nicplug.engine.clock import VirtualClock
 from nicplug.engine.effects import RecordingExecutor
+from nicplug.engine.journal import PendingEffect
 from nicplug.engine.model import Key
 from nicplug.engine.runtime import Runtime
 from nicplug.machines.decider import HotplugDecider
@@ -97,6 +100,58 @@ async def test_a_held_vm_gets_no_timer_decision_and_no_effect_from_its_last_worl
         state = runtime.state_of(Key(VM))
         assert state is not None
         assert [op.state for op in state.ops.values()] == ["Requested"]
+        await runtime.stop()
+
+
+class _SpoiledOnTheWay:
+    """An executor whose first write finds its VM turned unreadable in the informers
+    (a watch event handed on, not yet observed) between the decision and the fence."""
+
+    def __init__(self, observing: Observing, unreadable: dict[str, Any]) -> None:
+        self.observing = observing
+        self.unreadable: dict[str, Any] | None = unreadable
+        self.term = Term(1, until=float("inf"), now=lambda: 0.0)
+        self.sent: list[str] = []
+
+    async def execute(self, effect: PendingEffect) -> dict[str, Any]:
+        if self.unreadable is not None:
+            self.observing.changed(kinds.virtual_machines, "MODIFIED", self.unreadable)
+            self.unreadable = None
+        _fence(self.term, self.observing)  # the instant before the request leaves
+        self.sent.append(effect.type)
+        return {}
+
+
+async def test_a_write_is_not_sent_once_its_vm_turned_unreadable_before_it_is_observed() -> None:
+    """The decision read a good VM; the informers hand on a malformed one while the
+    effect is on its way. The fence, not the next observation, is the last moment:
+    nothing is sent, and the VM's next observation holds it still (seed 24435 of the
+    100,000-schedule run: the malformed VM reached the cache the same instant)."""
+    store = cluster()
+    observing = listed(store)
+    clock = VirtualClock()
+    plug = with_networks(store, [{"type": "Main", "id": 1},
+                                 {"type": "Network", "name": "user-net", "id": 2}])
+    unreadable = copy.deepcopy(plug)
+    unreadable["spec"]["networks"][0]["id"] = "one"
+    unreadable["metadata"]["resourceVersion"] += "1"
+    executor = _SpoiledOnTheWay(observing, unreadable)
+    async with opened(":memory:") as journal:
+        runtime: Runtime[VMState, World] = Runtime(
+            HotplugDecider(), journal, executor, clock, concurrency=1)
+        await runtime.start()
+        await observing.feed(runtime)  # the listing observed: nothing dirty
+        observing.changed(kinds.virtual_machines, "MODIFIED", plug)
+        await observing.feed(runtime)
+        await runtime.drain()
+        assert executor.sent == []
+        assert observing.unreadable_unobserved(VM) is not None
+
+        await observing.feed(runtime)
+        await runtime.drain()
+        assert observing.held == frozenset({VM})
+        assert observing.unreadable_unobserved(VM) is None  # judged by that observation
+        assert executor.sent == []
         await runtime.stop()
 
 
