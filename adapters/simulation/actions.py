@@ -14,7 +14,12 @@ import contextlib
 from typing import Any
 
 from nicplug.adapters.kube import hotplug_edits as edits
-from nicplug.adapters.simulation.invariants import USER_MIGRATION, USER_OPERATION, Watchman
+from nicplug.adapters.simulation.invariants import (
+    USER_MIGRATION,
+    USER_OPERATION,
+    Spoiled,
+    Watchman,
+)
 from nicplug.adapters.simulation.replicas import Replica
 from nicplug.adapters.simulation.schedule import NETWORKS, Setup, Step
 from nicplug.machines.world import if_name_of
@@ -354,17 +359,23 @@ class Hands:
         res, obj_name, patch = patches[kind]
         if self.store.peek(res, ns, obj_name) is None:
             return
-        self._spoil((res, ns, obj_name), patch)
-        self.watchman.malformed.add((ns, name))
+        if self._spoil((res, ns, obj_name), patch):
+            spoiled = self.store.peek(res, ns, obj_name)
+            assert spoiled is not None
+            version = int(spoiled["metadata"]["resourceVersion"])
+            self.watchman.malformed.setdefault((ns, name), []).append(
+                Spoiled(res, obj_name, version))
 
-    def _spoil(self, key: tuple[Resource, str, str], patch: Json) -> None:
+    def _spoil(self, key: tuple[Resource, str, str], patch: Json) -> bool:
+        """Make the object unreadable (once until healed); whether this call did."""
         res, ns, name = key
         original = self.store.peek(res, ns or None, name)
         if original is None or key in self._spoiled:
-            return
+            return False
         self._spoiled[key] = original
         self.store.patch(res, ns or None, name, patch, content_type=MERGE,
                          subresource="status" if "status" in patch else None)
+        return True
 
     def _do_heal(self, _ns: str, _name: str, _arg: Any) -> None:
         for (res, ns, name), original in list(self._spoiled.items()):

@@ -16,11 +16,15 @@ the end of a step that may hide it:
 * `write-while-unreadable` — a replica writes to a VM's objects while one of them is
   malformed (held still means still), or to a launcher pod whose SDN annotation it
   cannot read (an unreadable pod annotation does not hold the VM: that pod is left
-  alone, the rest of the world is read and decided from). Judged on the answer: a
-  write the server refuses changed nothing (a patch pinned to the resourceVersion or
-  value the replica read, sent before its informers heard of the malformed object —
-  a stalled watch — fails its precondition), one answered 2xx or not answered at all
-  counts, as of the instant it was sent;
+  alone, the rest of the world is read and decided from). A write to the malformed
+  object itself counts whatever the replica had seen: it must be pinned to the
+  resourceVersion or value the replica read, so that one sent before its informers
+  heard of the change (a stalled watch, a race) fails its precondition. A write to
+  another of the VM's objects counts once the replica's informers hold the malformed
+  version: no patch can pin an object it does not address, and a controller cannot
+  hold still for what it has not been shown. Judged on what the server did: a write it
+  refused, or never handled (the connection cut while it waited), changed nothing;
+  one it answered 2xx counts, as of the instant it was sent;
 * `restart-repeated` — more than one restart (a VMI deleted, or nicplug's `Stop`
   VirtualMachineOperation) for one VMI uid, or a VM restarted more than twice for one
   change of its desired networks;
@@ -50,7 +54,16 @@ from typing import Any
 from nicplug.adapters.kube.resources import VMOP_VMI_UID_ANNOTATION
 from nicplug.simulator import networking as nw
 from nicplug.simulator import objects as ob
-from nicplug.simulator.resources import KVVMS, LEASES, PODS, VMIMS, VMIS, VMOPS, VMS
+from nicplug.simulator.resources import (
+    KVVMS,
+    LEASES,
+    PODS,
+    VMIMS,
+    VMIS,
+    VMOPS,
+    VMS,
+    Resource,
+)
 from nicplug.simulator.store import Store
 from nicplug.simulator.watching import Change
 
@@ -70,6 +83,20 @@ class Violation:
         return f"{self.invariant}: {self.detail} (t={self.at:.3f}s, after step {self.step})"
 
 
+@dataclass(frozen=True, slots=True)
+class Spoiled:
+    """One of a VM's objects made malformed, and the resourceVersion it then got."""
+
+    resource: Resource
+    name: str
+    version: int
+
+
+Seen = Callable[[Resource, str, str], int | None]
+"""(resource, namespace, name) -> the resourceVersion of the object a replica's
+informers hold, or None."""
+
+
 @dataclass
 class Watchman:
     """Checks every store change and every replica request against the invariants."""
@@ -80,7 +107,8 @@ class Watchman:
     now: Any  # () -> virtual seconds
     step: int = -1
     violations: list[Violation] = field(default_factory=list)
-    malformed: set[tuple[str, str]] = field(default_factory=set)  # (namespace, vm)
+    # (namespace, vm) -> its objects made malformed
+    malformed: dict[tuple[str, str], list[Spoiled]] = field(default_factory=dict)
     malformed_pods: set[tuple[str, str]] = field(default_factory=set)  # (namespace, pod)
     restarts_by_uid: Counter[str] = field(default_factory=Counter)
     restarts_by_change: Counter[tuple[str, int]] = field(default_factory=Counter)
@@ -209,10 +237,11 @@ class Watchman:
 
     def on_request(self, identity: str, listed: bool, method: str, path: str,
                    issued: Callable[[], Iterable[tuple[str, str]]] = lambda: (),
-                   ) -> Callable[[int | None], None] | None:
+                   seen: Seen = lambda resource, namespace, name: None,
+                   ) -> Callable[[], None] | None:
         """`issued()`: (type, target) of each effect the replica's journal holds as
-        issued now (`journal.issued_effects`). Returns what to tell when the answer
-        comes (its HTTP status; None: none came, the write may have landed), for the
+        issued now (`journal.issued_effects`); `seen`: what its informers hold. Returns
+        what to call if the server applies the write (answers it 2xx), for the
         invariants judged on what a write did, not on its sending."""
         if method not in ("POST", "PUT", "PATCH", "DELETE") or "/leases" in path:
             return None
@@ -227,7 +256,9 @@ class Watchman:
                         f"{identity} sent {method} {path} before its informers had listed")
         target = _vm_target(path)
         unreadable: list[str] = []
-        if target is not None and target in self.malformed and "/events" not in path:
+        if target is not None and "/events" not in path and any(
+                _addresses(path, spoiled) or _knew(seen, target[0], spoiled)
+                for spoiled in self.malformed.get(target, ())):
             unreadable.append(f"{identity} sent {method} {path} while {target[0]}/{target[1]}'s "
                               f"objects are malformed")
         if _pod_target(path) in self.malformed_pods:
@@ -240,14 +271,13 @@ class Watchman:
         if not unreadable:
             return None
 
-        def answered(status: int | None) -> None:
-            # refused (a precondition that no longer holds: pinned to what the replica
-            # read before the object turned unreadable; a fault): nothing was written
-            if status is None or status < 400:
-                for detail in unreadable:
-                    self.report("write-while-unreadable", detail)
+        def landed() -> None:
+            # (not called when refused: a precondition that no longer holds, pinned to
+            # what the replica read before the object turned unreadable; a fault)
+            for detail in unreadable:
+                self.report("write-while-unreadable", detail)
 
-        return answered
+        return landed
 
     def _traced(self, identity: str, method: str, path: str,
                 issued: Callable[[], Iterable[tuple[str, str]]]) -> None:
@@ -344,6 +374,23 @@ def _pod_target(path: str) -> tuple[str, str] | None:
     return (rest[0], rest[2]) if len(rest) >= 3 and rest[1] == "pods" else None
 
 
+def _addresses(path: str, spoiled: Spoiled) -> bool:
+    """Whether the write at `path` is to the malformed object itself (or its status):
+    /api/v1/namespaces/NS/PLURAL/NAME[/...] or /apis/GROUP/VERSION/namespaces/..."""
+    parts = path.strip("/").split("/")
+    group = parts[1] if parts[:1] == ["apis"] and len(parts) > 1 else ""
+    if group != spoiled.resource.group or "namespaces" not in parts:
+        return False
+    rest = parts[parts.index("namespaces") + 2:]
+    return rest[:2] == [spoiled.resource.plural, spoiled.name]
+
+
+def _knew(seen: Seen, namespace: str, spoiled: Spoiled) -> bool:
+    """Whether the replica's informers hold the malformed version (or a later one)."""
+    version = seen(spoiled.resource, namespace, spoiled.name)
+    return version is not None and version >= spoiled.version
+
+
 def _vm_target(path: str) -> tuple[str, str] | None:
     """(namespace, VM name) a write concerns, from its path (pods: by the VM's name in
     the launcher pod's name)."""
@@ -364,4 +411,4 @@ def _vm_target(path: str) -> tuple[str, str] | None:
     return ns, name
 
 
-__all__ = ["KVVMS", "VMS", "Violation", "Watchman"]
+__all__ = ["KVVMS", "VMS", "Seen", "Spoiled", "Violation", "Watchman"]

@@ -13,29 +13,61 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable
+import itertools
+from collections.abc import Awaitable, Callable, MutableMapping
 from pathlib import Path
 from typing import Any
 
 import aiohttp
+from aiohttp import web
 
 from nicplug.adapters.controller import Controller, Surroundings
 from nicplug.adapters.kube.client import ApiConnection, ClientSettings
+from nicplug.adapters.kube.resources import KindRef
 from nicplug.adapters.settings import Settings
 from nicplug.adapters.simulation.journal import CommitFaults, journal_opener
 from nicplug.adapters.simulation.loop import LoopClock, virtual_now
 from nicplug.adapters.simulation.wire import InProcessServer
+from nicplug.simulator.resources import Resource
 
 # (replica, method, path): every request a replica sends, before it is sent; what it
-# returns is called with the answer's HTTP status (None: no answer came)
-RequestHook = Callable[["Replica", str, str], Callable[[int | None], None] | None]
+# returns is called if the server applies the request (`Landings`)
+RequestHook = Callable[["Replica", str, str], Callable[[], None] | None]
+
+
+class Landings:
+    """The writes judged on what the server did with them. Each carries a header that
+    names it; the server's outermost middleware (`middleware`) calls its judge once
+    the server answered it 2xx, the write applied. One refused, or never handled (the
+    connection cut while the server waited, the run over first), changed nothing."""
+
+    HEADER = "X-Simulated-Write"
+
+    def __init__(self) -> None:
+        self._waiting: dict[str, Callable[[], None]] = {}
+        self._serial = itertools.count(1)
+
+    def send(self, headers: MutableMapping[str, str], landed: Callable[[], None]) -> None:
+        name = str(next(self._serial))
+        headers[self.HEADER] = name
+        self._waiting[name] = landed
+
+    @web.middleware
+    async def middleware(self, request: web.Request,
+                         handler: Callable[[web.Request], Awaitable[web.StreamResponse]],
+                         ) -> web.StreamResponse:
+        landed = self._waiting.pop(request.headers.get(self.HEADER, ""), None)
+        response = await handler(request)
+        if landed is not None and response.status < 300:
+            landed()
+        return response
 
 
 class Replica:
     """One `nicplug run` process of the simulation, by identity and journal."""
 
     def __init__(self, identity: str, journal: Path, settings: dict[str, Any],
-                 server: InProcessServer, on_request: RequestHook,
+                 server: InProcessServer, on_request: RequestHook, landings: Landings,
                  tape: Path | None = None) -> None:
         self.identity = identity
         self.journal = journal
@@ -45,6 +77,7 @@ class Replica:
         self._settings = settings
         self._server = server
         self._on_request = on_request
+        self._landings = landings
         self._tape = tape
         self.controller: Controller | None = None
         self._task: asyncio.Task[None] | None = None
@@ -69,6 +102,16 @@ class Replica:
         for the lease and a journal that takes writes, which are other invariants' or
         no fault at all: an effect committed before the journal filled is still sent)."""
         return self.controller is not None and self.controller.listed
+
+    def seen(self, resource: Resource, namespace: str, name: str) -> int | None:
+        """The resourceVersion of the object as this replica's informers hold it now."""
+        if self.controller is None:
+            return None
+        kind = KindRef(resource.group, resource.version, resource.plural, resource.kind,
+                       resource.namespaced)
+        held = self.controller.cached(kind, namespace, name)
+        version = ((held or {}).get("metadata") or {}).get("resourceVersion")
+        return int(version) if version is not None else None
 
     def start(self) -> None:
         self.incarnation += 1
@@ -102,24 +145,12 @@ class Replica:
                              params: aiohttp.TraceRequestStartParams) -> None:
             if not self.reachable or incarnation != self.incarnation:
                 raise aiohttp.ClientConnectionError("simulated: the network is cut")
-            context.answered = self._on_request(self, params.method, params.url.path)
-
-        async def on_answer(session: aiohttp.ClientSession, context: Any,
-                            params: aiohttp.TraceRequestEndParams) -> None:
-            answered = getattr(context, "answered", None)
-            if answered is not None:
-                answered(params.response.status)
-
-        async def on_no_answer(session: aiohttp.ClientSession, context: Any,
-                               params: aiohttp.TraceRequestExceptionParams) -> None:
-            answered = getattr(context, "answered", None)
-            if answered is not None:
-                answered(None)
+            landed = self._on_request(self, params.method, params.url.path)
+            if landed is not None:
+                self._landings.send(params.headers, landed)
 
         trace = aiohttp.TraceConfig()
         trace.on_request_start.append(on_request)
-        trace.on_request_end.append(on_answer)
-        trace.on_request_exception.append(on_no_answer)
         trace.freeze()
         session = connection.client.rest_client.pool_manager
         session._trace_configs.append(trace)

@@ -41,7 +41,7 @@ from nicplug.adapters.simulation.loop import (
     lease_time,
     virtual_now,
 )
-from nicplug.adapters.simulation.replicas import Replica
+from nicplug.adapters.simulation.replicas import Landings, Replica
 from nicplug.adapters.simulation.schedule import Schedule
 from nicplug.adapters.simulation.wire import InProcessServer
 from nicplug.simulator.cluster import SimulatedCluster
@@ -163,17 +163,22 @@ async def _play(schedule: Schedule, directory: Path, tape: Path | None) -> Outco
                     {"spec": {"disruptions": {"restartApprovalMode": setup.approval}}},
                     content_type="application/merge-patch+json")
     store.create(NAMESPACES, {"metadata": {"name": LEASE[0]}})
-    server = InProcessServer(make_app(store, cluster.faults, disconnect_check=30.0))
+    landings = Landings()
+    app = make_app(store, cluster.faults, disconnect_check=30.0)
+    app.middlewares.insert(0, landings.middleware)  # outermost: the status that leaves
+    server = InProcessServer(app)
     await server.start()
 
-    def requested(replica: Replica, method: str, path: str) -> Callable[[int | None], None] | None:
+    def requested(replica: Replica, method: str, path: str) -> Callable[[], None] | None:
         return watchman.on_request(replica.identity, replica.listed, method, path,
-                                   lambda: issued_effects(replica.journal))
+                                   lambda: issued_effects(replica.journal), replica.seen)
 
     settings = dict(SETTINGS, dialect=setup.dialect)
-    replicas = [Replica("nicplug-a", directory / "a.db", settings, server, requested, tape)]
+    replicas = [Replica("nicplug-a", directory / "a.db", settings, server, requested,
+                        landings, tape)]
     if setup.standby:
-        replicas.append(Replica("nicplug-b", directory / "b.db", settings, server, requested))
+        replicas.append(Replica("nicplug-b", directory / "b.db", settings, server, requested,
+                                landings))
     for replica in replicas:
         replica.start()
     hands = Hands(cluster, replicas, watchman, setup)

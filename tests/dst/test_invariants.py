@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from nicplug.adapters.executor import KubeExecutor
-from nicplug.adapters.simulation.invariants import Watchman, effects_for
+from nicplug.adapters.simulation.invariants import Spoiled, Watchman, effects_for
 from nicplug.adapters.simulation.journal import issued_effects
 from nicplug.adapters.simulation.run import simulate
 from nicplug.adapters.simulation.schedule import Step, draw
@@ -21,6 +21,7 @@ from nicplug.engine.journal import Commit, EffectUpdate
 from nicplug.engine.model import Cause, Key, StreamId
 from nicplug.engine.sqlite_journal import SQLiteJournal
 from nicplug.machines.effects import PatchPodNetworks, SetVMCondition
+from nicplug.simulator.resources import VMS
 from nicplug.simulator.store import Store
 
 POD = "virt-launcher-vm1-abcde"
@@ -79,22 +80,63 @@ def test_a_condition_write_traces_to_a_condition_effect(tmp_path: Path) -> None:
     assert _untraceable(path, "PATCH", STATUS_PATH.replace("/vm1/", "/vm2/"))
 
 
-@pytest.mark.parametrize(("answer", "counted"), [(200, True), (None, True), (409, False)])
-def test_a_write_to_an_unreadable_vm_counts_unless_the_server_refused_it(
-    answer: int | None, counted: bool,
-) -> None:
-    """Sent while the VM is malformed: answered 2xx it changed the VM, unanswered it may
-    have; refused (its precondition pinned what the replica read before the VM turned
-    malformed, behind a stalled watch) it changed nothing (seed 5044)."""
+VM_PATH = "/apis/virtualization.deckhouse.io/v1alpha2/namespaces/ns1/virtualmachines/vm1"
+KVVM_PATH = "/apis/kubevirt.io/v1/namespaces/ns1/virtualmachines/vm1"
+
+
+def _with_vm1_malformed_at(version: int) -> Watchman:
     watchman = Watchman(Store(), "deckhouse", ("nicplug-system", "nicplug"), lambda: 0.0)
-    watchman.malformed.add(("ns1", "vm1"))
-    answered = watchman.on_request("nicplug-a", True, "PATCH", STATUS_PATH)
-    assert answered is not None
-    assert not [v for v in watchman.violations if v.invariant == "write-while-unreadable"]
-    answered(answer)
-    found = [v for v in watchman.violations if v.invariant == "write-while-unreadable"]
-    assert bool(found) is counted
-    assert watchman.on_request("nicplug-a", True, "GET", STATUS_PATH) is None
+    watchman.malformed[("ns1", "vm1")] = [Spoiled(VMS, "vm1", version)]
+    return watchman
+
+
+def _unreadable(watchman: Watchman) -> list[str]:
+    return [v.detail for v in watchman.violations if v.invariant == "write-while-unreadable"]
+
+
+@pytest.mark.parametrize("path", [STATUS_PATH, VM_PATH])
+def test_a_write_to_the_malformed_object_itself_counts_once_the_server_applies_it(
+    path: str,
+) -> None:
+    """Whatever the replica had seen: its precondition must pin what it read, so that a
+    write sent before it heard of the change fails at the server (seed 5044). Refused,
+    or never handled (cut off while the server waited: seed 40729), it changed nothing."""
+    watchman = _with_vm1_malformed_at(7)
+    landed = watchman.on_request("nicplug-a", True, "PATCH", path)
+    assert landed is not None
+    assert _unreadable(watchman) == []  # not yet: judged on what the server does
+    landed()
+    assert _unreadable(watchman)
+    assert watchman.on_request("nicplug-a", True, "GET", path) is None
+
+
+@pytest.mark.parametrize(("seen", "counted"), [(None, False), (6, False), (7, True), (9, True)])
+def test_a_write_to_another_object_of_the_vm_counts_once_the_replica_holds_the_malformed_one(
+    seen: int | None, counted: bool,
+) -> None:
+    """A KVVM patch cannot pin the VM it does not address: sent before the replica's
+    informers held the malformed VM (a stalled watch, the same instant: seeds 24435,
+    41622), it is not a write while unreadable; sent after, held still was not still."""
+    watchman = _with_vm1_malformed_at(7)
+    landed = watchman.on_request("nicplug-a", True, "PATCH", KVVM_PATH,
+                                 seen=lambda resource, ns, name: seen)
+    if not counted:
+        assert landed is None
+        return
+    assert landed is not None
+    landed()
+    assert _unreadable(watchman)
+
+
+def test_what_a_replica_holds_is_asked_of_the_malformed_object() -> None:
+    asked: list[tuple[str, str, str]] = []
+
+    def seen(resource: Any, ns: str, name: str) -> int | None:
+        asked.append((resource.plural, ns, name))
+        return None
+
+    _with_vm1_malformed_at(7).on_request("nicplug-a", True, "PATCH", POD_PATH, seen=seen)
+    assert asked == [("virtualmachines", "ns1", "vm1")]
 
 
 @pytest.mark.parametrize(("method", "path", "traced"), [
@@ -151,3 +193,25 @@ def test_a_failed_operation_whose_next_attempt_is_armed_is_worked_on() -> None:
                             "attached": {"default"}}}
     assert _converged([failed], world, {"uid/ClusterNetwork/storage/plug/4"}) == []
     assert [p for p, _ in _converged([failed], world, set())] == ["not-converged"]
+
+
+def test_a_run_catches_a_write_sent_while_its_vm_is_held(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With held still put back to not still (no fence on a held VM, attempts not
+    parked), seed 222 stops at a KVVM patch sent while the replica holds a malformed VM:
+    the invariant judges a write to another object by what the replica had seen."""
+    from nicplug.adapters import controller
+    from nicplug.engine.outbox import EffectRunner
+
+    assert simulate(draw(222)).violation is None
+    original = EffectRunner.__init__
+
+    def never_held(self: EffectRunner, *args: Any, **kwargs: Any) -> None:
+        original(self, *args, **kwargs)
+        self._held = lambda key: False
+
+    monkeypatch.setattr(controller, "_fence", lambda term, observing: term.check())
+    monkeypatch.setattr(EffectRunner, "__init__", never_held)
+    outcome = simulate(draw(222))
+    assert outcome.violation is not None
+    assert outcome.violation.invariant == "write-while-unreadable", outcome.violation.line()
+    assert "/apis/kubevirt.io/v1/" in outcome.violation.detail
