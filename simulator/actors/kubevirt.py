@@ -242,10 +242,19 @@ class KubeVirt(Reactor):
         return self.edit(VMIS, vmi, drop, status=True)
 
     def _report(self, kvvm: Json, vmi: Json | None) -> None:
+        """The VM's status from its VMI. `Migrating` while the VMI's migration has
+        started and not ended (`isVirtualMachineStatusMigrating`, evaluated before
+        `Running`, and `migrations.IsMigrating`, `pkg/virt-controller/watch/vm/vm.go`):
+        a migration's start and end each change the VM, so a patch pinned to the VM
+        read before them fails."""
         phase = ob.dig(vmi, "status", "phase")
         printable = {"Running": "Running", "Failed": "CrashLoopBackOff"}.get(phase, "Starting")
         if vmi is None and not ob.wants_running(kvvm):
             printable = "Stopped"
+        migration = ob.dig(vmi, "status", "migrationState") if vmi is not None else None
+        if (isinstance(migration, dict) and migration.get("startTimestamp")
+                and not migration.get("endTimestamp") and not migration.get("completed")):
+            printable = "Migrating"
 
         def report(obj: Json) -> None:
             status = obj.setdefault("status", {})

@@ -14,6 +14,7 @@ from nicplug.simulator.cluster import SimulatedCluster
 from nicplug.simulator.fixtures import Fixtures
 from nicplug.simulator.knobs import Delays, Failures, Knobs
 from nicplug.simulator.resources import KVVMS, PODS, VMIS
+from nicplug.simulator.store import Store
 from tests.simulator import driving as d
 
 NS, VM = "default", "vm-00000"
@@ -153,18 +154,30 @@ async def test_a_failure_rate_fails_the_same_entries_for_the_same_seed() -> None
     assert True in first and False in first
 
 
+def _printable(store: Store) -> str:
+    return str(ob.dig(store.get(KVVMS, NS, VM), "status", "printableStatus"))
+
+
 async def test_a_migration_waits_for_the_sdn_on_the_target_pod() -> None:
+    """And the VM reads `Migrating` meanwhile, as KubeVirt's VM controller reports it
+    (`isVirtualMachineStatusMigrating`): a KVVM patch read before the migration began
+    and landing after fails its resourceVersion test (simulation seeds 45270, 95822:
+    it attached an interface on a target pod created from the older template)."""
     knobs = Knobs(dialect="deckhouse", delays=Delays(sdn_configure=0.5, migration=2.0))
     cluster = await started(knobs, vm_networks=(("Network", "user-net"),))
     store = cluster.store
     source = d.active_pod(store, NS, VM)
+    assert _printable(store) == "Running"
     d.migrate(store, NS, VM)
     await cluster.settle()
     assert d.migration_phase(store, NS) == "Scheduling"
+    assert _printable(store) == "Migrating"
     await cluster.advance(0.5)
     assert d.migration_phase(store, NS) == "Running"
+    assert _printable(store) == "Migrating"
     await cluster.advance(2.0)
     assert d.migration_phase(store, NS) == "Succeeded"
+    assert _printable(store) == "Running"
     target = d.active_pod(store, NS, VM)
     assert target["metadata"]["uid"] != source["metadata"]["uid"]
     assert target["spec"]["nodeName"] != source["spec"]["nodeName"]
@@ -182,6 +195,7 @@ async def test_a_migration_fails_when_the_sdn_fails_the_target() -> None:
     d.migrate(store, NS, VM)
     await cluster.advance(1.0)
     assert d.migration_phase(store, NS) == "Failed"
+    assert _printable(store) == "Running"
     assert [p["metadata"]["uid"] for p in d.pods_of(store, NS, VM)] == [source["metadata"]["uid"]]
     assert store.get(VMIS, NS, VM)["status"]["phase"] == "Running"
     await cluster.stop()
