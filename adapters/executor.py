@@ -189,6 +189,10 @@ class KubeExecutor:
         # (VM key, pod?) -> the newest pod or KVVM patch of the VM that landed: an older
         # write of the other kind is not sent after it (`_wait_for_others`)
         self._landed: dict[tuple[str, bool], int] = {}
+        # VM key -> launcher pod uid -> (effect id, ifNames) of the newest pod patch of
+        # it that landed: what the pod requests since (nicplug alone writes a running
+        # pod's requests); see `_check_requested`
+        self._requested: dict[str, dict[str, tuple[int, frozenset[str]]]] = {}
 
     async def execute(self, effect: PendingEffect) -> Result:
         started = time.perf_counter()
@@ -221,8 +225,12 @@ class KubeExecutor:
             match decoded:
                 case PatchPodNetworks():
                     requested = frozenset(r.if_name for r in decoded.entries)
-                    return await self._ordered(
+                    result = await self._ordered(
                         effect, requested, partial(self._patch_pod, decoded, effect), pod=True)
+                    if not result.get("superseded"):
+                        self._requests_landed(str(effect.key), effect.id, decoded.pod_uid,
+                                              requested)
+                    return result
                 case PatchVirtualMachine():
                     return await self._ordered(
                         effect, _attached(decoded), partial(self._patch_kvvm, decoded, effect),
@@ -350,6 +358,32 @@ class KubeExecutor:
             raise RetryAfterObservation(
                 f"VM {effect.key}: a newer {'KVVM' if pod else 'pod'} patch (effect {newer}) "
                 f"landed since this one was decided")
+
+    def _requests_landed(self, vm: str, effect_id: int, pod_uid: str,
+                         requested: frozenset[str]) -> None:
+        pods = self._requested.setdefault(vm, {})
+        newest = pods.get(pod_uid)
+        if newest is None or newest[0] < effect_id:
+            pods[pod_uid] = (effect_id, requested)
+
+    def _check_requested(self, e: PatchVirtualMachine, vm: str) -> None:
+        """A KVVM patch attaches nothing that nicplug's newest landed patch of a launcher
+        pod the VMI runs in left unrequested. The order book forgets a landed pod patch
+        once the informers show it, but a decision made in between (from a world read
+        before the informers heard of it: the same instant, a watch behind) still saw
+        the entry requested and ready, and would attach it as the SDN tears it down."""
+        pods = self._requested.get(vm)
+        if not pods:
+            return
+        for uid in [u for u in pods if u not in e.pods]:
+            del pods[uid]  # a pod the VMI no longer runs in
+        holds = _attached(e)
+        for uid, (effect_id, requested) in pods.items():
+            released = holds - requested
+            if released:
+                raise RetryAfterObservation(
+                    f"VM {vm}: a pod patch (effect {effect_id}) left {sorted(released)} "
+                    f"unrequested in launcher pod {uid}, and this KVVM patch attaches them")
 
     def _forget_shown(self) -> None:
         """Landed writes leave the order book once the informers show them (oldest
@@ -485,6 +519,7 @@ class KubeExecutor:
             if not isinstance(serving, dict) or set(serving) != set(e.pods):
                 raise RetryAfterObservation(
                     f"VMI {e.target} moved to other launcher pods since the decision")
+            self._check_requested(e, str(effect.key))
         template = (kvvm.get("spec") or {}).get("template") or {}
         tspec = template.get("spec") or {}
         old_ifaces = {
@@ -533,14 +568,21 @@ class KubeExecutor:
         return {"interfaces": [i["name"] for i in interfaces]}
 
     async def _check_stopped(self, e: PatchVirtualMachine) -> None:
-        """The decision wrote for the next boot: the VM must still have no live VMI.
-        Read after the KVVM, whose resourceVersion the patch pins: a VMI KubeVirt
-        creates later changes the KVVM's status (`created`), so the patch fails."""
+        """The decision wrote for the next boot: the VM must still have no live VMI,
+        neither as the informers hold it nor as the server answers (either may be
+        behind, or wrong: a live VMI either shows refuses the write). Read after the
+        KVVM, whose resourceVersion the patch pins: a VMI KubeVirt creates later
+        changes the KVVM's status (`created`), so the patch fails."""
+        if self._cached is not None and _live(self._cached(self._kinds.vmis, e.namespace,
+                                                           e.name)):
+            raise RetryAfterObservation(
+                f"VM {e.target} started since the decision wrote for its next boot "
+                f"(its VMI is in the cache)")
         try:
             vmi = await self._calls.get(self._kinds.vmis, e.namespace, e.name)
         except kube_errors.NotFound:
             return
-        if (vmi.get("status") or {}).get("phase") not in ("Succeeded", "Failed"):
+        if _live(vmi):
             raise RetryAfterObservation(
                 f"VM {e.target} started since the decision wrote for its next boot")
 
@@ -767,6 +809,12 @@ class KubeExecutor:
         return await self._events.record(
             EventNote(involved=involved, reason=e.reason, message=e.message, type=e.type)
         )
+
+
+def _live(vmi: Mapping[str, Any] | None) -> bool:
+    """A VMI that exists and has not finished."""
+    return vmi is not None and (vmi.get("status") or {}).get("phase") not in (
+        "Succeeded", "Failed")
 
 
 def _attached(e: PatchVirtualMachine) -> frozenset[str]:

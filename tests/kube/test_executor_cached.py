@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import dataclasses
 from typing import Any
 
 import pytest
@@ -376,3 +377,65 @@ async def test_an_older_attach_retried_after_a_newer_release_landed_and_showed_i
     with pytest.raises(RetryAfterObservation, match=r"effect 6\) landed since"):
         await run.execute(attach_b)
     assert interfaces_of(api_server.store) == ["default", NET_A]
+
+
+async def test_a_write_for_the_next_boot_is_refused_when_the_cache_holds_a_live_vmi(
+    api_server: ApiServer, connection: ApiConnection, ns1: None
+) -> None:
+    """Decided while the VMI had failed, retried after KubeVirt started a new one from
+    the older template: the informers hold the new VMI, the server's answer to the
+    VMI's GET says 404. A live VMI either shows refuses the write (simulation seed
+    61119: the KVVM patch landed, and the new VMI held an interface its launcher pod
+    had never asked the SDN for)."""
+    stored = api_server.store.create(
+        KVVMS, kvvm_for(Knobs(), "ns1", "vm", (("Network", "net-a"),)))
+    cache = Cache()
+    cache.take(UPSTREAM.kvvms, stored)
+    started = api_server.store.create(VMIS, {
+        "metadata": {"name": "vm", "namespace": "ns1"},
+        "status": {"phase": "Scheduled", "activePods": {"pod-p2": "node-b"}}})
+    cache.take(UPSTREAM.vmis, started)
+    api_server.faults.fail_requests(404, verb="get", times=1)
+    decided = dataclasses.replace(plug_b(template_of(stored)), stopped=True)
+
+    with pytest.raises(RetryAfterObservation, match="started since"):
+        await executor(connection, cache).execute(pending(1, decided))
+    assert interfaces_of(api_server.store) == ["default", NET_A]
+
+
+async def test_an_attach_decided_before_the_informers_showed_a_landed_release_is_refused(
+    api_server: ApiServer, connection: ApiConnection
+) -> None:
+    """Seed 52382 of the 100,000-schedule run: the release of net-b's pod entry
+    (effect 3) lands and the informers show it at once, so the order book forgets it;
+    in the same instant the user asks for net-b again, and that decision, read from the
+    world before the informers heard of the release, finds the entry requested and
+    ready and attaches it (effect 4) as the SDN tears it down. Refused: decided again,
+    the plug asks the pod for net-b first, and then attaching goes."""
+    cache = Cache()
+    pod = _vm_whose_pod_asks_for_a_and_b(api_server, cache)
+    uid = pod["metadata"]["uid"]
+    cache.take(UPSTREAM.vmis, api_server.store.create(VMIS, {
+        "metadata": {"name": "vm", "namespace": "ns1"},
+        "status": {"phase": "Running", "activePods": {uid: "node-a"}}}))
+    run = executor(connection, cache)
+
+    def patch_pod(effect_id: int, *requests: SDNRequest, observed: tuple[SDNRequest, ...],
+                  ) -> Any:
+        return run.execute(pending(effect_id, PatchPodNetworks(
+            "ns1", "virt-launcher-vm-x", uid, requests, observed=observed)))
+
+    def attach_b(effect_id: int) -> Any:
+        kvvm = api_server.store.get(KVVMS, "ns1", "vm")
+        return run.execute(pending(effect_id, plug_b(template_of(kvvm), pods=(uid,))))
+
+    await patch_pod(3, A, observed=(A, B))
+    cache.take(UPSTREAM.launcher_pods, api_server.store.get(PODS, "ns1", "virt-launcher-vm-x"))
+    with pytest.raises(RetryAfterObservation, match=r"effect 3\) left \['veth_n"):
+        await attach_b(4)
+    assert interfaces_of(api_server.store) == ["default", NET_A]
+
+    await patch_pod(5, A, B, observed=(A,))  # decided again: net-b asked for first
+    cache.take(UPSTREAM.launcher_pods, api_server.store.get(PODS, "ns1", "virt-launcher-vm-x"))
+    await attach_b(6)
+    assert interfaces_of(api_server.store) == ["default", NET_A, NET_B]
