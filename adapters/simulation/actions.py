@@ -19,6 +19,7 @@ from nicplug.adapters.simulation.invariants import (
     USER_OPERATION,
     Spoiled,
     Watchman,
+    sdn_said,
 )
 from nicplug.adapters.simulation.replicas import Replica
 from nicplug.adapters.simulation.schedule import NETWORKS, Setup, Step
@@ -137,15 +138,16 @@ class Hands:
             attached = {str(i.get("name")) for i in ob.dig(vmi, "status", "interfaces") or []
                         if "domain" in str(i.get("infoSource", ""))}
             errors: dict[str, set[str]] = {}  # ifName -> what the SDN says of it
+            since: dict[str, float] = {}  # ifName -> when the SDN began to say it
             for pod in self._pods_of(ns, name):
-                for e in nw.parse_list(nw.annotations_of(pod).get(nw.DECKHOUSE_STATUS)) or []:
-                    said = {str(c["message"]) for c in (e.get("conditions") or [])
-                            if isinstance(e, dict) and c.get("status") == "False"
-                            and c.get("message")} if isinstance(e, dict) else set()
-                    if said:
-                        errors.setdefault(str(e.get("ifName")), set()).update(said)
+                uid = str(pod["metadata"].get("uid"))
+                for if_name, said in sdn_said(pod).items():
+                    errors.setdefault(if_name, set()).update(said)
+                    began = self.watchman.sdn_error_since.get((uid, if_name), 0.0)
+                    since[if_name] = min(since.get(if_name, began), began)
             seen[f"{ns}/{name}"] = {
                 "sdn_errors": errors,
+                "sdn_error_since": since,
                 "desired": self._desired(ns, name),
                 "names": self._names(ns, name),
                 "running": vmi is not None and ob.dig(vmi, "status", "phase") == "Running",

@@ -114,6 +114,8 @@ class Watchman:
     restarts_by_change: Counter[tuple[str, int]] = field(default_factory=Counter)
     changes: dict[str, int] = field(default_factory=lambda: defaultdict(int))
     linked: dict[str, set[str]] = field(default_factory=dict)  # pod uid -> ifNames with a tap
+    # (pod uid, ifName) -> since when the SDN has reported an error for it, without a break
+    sdn_error_since: dict[tuple[str, str], float] = field(default_factory=dict)
     on_violation: Callable[[], None] = lambda: None  # the run stops at the first one
     closed: bool = False  # after the judgement nothing counts
 
@@ -135,6 +137,7 @@ class Watchman:
             self._operation_created(change.obj)
         if change.resource is PODS and self.dialect == "deckhouse":
             self._tap(change)
+            self._sdn_errors(change)
         if change.resource in (VMIS, PODS) and self.dialect == "deckhouse":
             vm = _vm_of(change.obj) if change.resource is PODS else change.obj["metadata"]["name"]
             if vm:
@@ -176,6 +179,16 @@ class Watchman:
         if raw is None or _readable(raw):  # an unreadable request tears nothing down
             linked &= _requested(change.obj, self.dialect)
         self.linked[uid] = linked
+
+    def _sdn_errors(self, change: Change) -> None:
+        """When each error the SDN reports on a pod began (an operation that failed
+        before it could not say it)."""
+        uid = str(change.obj["metadata"].get("uid"))
+        erred = set(sdn_said(change.obj)) if change.type != "DELETED" else set()
+        for key in [k for k in self.sdn_error_since if k[0] == uid and k[1] not in erred]:
+            del self.sdn_error_since[key]
+        for if_name in erred:
+            self.sdn_error_since.setdefault((uid, if_name), self.now())
 
     def _links(self, ns: str, vm: str) -> None:
         vmi = self.store.peek(VMIS, ns, vm)
@@ -374,6 +387,20 @@ def _pod_target(path: str) -> tuple[str, str] | None:
     return (rest[0], rest[2]) if len(rest) >= 3 and rest[1] == "pods" else None
 
 
+def sdn_said(pod: Json) -> dict[str, set[str]]:
+    """ifName -> what the SDN says of it on `pod`, for each entry it reports an error
+    for (a condition `False` with a message)."""
+    said: dict[str, set[str]] = {}
+    for e in nw.parse_list(nw.annotations_of(pod).get(nw.DECKHOUSE_STATUS)) or []:
+        if not isinstance(e, dict):
+            continue
+        messages = {str(c["message"]) for c in (e.get("conditions") or [])
+                    if isinstance(c, dict) and c.get("status") == "False" and c.get("message")}
+        if messages:
+            said.setdefault(str(e.get("ifName")), set()).update(messages)
+    return said
+
+
 def _addresses(path: str, spoiled: Spoiled) -> bool:
     """Whether the write at `path` is to the malformed object itself (or its status):
     /api/v1/namespaces/NS/PLURAL/NAME[/...] or /apis/GROUP/VERSION/namespaces/..."""
@@ -411,4 +438,4 @@ def _vm_target(path: str) -> tuple[str, str] | None:
     return ns, name
 
 
-__all__ = ["KVVMS", "VMS", "Seen", "Spoiled", "Violation", "Watchman"]
+__all__ = ["KVVMS", "VMS", "Seen", "Spoiled", "Violation", "Watchman", "sdn_said"]

@@ -22,7 +22,8 @@ file itself (opened on the loop's thread, as the controller opened it):
   operation should have completed);
 * `sdn-error-lost` — the latest attempt of an operation failed on a timeout while the
   SDN reports an error for its interface, and the failure does not carry what the SDN
-  says (an earlier attempt may have failed before the error began) (a `False`
+  says (an earlier attempt, or the latest one, may have failed before the error began:
+  only a failure once the SDN reported it is judged) (a `False`
   condition is "not yet" to Deckhouse, which reports it as `NetworkReady=False` and
   waits: the wait ends in the timeout, whose message must hold the SDN's);
 * `not-converged` — a running VM whose guest interfaces differ from what the user asks,
@@ -88,7 +89,9 @@ async def at_rest(path: Path, world: dict[str, dict[str, Any]], *,
         armed = {str(t.stream) for t in await journal.timers()}
         views = await journal.views()
         latest: dict[tuple[str, str, str], Any] = {}
+        failed_at: dict[str, float] = {}  # stream -> when it last changed
         for stored in views:
+            failed_at[str(stored.view.stream)] = stored.updated_logical
             view = stored.view
             snap = view.snapshot
             slot = (str(view.key), str(snap.get("network")), str(snap.get("direction")))
@@ -114,16 +117,9 @@ async def at_rest(path: Path, world: dict[str, dict[str, Any]], *,
         # only the latest attempt of each interface: an earlier one may have failed
         # before the SDN began to report the error, and could not say it
         for view in latest.values():
-            seen_vm = world.get(str(view.key))
-            said = seen_vm["sdn_errors"].get(str(view.snapshot.get("if_name"))) if (
-                seen_vm is not None) else None
-            if (said and view.state == "Failed"
-                    and view.snapshot.get("reason") in ("AttachTimeout", "SDNTimeout")
-                    and not any(m in str(view.snapshot.get("message") or "") for m in said)):
-                problems.append((
-                    "sdn-error-lost",
-                    f"{view.stream} failed {view.snapshot.get('reason')} while the SDN reports "
-                    f"an error for {view.snapshot.get('if_name')}: its message is lost"))
+            lost = _sdn_error_lost(view, failed_at[str(view.stream)], world.get(str(view.key)))
+            if lost is not None:
+                problems.append(lost)
         for (key, network, direction), view in latest.items():
             seen_vm = world.get(key)
             if seen_vm is None or seen_vm["malformed"] or not seen_vm["running"]:
@@ -140,6 +136,23 @@ async def at_rest(path: Path, world: dict[str, dict[str, Any]], *,
     finally:
         await journal.close()
     return problems
+
+
+def _sdn_error_lost(view: Any, changed_at: float,
+                    seen_vm: dict[str, Any] | None) -> Problem | None:
+    """`sdn-error-lost` of one operation's latest attempt, whose view last changed (it
+    failed) at `changed_at`: judged only if the SDN was reporting the error by then."""
+    if seen_vm is None or view.state != "Failed" or view.snapshot.get("reason") not in (
+            "AttachTimeout", "SDNTimeout"):
+        return None
+    if_name = str(view.snapshot.get("if_name"))
+    said = seen_vm["sdn_errors"].get(if_name)
+    if not said or changed_at < seen_vm.get("sdn_error_since", {}).get(if_name, 0.0):
+        return None
+    if any(m in str(view.snapshot.get("message") or "") for m in said):
+        return None
+    return ("sdn-error-lost", f"{view.stream} failed {view.snapshot.get('reason')} while the "
+                              f"SDN reports an error for {if_name}: its message is lost")
 
 
 def _converged(views: Any, world: dict[str, dict[str, Any]],

@@ -195,6 +195,30 @@ def test_a_failed_operation_whose_next_attempt_is_armed_is_worked_on() -> None:
     assert [p for p, _ in _converged([failed], world, set())] == ["not-converged"]
 
 
+@pytest.mark.parametrize(("failed_at", "message", "lost"), [
+    (300.0, "no attachment in 120s", True),  # the SDN had said it: the failure must carry it
+    (300.0, "no attachment in 120s; pod-x: simulated: the bridge went away", False),
+    (258.6, "no attachment in 120s", False),  # failed before the SDN began to say it
+])
+def test_an_sdn_error_is_lost_only_by_a_failure_after_it_began(
+    failed_at: float, message: str, lost: bool,
+) -> None:
+    """Seed 81875 of the 100,000-schedule run: the plug of user-net timed out at 258.6 s
+    with no SDN error anywhere (the VM never booted: another network's entry failed);
+    the SDN reported an error for user-net at 271.5 s. A failure cannot say what the
+    SDN began to say after it."""
+    from types import SimpleNamespace
+
+    from nicplug.adapters.simulation.liveness import _sdn_error_lost
+
+    view = SimpleNamespace(stream="uid/Network/user-net/plug/1", state="Failed", snapshot={
+        "if_name": "veth_n342bda1b", "reason": "AttachTimeout", "message": message})
+    seen = {"sdn_errors": {"veth_n342bda1b": {"simulated: the bridge went away"}},
+            "sdn_error_since": {"veth_n342bda1b": 271.5}}
+    found = _sdn_error_lost(view, failed_at, seen)
+    assert (found is not None and found[0] == "sdn-error-lost") is lost
+
+
 def test_a_run_catches_a_write_sent_while_its_vm_is_held(monkeypatch: pytest.MonkeyPatch) -> None:
     """With held still put back to not still (no fence on a held VM, attempts not
     parked), seed 222 stops at a KVVM patch sent while the replica holds a malformed VM:
@@ -215,3 +239,36 @@ def test_a_run_catches_a_write_sent_while_its_vm_is_held(monkeypatch: pytest.Mon
     assert outcome.violation is not None
     assert outcome.violation.invariant == "write-while-unreadable", outcome.violation.line()
     assert "/apis/kubevirt.io/v1/" in outcome.violation.detail
+
+
+def test_the_watchman_knows_since_when_the_sdn_reports_each_error() -> None:
+    """From the pod change that first carries it, through later changes that keep it,
+    until a change without it (or the pod's deletion)."""
+    from nicplug.simulator import networking as nw
+    from nicplug.simulator.resources import PODS
+    from nicplug.simulator.watching import Change, EventType
+
+    clock = [10.0]
+    watchman = Watchman(Store(), "deckhouse", ("nicplug-system", "nicplug"), lambda: clock[0])
+    request = {"type": "Network", "name": "user-net", "ifName": "veth_n1"}
+
+    def pod(error: str | None) -> dict[str, Any]:
+        status = nw.dump_list([nw.deckhouse_status(request, mac="02:00:00:00:00:01",
+                                                   error=error)])
+        return {"metadata": {"name": "virt-launcher-vm-x", "namespace": "ns1", "uid": "p1",
+                             "annotations": {nw.DECKHOUSE_STATUS: status}}}
+
+    def change(kind: EventType, obj: dict[str, Any]) -> None:
+        watchman.on_change(Change(1, PODS, kind, obj, obj))
+
+    change("MODIFIED", pod(None))
+    assert watchman.sdn_error_since == {}
+    change("MODIFIED", pod("the bridge went away"))
+    clock[0] = 20.0
+    change("MODIFIED", pod("the bridge went away"))
+    assert watchman.sdn_error_since == {("p1", "veth_n1"): 10.0}
+    change("MODIFIED", pod(None))
+    assert watchman.sdn_error_since == {}
+    change("MODIFIED", pod("again"))
+    change("DELETED", pod("again"))
+    assert watchman.sdn_error_since == {}
