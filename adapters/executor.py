@@ -189,10 +189,9 @@ class KubeExecutor:
         # (VM key, pod?) -> the newest pod or KVVM patch of the VM that landed: an older
         # write of the other kind is not sent after it (`_wait_for_others`)
         self._landed: dict[tuple[str, bool], int] = {}
-        # VM key -> launcher pod uid -> (effect id, ifNames) of the newest pod patch of
-        # it that landed: what the pod requests since (nicplug alone writes a running
-        # pod's requests); see `_check_requested`
-        self._requested: dict[str, dict[str, tuple[int, frozenset[str]]]] = {}
+        # VM key -> uid -> name of the launcher pods nicplug's pod patches landed on: see
+        # `_check_requested`
+        self._written_pods: dict[str, dict[str, str]] = {}
 
     async def execute(self, effect: PendingEffect) -> Result:
         started = time.perf_counter()
@@ -228,8 +227,8 @@ class KubeExecutor:
                     result = await self._ordered(
                         effect, requested, partial(self._patch_pod, decoded, effect), pod=True)
                     if not result.get("superseded"):
-                        self._requests_landed(str(effect.key), effect.id, decoded.pod_uid,
-                                              requested)
+                        self._written_pods.setdefault(str(effect.key), {})[
+                            decoded.pod_uid] = decoded.pod
                     return result
                 case PatchVirtualMachine():
                     return await self._ordered(
@@ -359,31 +358,36 @@ class KubeExecutor:
                 f"VM {effect.key}: a newer {'KVVM' if pod else 'pod'} patch (effect {newer}) "
                 f"landed since this one was decided")
 
-    def _requests_landed(self, vm: str, effect_id: int, pod_uid: str,
-                         requested: frozenset[str]) -> None:
-        pods = self._requested.setdefault(vm, {})
-        newest = pods.get(pod_uid)
-        if newest is None or newest[0] < effect_id:
-            pods[pod_uid] = (effect_id, requested)
-
     def _check_requested(self, e: PatchVirtualMachine, vm: str) -> None:
-        """A KVVM patch attaches nothing that nicplug's newest landed patch of a launcher
-        pod the VMI runs in left unrequested. The order book forgets a landed pod patch
-        once the informers show it, but a decision made in between (from a world read
-        before the informers heard of it: the same instant, a watch behind) still saw
-        the entry requested and ready, and would attach it as the SDN tears it down."""
-        pods = self._requested.get(vm)
-        if not pods:
+        """A KVVM patch attaches nothing that a launcher pod the VMI runs in, as the
+        informers hold it now, no longer requests, when nicplug's pod patches landed on
+        that pod (nicplug alone writes a running pod's requests). The order book
+        forgets a landed pod patch once the informers show it, but a decision made in
+        between (from a world read before they heard of it: the same instant, a watch
+        behind) still saw the entry requested and ready, and would attach it as the SDN
+        tears it down."""
+        written = self._written_pods.get(vm)
+        if not written or self._cached is None:
             return
-        for uid in [u for u in pods if u not in e.pods]:
-            del pods[uid]  # a pod the VMI no longer runs in
+        for uid in [u for u in written if u not in e.pods]:
+            del written[uid]  # a pod the VMI no longer runs in
         holds = _attached(e)
-        for uid, (effect_id, requested) in pods.items():
-            released = holds - requested
+        for uid, name in written.items():
+            pod = self._cached(self._kinds.launcher_pods, e.namespace, name)
+            meta = (pod or {}).get("metadata") or {}
+            if meta.get("uid") != uid:
+                continue
+            try:
+                requested = self._dialect.parse_requests(
+                    value=(meta.get("annotations") or {}).get(self._dialect.request_annotation),
+                    namespace=e.namespace)
+            except MalformedAnnotation:
+                continue  # never written over (`_patch_pod`), nor judged here
+            released = holds - {r.if_name for r in requested}
             if released:
                 raise RetryAfterObservation(
-                    f"VM {vm}: a pod patch (effect {effect_id}) left {sorted(released)} "
-                    f"unrequested in launcher pod {uid}, and this KVVM patch attaches them")
+                    f"VM {vm}: launcher pod {name} no longer requests {sorted(released)}, "
+                    f"which this KVVM patch attaches")
 
     def _forget_shown(self) -> None:
         """Landed writes leave the order book once the informers show them (oldest

@@ -410,8 +410,9 @@ async def test_an_attach_decided_before_the_informers_showed_a_landed_release_is
     (effect 3) lands and the informers show it at once, so the order book forgets it;
     in the same instant the user asks for net-b again, and that decision, read from the
     world before the informers heard of the release, finds the entry requested and
-    ready and attaches it (effect 4) as the SDN tears it down. Refused: decided again,
-    the plug asks the pod for net-b first, and then attaching goes."""
+    ready and attaches it (effect 4) as the SDN tears it down. Refused, as the cached
+    pod no longer requests it: decided again, the plug asks the pod for net-b first,
+    and then attaching goes."""
     cache = Cache()
     pod = _vm_whose_pod_asks_for_a_and_b(api_server, cache)
     uid = pod["metadata"]["uid"]
@@ -431,7 +432,7 @@ async def test_an_attach_decided_before_the_informers_showed_a_landed_release_is
 
     await patch_pod(3, A, observed=(A, B))
     cache.take(UPSTREAM.launcher_pods, api_server.store.get(PODS, "ns1", "virt-launcher-vm-x"))
-    with pytest.raises(RetryAfterObservation, match=r"effect 3\) left \['veth_n"):
+    with pytest.raises(RetryAfterObservation, match=r"no longer requests \['veth_n"):
         await attach_b(4)
     assert interfaces_of(api_server.store) == ["default", NET_A]
 
