@@ -145,16 +145,9 @@ class Observing:
 
     def world(self, vm_key: str) -> World | None:
         """The VM's assembled world, or None while it must be held still."""
-        try:
-            translation = assemble_world(
-                self.index.objects_of(vm_key), dialect=self.dialect, memo=self._memo
-            )
-        except MalformedObject as exc:
-            self._hold(vm_key, str(exc))
-            return None
-        world = translation.world
-        if world.observation_errors:
-            self._hold(vm_key, "; ".join(world.observation_errors))
+        world, problem = self._read(vm_key)
+        if world is None:
+            self._hold(vm_key, problem)
             return None
         if vm_key in self._held:
             self._held.discard(vm_key)
@@ -170,14 +163,21 @@ class Observing:
         judged by the last observation."""
         if vm_key not in self._dirty:
             return None
+        world, problem = self._read(vm_key)
+        return problem if world is None else None
+
+    def _read(self, vm_key: str) -> tuple[World, str] | tuple[None, str]:
+        """The VM's world as the informers hold it, or None and why it cannot be read."""
         try:
             translation = assemble_world(
                 self.index.objects_of(vm_key), dialect=self.dialect, memo=self._memo
             )
         except MalformedObject as exc:
-            return str(exc)
-        errors = translation.world.observation_errors
-        return "; ".join(errors) if errors else None
+            return None, str(exc)
+        world = translation.world
+        if world.observation_errors:
+            return None, "; ".join(world.observation_errors)
+        return world, ""
 
     @property
     def held(self) -> frozenset[str]:

@@ -361,23 +361,21 @@ class Hands:
         res, obj_name, patch = patches[kind]
         if self.store.peek(res, ns, obj_name) is None:
             return
-        if self._spoil((res, ns, obj_name), patch):
-            spoiled = self.store.peek(res, ns, obj_name)
-            assert spoiled is not None
-            version = int(spoiled["metadata"]["resourceVersion"])
+        spoiled = self._spoil((res, ns, obj_name), patch)
+        if spoiled is not None:
             self.watchman.malformed.setdefault((ns, name), []).append(
-                Spoiled(res, obj_name, version))
+                Spoiled(res, obj_name, int(spoiled["metadata"]["resourceVersion"])))
 
-    def _spoil(self, key: tuple[Resource, str, str], patch: Json) -> bool:
-        """Make the object unreadable (once until healed); whether this call did."""
+    def _spoil(self, key: tuple[Resource, str, str], patch: Json) -> Json | None:
+        """Make the object unreadable (once until healed): the object as this call
+        spoiled it, or None."""
         res, ns, name = key
         original = self.store.peek(res, ns or None, name)
         if original is None or key in self._spoiled:
-            return False
+            return None
         self._spoiled[key] = original
-        self.store.patch(res, ns or None, name, patch, content_type=MERGE,
-                         subresource="status" if "status" in patch else None)
-        return True
+        return self.store.patch(res, ns or None, name, patch, content_type=MERGE,
+                                subresource="status" if "status" in patch else None)
 
     def _do_heal(self, _ns: str, _name: str, _arg: Any) -> None:
         for (res, ns, name), original in list(self._spoiled.items()):
