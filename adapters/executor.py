@@ -245,7 +245,7 @@ class KubeExecutor:
                 case EmitEvent():
                     return await self._event(decoded)
         except kube_errors.KubeError as exc:
-            raise self._translated(exc) from exc
+            raise self._translated(exc, effect.type) from exc
         raise PermanentError(f"effect type {effect.type!r} has no executor")
 
     def _superseded(self, effect: PendingEffect, slot: tuple[str, str]) -> bool:
@@ -410,9 +410,15 @@ class KubeExecutor:
         if write is not None:
             write.finish(None)
 
-    def _translated(self, exc: kube_errors.KubeError) -> Exception:
+    def _translated(self, exc: kube_errors.KubeError, type_: str) -> Exception:
         if self._metrics is not None and exc.status:
             self._metrics.api_errors.labels(str(exc.status)).inc()
+        if isinstance(exc, kube_errors.PatchRejected) and exc.status in (403, 422):
+            # a refusal (RBAC, an admission policy): the same request is refused again,
+            # so the effect ends now with the server's words (`explain`, a Warning Event)
+            if self._metrics is not None:
+                self._metrics.refused.labels(type_, str(exc.status)).inc()
+            return PermanentError(f"refused by the API server: {exc}")
         if isinstance(exc, kube_errors.Conflict):
             return RetryAfterObservation(str(exc))
         if isinstance(exc, kube_errors.Temporary):

@@ -64,6 +64,13 @@ class Metrics:
         self.api_errors = Counter(
             "nicplug_api_errors_total", "API errors by HTTP status", ["code"], registry=r
         )
+        self.refused = Counter(
+            "nicplug_effects_refused_total",
+            "Writes the API server refused for good (a 403, or a 422 that is not a lost "
+            "compare-and-swap: RBAC, an admission policy), by effect type and HTTP status",
+            ["type", "code"],
+            registry=r,
+        )
         self.observation_errors = Counter(
             "nicplug_observation_errors_total",
             "Malformed objects or annotations that were reported and skipped",

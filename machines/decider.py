@@ -51,7 +51,7 @@ from nicplug.machines.candidates import Candidate, changes_needing_operations
 from nicplug.machines.comparator import Comparison, Direction
 from nicplug.machines.effects import AnyEffect, CreateMigration, EmitEvent
 from nicplug.machines.facts import Facts, facts_of, same_for_decisions, sdn_messages
-from nicplug.machines.graph import MOVES_BY_FLAVOUR, TERMINAL, Move
+from nicplug.machines.graph import TERMINAL, Move, moves_of
 from nicplug.machines.guards import GUARDS, Context, budget, budget_when, restart_only
 from nicplug.machines.operation import (
     AWAITING_MAC,
@@ -159,7 +159,7 @@ class HotplugDecider:
                 state: tuple((m, tuple(GUARDS[g] for g in m.guards)) for m in moves)
                 for state, moves in by_state.items()
             }
-            for direction, by_state in MOVES_BY_FLAVOUR[self.config.flavour].items()
+            for direction, by_state in moves_of(self.config.flavour, self.config.mode).items()
         }
         self._folds: tuple[_Fold, ...] = ()
 
@@ -397,6 +397,8 @@ class HotplugDecider:
         }
         if self.config.flavour != "deckhouse":
             payload["flavour"] = self.config.flavour
+        if self.config.observes:
+            payload["mode"] = "observe"
         return session.append(stream, OPENED, payload)
 
     # -- effects and timers ---------------------------------------------------------------
@@ -414,11 +416,12 @@ class HotplugDecider:
         ops = session.state.ops
         comparison = facts.comparison
         needed = []
-        if comparison is not None and comparison.invalid is None:
-            needed += pod_patches(facts, ops, vm, comparison)
-            needed += kvvm_patch(facts, ops, vm, comparison)
-            needed += restarts_and_migrations(facts, ops, vm, self.config)
-        needed += conditions(facts, ops, vm, self.config, asked)
+        if not self.config.observes:  # (observing, the platform writes: nicplug only tells)
+            if comparison is not None and comparison.invalid is None:
+                needed += pod_patches(facts, ops, vm, comparison)
+                needed += kvvm_patch(facts, ops, vm, comparison)
+                needed += restarts_and_migrations(facts, ops, vm, self.config)
+            needed += conditions(facts, ops, vm, self.config, asked)
         requests = self._issued(session, needed, now) if needed else []
         ended: dict[str, list[Operation]] = {}  # Event reason -> operations, in order
         for stream, path in session.paths.items():

@@ -175,7 +175,10 @@ def kvvm_patch(facts: Facts, ops: Ops, vm: DesiredVM, comparison: Comparison) ->
             if spec.if_name in facts.kvvm_present or not facts.sdn_ready(spec.identity):
                 continue
             adding.append((spec, plug))
-        if not adding and not any(
+        # an id-only update Deckhouse applies with no restart (`guards.id_only`): the new
+        # id is written to the KVVM (its acpiIndex and SDN request), for the next boot
+        updating = [op for op in live_ops if op.direction == "update" and op.state == "Requested"]
+        if not adding and not updating and not any(
             op.direction == "unplug" and op.state != "RestartRequired" for op in live_ops
         ):
             return []  # no operation asks anything of a running VM's KVVM
@@ -205,6 +208,7 @@ def kvvm_patch(facts: Facts, ops: Ops, vm: DesiredVM, comparison: Comparison) ->
             elif not entry.absent:
                 entries[entries.index(entry)] = replace(entry, absent=True)
                 owner = owner or unplug
+        owner = owner or (updating[0] if updating else None)
     if owner is None:
         return []
     by_identity = {d.identity: d for d in comparison.desired}

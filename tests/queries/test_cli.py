@@ -19,7 +19,7 @@ from nicplug.adapters.settings import Settings
 from nicplug.engine.schema import latest_version
 
 OPERATION_KEYS = {
-    "id", "vm", "vm_uid", "network", "if_name", "direction", "flavour", "attempt", "state",
+    "id", "vm", "vm_uid", "network", "if_name", "direction", "flavour", "mode", "attempt", "state",
     "terminal", "reason", "message", "history", "opened_at", "entered_at", "retry_at",
     "bypassed_vmi", "waiting", "held", "updated_wall", "archived",
 }
