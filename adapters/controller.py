@@ -53,6 +53,7 @@ from nicplug.adapters.observability import (
     parse_addr,
 )
 from nicplug.adapters.observing import Observing
+from nicplug.adapters.platform_mode import ModeFinding, find_mode
 from nicplug.adapters.reporting import MetricsListener
 from nicplug.adapters.retention import archive_finished
 from nicplug.adapters.sdn import dialect_for
@@ -69,6 +70,7 @@ from nicplug.engine.sqlite_journal import SQLiteJournal
 from nicplug.engine.sqlite_opening import corrupt
 from nicplug.machines.decider import HotplugDecider
 from nicplug.machines.operation import VMState
+from nicplug.machines.policy import FLAVOUR_OF
 from nicplug.machines.versions import schemas
 from nicplug.machines.world import World
 
@@ -204,7 +206,10 @@ class Controller:
         self.surroundings = surroundings or Surroundings()
         self.identity = settings.identity or f"{socket.gethostname()}-{os.getpid()}"
         self.metrics = Metrics()
-        self.health = Health(ready=self._is_ready, why=self._not_ready_because)
+        self.health = Health(ready=self._is_ready, why=self._not_ready_because,
+                             note=self._mode_note)
+        self.mode: ModeFinding | None = None
+        """The mode this replica's current term runs in, and why (`platform_mode`)."""
         self.dialect = dialect_for(
             settings.dialect, cluster_nad_namespace=settings.cluster_network_namespace
         )
@@ -245,6 +250,18 @@ class Controller:
 
     def _is_ready(self) -> bool:
         return self._ready and self.leading and self._journal_health.writable
+
+    def _mode_note(self) -> str:
+        return "" if self.mode is None else self.mode.describe()
+
+    def _found_mode(self, finding: ModeFinding) -> None:
+        """Say the mode of this term: the log, `nicplug_mode_info`, `/readyz`."""
+        self.mode = finding
+        self.metrics.mode_info.clear()
+        flavour = FLAVOUR_OF[self.settings.dialect]
+        self.metrics.mode_info.labels(finding.mode, flavour, finding.source).set(1)
+        level = logging.WARNING if finding.source == "fallback" else logging.INFO
+        log.log(level, "mode: %s, flavour %s", finding.describe(), flavour)
 
     def _not_ready_because(self) -> str:
         if self._leadership is None or not self._leadership.leading:
@@ -336,8 +353,10 @@ class Controller:
             self.settings.journal, self.settings, self.metrics)
         listener = MetricsListener(self.metrics)
         informers = self._informers(connection)
+        self._found_mode(await find_mode(self.settings, connection))
+        assert self.mode is not None
         runtime: Runtime[VMState, World] = Runtime(
-            HotplugDecider(self.settings.machine_config()),
+            HotplugDecider(self.settings.machine_config(self.mode.mode)),
             journal,
             KubeExecutor(
                 KubeCalls(connection, fence=partial(_fence, term, self._observing)),

@@ -64,6 +64,14 @@ class Metrics:
         self.api_errors = Counter(
             "nicplug_api_errors_total", "API errors by HTTP status", ["code"], registry=r
         )
+        self.mode_info = Gauge(
+            "nicplug_mode_info",
+            "1 for the mode this replica runs in: observe (the platform hot-plugs, nicplug "
+            "follows and tells) or drive (nicplug writes the pods and KVVMs), its flavour, "
+            "and where the mode comes from (setting, flavour, clusterrole, fallback)",
+            ["mode", "flavour", "source"],
+            registry=r,
+        )
         self.refused = Counter(
             "nicplug_effects_refused_total",
             "Writes the API server refused for good (a 403, or a 422 that is not a lost "
@@ -124,6 +132,8 @@ class Health:
     ready: Callable[[], bool] = lambda: False
     live: Callable[[], bool] = lambda: True
     why: Callable[[], str] = lambda: ""
+    note: Callable[[], str] = lambda: ""
+    """What a ready answer adds (the mode the controller runs in, and why)."""
 
 
 def make_http_app(
@@ -139,7 +149,8 @@ def make_http_app(
 
     async def readyz(_: web.Request) -> web.Response:
         if health.ready():
-            return web.Response(status=200, text="ready\n")
+            note = health.note()
+            return web.Response(status=200, text=f"ready: {note}\n" if note else "ready\n")
         why = health.why()
         return web.Response(status=503, text=f"not ready: {why}\n" if why else "not ready\n")
 

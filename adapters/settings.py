@@ -23,11 +23,15 @@ from nicplug.adapters.kube.flavour import (
 from nicplug.adapters.kube.lease import LeaseTiming
 from nicplug.adapters.observability import parse_addr
 from nicplug.adapters.scope import VMScope
-from nicplug.machines.policy import MachineConfig, Timeouts
+from nicplug.machines.policy import MachineConfig, Mode, Timeouts
 
 Dialect = Literal["deckhouse", "multus"]
 Gating = Literal["rollout-strategy", "always-live"]
 Migrations = Literal["auto", "opt-in", "never", "manual"]
+ModeSetting = Literal["auto", "observe", "drive"]
+"""`--mode`: `observe` (the platform hot-plugs, nicplug follows and tells), `drive`
+(nicplug writes the pods and KVVMs: a Deckhouse release without native hotplug), or
+`auto` (the default): `nicplug run` asks the cluster (`adapters/platform_mode.py`)."""
 
 
 class Settings(BaseModel):
@@ -36,6 +40,7 @@ class Settings(BaseModel):
     kubeconfig: Path | None = None
     journal: Path = Path("nicplug-journal.db")
     dialect: Dialect = "deckhouse"
+    mode: ModeSetting = "auto"
     kubevirt_api: FlavourName | None = None  # None: the dialect's (see `flavour`)
     gating: Gating = "rollout-strategy"
     migrations: Migrations = "auto"
@@ -104,6 +109,14 @@ class Settings(BaseModel):
         return (self.archive_dir or self.journal.absolute().parent).absolute()
 
     @model_validator(mode="after")
+    def _mode_of_flavour(self) -> Settings:
+        if self.mode == "drive" and self.dialect == "multus":
+            raise ValueError(
+                "--mode drive: the kubevirt flavour only observes (KubeVirt writes the VMI "
+                "and the launcher pod; nicplug adds migrations where KubeVirt asks for one)")
+        return self
+
+    @model_validator(mode="after")
     def _lease_timing(self) -> Settings:
         try:
             self.lease_timing()
@@ -126,7 +139,16 @@ class Settings(BaseModel):
             retry_period=self.retry_period,
         )
 
-    def machine_config(self) -> MachineConfig:
+    def fixed_mode(self) -> Mode | None:
+        """The mode the settings alone decide: the kubevirt flavour always observes,
+        `--mode observe|drive` is obeyed; None for `auto` on Deckhouse (ask the cluster)."""
+        if self.dialect == "multus":
+            return "observe"
+        return None if self.mode == "auto" else self.mode
+
+    def machine_config(self, mode: Mode | None = None) -> MachineConfig:
+        """The machines' configuration; `mode` is the resolved one where `--mode auto`
+        left it to the cluster (default: `fixed_mode`, else drive)."""
         timeouts = Timeouts(
             sdn_ready_timeout=self.sdn_ready_timeout,
             attach_timeout=self.attach_timeout,
@@ -138,6 +160,7 @@ class Settings(BaseModel):
             backoff_max=self.backoff_max,
         )
         return MachineConfig(
+            mode=mode or self.fixed_mode() or "drive",
             gating=self.gating,
             migrations=self.migrations,
             dialect_kind=self.dialect,

@@ -208,7 +208,7 @@ def nicplug(cluster: Cluster, directory: Path, profile: Path | None = None,
         "nicplug",
         [*cli, "run", "--kubeconfig", str(cluster.kubeconfig),
          "--journal", str(directory / "journal.db"), "--metrics-addr", f"127.0.0.1:{port}",
-         "--identity", "bench", "--kubevirt-api", "upstream"],
+         "--identity", "bench", "--kubevirt-api", "upstream", "--mode", "drive"],
         ROOT, {}, lambda: _get(metrics + "/readyz") is not None,
         lambda agent: agent.startswith("nicplug/"),
     )

@@ -1,7 +1,7 @@
 """`nicplug replay TAPE`: feed a recorded tape to the controller's decision code.
 
-Takes the options of `nicplug run` that change decisions (flavour, gating, migrations,
-timeouts), runs on a virtual clock, executes no effect against any server, and prints
+Takes the options of `nicplug run` that change decisions (flavour, mode, gating,
+migrations, timeouts), runs on a virtual clock, executes no effect against any server, and prints
 a report, or `--json` (DESIGN §7). `--until TIME|+DURATION` ends the replay at a time
 (later lines are not fed) or lets time pass after the last line, so the timers of a
 tape's quiet end fire. Exit codes: 0 done; 1 `--compare-effects` found a difference,
@@ -50,6 +50,10 @@ def replay(
     kubevirt_api: Annotated[str | None, typer.Option(
         help="KubeVirt API: upstream | deckhouse (default: as the tape's objects name it)"
     )] = None,
+    mode: Annotated[str, typer.Option(
+        help="observe (the platform wrote the tape's hotplug) | drive | auto (a tape holds "
+             "no RBAC to ask: drive, as tapes were recorded before modes; kubevirt: observe)"
+    )] = "auto",
     gating: Annotated[
         str, typer.Option(help="rollout-strategy | always-live")
     ] = "rollout-strategy",
@@ -76,7 +80,8 @@ def replay(
     dialect = dialect_of(flavour, dialect)
     try:
         settings = Settings(
-            dialect=dialect, kubevirt_api=kubevirt_api, gating=gating, migrations=migrations,
+            dialect=dialect, kubevirt_api=kubevirt_api, mode=mode, gating=gating,
+            migrations=migrations,
             sdn_ready_timeout=sdn_ready_timeout, attach_timeout=attach_timeout,
             detach_timeout=detach_timeout, migration_timeout=migration_timeout,
             dynamic_networks_grace=dynamic_networks_grace,

@@ -54,6 +54,12 @@ def run(
     kubevirt_api: Annotated[str | None, _opt(
         "kubevirt-api", "KubeVirt API: upstream | deckhouse (default: the dialect's)"
     )] = None,
+    mode: Annotated[str, _opt(
+        "mode",
+        "auto (ask the cluster whether the platform hot-plugs) | observe (follow the "
+        "platform's hotplug, write only Events) | drive (write the pods and KVVMs: a "
+        "Deckhouse release without native hotplug)",
+    )] = "auto",
     gating: Annotated[
         str, _opt("gating", "rollout-strategy (obey vmRolloutStrategy) | always-live")
     ] = "rollout-strategy",
@@ -146,7 +152,7 @@ def run(
     try:
         settings = Settings(
             kubeconfig=kubeconfig, journal=journal, dialect=dialect,
-            kubevirt_api=kubevirt_api, gating=gating,
+            kubevirt_api=kubevirt_api, mode=mode, gating=gating,
             migrations=migrations, max_migrations=max_migrations, namespace=namespace,
             metrics_addr=metrics_addr,
             namespaces=tuple(n.strip() for n in namespaces.split(",") if n.strip()),

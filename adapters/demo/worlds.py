@@ -91,7 +91,8 @@ async def start_world(spec: WorldSpec, directory: Path, *, deadline: float = 30.
     controller = await _spawn(
         ["run", "--kubeconfig", str(kubeconfig), "--journal", str(world.journal),
          "--flavour", spec.flavour, "--metrics-addr", f"127.0.0.1:{world.metrics_port}",
-         "--identity", f"demo-{spec.name}", *spec.controller_args],
+         "--identity", f"demo-{spec.name}",
+         *(("--mode", "drive") if spec.flavour == "deckhouse" else ()), *spec.controller_args],
         directory / f"{spec.name}-controller.log",
     )
     world.processes.append(controller)

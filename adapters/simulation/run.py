@@ -173,7 +173,10 @@ async def _play(schedule: Schedule, directory: Path, tape: Path | None) -> Outco
         return watchman.on_request(replica.identity, replica.listed, method, path,
                                    lambda: issued_effects(replica.journal), replica.seen)
 
-    settings = dict(SETTINGS, dialect=setup.dialect)
+    # nicplug drives (its writes are what the invariants judge); the kubevirt flavour
+    # only observes
+    settings = dict(SETTINGS, dialect=setup.dialect,
+                    mode="drive" if setup.dialect == "deckhouse" else "auto")
     replicas = [Replica("nicplug-a", directory / "a.db", settings, server, requested,
                         landings, tape)]
     if setup.standby:

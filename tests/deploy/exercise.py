@@ -57,11 +57,12 @@ PLANS: dict[str, Plan] = {
         Fixtures(networks=("user-net", "broken-net")),
         # a failed operation is not retried in the run; an SDN that cannot configure a
         # network is waited for until the deadline, as in the demo
-        settings={"backoff_base": 300.0, "sdn_ready_timeout": 8.0},
+        settings={"backoff_base": 300.0, "sdn_ready_timeout": 8.0, "mode": "drive"},
     ),
     "stage": Plan(
         Knobs(delays=Delays(sdn_configure=0.3, restart=1.0)),
         Fixtures(rollout_strategy="Stage"),
+        settings={"mode": "drive"},
         released_lease=True,
     ),
     "kubevirt": Plan(
