@@ -5,7 +5,9 @@ start. It owns the order of things — fixtures before actors, actors before the
 answers — and the ways a test looks inside: `settle()` (run until nothing moves),
 `advance(seconds)` (with a virtual clock), `link_not_found` (virt-handler's crashes),
 `actor_errors` (bugs an actor hit; a healthy run has none), `requests` (what the
-HTTP server answered). It never decides behaviour itself: that is the actors'.
+HTTP server answered, each with the username it was taken for). `write_kubeconfig`
+gives a client an identity of its own (a service account), which the deckhouse world's
+admission policy judges. It never decides behaviour itself: that is the actors'.
 """
 
 from __future__ import annotations
@@ -35,7 +37,8 @@ from nicplug.simulator.fixtures import Fixtures, populate
 from nicplug.simulator.knobs import Knobs
 from nicplug.simulator.kubeconfig import write_kubeconfig
 from nicplug.simulator.networking import Json
-from nicplug.simulator.resources import CRDS, EVENTS, EVENTS_V1
+from nicplug.simulator.rbac import controller_role
+from nicplug.simulator.resources import CLUSTER_ROLES, CRDS, EVENTS, EVENTS_V1
 from nicplug.simulator.server import REQUEST_LOG, RequestRecord, make_app
 from nicplug.simulator.store import Store
 
@@ -86,6 +89,8 @@ class SimulatedCluster:
         self.vms = populate(self.store, self.knobs, self.fixtures)
         for crd in definitions(served_api(self.knobs.api)):
             self.store.create(CRDS, crd)
+        if self.knobs.dialect == "deckhouse":
+            self.store.create(CLUSTER_ROLES, controller_role(native_hotplug=self.knobs.hotplugs))
         if isinstance(self.clock, VirtualSimClock):
             self.clock.settle = self.settle
         self._tasks = [asyncio.create_task(a.run(), name=type(a).__name__)
@@ -113,6 +118,13 @@ class SimulatedCluster:
         path.parent.mkdir(parents=True, exist_ok=True)
         write_kubeconfig(path, self.url)
         self.kubeconfig_path = path
+
+    def write_kubeconfig(self, path: Path, *, user: str, namespace: str = "default") -> Path:
+        """A kubeconfig for this cluster's server whose requests are `user`'s (e.g.
+        `identity.service_account("nicplug-system", "nicplug")`)."""
+        if not self.url:
+            raise RuntimeError("the cluster serves no HTTP: start it with serve=True")
+        return write_kubeconfig(path, self.url, namespace=namespace, user=user)
 
     async def stop(self) -> None:
         for task in self._tasks:

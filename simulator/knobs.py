@@ -78,6 +78,17 @@ class Knobs:
     network_bindings: Mapping[str, str] = field(default_factory=dict)
     seed: int = 0
     kubevirt_api: str | None = None  # upstream | deckhouse; None: the dialect's
+    # deckhouse: does the virtualization controller hot-plug networks itself (a release
+    # with #2187)? None: yes in a deckhouse world; False: an older release, where a
+    # controller beside it must drive the hotplug
+    native_hotplug: bool | None = None
+
+    @property
+    def hotplugs(self) -> bool:
+        """Does the platform's own controller hot-plug networks in this world?"""
+        if self.native_hotplug is not None:
+            return self.native_hotplug
+        return self.dialect == "deckhouse"
 
     @property
     def api(self) -> str:
@@ -91,6 +102,8 @@ class Knobs:
             raise ValueError(f"dialect must be one of {', '.join(DIALECTS)}, not {self.dialect!r}")
         if self.dynamic_networks_controller and self.dialect != "multus":
             raise ValueError("a dynamic-networks controller exists only in the multus dialect")
+        if self.native_hotplug and self.dialect != "deckhouse":
+            raise ValueError("native_hotplug is a setting of the deckhouse dialect")
         if self.kubevirt_api not in (None, "upstream", "deckhouse"):
             raise ValueError(
                 f"kubevirt_api must be upstream or deckhouse, not {self.kubevirt_api!r}")

@@ -13,6 +13,7 @@ from typing import Any
 
 from aiohttp import web
 
+from nicplug.simulator import admission_policy
 from nicplug.simulator.admission import admit
 from nicplug.simulator.errors import BadRequest
 from nicplug.simulator.routing import Call
@@ -20,6 +21,15 @@ from nicplug.simulator.store import Store
 from nicplug.simulator.wire import json_response, place, read_json, require_json
 
 Verb = Callable[[web.Request, Call, Store], Awaitable[web.Response]]
+
+USERNAME = web.RequestKey("username", str)
+"""Who the server took the request for (set before a handler runs)."""
+
+
+def _policy(request: web.Request, call: Call, name: str | None) -> None:
+    """The admission policies that judge the requester (Deckhouse's, on its groups)."""
+    admission_policy.check(call.served, call.verb, call.subresource, name,
+                           request.get(USERNAME, ""))
 
 
 def _list_body(call: Call, items: list[dict[str, Any]], rv: str) -> dict[str, Any]:
@@ -83,6 +93,7 @@ async def get(request: web.Request, call: Call, store: Store) -> web.Response:
 async def create(request: web.Request, call: Call, store: Store) -> web.Response:
     require_json(request)
     body = place(call, call.api.inward(await read_json(request)))
+    _policy(request, call, (body.get("metadata") or {}).get("name"))
     admit(store, call.resource, body)
     return json_response(call.api.outward(store.create(call.resource, body, drop_status=True)),
                          201)
@@ -91,12 +102,14 @@ async def create(request: web.Request, call: Call, store: Store) -> web.Response
 async def update(request: web.Request, call: Call, store: Store) -> web.Response:
     require_json(request)
     body = place(call, call.api.inward(await read_json(request)))
+    _policy(request, call, call.name)
     return json_response(call.api.outward(
         store.update(call.resource, body, subresource=call.subresource)))
 
 
 async def patch(request: web.Request, call: Call, store: Store) -> web.Response:
     document = call.api.inward(await read_json(request))
+    _policy(request, call, call.name)
     patched = store.patch(
         call.resource,
         call.namespace,
@@ -109,6 +122,7 @@ async def patch(request: web.Request, call: Call, store: Store) -> web.Response:
 
 
 async def delete(request: web.Request, call: Call, store: Store) -> web.Response:
+    _policy(request, call, call.name)
     options = await read_json(request) if request.can_read_body else {}
     found = options.get("preconditions") if isinstance(options, dict) else None
     preconditions = found if isinstance(found, dict) else {}
@@ -123,6 +137,7 @@ async def delete(request: web.Request, call: Call, store: Store) -> web.Response
 
 
 async def delete_collection(request: web.Request, call: Call, store: Store) -> web.Response:
+    _policy(request, call, None)
     items, _ = _selected(request, call, store)
     doomed = [(i["metadata"].get("namespace"), i["metadata"]["name"]) for i in items]
     deleted = [store.delete(call.resource, ns, name) for ns, name in doomed]
