@@ -30,7 +30,12 @@ import orjson
 from nicplug.engine.model import EffectRequest, StreamId
 from nicplug.machines.world import KVVMInterface, KVVMNetwork, SDNRequest
 
-CONDITION_RESTART = "AwaitingRestartToApplyConfiguration"
+CONDITION_RESTART = "NetworkHotplugRestartRequired"
+"""True while a network change waits for a restart (reason `ChangesPendingRestart`).
+nicplug's own: Deckhouse's `AwaitingRestartToApplyConfiguration` is the platform's,
+removed on every reconcile unless its own change detection sets it (`sync_kvvm.go`), so
+one set by nicplug would flap (docs/decisions/observe-or-drive.md)."""
+PLATFORM_RESTART_CONDITION = "AwaitingRestartToApplyConfiguration"
 REASON_RESTART = "ChangesPendingRestart"
 CONDITION_MIGRATION = "NetworkHotplugAwaitingMigration"
 CONDITION_FAILED = "NetworkHotplugFailed"
@@ -243,9 +248,10 @@ class SetVMCondition(Effect):
 @dataclass(frozen=True, slots=True)
 class RemoveVMCondition(Effect):
     """Remove one condition from the VirtualMachine status, as the platform does with
-    `AwaitingRestartToApplyConfiguration` once the change is applied (its only
+    its `AwaitingRestartToApplyConfiguration` once the change is applied (its only
     reasons are `ChangesPendingRestart`, `NoRestartRequired`, `UnexpectedState`:
-    `api/core/v1alpha2/vmcondition/condition.go`), rather than leave it `False`."""
+    `api/core/v1alpha2/vmcondition/condition.go`), rather than leave it `False`:
+    nicplug's `NetworkHotplugRestartRequired` goes the same way."""
 
     TYPE: ClassVar[str] = "RemoveVMCondition"
     namespace: str

@@ -392,7 +392,7 @@ def restartable(facts: Facts, vm: DesiredVM, config: MachineConfig) -> bool:
 
 
 def why_not_restarted(facts: Facts, vm: DesiredVM, config: MachineConfig) -> str:
-    """What the `AwaitingRestartToApplyConfiguration` message adds when nicplug, asked
+    """What the `NetworkHotplugRestartRequired` message adds when nicplug, asked
     to restart (`Automatic`), cannot: nothing when it can."""
     world = facts.world
     if config.restarts == "operations":

@@ -253,7 +253,7 @@ async def test_removing_main_requires_a_restart(knobs, start_cluster, start_cont
     assert await ctl.journal.path_of(op.stream) == ["Requested", "RestartRequired"]
     if knobs.dialect == "deckhouse":
         await eventually(lambda: restart_pending(cluster, VM), what="the restart condition")
-        condition = vm_condition(cluster.store, VM, "AwaitingRestartToApplyConfiguration")
+        condition = vm_condition(cluster.store, VM, "NetworkHotplugRestartRequired")
         assert "Main" in condition["message"]
     else:  # KubeVirt removes a condition it did not set from a VM that has a VMI
         await eventually(lambda: any(e.get("reason") == "UnplugRestartRequired"
@@ -276,9 +276,9 @@ def _vmi_uid(cluster: SimulatedCluster) -> str:
 
 
 def _restart_flagged(trail: Trail) -> bool:
-    """Some version of the VM said AwaitingRestartToApplyConfiguration=True."""
+    """Some version of the VM said NetworkHotplugRestartRequired=True."""
     for change in trail.changes:
-        condition = ob.condition(change.obj, "AwaitingRestartToApplyConfiguration")
+        condition = ob.condition(change.obj, "NetworkHotplugRestartRequired")
         if condition and (condition["status"], condition["reason"]) == (
             "True", "ChangesPendingRestart"
         ):
@@ -342,7 +342,7 @@ async def test_stage_with_manual_approval_waits_for_the_users_restart(
 
     assert await ctl.journal.path_of(op.stream) == ["Requested", "RestartRequired"]
     await eventually(lambda: restart_pending(cluster, VM), what="the restart condition")
-    condition = vm_condition(cluster.store, VM, "AwaitingRestartToApplyConfiguration")
+    condition = vm_condition(cluster.store, VM, "NetworkHotplugRestartRequired")
     assert "Network/user-net" in condition["message"]
     assert _vmi_uid(cluster) == before  # Manual: nicplug does not restart on its own
     assert_requests(cluster, VM, [])  # nothing applied to the running VM
@@ -371,7 +371,7 @@ async def test_always_live_gating_hotplugs_in_place_under_stage(
 
     assert await ctl.journal.path_of(op.stream) == list(PLUG_PATHS[knobs.dialect])
     assert _vmi_uid(cluster) == before
-    assert vm_condition(cluster.store, VM, "AwaitingRestartToApplyConfiguration") is None
+    assert vm_condition(cluster.store, VM, "NetworkHotplugRestartRequired") is None
     assert_requests(cluster, VM, [USER_NET])
     assert_interface(cluster, VM, USER_NET, present=True)
     # what the strategy hid is reported: on the VM, as an Event, in the metrics
