@@ -52,7 +52,7 @@ class Plan:
 
 PLANS: dict[str, Plan] = {
     "live": Plan(
-        Knobs(delays=Delays(sdn_configure=1.0),
+        Knobs(delays=Delays(sdn_configure=1.0), native_hotplug=False,
               failures=Failures(sdn_networks=frozenset({"Network/broken-net"}))),
         Fixtures(networks=("user-net", "broken-net")),
         # a failed operation is not retried in the run; an SDN that cannot configure a
@@ -60,9 +60,9 @@ PLANS: dict[str, Plan] = {
         settings={"backoff_base": 300.0, "sdn_ready_timeout": 8.0, "mode": "drive"},
     ),
     "stage": Plan(
-        Knobs(delays=Delays(sdn_configure=0.3, restart=1.0)),
+        # a release without native hotplug: `--mode auto` reads its controller's role
+        Knobs(delays=Delays(sdn_configure=0.3, restart=1.0), native_hotplug=False),
         Fixtures(rollout_strategy="Stage"),
-        settings={"mode": "drive"},
         released_lease=True,
     ),
     "kubevirt": Plan(
