@@ -53,14 +53,15 @@ class Plan:
 PLANS: dict[str, Plan] = {
     "live": Plan(
         Knobs(delays=Delays(sdn_configure=1.0),
-              failures=Failures(sdn_networks=frozenset({"Network/broken-net"}))),
+              failures=Failures(sdn_networks=frozenset({"Network/broken-net"})),
+              native_hotplug=False),  # nicplug drives the hotplug
         Fixtures(networks=("user-net", "broken-net")),
         # a failed operation is not retried in the run; an SDN that cannot configure a
         # network is waited for until the deadline, as in the demo
         settings={"backoff_base": 300.0, "sdn_ready_timeout": 8.0},
     ),
     "stage": Plan(
-        Knobs(delays=Delays(sdn_configure=0.3, restart=1.0)),
+        Knobs(delays=Delays(sdn_configure=0.3, restart=1.0), native_hotplug=False),
         Fixtures(rollout_strategy="Stage"),
         released_lease=True,
     ),
