@@ -22,12 +22,14 @@ from types import TracebackType
 
 from aiohttp import web
 
+from nicplug.simulator.actors.deckhouse_hotplug import NetworkHotplug
 from nicplug.simulator.actors.deckhouse_macs import MACAddresses
 from nicplug.simulator.actors.deckhouse_operations import VirtualMachineOperations
 from nicplug.simulator.actors.kubevirt import KubeVirt
 from nicplug.simulator.actors.multus_dnc import DynamicNetworksController
 from nicplug.simulator.actors.reactor import Reactor
 from nicplug.simulator.actors.sdn_deckhouse import DeckhouseSDN
+from nicplug.simulator.actors.sdn_ipam import DeckhouseIPAM
 from nicplug.simulator.actors.virt_handler import Crash, VirtHandler
 from nicplug.simulator.apis import served_api
 from nicplug.simulator.clock import RealSimClock, SimClock, VirtualSimClock
@@ -76,6 +78,9 @@ class SimulatedCluster:
             self.actors.append(DeckhouseSDN(self.store, self.knobs, self.clock))
             self.actors.append(VirtualMachineOperations(self.store, self.knobs, self.clock))
             self.actors.append(MACAddresses(self.store, self.knobs, self.clock))
+            self.actors.append(DeckhouseIPAM(self.store, self.knobs, self.clock))
+            if self.knobs.hotplugs:  # a release with #2187
+                self.actors.append(NetworkHotplug(self.store, self.knobs, self.clock))
         elif self.knobs.dynamic_networks_controller:
             self.actors.append(DynamicNetworksController(self.store, self.knobs, self.clock))
         self._tasks: list[asyncio.Task[None]] = []

@@ -30,10 +30,11 @@ class Delays:
     migration: float = 2.0  # target pod configured → VMI switched over
     restart: float = 1.0  # VMI gone or failed → the new VMI and pod appear
     mac_allocate: float = 0.2  # deckhouse: a VirtualMachineMACAddress created → its address
+    ip_allocate: float = 0.2  # deckhouse: an IPAddress of an IPAM pool created → allocated
 
     def __post_init__(self) -> None:
         for name in ("sdn_configure", "kubevirt_sync", "attach", "migration", "restart",
-                     "mac_allocate"):
+                     "mac_allocate", "ip_allocate"):
             value = getattr(self, name)
             if not math.isfinite(value) or value < 0:
                 raise ValueError(f"delay {name} must be a finite number >= 0, not {value!r}")
@@ -46,17 +47,19 @@ class Failures:
     `sdn_networks`: identities (`Network/<name>`, `ClusterNetwork/<name>`) the SDN agent
     always fails to configure. `sdn_rate`: the probability that configuring any other
     entry fails, drawn per (pod, entry) from the cluster's seed, so a run is repeatable.
-    `migrations`: every migration ends `Failed`.
+    `migrations`: every migration ends `Failed`. `ip_pools_exhausted`: identities of
+    networks whose IPAM pool has no free address (their IPAddresses stay `Pending`).
     """
 
     sdn_networks: frozenset[str] = frozenset()
     sdn_rate: float = 0.0
     migrations: bool = False
+    ip_pools_exhausted: frozenset[str] = frozenset()
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.sdn_rate <= 1.0:
             raise ValueError(f"sdn failure rate must be within [0, 1], not {self.sdn_rate!r}")
-        for identity in self.sdn_networks:
+        for identity in self.sdn_networks | self.ip_pools_exhausted:
             kind, _, name = identity.partition("/")
             if kind not in ("Network", "ClusterNetwork") or not name:
                 raise ValueError(

@@ -73,6 +73,10 @@ def serve(
     nad_namespace: Annotated[str, typer.Option(
         help="multus: the namespace of ClusterNetworks' NetworkAttachmentDefinitions.")
     ] = "default",
+    native_hotplug: Annotated[bool | None, typer.Option(
+        help="deckhouse: the virtualization controller hot-plugs networks itself (a "
+             "release with it; the default) or not (an older one, for drive mode).")
+    ] = None,
 ) -> None:
     """Serve a simulated Kubernetes API with KubeVirt and SDN behaviour until Ctrl-C."""
     from nicplug.simulator.fixtures import Fixtures
@@ -91,6 +95,7 @@ def serve(
             cluster_network_nad_namespace=nad_namespace,
             seed=seed,
             kubevirt_api=kubevirt_api,
+            native_hotplug=native_hotplug,
         )
         names = ("default",) if namespaces == 1 else tuple(
             f"ns-{i}" for i in range(1, namespaces + 1))

@@ -83,6 +83,8 @@ async def start_world(spec: WorldSpec, directory: Path, *, deadline: float = 30.
     sim = await _spawn(
         ["sim", "serve", "--vms", str(spec.vms), "--dialect", spec.dialect,
          "--rollout-strategy", spec.rollout_strategy, "--kubeconfig", str(kubeconfig),
+         # the controller drives the hotplug: a Deckhouse release without its own
+         *(["--no-native-hotplug"] if spec.dialect == "deckhouse" else []),
          *spec.sim_args],
         directory / f"{spec.name}-cluster.log",
     )

@@ -134,6 +134,7 @@ async def _play(schedule: Schedule, directory: Path, tape: Path | None) -> Outco
         delays=Delays(sdn_configure=setup.sdn_configure, restart=setup.restart_delay,
                       migration=setup.migration_delay),
         migration_required_grace=5.0, seed=schedule.seed,
+        native_hotplug=False,  # nicplug drives every hotplug of a schedule
     )
     cluster = SimulatedCluster(
         knobs, clock=LoopSimClock(), serve=False, store=store,

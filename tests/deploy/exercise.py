@@ -52,8 +52,9 @@ class Plan:
 
 PLANS: dict[str, Plan] = {
     "live": Plan(
-        Knobs(delays=Delays(sdn_configure=1.0), native_hotplug=False,
-              failures=Failures(sdn_networks=frozenset({"Network/broken-net"}))),
+        Knobs(delays=Delays(sdn_configure=1.0),
+              failures=Failures(sdn_networks=frozenset({"Network/broken-net"})),
+              native_hotplug=False),  # nicplug drives the hotplug
         Fixtures(networks=("user-net", "broken-net")),
         # a failed operation is not retried in the run; an SDN that cannot configure a
         # network is waited for until the deadline, as in the demo

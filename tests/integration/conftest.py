@@ -21,7 +21,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -81,8 +81,13 @@ async def start_cluster(tmp_path: Path) -> AsyncIterator[ClusterFactory]:
     async def start(
         knobs: Knobs | None = None, fixtures: Fixtures | None = None
     ) -> SimulatedCluster:
+        knobs = knobs or Knobs(delays=QUICK)
+        if knobs.dialect == "deckhouse" and knobs.native_hotplug is None:
+            # nicplug drives the hotplug in these tests: a Deckhouse release without its
+            # own (a test of the platform's own hotplug says native_hotplug=True)
+            knobs = replace(knobs, native_hotplug=False)
         cluster = SimulatedCluster(
-            knobs or Knobs(delays=QUICK),
+            knobs,
             fixtures=fixtures or Fixtures(vms=1),
             kubeconfig_path=tmp_path / f"kubeconfig-{len(started)}",
         )

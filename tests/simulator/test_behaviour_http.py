@@ -28,7 +28,8 @@ VM_NAME = "vm.kubevirt.internal.virtualization.deckhouse.io/name"
 
 
 async def test_a_controller_over_http_plugs_in_the_right_order() -> None:
-    knobs = Knobs(dialect="deckhouse", delays=Delays(sdn_configure=0.5, attach=0.1))
+    knobs = Knobs(dialect="deckhouse", delays=Delays(sdn_configure=0.5, attach=0.1),
+                  native_hotplug=False)  # the test is the controller that plugs
     async with SimulatedCluster(knobs, clock=VirtualSimClock(),
                                 fixtures=Fixtures(vms=2)) as cluster:
         assert cluster.kubeconfig_path is not None

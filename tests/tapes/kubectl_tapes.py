@@ -96,6 +96,7 @@ async def make_tape(directory: Path) -> bytes:
     """The tape's bytes: a capture before the controller runs, and one after."""
     kubeconfig = directory / "kubeconfig"
     sim = await _nicplug("sim", "serve", "--vms", "1", "--sdn-delay", "0.2",
+                         "--no-native-hotplug",  # the controller drives
                          "--kubeconfig", str(kubeconfig), log=directory / "sim.log")
     processes = [sim]
     try:
