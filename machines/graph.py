@@ -317,8 +317,10 @@ UPDATE_KUBEVIRT = MachineGraph(
 # `sync_kvvm.go`), so the plug and update graphs are the drive mode's. It unplugs the
 # other way round: the networks-spec is rewritten without the entry first, the KVVM
 # marks the interface absent once the SDN reports what stays ready (not waiting for the
-# release), KubeVirt detaches it from the guest and forgets it. nicplug writes nothing
-# there: no `PatchRejected`, and no migration of its own.
+# release), KubeVirt detaches it from the guest and forgets it. The SDN lets the link
+# go in its own time, before or after the guest: `SDNReleased` is recorded once both
+# hold, so the path is the same whatever the timing. nicplug writes nothing there: no
+# `PatchRejected`, and no migration of its own.
 
 UNPLUG_OBSERVED_LIVE = ("Requested", "AnnotationPatched", "SDNReleased", "VMIPatched",
                         "GuestDetached", "RestartRequired")
@@ -336,12 +338,11 @@ UNPLUG_OBSERVED = MachineGraph(
         ("defer", "Requested", "RestartRequired", "restart_needed"),
         ("write_for_boot", "RestartRequired", "VMIPatched", "change_written"),
         ("drop_entry", "Requested", "AnnotationPatched", "pod_dropped_entry"),
-        ("sdn_released", "AnnotationPatched", "SDNReleased", "sdn_released"),
-        ("mark_absent", "SDNReleased", "VMIPatched", "interface_released_in_spec"),
         # (Deckhouse writes the KVVM without waiting for the SDN to let go)
         ("mark_absent", "AnnotationPatched", "VMIPatched", "interface_released_in_spec"),
         ("detach", "VMIPatched", "GuestDetached", "guest_lost_interface"),
-        ("forget", "GuestDetached", "Detached", "nothing_carries_it"),
+        ("sdn_released", "GuestDetached", "SDNReleased", "sdn_released"),
+        ("forget", "SDNReleased", "Detached", "nothing_carries_it"),
         ("DetachTimeout", UNPLUG_OBSERVED_LIVE[:5], "Failed", "deadline_passed"),
     ),
 )  # fmt: skip

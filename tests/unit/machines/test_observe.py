@@ -85,8 +85,8 @@ def test_an_unplug_is_followed_in_deckhouses_order() -> None:
     d.sim.template = []
     d.run(4)  # KubeVirt detaches it from the guest and forgets it
     op = d.op("Network/x", "unplug")
-    assert list(op.history) == ["Requested", "AnnotationPatched", "SDNReleased", "VMIPatched",
-                                "GuestDetached", "Detached"]
+    assert list(op.history) == ["Requested", "AnnotationPatched", "VMIPatched",
+                                "GuestDetached", "SDNReleased", "Detached"]
     assert written(d) == []
 
 
