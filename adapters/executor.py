@@ -740,12 +740,12 @@ class KubeExecutor:
             raise PermanentError(
                 f"VM {e.target}: this KubeVirt API flavour ({self._kinds.name}) has no "
                 "VirtualMachineOperations to restart it with")
-        type_ = "Stop" if e.step == "halt" else "Start"
+        type_ = {"halt": "Stop", "start": "Start", "restart": "Restart"}[e.step]
         try:
             vmi: Mapping[str, Any] | None = await self._read(self._kinds.vmis, e.namespace, e.name)
         except kube_errors.NotFound:
             vmi = None
-        if type_ == "Stop":
+        if type_ in ("Stop", "Restart"):
             if vmi is None:
                 return {"stopped": False, "reason": "no VMI"}
             if (vmi.get("metadata") or {}).get("uid") != e.vmi_uid:

@@ -274,7 +274,10 @@ class RestartVM(Effect):
     `by="operation"` (Deckhouse): `halt` creates a `Stop` `VirtualMachineOperation`
     for the VMI `vmi_uid` (only while it is still the VM's VMI), `start` a `Start` one
     for the restart of that VMI; each has a name fixed by the VMI uid and the step, so
-    it is created at most once.
+    it is created at most once. `restart` (a `runPolicy: AlwaysOn` VM, which Deckhouse
+    will not stop but restarts: `restart.go` against `stop.go`) creates one `Restart`
+    operation for that VMI: Deckhouse stops and starts it, and the change is written to
+    the KVVM while it is down, as for a restart the user asks for.
     Never deletes a VMI: under a strategy that recreates it at once, the new VMI would
     come from the template before the change is in it.
     """
@@ -283,7 +286,7 @@ class RestartVM(Effect):
     namespace: str
     name: str
     vmi_uid: str
-    step: Literal["halt", "start"] = "halt"
+    step: Literal["halt", "start", "restart"] = "halt"
     resumes: str = ""
     by: Literal["run-strategy", "operation"] = "run-strategy"
 
@@ -298,7 +301,9 @@ class RestartVM(Effect):
     @classmethod
     def from_payload(cls, p: Mapping[str, Any]) -> RestartVM:
         resumes = str(p.get("resumes", ""))
-        step: Literal["halt", "start"] = "start" if p.get("step") == "start" else "halt"
+        found = p.get("step")
+        step: Literal["halt", "start", "restart"] = (
+            "start" if found == "start" else "restart" if found == "restart" else "halt")
         by: Literal["run-strategy", "operation"] = (
             "operation" if p.get("by") == "operation" else "run-strategy")
         return cls(p["namespace"], p["name"], p["vmi_uid"], step, resumes, by)

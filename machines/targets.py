@@ -61,6 +61,10 @@ Ops = Mapping[tuple[str, str], Operation]
 Owned = list[tuple[Operation, AnyEffect]]
 
 RESTART_PREFIX = "Restart the VM to apply network changes: "
+RESTART_ONLY_POLICY = "AlwaysOn"
+"""The run policy under which Deckhouse refuses a `Stop` but runs a `Restart`
+`VirtualMachineOperation` (`IsApplicableForRunPolicy`, `vmop/powerstate/internal/service/
+restart.go` against `stop.go`): nicplug restarts such a VM with one `Restart`."""
 DROPPING = frozenset({"GuestDetached", "AnnotationPatched", "SDNReleased"})
 CONDITIONED = frozenset({"RestartRequired", "MigrationRequired", "Failed"})
 
@@ -386,7 +390,7 @@ def restartable(facts: Facts, vm: DesiredVM, config: MachineConfig) -> bool:
     """nicplug may restart this VM: through Deckhouse's operations, its run policy lets
     Deckhouse stop and start it; through the run strategy, that brings a halted VM back."""
     if config.restarts == "operations":
-        return vm.run_policy in STOPPABLE_POLICIES
+        return vm.run_policy in STOPPABLE_POLICIES or vm.run_policy == RESTART_ONLY_POLICY
     kvvm = facts.world.kvvm
     return kvvm is not None and kvvm.run_strategy in RESTARTABLE
 
@@ -398,9 +402,10 @@ def why_not_restarted(facts: Facts, vm: DesiredVM, config: MachineConfig) -> str
     if config.restarts == "operations":
         if not restartable(facts, vm, config):
             return (f"; runPolicy {vm.run_policy} does not let Deckhouse stop and start the"
-                    " VM (only Manual and AlwaysOnUnlessStoppedManually do), so nicplug"
-                    " leaves the restart to you")
-        stop = world.vm_operation("Stop", world.vmi.uid) if world.vmi is not None else None
+                    " VM (only Manual, AlwaysOnUnlessStoppedManually and, with a Restart,"
+                    " AlwaysOn do), so nicplug leaves the restart to you")
+        type_ = "Restart" if vm.run_policy == RESTART_ONLY_POLICY else "Stop"
+        stop = world.vm_operation(type_, world.vmi.uid) if world.vmi is not None else None
         if stop is not None and stop.phase in ("Failed", "Superseded"):
             return (f"; Deckhouse did not stop it (VirtualMachineOperation {stop.name}"
                     f" {stop.phase}: {stop.message or 'no message'}), so nicplug leaves"
@@ -434,7 +439,11 @@ def _halt(facts: Facts, vm: DesiredVM, config: MachineConfig) -> RestartVM | Non
     if vmi is None or kvvm is None or not restartable(facts, vm, config):
         return None
     if config.restarts == "operations":
-        # one Stop per VMI uid, ever: a refused one is not asked again for that VMI
+        # one Stop (or Restart) per VMI uid, ever: a refused one is not asked again
+        if vm.run_policy == RESTART_ONLY_POLICY:
+            if world.vm_operation("Restart", vmi.uid) is not None:
+                return None
+            return RestartVM(vm.namespace, vm.name, vmi.uid, "restart", by="operation")
         if world.vm_operation("Stop", vmi.uid) is not None:
             return None
         return RestartVM(vm.namespace, vm.name, vmi.uid, "halt", by="operation")

@@ -20,7 +20,7 @@ async def _readyz(url: str) -> str:
 
 
 async def test_auto_observes_a_release_that_hot_plugs(start_cluster, start_controller) -> None:
-    cluster = await start_cluster(Knobs(dialect="deckhouse", delays=QUICK))
+    cluster = await start_cluster(Knobs(dialect="deckhouse", native_hotplug=True, delays=QUICK))
     ctl = await start_controller(cluster, mode="auto")
     assert ctl.controller.mode is not None
     assert (ctl.controller.mode.mode, ctl.controller.mode.source) == ("observe", "clusterrole")
@@ -75,3 +75,27 @@ async def test_a_refused_kvvm_write_is_a_permanent_error_not_a_retry_loop(
         for e in cluster.events(reason="PlugFailed")), what="the Warning Event")
     assert await ctl.metric("nicplug_effects_refused_total", type="PatchVirtualMachine",
                             code="422") == 1
+
+
+async def test_drive_restarts_an_always_on_vm_with_a_restart_operation(
+    start_cluster, start_controller, user_of
+) -> None:
+    # Deckhouse refuses to Stop a runPolicy AlwaysOn VM but runs a Restart
+    # (vmop/powerstate/internal/service/restart.go against stop.go)
+    from nicplug.simulator.resources import VMOPS, VMS
+
+    cluster = await start_cluster(Knobs(dialect="deckhouse", native_hotplug=False,
+                                        delays=QUICK), Fixtures(vms=1, rollout_strategy="Stage"))
+    ctl = await start_controller(cluster, mode="drive")
+    user = user_of(cluster)
+    await user.patch_vm(VM, {"spec": {"runPolicy": "AlwaysOn"}})
+    await user.set_approval(VM, "Automatic")
+    await user.add_network(VM, "Network", "user-net")
+    op = await ctl.journal.wait_for(VM, "Network/user-net", "plug", {"Attached", "Failed"})
+
+    assert (op.state, op.reason) == ("Attached", None)
+    assert await ctl.journal.path_of(op.stream) == [
+        "Requested", "RestartRequired", "VMIPatched", "Attached"]
+    made, _ = cluster.store.list(VMOPS, "default")
+    assert [o["spec"]["type"] for o in made] == ["Restart"]
+    assert cluster.store.get(VMS, "default", "vm-00000")["spec"]["runPolicy"] == "AlwaysOn"

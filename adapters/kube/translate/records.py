@@ -263,7 +263,7 @@ def launcher_pod(
 def vm_operation(obj: VMOPObject) -> VMOperation | None:
     """nicplug's own restart step, or None for an operation it did not create for one."""
     vmi_uid = obj.metadata.annotations.get(VMOP_VMI_UID_ANNOTATION)
-    if vmi_uid is None or obj.spec.type not in ("Stop", "Start"):
+    if vmi_uid is None or obj.spec.type not in ("Stop", "Start", "Restart"):
         return None
     completed = next((c for c in obj.status.conditions if c.type == "Completed"), None)
     return VMOperation(obj.metadata.name, obj.spec.type, vmi_uid, obj.status.phase,
