@@ -216,3 +216,21 @@ async def test_an_id_change_the_platform_applies_without_a_restart(
     assert "RestartRequired" not in await ctl.journal.path_of(op.stream)
     assert forbidden_writes(cluster) == []
     assert_healthy(cluster)
+
+
+async def test_an_ipam_network_as_the_platform_writes_it(
+    start_cluster, start_controller, user_of, tmp_path
+):
+    # Deckhouse's networks-spec carries ipAssignmentMode/ipAddressNames for a network
+    # with an IPAM pool and leaves it out until its address is allocated
+    cluster = await start_cluster(platform(), Fixtures(vms=1, ipam_networks=("user-net",)))
+    ctl = await observe(cluster, start_controller, tmp_path)
+
+    await user_of(cluster).add_network(VM, *USER_NET)
+    op = await ctl.journal.wait_for(VM, "Network/user-net", "plug", {"Attached", "Failed"})
+
+    assert (op.state, op.reason) == ("Attached", None)
+    assert await ctl.journal.path_of(op.stream) == PLUG
+    assert await ctl.metric("nicplug_observation_errors_total", kind="annotation") == 0
+    assert forbidden_writes(cluster) == []
+    assert_healthy(cluster)
