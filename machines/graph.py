@@ -322,13 +322,13 @@ UPDATE_KUBEVIRT = MachineGraph(
 # hold, so the path is the same whatever the timing. nicplug writes nothing there: no
 # `PatchRejected`, and no migration of its own.
 
-UNPLUG_OBSERVED_LIVE = ("Requested", "AnnotationPatched", "SDNReleased", "VMIPatched",
-                        "GuestDetached", "RestartRequired")
+UNPLUG_OBSERVED_LIVE = ("Requested", "AnnotationPatched", "VMIPatched", "GuestDetached",
+                        "SDNReleased", "RestartRequired")
 
 UNPLUG_OBSERVED = MachineGraph(
     name="unplug",
     states=(
-        "Requested", "AnnotationPatched", "SDNReleased", "VMIPatched", "GuestDetached",
+        "Requested", "AnnotationPatched", "VMIPatched", "GuestDetached", "SDNReleased",
         "Detached", "RestartRequired", "Failed", "Cancelled",
     ),
     initial="Requested",

@@ -16,7 +16,7 @@ import typer
 from transitions.extensions import GraphMachine
 
 from nicplug.adapters.cli.app import app
-from nicplug.machines.graph import FLAVOURS
+from nicplug.machines.graph import graphs_of
 
 
 class Format(enum.StrEnum):
@@ -44,9 +44,9 @@ class _Canvas:
     """The model `transitions` hangs `get_graph` on; only ever used for drawing."""
 
 
-def render(machine: str, fmt: str, flavour: str = "deckhouse") -> bytes:
-    """The diagram of the registered machine `machine` of `flavour` in `fmt`."""
-    graph = FLAVOURS[flavour][machine]
+def render(machine: str, fmt: str, flavour: str = "deckhouse", mode: str = "drive") -> bytes:
+    """The diagram of the registered machine `machine` of `flavour` in `mode`, in `fmt`."""
+    graph = graphs_of(flavour, mode)[machine]
     canvas = _Canvas()
     engine = "mermaid" if fmt == "mermaid" else "graphviz"
     graph.machine(
@@ -54,7 +54,9 @@ def render(machine: str, fmt: str, flavour: str = "deckhouse") -> bytes:
         model=canvas,
         graph_engine=engine,
         show_conditions=True,
-        title=f"nicplug {machine}" if flavour == "deckhouse" else f"nicplug kubevirt {machine}",
+        title=(f"nicplug kubevirt {machine}" if flavour != "deckhouse"
+               else f"nicplug {machine} (observed)" if mode == "observe"
+               else f"nicplug {machine}"),
     )
     drawn = canvas.get_graph()  # type: ignore[attr-defined]
     if fmt == "mermaid":
@@ -87,10 +89,15 @@ def diagram(
     output: Annotated[
         Path | None, typer.Option("-o", "--output", help="write here instead of stdout")
     ] = None,
+    mode: Annotated[str, typer.Option(
+        "--mode", help="drive, or observe (deckhouse: the platform's own order)")] = "drive",
 ) -> None:
     """Draw the plug, unplug or update machine (states, triggers, guards)."""
+    if mode not in ("drive", "observe"):
+        typer.echo(f"nicplug: --mode: {mode!r} is neither drive nor observe", err=True)
+        raise typer.Exit(2)
     try:
-        data = render(machine.value, format.value, _GRAPHS_OF[flavour.value])
+        data = render(machine.value, format.value, _GRAPHS_OF[flavour.value], mode)
     except Exception as error:  # graphviz missing its `dot` binary, mostly
         if type(error).__name__ == "ExecutableNotFound":
             typer.echo(

@@ -61,3 +61,12 @@ def test_the_multus_flavour_draws_kubevirts_order() -> None:
     assert older.exit_code == 0 and older.output == result.output
     assert "Requested --> VMIPatched: sync_vmi" in result.output
     assert "VMIPatched --> AnnotationPatched: annotate [pod_holds_entry]" in result.output
+
+
+def test_the_observed_unplug_is_drawn_in_deckhouses_order() -> None:
+    result = CliRunner().invoke(app, ["diagram", "--machine", "unplug", "--mode", "observe"])
+    assert result.exit_code == 0, result.output
+    assert "title: nicplug unplug (observed)" in result.output
+    assert "Requested --> AnnotationPatched: drop_entry [pod_dropped_entry]" in result.output
+    assert "GuestDetached --> SDNReleased: sdn_released [sdn_released]" in result.output
+    assert CliRunner().invoke(app, ["diagram", "--mode", "sideways"]).exit_code == 2
