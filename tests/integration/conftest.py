@@ -34,6 +34,7 @@ from nicplug.adapters.settings import Settings
 from nicplug.machines.world import if_name_of
 from nicplug.simulator.cluster import SimulatedCluster
 from nicplug.simulator.fixtures import Fixtures
+from nicplug.simulator.identity import service_account
 from nicplug.simulator.knobs import Delays, Knobs
 from nicplug.simulator.resources import Resource
 from tests.integration.cluster_view import Trail, served, split
@@ -41,6 +42,8 @@ from tests.integration.journal_view import JournalView
 
 MERGE = "application/merge-patch+json"
 JSON_PATCH = "application/json-patch+json"
+DRIVE_IDENTITY = service_account("d8-system", "nicplug")
+"""Who nicplug is in a Deckhouse world: the overlay's identity (`deckhouse-drive`)."""
 QUICK = Delays(sdn_configure=0.1, kubevirt_sync=0.0, attach=0.05, migration=0.2, restart=0.2)
 """Small simulated delays: every step still takes a moment, the whole file stays fast."""
 
@@ -167,8 +170,14 @@ async def start_controller(tmp_path: Path) -> AsyncIterator[ControllerFactory]:
         cluster: SimulatedCluster, *, journal: Path | None = None, within: float = 15.0,
         **overrides: Any,
     ) -> RunningController:
+        kubeconfig = cluster.kubeconfig_path
+        if cluster.knobs.dialect == "deckhouse" and "kubeconfig" not in overrides:
+            # as deploy/overlays/deckhouse-drive installs it: a d8-system service account,
+            # which Deckhouse's admission policy admits to the internal KubeVirt groups
+            kubeconfig = cluster.write_kubeconfig(
+                tmp_path / f"nicplug-{len(running)}.kubeconfig", user=DRIVE_IDENTITY)
         values: dict[str, Any] = {
-            "kubeconfig": cluster.kubeconfig_path,
+            "kubeconfig": kubeconfig,
             "journal": journal or tmp_path / f"journal-{len(running)}.db",
             "dialect": cluster.knobs.dialect,
             # the suites written for nicplug driving the order say so; observe-mode tests

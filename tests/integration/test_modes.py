@@ -97,5 +97,28 @@ async def test_drive_restarts_an_always_on_vm_with_a_restart_operation(
     assert await ctl.journal.path_of(op.stream) == [
         "Requested", "RestartRequired", "VMIPatched", "Attached"]
     made, _ = cluster.store.list(VMOPS, "default")
-    assert [o["spec"]["type"] for o in made] == ["Restart"]
+    # Restarts only (a Stop would be refused), one per VMI at most: Deckhouse stops and
+    # starts at once, and a new VMI up before the change was written is restarted again
+    assert made and {o["spec"]["type"] for o in made} == {"Restart"}
+    restarted = [o["metadata"]["annotations"]["nicplug.io/restart-of-vmi"] for o in made]
+    assert len(set(restarted)) == len(restarted)
     assert cluster.store.get(VMS, "default", "vm-00000")["spec"]["runPolicy"] == "AlwaysOn"
+
+
+async def test_drive_as_the_overlays_identity_is_admitted(
+    start_cluster, start_controller, user_of
+) -> None:
+    # the scenario suite runs a Deckhouse world's nicplug as this identity
+    # (conftest.DRIVE_IDENTITY); here it is checked that the policy judged its writes
+    from tests.integration.conftest import DRIVE_IDENTITY
+
+    cluster = await start_cluster(Knobs(dialect="deckhouse", native_hotplug=False,
+                                        delays=QUICK), Fixtures(vms=1))
+    ctl = await start_controller(cluster, mode="auto")
+    await user_of(cluster).add_network(VM, "Network", "user-net")
+    op = await ctl.journal.wait_for(VM, "Network/user-net", "plug", {"Attached", "Failed"})
+
+    assert (op.state, op.reason) == ("Attached", None)
+    kvvm_writes = [r for r in cluster.requests if r.verb == "patch"
+                   and r.resource == "internalvirtualizationvirtualmachines"]
+    assert kvvm_writes and {r.username for r in kvvm_writes} == {DRIVE_IDENTITY}
