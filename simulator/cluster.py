@@ -16,7 +16,7 @@ import asyncio
 import contextlib
 import shutil
 import tempfile
-from collections import deque
+from collections import Counter, deque
 from pathlib import Path
 from types import TracebackType
 
@@ -205,6 +205,13 @@ class SimulatedCluster:
         taken = list(served)
         served.clear()
         return taken
+
+    def request_counts(self, user: str | None = None) -> Counter[tuple[str, str]]:
+        """(verb, `resource[/subresource]`) → how many of the answered requests (of
+        `user`'s alone, if given) asked it: what one client cost the API server."""
+        return Counter(
+            (r.verb, f"{r.resource}/{r.subresource}" if r.subresource else r.resource)
+            for r in self.requests if user is None or r.username == user)
 
     @property
     def actor_errors(self) -> list[str]:

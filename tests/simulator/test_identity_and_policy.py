@@ -9,7 +9,7 @@ from typing import Any
 import aiohttp
 import pytest
 import yaml
-from kubernetes_asyncio import client, config
+from kubernetes_asyncio import client, config, watch
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from nicplug.simulator import admission_policy, rbac
@@ -102,6 +102,10 @@ async def test_a_kvvm_patch_is_refused_to_nicplugs_identity_and_taken_from_d8_sy
         users = [(r.username, r.verb, r.subresource) for r in cluster.requests]
         assert users == [(NICPLUG, "patch", None), (NICPLUG, "patch", "status"),
                          (D8_SYSTEM, "patch", None), (NICPLUG, "delete", None)]
+        kvvms = "internalvirtualizationvirtualmachines"
+        assert cluster.request_counts(NICPLUG) == {
+            ("patch", kvvms): 1, ("patch", f"{kvvms}/status"): 1, ("delete", kvvms): 1}
+        assert sum(cluster.request_counts().values()) == 4
 
 
 async def test_the_upstream_api_names_nothing_the_policy_matches() -> None:
@@ -159,6 +163,11 @@ async def test_the_cluster_role_says_whether_the_platform_hot_plugs(native: bool
                    ["get", "list", "watch"])
         assert (hotplug in rules) is native
         assert [r.metadata.name for r in listed.items] == [rbac.NAME]
+        api = await config.new_client_from_config(str(cluster.kubeconfig_path))
+        async with api, watch.Watch() as stream:
+            seen = [event async for event in stream.stream(
+                client.RbacAuthorizationV1Api(api).list_cluster_role, timeout_seconds=1)]
+        assert [(e["type"], e["object"].metadata.name) for e in seen] == [("ADDED", rbac.NAME)]
 
 
 async def test_a_multus_world_has_no_deckhouse_cluster_role() -> None:
