@@ -59,6 +59,7 @@ class SimulatedCluster:
         port: int = 0,
         kubeconfig_path: Path | None = None,
         store: Store | None = None,
+        kubeconfig_user: str | None = None,
     ) -> None:
         self.knobs = knobs or Knobs()
         self.clock: SimClock = clock or RealSimClock()
@@ -87,6 +88,7 @@ class SimulatedCluster:
         self._runner: web.AppRunner | None = None
         self._own_dir: Path | None = None
         self._kubeconfig_wanted = kubeconfig_path
+        self._kubeconfig_user = kubeconfig_user  # whose requests its kubeconfig makes
 
     # ------------------------------------------------------------- lifecycle
 
@@ -121,7 +123,7 @@ class SimulatedCluster:
             self._own_dir = Path(tempfile.mkdtemp(prefix="nicplug-sim-"))
             path = self._own_dir / "kubeconfig"
         path.parent.mkdir(parents=True, exist_ok=True)
-        write_kubeconfig(path, self.url)
+        write_kubeconfig(path, self.url, user=self._kubeconfig_user)
         self.kubeconfig_path = path
 
     def write_kubeconfig(self, path: Path, *, user: str, namespace: str = "default") -> Path:

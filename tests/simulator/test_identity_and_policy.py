@@ -185,3 +185,13 @@ def test_native_hotplug_is_a_deckhouse_setting() -> None:
     assert not Knobs(native_hotplug=False).hotplugs
     with pytest.raises(ValueError, match="native_hotplug"):
         Knobs(dialect="multus", native_hotplug=True)
+
+
+async def test_the_clusters_own_kubeconfig_can_be_written_for_a_user() -> None:
+    async with SimulatedCluster(Knobs(dialect="deckhouse"), clock=VirtualSimClock(),
+                                kubeconfig_user=NICPLUG) as cluster:
+        assert cluster.kubeconfig_path is not None
+        api = await config.new_client_from_config(str(cluster.kubeconfig_path))
+        async with api:
+            await client.CoreV1Api(api).list_namespace()
+        assert cluster.request_counts(NICPLUG) == {("list", "namespaces"): 1}
