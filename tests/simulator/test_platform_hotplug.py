@@ -239,3 +239,23 @@ async def test_without_native_hotplug_the_change_is_left_unapplied() -> None:
 
 def test_the_platforms_identity_is_one_the_policy_admits() -> None:
     assert admission_policy.admitted(IDENTITY)
+
+
+async def test_a_reorder_of_additional_networks_is_applied_without_a_restart() -> None:
+    """The platform's source over the issue's word: only Main added or removed needs a
+    restart (`isOnlyNonMainNetworksChanged`)."""
+    cluster = await _cluster(vm_networks=(("Network", "user-net"), ("ClusterNetwork", "storage")))
+    try:
+        storage = {"type": "ClusterNetwork", "name": "storage", "id": 3}
+        await _set_networks(cluster, [MAIN, storage, USER_NET])
+        await cluster.settle()
+        vm = cluster.store.get(VMS, NS, VM)
+        assert ob.condition(vm, "AwaitingRestartToApplyConfiguration") is None
+        assert [e["name"] for e in json.loads(_pod_spec(cluster) or "")] == ["storage", "user-net"]
+        last = json.loads(cluster.store.get(KVVMS, NS, VM)["metadata"]["annotations"][
+            dn.LAST_APPLIED])
+        assert last["networks"] == [MAIN, storage, USER_NET]
+        assert cluster.store.get(VMIS, NS, VM)["status"]["phase"] == "Running"
+        assert cluster.actor_errors == []
+    finally:
+        await cluster.stop()
