@@ -259,3 +259,22 @@ async def test_a_reorder_of_additional_networks_is_applied_without_a_restart() -
         assert cluster.actor_errors == []
     finally:
         await cluster.stop()
+
+
+async def test_a_restart_applies_what_waited_for_it() -> None:
+    cluster = await _cluster(vm_networks=(("Network", "user-net"),))
+    try:
+        await _set_networks(cluster, [USER_NET])  # Main removed: waits for a restart
+        await cluster.settle()
+        old = cluster.store.get(VMIS, NS, VM)["metadata"]["uid"]
+        d.restart(cluster.store, cluster.knobs, NS, VM)
+        await cluster.advance(5.0)
+        vmi = cluster.store.get(VMIS, NS, VM)
+        assert vmi["metadata"]["uid"] != old and vmi["status"]["phase"] == "Running"
+        names = [i["name"] for i in ob.interfaces_of(vmi["spec"])]
+        assert names == [nw.mac_if_name("Network", _mac(cluster, "user-net"))]
+        vm = cluster.store.get(VMS, NS, VM)
+        assert ob.condition(vm, "AwaitingRestartToApplyConfiguration") is None
+        assert cluster.actor_errors == [] and cluster.link_not_found == []
+    finally:
+        await cluster.stop()
