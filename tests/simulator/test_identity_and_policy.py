@@ -93,6 +93,8 @@ async def test_a_kvvm_patch_is_refused_to_nicplugs_identity_and_taken_from_d8_sy
         # the status subresource is no resource the policy names
         code, _ = await _patch(session, url + "/status", NICPLUG, {"status": {"x": 1}})
         assert code == 200
+        code, _ = await _patch(session, url.replace(VM, "no-such-vm"), NICPLUG, mark)
+        assert code == 404  # the registry answers before admission runs
         code, _ = await _patch(session, url, D8_SYSTEM, mark)
         assert code == 200
         assert cluster.store.get(KVVMS, NS, VM)["metadata"]["annotations"]["example.com/mark"]
@@ -101,11 +103,12 @@ async def test_a_kvvm_patch_is_refused_to_nicplugs_identity_and_taken_from_d8_sy
             assert response.status == 422
         users = [(r.username, r.verb, r.subresource) for r in cluster.requests]
         assert users == [(NICPLUG, "patch", None), (NICPLUG, "patch", "status"),
-                         (D8_SYSTEM, "patch", None), (NICPLUG, "delete", None)]
+                         (NICPLUG, "patch", None), (D8_SYSTEM, "patch", None),
+                         (NICPLUG, "delete", None)]
         kvvms = "internalvirtualizationvirtualmachines"
         assert cluster.request_counts(NICPLUG) == {
-            ("patch", kvvms): 1, ("patch", f"{kvvms}/status"): 1, ("delete", kvvms): 1}
-        assert sum(cluster.request_counts().values()) == 4
+            ("patch", kvvms): 2, ("patch", f"{kvvms}/status"): 1, ("delete", kvvms): 1}
+        assert sum(cluster.request_counts().values()) == 5
 
 
 async def test_the_upstream_api_names_nothing_the_policy_matches() -> None:

@@ -278,3 +278,25 @@ async def test_a_restart_applies_what_waited_for_it() -> None:
         assert cluster.actor_errors == [] and cluster.link_not_found == []
     finally:
         await cluster.stop()
+
+
+async def test_a_static_address_is_requested_once_allocated_and_refused_without_a_pool() -> None:
+    cluster = await _cluster(ipam_networks=("user-net",))
+    try:
+        cluster.store.create(IP_ADDRESSES, {
+            "apiVersion": IP_ADDRESSES.api_version, "kind": IP_ADDRESSES.kind,
+            "metadata": {"name": "my-ip", "namespace": NS},
+            "spec": {"networkRef": {"kind": "Network", "name": "user-net"}, "type": "Static"}})
+        await _set_networks(cluster, [MAIN, {**USER_NET, "ipAddressName": "my-ip"}])
+        await cluster.advance(6.0)
+        (entry,) = json.loads(_pod_spec(cluster) or "")
+        assert (entry["ipAssignmentMode"], entry["ipAddressNames"]) == ("DHCP", ["my-ip"])
+        assert entry["ifName"] in _vmi_attached(cluster)
+        assert len(cluster.store.list(IP_ADDRESSES, NS)[0]) == 1  # no automatic one
+        storage = {"type": "ClusterNetwork", "name": "storage", "id": 3, "ipAddressName": "x"}
+        await _set_networks(cluster, [MAIN, {**USER_NET, "ipAddressName": "my-ip"}, storage])
+        await cluster.advance(6.0)  # no pool on storage: an address named is left out
+        assert [e["name"] for e in json.loads(_pod_spec(cluster) or "")] == ["user-net"]
+        assert cluster.actor_errors == []
+    finally:
+        await cluster.stop()
