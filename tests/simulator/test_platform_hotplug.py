@@ -300,3 +300,27 @@ async def test_a_static_address_is_requested_once_allocated_and_refused_without_
         assert cluster.actor_errors == []
     finally:
         await cluster.stop()
+
+
+async def test_an_sdn_that_never_configures_the_network_is_waited_for_forever() -> None:
+    """What the platform alone does: a Normal Event, `ConfigurationApplied` False, no
+    deadline, no failure — the gap a controller beside it fills."""
+    knobs = Knobs(dialect="deckhouse", delays=DELAYS,
+                  failures=Failures(sdn_networks=frozenset({"Network/user-net"})))
+    cluster = await _cluster(knobs)
+    try:
+        await _set_networks(cluster, [MAIN, USER_NET])
+        await cluster.advance(600.0)
+        (status,) = json.loads(nw.annotations_of(d.active_pod(cluster.store, NS, VM))[
+            nw.DECKHOUSE_STATUS])
+        assert not nw.deckhouse_ready(status)
+        assert [i["name"] for i in _kvvm_interfaces(cluster)] == ["default"]
+        applied = ob.condition(cluster.store.get(VMS, NS, VM), "ConfigurationApplied")
+        assert applied is not None and applied["message"] == (
+            "Waiting for SDN to configure network interfaces.")
+        assert [e for e in _events(cluster) if e[0] == "Warning"] == []
+        assert ("Normal", "ChangesApplied",
+                "Waiting for SDN to configure network interfaces") in _events(cluster)
+        assert cluster.actor_errors == [] and cluster.link_not_found == []
+    finally:
+        await cluster.stop()
