@@ -324,3 +324,20 @@ async def test_an_sdn_that_never_configures_the_network_is_waited_for_forever() 
         assert cluster.actor_errors == [] and cluster.link_not_found == []
     finally:
         await cluster.stop()
+
+
+async def test_a_network_the_platform_plugged_survives_a_migration(
+    cluster: SimulatedCluster,
+) -> None:
+    await _set_networks(cluster, [MAIN, USER_NET])
+    await cluster.advance(2.0)
+    if_name = nw.mac_if_name("Network", _mac(cluster, "user-net"))
+    assert if_name in _vmi_attached(cluster)
+    before = d.active_pod(cluster.store, NS, VM)["metadata"]["name"]
+    d.migrate(cluster.store, NS, VM)
+    await cluster.advance(5.0)
+    assert d.migration_phase(cluster.store, NS) == "Succeeded"
+    pod = d.active_pod(cluster.store, NS, VM)
+    assert pod["metadata"]["name"] != before
+    assert json.loads(nw.annotations_of(pod)[nw.DECKHOUSE_REQUEST])[0]["ifName"] == if_name
+    assert if_name in _vmi_attached(cluster)
