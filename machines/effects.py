@@ -50,11 +50,18 @@ NICPLUG_CONDITIONS = (
 
 
 def _request_payload(r: SDNRequest) -> dict[str, Any]:
-    return {"identity": r.identity, "if_name": r.if_name, "id": r.id, "mac": r.mac}
+    payload: dict[str, Any] = {"identity": r.identity, "if_name": r.if_name, "id": r.id,
+                               "mac": r.mac}
+    if r.ip_assignment_mode or r.ip_address_names:  # IPAM's; absent in older payloads
+        payload["ip_assignment_mode"] = r.ip_assignment_mode
+        payload["ip_address_names"] = list(r.ip_address_names)
+    return payload
 
 
 def _request_of(p: Mapping[str, Any]) -> SDNRequest:
-    return SDNRequest(str(p["identity"]), str(p["if_name"]), p.get("id"), p.get("mac"))
+    return SDNRequest(str(p["identity"]), str(p["if_name"]), p.get("id"), p.get("mac"),
+                      str(p.get("ip_assignment_mode") or ""),
+                      tuple(str(n) for n in p.get("ip_address_names") or ()))
 
 
 class Effect(ABC):

@@ -75,7 +75,8 @@ def _live(ops: Ops, network: str, direction: str) -> Operation | None:
 
 
 def _request(vm: DesiredVM, spec: NetworkSpec) -> SDNRequest:
-    return SDNRequest(spec.identity, spec.if_name, spec.id, _mac(vm, spec))
+    return SDNRequest(spec.identity, spec.if_name, spec.id, _mac(vm, spec),
+                      spec.ip_assignment_mode, spec.ip_address_names)
 
 
 def _mac(vm: DesiredVM, spec: NetworkSpec) -> str | None:
@@ -87,8 +88,10 @@ def pod_patches(facts: Facts, ops: Ops, vm: DesiredVM, comparison: Comparison) -
     out: Owned = []
     if vm.in_template:
         return out  # KubeVirt's virt-controller writes the pods' networks annotation
-    # a network whose MAC is not allocated yet has no name: nothing is written for it
-    desired = [d for d in comparison.desired if d.type != "Main" and not d.awaits_mac]
+    # a network whose MAC is not allocated yet has no name: nothing is written for it;
+    # nor for one whose IPAM address is not (Deckhouse leaves it out: `ipam.py`)
+    desired = [d for d in comparison.desired
+               if d.type != "Main" and not d.awaits_mac and not d.awaits_address]
     for pod in facts.pods:
         if pod.observation_error is not None:
             continue  # never overwrite an annotation nicplug could not read
@@ -174,7 +177,7 @@ def kvvm_patch(facts: Facts, ops: Ops, vm: DesiredVM, comparison: Comparison) ->
             plug = _live(ops, spec.identity, "plug")
             if plug is None or plug.state == "RestartRequired" or spec.type == "Main":
                 continue
-            if spec.awaits_mac:
+            if spec.awaits_mac or spec.awaits_address:
                 continue
             if spec.if_name in facts.kvvm_present or not facts.sdn_ready(spec.identity):
                 continue
@@ -191,7 +194,8 @@ def kvvm_patch(facts: Facts, ops: Ops, vm: DesiredVM, comparison: Comparison) ->
     owner: Operation | None = None
     if not facts.live:
         entries = [
-            VMNetworkEntry(d.if_name, d.identity) for d in comparison.desired if not d.awaits_mac
+            VMNetworkEntry(d.if_name, d.identity) for d in comparison.desired
+            if not d.awaits_mac and not d.awaits_address
         ]
         entries += [e for e in current if not e.identity]  # not nicplug's to remove
         owner = min(live_ops, key=lambda o: o.stream)

@@ -16,7 +16,7 @@ import asyncio
 import contextlib
 import shutil
 import tempfile
-from collections import deque
+from collections import Counter, deque
 from pathlib import Path
 from types import TracebackType
 
@@ -59,6 +59,7 @@ class SimulatedCluster:
         port: int = 0,
         kubeconfig_path: Path | None = None,
         store: Store | None = None,
+        kubeconfig_user: str | None = None,
     ) -> None:
         self.knobs = knobs or Knobs()
         self.clock: SimClock = clock or RealSimClock()
@@ -87,6 +88,7 @@ class SimulatedCluster:
         self._runner: web.AppRunner | None = None
         self._own_dir: Path | None = None
         self._kubeconfig_wanted = kubeconfig_path
+        self._kubeconfig_user = kubeconfig_user  # whose requests its kubeconfig makes
 
     # ------------------------------------------------------------- lifecycle
 
@@ -121,7 +123,7 @@ class SimulatedCluster:
             self._own_dir = Path(tempfile.mkdtemp(prefix="nicplug-sim-"))
             path = self._own_dir / "kubeconfig"
         path.parent.mkdir(parents=True, exist_ok=True)
-        write_kubeconfig(path, self.url)
+        write_kubeconfig(path, self.url, user=self._kubeconfig_user)
         self.kubeconfig_path = path
 
     def write_kubeconfig(self, path: Path, *, user: str, namespace: str = "default") -> Path:
@@ -205,6 +207,13 @@ class SimulatedCluster:
         taken = list(served)
         served.clear()
         return taken
+
+    def request_counts(self, user: str | None = None) -> Counter[tuple[str, str]]:
+        """(verb, `resource[/subresource]`) → how many of the answered requests (of
+        `user`'s alone, if given) asked it: what one client cost the API server."""
+        return Counter(
+            (r.verb, f"{r.resource}/{r.subresource}" if r.subresource else r.resource)
+            for r in self.requests if user is None or r.username == user)
 
     @property
     def actor_errors(self) -> list[str]:

@@ -26,8 +26,14 @@ USERNAME = web.RequestKey("username", str)
 """Who the server took the request for (set before a handler runs)."""
 
 
-def _policy(request: web.Request, call: Call, name: str | None) -> None:
-    """The admission policies that judge the requester (Deckhouse's, on its groups)."""
+def _policy(request: web.Request, call: Call, name: str | None, store: Store | None = None
+            ) -> None:
+    """The admission policies that judge the requester (Deckhouse's, on its groups).
+    Given the `store`, an object that does not exist is not judged: the registry answers
+    404 before admission runs."""
+    if store is not None and name is not None and store.peek(
+            call.resource, call.namespace, name) is None:
+        return
     admission_policy.check(call.served, call.verb, call.subresource, name,
                            request.get(USERNAME, ""))
 
@@ -102,14 +108,14 @@ async def create(request: web.Request, call: Call, store: Store) -> web.Response
 async def update(request: web.Request, call: Call, store: Store) -> web.Response:
     require_json(request)
     body = place(call, call.api.inward(await read_json(request)))
-    _policy(request, call, call.name)
+    _policy(request, call, call.name, store)
     return json_response(call.api.outward(
         store.update(call.resource, body, subresource=call.subresource)))
 
 
 async def patch(request: web.Request, call: Call, store: Store) -> web.Response:
     document = call.api.inward(await read_json(request))
-    _policy(request, call, call.name)
+    _policy(request, call, call.name, store)
     patched = store.patch(
         call.resource,
         call.namespace,
@@ -122,7 +128,7 @@ async def patch(request: web.Request, call: Call, store: Store) -> web.Response:
 
 
 async def delete(request: web.Request, call: Call, store: Store) -> web.Response:
-    _policy(request, call, call.name)
+    _policy(request, call, call.name, store)
     options = await read_json(request) if request.can_read_body else {}
     found = options.get("preconditions") if isinstance(options, dict) else None
     preconditions = found if isinstance(found, dict) else {}

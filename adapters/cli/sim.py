@@ -77,6 +77,11 @@ def serve(
         help="deckhouse: the virtualization controller hot-plugs networks itself (a "
              "release with it; the default) or not (an older one, for drive mode).")
     ] = None,
+    kubeconfig_user: Annotated[str | None, typer.Option(
+        help="The user the kubeconfig's requests are taken for, e.g. "
+             "system:serviceaccount:nicplug-system:nicplug (deckhouse's admission policy "
+             "judges it); default: a kube-system service account it admits.")
+    ] = None,
 ) -> None:
     """Serve a simulated Kubernetes API with KubeVirt and SDN behaviour until Ctrl-C."""
     from nicplug.simulator.fixtures import Fixtures
@@ -107,7 +112,8 @@ def serve(
         typer.echo(f"Error: {e}", err=True)
         raise typer.Exit(2) from e
     try:
-        asyncio.run(_serve(knobs, fixtures, port, kubeconfig.resolve() if kubeconfig else None))
+        asyncio.run(_serve(knobs, fixtures, port, kubeconfig.resolve() if kubeconfig else None,
+                           kubeconfig_user or None))
     except OSError as e:
         typer.echo(f"Error: cannot serve on 127.0.0.1:{port}: {e.strerror or e}", err=True)
         raise typer.Exit(1) from e
@@ -120,7 +126,8 @@ def _network_ref(ref: str) -> tuple[str, str]:
     return type_, name
 
 
-async def _serve(knobs: Knobs, fixtures: Fixtures, port: int, kubeconfig: Path | None) -> None:
+async def _serve(knobs: Knobs, fixtures: Fixtures, port: int, kubeconfig: Path | None,
+                 user: str | None = None) -> None:
     from nicplug.simulator.cluster import SimulatedCluster
 
     stop = asyncio.Event()
@@ -128,7 +135,7 @@ async def _serve(knobs: Knobs, fixtures: Fixtures, port: int, kubeconfig: Path |
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     cluster = SimulatedCluster(knobs, fixtures=fixtures, port=port,
-                               kubeconfig_path=kubeconfig)
+                               kubeconfig_path=kubeconfig, kubeconfig_user=user)
     async with cluster:
         path = cluster.kubeconfig_path
         print(f"simulated cluster ({knobs.dialect}, {knobs.api} KubeVirt API, "

@@ -73,6 +73,7 @@ LAST_APPLIED = dn.LAST_APPLIED
 TAP_PROVISION = dn.TAP_PROVISION
 AWAITING_RESTART = "AwaitingRestartToApplyConfiguration"
 CONFIGURATION_APPLIED = "ConfigurationApplied"
+REQUEUE = 5.0  # seconds: the handler's requeue while waiting for the network
 MODEL = "virtio"
 BINDING = "bpfbridge"
 
@@ -125,6 +126,8 @@ class NetworkHotplug(Reactor):
             kvvm = self.find(KVVMS, *key) or kvvm
             if awaiting is None and _restart_required(kvvm):
                 awaiting = ("UnexpectedState", UNEXPECTED_MESSAGE)
+        if applied == WAITING_CONDITION:  # `RequeueAfter: 5s` while waiting for the SDN
+            self._wake(key, self.clock.now() + REQUEUE)
         self._conditions(vm, running, applied, awaiting)
 
     # ------------------------------------------------------------- the pod, then the KVVM

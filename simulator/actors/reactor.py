@@ -47,6 +47,8 @@ def vm_key(res: Resource, obj: Json) -> VMKey | None:
     elif res in (VMMACS, IP_ADDRESSES):  # owned by its VM (Deckhouse creates them so)
         owners = meta.get("ownerReferences") or []
         name = next((o.get("name") for o in owners if o.get("kind") == "VirtualMachine"), None)
+        if name is None and res == IP_ADDRESSES:
+            name = meta.get("name")  # a user's static address: a key of its own
     else:
         name = meta.get("name")
     return (namespace, name) if isinstance(name, str) and name else None

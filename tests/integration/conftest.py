@@ -82,7 +82,7 @@ async def start_cluster(tmp_path: Path) -> AsyncIterator[ClusterFactory]:
     started: list[SimulatedCluster] = []
 
     async def start(
-        knobs: Knobs | None = None, fixtures: Fixtures | None = None
+        knobs: Knobs | None = None, fixtures: Fixtures | None = None, user: str | None = None
     ) -> SimulatedCluster:
         knobs = knobs or Knobs(delays=QUICK)
         if knobs.dialect == "deckhouse" and knobs.native_hotplug is None:
@@ -93,6 +93,7 @@ async def start_cluster(tmp_path: Path) -> AsyncIterator[ClusterFactory]:
             knobs,
             fixtures=fixtures or Fixtures(vms=1),
             kubeconfig_path=tmp_path / f"kubeconfig-{len(started)}",
+            kubeconfig_user=user,  # the controller's identity (None: an admitted default)
         )
         await cluster.start()
         started.append(cluster)

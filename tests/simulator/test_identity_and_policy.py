@@ -9,7 +9,7 @@ from typing import Any
 import aiohttp
 import pytest
 import yaml
-from kubernetes_asyncio import client, config
+from kubernetes_asyncio import client, config, watch
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from nicplug.simulator import admission_policy, rbac
@@ -93,6 +93,8 @@ async def test_a_kvvm_patch_is_refused_to_nicplugs_identity_and_taken_from_d8_sy
         # the status subresource is no resource the policy names
         code, _ = await _patch(session, url + "/status", NICPLUG, {"status": {"x": 1}})
         assert code == 200
+        code, _ = await _patch(session, url.replace(VM, "no-such-vm"), NICPLUG, mark)
+        assert code == 404  # the registry answers before admission runs
         code, _ = await _patch(session, url, D8_SYSTEM, mark)
         assert code == 200
         assert cluster.store.get(KVVMS, NS, VM)["metadata"]["annotations"]["example.com/mark"]
@@ -101,7 +103,12 @@ async def test_a_kvvm_patch_is_refused_to_nicplugs_identity_and_taken_from_d8_sy
             assert response.status == 422
         users = [(r.username, r.verb, r.subresource) for r in cluster.requests]
         assert users == [(NICPLUG, "patch", None), (NICPLUG, "patch", "status"),
-                         (D8_SYSTEM, "patch", None), (NICPLUG, "delete", None)]
+                         (NICPLUG, "patch", None), (D8_SYSTEM, "patch", None),
+                         (NICPLUG, "delete", None)]
+        kvvms = "internalvirtualizationvirtualmachines"
+        assert cluster.request_counts(NICPLUG) == {
+            ("patch", kvvms): 2, ("patch", f"{kvvms}/status"): 1, ("delete", kvvms): 1}
+        assert sum(cluster.request_counts().values()) == 5
 
 
 async def test_the_upstream_api_names_nothing_the_policy_matches() -> None:
@@ -159,6 +166,11 @@ async def test_the_cluster_role_says_whether_the_platform_hot_plugs(native: bool
                    ["get", "list", "watch"])
         assert (hotplug in rules) is native
         assert [r.metadata.name for r in listed.items] == [rbac.NAME]
+        api = await config.new_client_from_config(str(cluster.kubeconfig_path))
+        async with api, watch.Watch() as stream:
+            seen = [event async for event in stream.stream(
+                client.RbacAuthorizationV1Api(api).list_cluster_role, timeout_seconds=1)]
+        assert [(e["type"], e["object"].metadata.name) for e in seen] == [("ADDED", rbac.NAME)]
 
 
 async def test_a_multus_world_has_no_deckhouse_cluster_role() -> None:
@@ -176,3 +188,13 @@ def test_native_hotplug_is_a_deckhouse_setting() -> None:
     assert not Knobs(native_hotplug=False).hotplugs
     with pytest.raises(ValueError, match="native_hotplug"):
         Knobs(dialect="multus", native_hotplug=True)
+
+
+async def test_the_clusters_own_kubeconfig_can_be_written_for_a_user() -> None:
+    async with SimulatedCluster(Knobs(dialect="deckhouse"), clock=VirtualSimClock(),
+                                kubeconfig_user=NICPLUG) as cluster:
+        assert cluster.kubeconfig_path is not None
+        api = await config.new_client_from_config(str(cluster.kubeconfig_path))
+        async with api:
+            await client.CoreV1Api(api).list_namespace()
+        assert cluster.request_counts(NICPLUG) == {("list", "namespaces"): 1}

@@ -239,3 +239,105 @@ async def test_without_native_hotplug_the_change_is_left_unapplied() -> None:
 
 def test_the_platforms_identity_is_one_the_policy_admits() -> None:
     assert admission_policy.admitted(IDENTITY)
+
+
+async def test_a_reorder_of_additional_networks_is_applied_without_a_restart() -> None:
+    """The platform's source over the issue's word: only Main added or removed needs a
+    restart (`isOnlyNonMainNetworksChanged`)."""
+    cluster = await _cluster(vm_networks=(("Network", "user-net"), ("ClusterNetwork", "storage")))
+    try:
+        storage = {"type": "ClusterNetwork", "name": "storage", "id": 3}
+        await _set_networks(cluster, [MAIN, storage, USER_NET])
+        await cluster.settle()
+        vm = cluster.store.get(VMS, NS, VM)
+        assert ob.condition(vm, "AwaitingRestartToApplyConfiguration") is None
+        assert [e["name"] for e in json.loads(_pod_spec(cluster) or "")] == ["storage", "user-net"]
+        last = json.loads(cluster.store.get(KVVMS, NS, VM)["metadata"]["annotations"][
+            dn.LAST_APPLIED])
+        assert last["networks"] == [MAIN, storage, USER_NET]
+        assert cluster.store.get(VMIS, NS, VM)["status"]["phase"] == "Running"
+        assert cluster.actor_errors == []
+    finally:
+        await cluster.stop()
+
+
+async def test_a_restart_applies_what_waited_for_it() -> None:
+    cluster = await _cluster(vm_networks=(("Network", "user-net"),))
+    try:
+        await _set_networks(cluster, [USER_NET])  # Main removed: waits for a restart
+        await cluster.settle()
+        old = cluster.store.get(VMIS, NS, VM)["metadata"]["uid"]
+        d.restart(cluster.store, cluster.knobs, NS, VM)
+        await cluster.advance(5.0)
+        vmi = cluster.store.get(VMIS, NS, VM)
+        assert vmi["metadata"]["uid"] != old and vmi["status"]["phase"] == "Running"
+        names = [i["name"] for i in ob.interfaces_of(vmi["spec"])]
+        assert names == [nw.mac_if_name("Network", _mac(cluster, "user-net"))]
+        vm = cluster.store.get(VMS, NS, VM)
+        assert ob.condition(vm, "AwaitingRestartToApplyConfiguration") is None
+        assert cluster.actor_errors == [] and cluster.link_not_found == []
+    finally:
+        await cluster.stop()
+
+
+async def test_a_static_address_is_requested_once_allocated_and_refused_without_a_pool() -> None:
+    cluster = await _cluster(ipam_networks=("user-net",))
+    try:
+        cluster.store.create(IP_ADDRESSES, {
+            "apiVersion": IP_ADDRESSES.api_version, "kind": IP_ADDRESSES.kind,
+            "metadata": {"name": "my-ip", "namespace": NS},
+            "spec": {"networkRef": {"kind": "Network", "name": "user-net"}, "type": "Static"}})
+        await _set_networks(cluster, [MAIN, {**USER_NET, "ipAddressName": "my-ip"}])
+        await cluster.advance(6.0)
+        (entry,) = json.loads(_pod_spec(cluster) or "")
+        assert (entry["ipAssignmentMode"], entry["ipAddressNames"]) == ("DHCP", ["my-ip"])
+        assert entry["ifName"] in _vmi_attached(cluster)
+        assert len(cluster.store.list(IP_ADDRESSES, NS)[0]) == 1  # no automatic one
+        storage = {"type": "ClusterNetwork", "name": "storage", "id": 3, "ipAddressName": "x"}
+        await _set_networks(cluster, [MAIN, {**USER_NET, "ipAddressName": "my-ip"}, storage])
+        await cluster.advance(6.0)  # no pool on storage: an address named is left out
+        assert [e["name"] for e in json.loads(_pod_spec(cluster) or "")] == ["user-net"]
+        assert cluster.actor_errors == []
+    finally:
+        await cluster.stop()
+
+
+async def test_an_sdn_that_never_configures_the_network_is_waited_for_forever() -> None:
+    """What the platform alone does: a Normal Event, `ConfigurationApplied` False, no
+    deadline, no failure — the gap a controller beside it fills."""
+    knobs = Knobs(dialect="deckhouse", delays=DELAYS,
+                  failures=Failures(sdn_networks=frozenset({"Network/user-net"})))
+    cluster = await _cluster(knobs)
+    try:
+        await _set_networks(cluster, [MAIN, USER_NET])
+        await cluster.advance(600.0)
+        (status,) = json.loads(nw.annotations_of(d.active_pod(cluster.store, NS, VM))[
+            nw.DECKHOUSE_STATUS])
+        assert not nw.deckhouse_ready(status)
+        assert [i["name"] for i in _kvvm_interfaces(cluster)] == ["default"]
+        applied = ob.condition(cluster.store.get(VMS, NS, VM), "ConfigurationApplied")
+        assert applied is not None and applied["message"] == (
+            "Waiting for SDN to configure network interfaces.")
+        assert [e for e in _events(cluster) if e[0] == "Warning"] == []
+        assert ("Normal", "ChangesApplied",
+                "Waiting for SDN to configure network interfaces") in _events(cluster)
+        assert cluster.actor_errors == [] and cluster.link_not_found == []
+    finally:
+        await cluster.stop()
+
+
+async def test_a_network_the_platform_plugged_survives_a_migration(
+    cluster: SimulatedCluster,
+) -> None:
+    await _set_networks(cluster, [MAIN, USER_NET])
+    await cluster.advance(2.0)
+    if_name = nw.mac_if_name("Network", _mac(cluster, "user-net"))
+    assert if_name in _vmi_attached(cluster)
+    before = d.active_pod(cluster.store, NS, VM)["metadata"]["name"]
+    d.migrate(cluster.store, NS, VM)
+    await cluster.advance(5.0)
+    assert d.migration_phase(cluster.store, NS) == "Succeeded"
+    pod = d.active_pod(cluster.store, NS, VM)
+    assert pod["metadata"]["name"] != before
+    assert json.loads(nw.annotations_of(pod)[nw.DECKHOUSE_REQUEST])[0]["ifName"] == if_name
+    assert if_name in _vmi_attached(cluster)

@@ -72,7 +72,8 @@ def desired_vm(vm: VirtualMachineObject, macs: Mapping[str, str] | None = None) 
         resource_version=vm.metadata.resource_version,
         networks=None
         if networks is None
-        else tuple(NetworkSpec(n.type, n.name, n.id) for n in networks),
+        else tuple(NetworkSpec(n.type, n.name, n.id, ip_address_name=n.ip_address_name)
+                   for n in networks),
         approval=vm.spec.disruptions.restart_approval_mode,
         macs={
             identity_of(n.type, n.name): n.mac_address
@@ -93,7 +94,8 @@ def named_by_mac(vm: DesiredVM, macs: Mapping[str, str]) -> DesiredVM:
     if vm.networks is None:
         return vm
     return replace(vm, networks=tuple(
-        NetworkSpec(n.type, n.name, n.id, mac=macs.get(n.identity), named_by_mac=True)
+        NetworkSpec(n.type, n.name, n.id, mac=macs.get(n.identity), named_by_mac=True,
+                    ip_address_name=n.ip_address_name)
         for n in vm.networks))
 
 
