@@ -93,7 +93,11 @@ async def start_cluster(tmp_path: Path) -> AsyncIterator[ClusterFactory]:
             knobs,
             fixtures=fixtures or Fixtures(vms=1),
             kubeconfig_path=tmp_path / f"kubeconfig-{len(started)}",
-            kubeconfig_user=user,  # the controller's identity (None: an admitted default)
+            # the controller's identity; in a Deckhouse world by default the drive overlay's
+            # (deploy/overlays/deckhouse-drive: a d8-system service account, which
+            # Deckhouse's admission policy admits to the internal KubeVirt groups)
+            kubeconfig_user=user if user is not None or knobs.dialect != "deckhouse"
+            else DRIVE_IDENTITY,
         )
         await cluster.start()
         started.append(cluster)
@@ -171,14 +175,8 @@ async def start_controller(tmp_path: Path) -> AsyncIterator[ControllerFactory]:
         cluster: SimulatedCluster, *, journal: Path | None = None, within: float = 15.0,
         **overrides: Any,
     ) -> RunningController:
-        kubeconfig = cluster.kubeconfig_path
-        if cluster.knobs.dialect == "deckhouse" and "kubeconfig" not in overrides:
-            # as deploy/overlays/deckhouse-drive installs it: a d8-system service account,
-            # which Deckhouse's admission policy admits to the internal KubeVirt groups
-            kubeconfig = cluster.write_kubeconfig(
-                tmp_path / f"nicplug-{len(running)}.kubeconfig", user=DRIVE_IDENTITY)
         values: dict[str, Any] = {
-            "kubeconfig": kubeconfig,
+            "kubeconfig": cluster.kubeconfig_path,
             "journal": journal or tmp_path / f"journal-{len(running)}.db",
             "dialect": cluster.knobs.dialect,
             # the suites written for nicplug driving the order say so; observe-mode tests
