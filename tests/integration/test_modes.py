@@ -70,6 +70,8 @@ async def test_a_refused_kvvm_write_is_a_permanent_error_not_a_retry_loop(
                    if r.username == NICPLUG and r.verb == "patch"
                    and r.resource == "internalvirtualizationvirtualmachines"]
     assert len(kvvm_writes) == 1  # refused once, not retried as a lost compare-and-swap
+    explained = await ctl.journal.explain(op.stream)
+    assert "PatchRejected" in explained and "Operation forbidden for this user." in explained
     await eventually(lambda: any(
         e.get("type") == "Warning" and "Operation forbidden" in str(e.get("message"))
         for e in cluster.events(reason="PlugFailed")), what="the Warning Event")
