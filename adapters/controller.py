@@ -203,7 +203,8 @@ class Controller:
         self.settings = settings
         self.surroundings = surroundings or Surroundings()
         self.identity = settings.identity or f"{socket.gethostname()}-{os.getpid()}"
-        self.metrics = Metrics()
+        self.metrics = Metrics(flavour="deckhouse" if settings.dialect == "deckhouse"
+                               else "kubevirt")
         self.health = Health(ready=self._is_ready, why=self._not_ready_because)
         self.dialect = dialect_for(
             settings.dialect, cluster_nad_namespace=settings.cluster_network_namespace
@@ -266,13 +267,14 @@ class Controller:
                                         now=self.surroundings.clock.wall)
             connection = await self.surroundings.connect(ClientSettings(
                 kubeconfig=self.settings.kubeconfig, read_timeout=self.settings.request_timeout,
-                user_agent=user_agent,
+                user_agent=user_agent, on_request=self.metrics.request_seen,
             ))
             opened.append(connection)
             # The Lease has a pool of its own: effects and watches never hold up a renewal.
             lease_connection = await self.surroundings.connect(ClientSettings(
                 kubeconfig=self.settings.kubeconfig, read_timeout=timing.call_timeout,
                 connect_timeout=timing.call_timeout, max_connections=2, user_agent=user_agent,
+                on_request=self.metrics.request_seen,
             ))
         except BaseException:
             for client in opened:
@@ -334,7 +336,7 @@ class Controller:
         self._journal_health.reset()
         journal = await self.surroundings.open_journal(
             self.settings.journal, self.settings, self.metrics)
-        listener = MetricsListener(self.metrics)
+        listener = MetricsListener(self.metrics, monotonic=self.surroundings.monotonic)
         informers = self._informers(connection)
         runtime: Runtime[VMState, World] = Runtime(
             HotplugDecider(self.settings.machine_config()),
@@ -372,7 +374,7 @@ class Controller:
                 await self._synced(informers, tasks)
                 if self._tape is not None:
                     self._tape.initial_events_end()
-                listener.seed(stored.view.state for stored in await journal.views())
+                listener.seed(stored.view for stored in await journal.views())
                 for stored in await journal.views(live=True):
                     self._mark(str(stored.view.key), "recovery")
                 for key in self._observing.index.vm_keys():
@@ -391,6 +393,7 @@ class Controller:
                 await asyncio.gather(*tasks, return_exceptions=True)
                 await _stop(runtime, term)
             finally:
+                listener.forget_effects()
                 await journal.close()
 
     async def _check_journal(self, journal: SQLiteJournal) -> None:

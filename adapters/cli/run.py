@@ -18,6 +18,7 @@ import typer
 from pydantic import ValidationError
 
 from nicplug.adapters.cli.app import app
+from nicplug.adapters.log_lines import LOG_FORMATS, configure_logging
 from nicplug.engine.errors import JournalError
 
 _STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
@@ -137,6 +138,9 @@ def run(
         Path | None, _opt("archive-dir", "Directory for archives (default: the journal's)")
     ] = None,
     log_level: Annotated[str, _opt("log-level", "DEBUG | INFO | WARNING | ERROR")] = "INFO",
+    log_format: Annotated[str, _opt(
+        "log-format", "text | json (one JSON object a line, with vm, operation, network, "
+        "state as keys)")] = "text",
 ) -> None:
     """Run the controller: watch VMs and hot-plug/unplug their interfaces."""
     from nicplug.adapters.cli.flavours import dialect_of
@@ -167,7 +171,9 @@ def run(
     level = logging.getLevelName(log_level.upper())
     if not isinstance(level, int):
         usage_error(f"--log-level: unknown level {log_level!r}")
-    configure_logging(level)
+    if log_format not in LOG_FORMATS:
+        usage_error(f"--log-format: expected text or json, got {log_format!r}")
+    configure_logging(level, log_format)
 
     from nicplug.adapters.controller import run_controller
     from nicplug.adapters.kube.client import ClientConfigError
@@ -223,10 +229,3 @@ def _explain(exc: ValidationError) -> str:
         parts.append(f"{where}: {message}")
     return "; ".join(parts)
 
-
-def configure_logging(level: int) -> None:
-    """One line per record: time, level, logger, message (which names vm= and op=)."""
-    logging.basicConfig(
-        level=level,
-        format="%(asctime)s %(levelname)s %(name)s %(message)s",
-    )
