@@ -1,5 +1,7 @@
 """Prometheus metrics and the controller's small HTTP face (`/metrics`, `/healthz`,
-`/readyz`, and the read-only journal views `/operations` when given the journal).
+`/readyz`). The read-only journal views (`/operations`) are served apart, on the query
+address (`queries/http.py`): what a scraper and the kubelet may reach is not what
+names every VM of every namespace.
 
 Metrics live in a registry of their own (never the process-global one) so that two
 controllers in one test process do not collide; the registry carries the process and
@@ -17,7 +19,6 @@ import platform
 import socket
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from aiohttp import web
 from prometheus_client import (
@@ -34,7 +35,6 @@ from prometheus_client import (
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from nicplug.adapters import __version__
-from nicplug.adapters.queries.http import add_operation_routes
 
 disable_created_metrics()  # type: ignore[no-untyped-call]  # process-wide: every registry
 
@@ -189,9 +189,7 @@ class Health:
     why: Callable[[], str] = lambda: ""
 
 
-def make_http_app(
-    metrics: Metrics, health: Health, *, journal: Path | str | None = None
-) -> web.Application:
+def make_http_app(metrics: Metrics, health: Health) -> web.Application:
     async def metrics_view(_: web.Request) -> web.Response:
         body = metrics.render()
         return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
@@ -210,8 +208,6 @@ def make_http_app(
     app.router.add_get("/metrics", metrics_view)
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", readyz)
-    if journal is not None:
-        add_operation_routes(app, journal)
     return app
 
 
@@ -219,7 +215,8 @@ class MetricsAddressError(Exception):
     """The metrics address cannot be served: in use, not this host's, unknown."""
 
 
-def bind_refused(value: str, error: OSError) -> MetricsAddressError:
+def bind_refused(value: str, error: OSError, option: str = "--metrics-addr",
+                 ) -> MetricsAddressError:
     """Why `HOST:PORT` could not be bound, in one line that says what to change."""
     host, _ = parse_addr(value)
     if isinstance(error, socket.gaierror):
@@ -232,7 +229,7 @@ def bind_refused(value: str, error: OSError) -> MetricsAddressError:
         problem = "permission denied (ports below 1024 need privileges); choose another port"
     else:
         problem = error.strerror or str(error)
-    return MetricsAddressError(f"--metrics-addr {value}: {problem}")
+    return MetricsAddressError(f"{option} {value}: {problem}")
 
 
 def parse_addr(value: str) -> tuple[str, int]:

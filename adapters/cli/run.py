@@ -83,6 +83,11 @@ def run(
     metrics_addr: Annotated[
         str, _opt("metrics-addr", "HOST:PORT of /metrics, /healthz, /readyz")
     ] = "127.0.0.1:8080",
+    query_addr: Annotated[str, typer.Option(
+        "--query-addr", "--query-address", envvar=_env("query-addr"), show_default=True,
+        help="HOST:PORT of the read-only /operations views, apart from /metrics; loopback "
+             "unless you mean every VM of every namespace to be readable there; '' for none",
+    )] = "127.0.0.1:8081",
     sdn_ready_timeout: Annotated[
         float, _opt("sdn-ready-timeout", "Seconds to wait for the SDN per step")
     ] = 120.0,
@@ -152,7 +157,7 @@ def run(
             kubeconfig=kubeconfig, journal=journal, dialect=dialect,
             kubevirt_api=kubevirt_api, gating=gating,
             migrations=migrations, max_migrations=max_migrations, namespace=namespace,
-            metrics_addr=metrics_addr,
+            metrics_addr=metrics_addr, query_addr=query_addr,
             namespaces=tuple(n.strip() for n in namespaces.split(",") if n.strip()),
             vm_selector=vm_selector,
             sdn_ready_timeout=sdn_ready_timeout, attach_timeout=attach_timeout,

@@ -91,6 +91,7 @@ async def start_world(spec: WorldSpec, directory: Path, *, deadline: float = 30.
     controller = await _spawn(
         ["run", "--kubeconfig", str(kubeconfig), "--journal", str(world.journal),
          "--flavour", spec.flavour, "--metrics-addr", f"127.0.0.1:{world.metrics_port}",
+         "--query-addr", "",
          "--identity", f"demo-{spec.name}", *spec.controller_args],
         directory / f"{spec.name}-controller.log",
     )

@@ -7,6 +7,7 @@ from __future__ import annotations
 import aiohttp
 from prometheus_client.parser import text_string_to_metric_families
 
+from nicplug.adapters.settings import Settings
 from nicplug.simulator.fixtures import Fixtures
 from nicplug.simulator.knobs import Failures, Knobs
 from tests.integration.conftest import QUICK, eventually
@@ -72,3 +73,21 @@ async def test_the_anchors_series_after_a_plug_and_a_failure(
     assert value(got, "nicplug_api_request_duration_seconds_count", verb="patch") >= 1
     assert not [name for name in got if name.endswith("_created")]
     ctl.alive()
+
+
+async def test_operations_are_served_apart_from_the_metrics(
+    start_cluster, start_controller
+) -> None:
+    cluster = await start_cluster()
+    ctl = await start_controller(cluster)
+    queries = f"http://127.0.0.1:{ctl.controller.query_port}"
+    async with aiohttp.ClientSession() as session:
+        async with session.get(queries + "/operations") as response:
+            assert response.status == 200
+            assert (await response.json()) == {"operations": []}
+        async with session.get(ctl.metrics_url + "/operations") as response:
+            assert response.status == 404
+        async with session.get(queries + "/metrics") as response:
+            assert response.status == 404
+    assert ctl.controller.query_port != ctl.controller.metrics_port
+    assert Settings().query_addr.startswith("127.0.0.1:")  # loopback unless told
