@@ -26,7 +26,8 @@ def record(
         float | None, typer.Option(min=0, help="Seconds to record (default: until Ctrl-C)")
     ] = None,
     namespace: Annotated[
-        str | None, typer.Option(help="Record only this namespace (default: all)")
+        str | None, typer.Option("--namespace", "-n",
+                                 help="Record only this namespace (default: all)")
     ] = None,
     request_timeout: Annotated[
         float, typer.Option(min=0.1, help="Client read timeout per API request, seconds")

@@ -81,7 +81,7 @@ async def start_world(spec: WorldSpec, directory: Path, *, deadline: float = 30.
         metrics_port=free_port(),
     )
     sim = await _spawn(
-        ["sim", "serve", "--vms", str(spec.vms), "--dialect", spec.dialect,
+        ["sim", "serve", "--vms", str(spec.vms), "--flavour", spec.flavour,
          "--rollout-strategy", spec.rollout_strategy, "--kubeconfig", str(kubeconfig),
          *spec.sim_args],
         directory / f"{spec.name}-cluster.log",
