@@ -358,6 +358,9 @@ class Controller:
                 max_migrations=self.settings.max_migrations,
                 cached=_cached_in(self._observing.index),
                 monotonic=self.surroundings.monotonic,
+                # the Events' reportingInstance: this replica, in a pod the pod's name
+                # (deployment.yaml sets NICPLUG_IDENTITY from the downward API)
+                reporting_instance=self.identity,
             ),
             self.surroundings.clock,
             concurrency=self.settings.concurrency,
