@@ -10,6 +10,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from nicplug.adapters.settings import Settings
 from nicplug.simulator.fixtures import Fixtures
 from nicplug.simulator.knobs import Failures, Knobs
+from tests.deploy.monitoring import EXTERNAL, named_series
 from tests.integration.conftest import QUICK, eventually
 
 VM = "default/vm-00000"
@@ -91,3 +92,32 @@ async def test_operations_are_served_apart_from_the_metrics(
             assert response.status == 404
     assert ctl.controller.query_port != ctl.controller.metrics_port
     assert Settings().query_addr.startswith("127.0.0.1:")  # loopback unless told
+
+
+async def exported_names(url: str) -> set[str]:
+    """The sample names `/metrics` declares (a family with no sample yet included): a
+    histogram's `_bucket`, `_sum`, `_count`, a counter's `_total`."""
+    async with aiohttp.ClientSession() as session, session.get(url + "/metrics") as response:
+        text = await response.text()
+    suffixes = {"counter": ("_total",), "histogram": ("_bucket", "_sum", "_count"),
+                "summary": ("_sum", "_count", ""), "gauge": ("",), "info": ("_info",),
+                "unknown": ("",)}
+    return {family.name + suffix for family in text_string_to_metric_families(text)
+            for suffix in suffixes[family.type]}
+
+
+async def test_every_series_the_alerts_and_the_dashboard_name_is_exported(
+    start_cluster, start_controller, user_of
+) -> None:
+    cluster = await start_cluster()
+    ctl = await start_controller(cluster)
+    await user_of(cluster).add_network(VM, "Network", "user-net")
+    await ctl.journal.wait_for(VM, "Network/user-net", "plug", {"Attached"})
+    exported = await exported_names(ctl.metrics_url)
+    assert "nicplug_operation_duration_seconds_bucket" in exported  # the suffixes understood
+    for where, names in named_series().items():
+        missing = {n for n in names if n not in exported and n not in EXTERNAL}
+        assert not missing, f"{where} names series no controller exports: {sorted(missing)}"
+    named = set().union(*named_series().values())
+    assert {"nicplug_leader", "nicplug_pending_effects", "process_resident_memory_bytes",
+            "nicplug_operation_failures_total"} <= named  # the reading found them
