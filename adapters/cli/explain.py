@@ -83,7 +83,8 @@ def _list_operations(journal: Path, vm: str, json_: bool, now: float) -> None:
     if not found:
         fail(f"no operation of {vm} in journal {journal}", 1)
     out = console()
-    out.print(plain(f"{vm}: {len(found)} operations; explain one with "
+    count = f"{len(found)} operation" + ("" if len(found) == 1 else "s")
+    out.print(plain(f"{vm}: {count}; explain one with "
                     f"`nicplug explain {vm} NETWORK [--direction D]` or by its id:"))
     for op in found:
         held = "" if op.terminal else f", for {age(now - op.entered_at)}"
