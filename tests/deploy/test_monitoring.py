@@ -114,3 +114,22 @@ def test_the_dashboard_is_a_grafana_dashboard_for_the_sidecar() -> None:
     (generated,) = kustomization["configMapGenerator"]
     assert generated["options"]["labels"]["grafana_dashboard"] == "1"
     assert generated["files"] == ["dashboards/nicplug.json"]
+
+
+def test_prometheus_finds_the_service_and_reaches_its_port() -> None:
+    """The ServiceMonitor selects the metrics Service by its labels and names its port;
+    the NetworkPolicy lets that port in, to the controller's pods; the alerts' `job` is
+    the Service's name, as the Prometheus operator sets it."""
+    monitor = yaml.safe_load((COMPONENT / "servicemonitor.yaml").read_text())
+    policy = yaml.safe_load((COMPONENT / "networkpolicy.yaml").read_text())
+    service = manifests.one("Service")
+    labels = service["metadata"]["labels"]
+    assert monitor["spec"]["selector"]["matchLabels"].items() <= labels.items()
+    assert monitor["spec"]["namespaceSelector"]["matchNames"] == [manifests.namespace()]
+    ports = {p["name"] for p in service["spec"]["ports"]}
+    assert {e["port"] for e in monitor["spec"]["endpoints"]} <= ports
+    pod_labels = manifests.one("Deployment")["spec"]["template"]["metadata"]["labels"]
+    assert policy["spec"]["podSelector"]["matchLabels"].items() <= pod_labels.items()
+    assert {p["port"] for rule in policy["spec"]["ingress"] for p in rule["ports"]} <= ports
+    assert all(f'job="{service["metadata"]["name"]}"' in r["expr"] or r["alert"] ==
+               "NicplugJournalVolumeFilling" for r in rules())
