@@ -23,9 +23,8 @@ def formatter(log_format: LogFormat) -> logging.Formatter:
         from pythonjsonlogger.json import JsonFormatter  # only a JSON log loads it
 
         return JsonFormatter(
-            "{asctime}{levelname}{name}{message}", style="{",
-            rename_fields={"asctime": "time", "levelname": "level", "name": "logger"},
-            datefmt="%Y-%m-%dT%H:%M:%S%z",
+            "{levelname}{name}{message}", style="{", timestamp="time",  # RFC 3339, UTC, µs
+            rename_fields={"levelname": "level", "name": "logger"},
         )
     return logging.Formatter("%(asctime)s %(levelname)s %(name)s %(message)s")
 
