@@ -111,7 +111,8 @@ async def make_tape(directory: Path) -> bytes:
         before = await _capture(kubeconfig)
         controller = await _nicplug(
             "run", "--kubeconfig", str(kubeconfig), "--journal", str(directory / "j.db"),
-            "--metrics-addr", "127.0.0.1:0", "--mode", "drive", log=directory / "controller.log")
+            "--metrics-addr", "127.0.0.1:0", "--query-addr", "", "--mode", "drive",
+            log=directory / "controller.log")
         processes.append(controller)
         await _attached(kubeconfig, 30.0)
         await _stop(controller)
