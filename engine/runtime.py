@@ -30,7 +30,7 @@ import gc
 import itertools
 import random
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
@@ -102,7 +102,10 @@ class Runtime(Generic[S, W]):
         conflict_retries: int = 5,
         commit_retry: RetryPolicy = COMMIT_RETRY,
         slices: LoopSlices | None = None,
+        claim: Callable[[int], Awaitable[bool]] | None = None,
     ) -> None:
+        """`claim(effect_id)`: the journal's claim of an outbox row before each attempt
+        (a journal that fences terms); refused with `Deposed`, the effect is not sent."""
         self._decider = decider
         self._journal = journal
         self._clock = clock
@@ -124,7 +127,7 @@ class Runtime(Generic[S, W]):
             deliver=self._deliver_outcome, journal_health=self._journal_health,
             held=lambda key: key in self._holding,
             park=lambda effect: self._unsent.setdefault(effect.key, []).append(effect),
-            in_flight=effects_in_flight, slices=slices,
+            in_flight=effects_in_flight, slices=slices, claim=claim,
         )
         self._slots: dict[Key, _Slot[S]] = {}
         self._gone: set[Key] = set()  # forgotten: evicted once nothing of them is live
