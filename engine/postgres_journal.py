@@ -32,6 +32,7 @@ from nicplug.engine.journal import (
     StoredView,
 )
 from nicplug.engine.model import Key, RecordedEvent, StreamId
+from nicplug.engine.postgres_following import read_changes
 from nicplug.engine.postgres_opening import (
     WRITER_LOCK,
     check_readable,
@@ -39,7 +40,7 @@ from nicplug.engine.postgres_opening import (
     shown,
     translate,
 )
-from nicplug.engine.postgres_writes import fence, write_group
+from nicplug.engine.postgres_writes import CHANNEL, fence, write_group
 from nicplug.engine.sqlite_journal import UNDECODABLE, WriterStats
 from nicplug.engine.sqlite_reads import (
     EVENT_COLUMNS,
@@ -48,6 +49,7 @@ from nicplug.engine.sqlite_reads import (
     event_of,
     view_of,
 )
+from nicplug.engine.standby import Changes
 from nicplug.engine.upcasting import Schemas, Upcasters
 
 T = TypeVar("T")
@@ -93,6 +95,8 @@ class PostgresJournal:
         self.term: int | None = None
         """The term of leadership this writer holds (`lead`); None: unfenced."""
         self.stats = WriterStats()
+        self._listener: asyncpg.Connection | None = None  # LISTENs for `committed`
+        self._commit_seen = asyncio.Event()
         self._writer = None if read_only else asyncio.create_task(self._write_loop())
 
     @classmethod
@@ -330,6 +334,30 @@ class PostgresJournal:
         rows = await self._rows(sql + " ORDER BY deadline, stream, name", *params)
         return [ArmedTimer(StreamId(r[0]), r[1], Key(r[2]), r[3]) for r in rows]
 
+    # -- following (a standby: `standby.Follower`) ----------------------------------------
+
+    async def changes(self, *, after: int | None) -> Changes:
+        """Live keys with rows and tails, all or those touched after position `after`,
+        in one snapshot (`postgres_following`)."""
+        if self._closed:
+            raise JournalClosed(f"journal {self.path} is closed")
+        async with self._pool.acquire() as conn:
+            return await self._guard(read_changes(conn, self.schemas, after=after))
+
+    async def committed(self, within: float) -> None:
+        """Return at the next group commit of any writer (LISTEN), or after `within`
+        seconds."""
+        if self._listener is None or self._listener.is_closed():
+            listener = await self._guard(asyncpg.connect(self.dsn))
+            await self._guard(listener.add_listener(CHANNEL, self._notified))
+            self._listener = listener
+        self._commit_seen.clear()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._commit_seen.wait(), within)
+
+    def _notified(self, *_args: object) -> None:
+        self._commit_seen.set()
+
     async def last_position(self) -> int:
         """The highest global position committed (a standby's tailing starts there)."""
         return int(await self._value("SELECT COALESCE(MAX(position), 0) FROM events"))
@@ -353,9 +381,11 @@ class PostgresJournal:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._writer
         self._closed = True
-        if self._conn is not None:
+        for conn in (self._listener, self._conn):
+            if conn is None:
+                continue
             with contextlib.suppress(Exception):
-                await asyncio.wait_for(self._conn.close(), 5)
+                await asyncio.wait_for(conn.close(), 5)
         with contextlib.suppress(Exception):
             await asyncio.wait_for(self._pool.close(), 5)
 

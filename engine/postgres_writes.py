@@ -68,6 +68,10 @@ _ARM_TIMER = (
 )
 
 
+CHANNEL = "nicplug_journal"
+"""Where every group commit notifies (`LISTEN nicplug_journal`): a standby's wake-up."""
+
+
 class _Duplicate(Exception):
     pass
 
@@ -149,7 +153,9 @@ async def _checked(
     await fence(conn, term)
     group = _Group()
     await group.preload(conn, units)
-    position = int(await conn.fetchval("SELECT COALESCE(MAX(position), 0) FROM events"))
+    # followers LISTEN: the notification is delivered when (and only if) this commits
+    position = int(await conn.fetchval(
+        f"SELECT COALESCE(MAX(position), 0) FROM events, pg_notify('{CHANNEL}', '')"))
     results: list[Appended | Exception] = []
     accepted: list[tuple[int, Commit, int]] = []
     for index, unit in enumerate(units):

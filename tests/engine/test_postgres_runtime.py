@@ -7,6 +7,7 @@ from nicplug.engine.clock import VirtualClock
 from nicplug.engine.errors import TemporaryError
 from nicplug.engine.model import Cause
 from nicplug.engine.postgres_journal import PostgresJournal
+from nicplug.engine.standby import Follower
 from tests.engine.test_runtime import A, ScriptedExecutor, make, stream, types_of
 
 
@@ -31,10 +32,13 @@ async def test_a_deposed_runtime_sends_nothing_and_writes_nothing(postgres_dsn: 
         assert await types_of(old, A) == ["Requested"]  # the decision was refused
         await runtime.stop(drain=False)
 
-        # the new term recovers the effect without outcome and sends it
+        # the new term, a standby until now, starts from what it followed (no reads of
+        # the streams again), recovers the effect without outcome and sends it
+        follower = Follower(new)
+        await follower.catch_up()
         successor = ScriptedExecutor(clock, new)  # type: ignore[arg-type]
         taking_over = make(new, successor, clock, claim=new.claim)  # type: ignore[arg-type]
-        await taking_over.start()
+        await taking_over.start(loaded=follower.loaded())
         await taking_over.drain()
         assert len(successor.calls) == 1
         rows = await new.outbox(stream=stream(A), pending_only=False)
