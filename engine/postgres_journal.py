@@ -22,7 +22,9 @@ from typing import Any, TypeVar
 
 import asyncpg
 
+from nicplug.engine import postgres_reads as reads
 from nicplug.engine.errors import JournalClosed, JournalError, JournalRefused
+from nicplug.engine.inspection import Census, JournalInspection, StreamRecord, ViewQuery
 from nicplug.engine.journal import (
     Appended,
     ArmedTimer,
@@ -42,6 +44,7 @@ from nicplug.engine.postgres_opening import (
 )
 from nicplug.engine.postgres_writes import CHANNEL, fence, write_group
 from nicplug.engine.sqlite_journal import UNDECODABLE, WriterStats
+from nicplug.engine.sqlite_opening import ReadMode
 from nicplug.engine.sqlite_reads import (
     EVENT_COLUMNS,
     VIEW_COLUMNS,
@@ -92,6 +95,7 @@ class PostgresJournal:
         self._wake: asyncio.Future[None] | None = None
         self._closing = False
         self._closed = False
+        self.read_mode: ReadMode = "shared"  # a reader always sees the writers' commits
         self.term: int | None = None
         """The term of leadership this writer holds (`lead`); None: unfenced."""
         self.stats = WriterStats()
@@ -334,6 +338,31 @@ class PostgresJournal:
         rows = await self._rows(sql + " ORDER BY deadline, stream, name", *params)
         return [ArmedTimer(StreamId(r[0]), r[1], Key(r[2]), r[3]) for r in rows]
 
+    # -- inspecting (`inspection.JournalInspection`, `postgres_reads`) -------------------
+
+    async def find_views(self, query: ViewQuery) -> Sequence[StoredView]:
+        """Read-model rows matching `query` (values bound, never pasted into SQL)."""
+        async with self._reader() as conn:
+            return await self._guard(reads.find_views(conn, query, self.schemas))
+
+    async def stream_record(self, stream: StreamId) -> StreamRecord | None:
+        """View, events, outbox rows and timers of one stream, in one snapshot."""
+        async with self._reader() as conn:
+            return await self._guard(reads.stream_record(conn, stream, self.schemas))
+
+    async def census(self) -> Census:
+        async with self._reader() as conn:
+            return await self._guard(reads.census(conn))
+
+    async def integrity(self) -> list[str]:
+        async with self._reader() as conn:
+            return await self._guard(reads.integrity(conn))
+
+    def _reader(self) -> Any:
+        if self._closed:
+            raise JournalClosed(f"journal {self.path} is closed")
+        return self._pool.acquire()
+
     # -- following (a standby: `standby.Follower`) ----------------------------------------
 
     async def changes(self, *, after: int | None) -> Changes:
@@ -341,7 +370,7 @@ class PostgresJournal:
         in one snapshot (`postgres_following`)."""
         if self._closed:
             raise JournalClosed(f"journal {self.path} is closed")
-        async with self._pool.acquire() as conn:
+        async with self._reader() as conn:
             return await self._guard(read_changes(conn, self.schemas, after=after))
 
     async def committed(self, within: float) -> None:
@@ -392,4 +421,9 @@ class PostgresJournal:
 
 def _is_a_journal(journal: PostgresJournal) -> Journal:
     """Never called: makes mypy check that `PostgresJournal` fulfils the `Journal` port."""
+    return journal
+
+
+def _is_inspectable(journal: PostgresJournal) -> JournalInspection:
+    """Never called: mypy checks that `PostgresJournal` offers the inspection reads."""
     return journal

@@ -13,11 +13,13 @@ import re
 import time
 from dataclasses import dataclass
 from importlib import resources
-from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 
 from nicplug.engine.errors import JournalError, JournalRefused
+from nicplug.engine.locations import is_dsn, shown
+
+__all__ = ["is_dsn", "shown"]  # re-exported: older imports name them here
 
 _NAME = re.compile(r"^(\d{4})_[a-z0-9_]+\.sql$")
 
@@ -57,21 +59,6 @@ def migrations() -> list[Migration]:
 
 def latest_version() -> int:
     return len(migrations())
-
-
-def is_dsn(target: object) -> bool:
-    """Whether a journal location names a PostgreSQL database rather than a file."""
-    return isinstance(target, str) and target.startswith(("postgresql://", "postgres://"))
-
-
-def shown(dsn: str) -> str:
-    """The DSN as logs and messages show it: without its password."""
-    parts = urlsplit(dsn)
-    if parts.password is None:
-        return dsn
-    host = parts.netloc.rsplit("@", 1)[-1]
-    user = parts.username or ""
-    return urlunsplit(parts._replace(netloc=f"{user}:***@{host}"))
 
 
 async def schema_version(conn: asyncpg.Connection) -> int:

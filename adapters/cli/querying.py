@@ -78,6 +78,9 @@ def ask_saying_how(
 
     async def asking() -> tuple[T, ReadMode]:
         opened = await open_for_queries(journal, integrity=integrity)
+        if not isinstance(opened, SQLiteJournal):  # a Path never names a database
+            await opened.close()
+            raise JournalError(f"journal {journal}: not an SQLite journal file")
         try:
             return await question(opened), opened.read_mode or "shared"
         finally:
