@@ -67,6 +67,13 @@ EFFECT_COLUMNS = (
 
 _Queued = tuple[Commit, "asyncio.Future[Appended]"]
 
+_EVICT = (
+    "SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory'"
+    " AND classid = ($1::bigint >> 32)::oid AND objid = ($1::bigint & 4294967295)::oid"
+    " AND objsubid = 1 AND granted AND pid <> pg_backend_pid()"
+)
+"""End the session of whoever holds the writers' lock (a writer of an older term)."""
+
 
 class PostgresJournal:
     """Open with `await PostgresJournal.open(dsn)`; close with `await journal.close()`."""
@@ -149,21 +156,36 @@ class PostgresJournal:
 
     # -- terms of leadership -------------------------------------------------------------
 
-    async def lead(self, holder: str) -> int:
+    async def lead(self, holder: str, *, evict_after: float = 1.0) -> int:
         """Begin a new term (the highest so far + 1, in one transaction under the
         writers' lock, so it waits for a write in progress); every write of this
-        journal from now on carries it. Returns its number."""
+        journal from now on carries it. Returns its number.
+
+        A writer of an older term that holds the lock and does not finish within
+        `evict_after` seconds (a paused process in the middle of its transaction) has
+        its session ended by the server (`pg_terminate_backend`): its transaction
+        rolls back unacknowledged, and the new term begins."""
         self._writable()
+
         async def begin(conn: asyncpg.Connection) -> int:
             async with conn.transaction():
+                await conn.execute(f"SET LOCAL lock_timeout = {int(evict_after * 1000)}")
                 await conn.execute("SELECT pg_advisory_xact_lock($1)", WRITER_LOCK)
                 return int(await conn.fetchval(
                     "INSERT INTO terms (number, holder, started_wall) SELECT"
                     " COALESCE(MAX(number), 0) + 1, $1, $2 FROM terms RETURNING number",
                     holder, time.time()))
+
         async with self._pool.acquire() as conn:
-            self.term = await self._guard(begin(conn))
-        return self.term
+            for _ in range(10):
+                try:
+                    self.term = await self._guard(begin(conn))
+                    return self.term
+                except JournalError as error:
+                    if not isinstance(error.__cause__, asyncpg.LockNotAvailableError):
+                        raise
+                    await self._guard(conn.execute(_EVICT, WRITER_LOCK))
+        raise JournalError(f"journal {self.path}: could not take the writers' lock to lead")
 
     async def latest_term(self) -> int:
         return int(await self._value("SELECT COALESCE(MAX(number), 0) FROM terms"))

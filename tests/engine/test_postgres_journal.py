@@ -17,7 +17,7 @@ from nicplug.engine.errors import (
 )
 from nicplug.engine.model import EffectRequest, StreamId
 from nicplug.engine.postgres_journal import PostgresJournal
-from nicplug.engine.postgres_opening import shown
+from nicplug.engine.postgres_opening import WRITER_LOCK, shown
 from nicplug.engine.upcasting import Upcasters
 from tests.engine.journal_support import commit
 
@@ -161,3 +161,28 @@ def test_a_dsn_is_shown_without_its_password() -> None:
     assert shown("postgresql://nicplug:s3cret@db:5432/nicplug") == (
         "postgresql://nicplug:***@db:5432/nicplug")
     assert "s3cret" not in shown("postgres://u:s3cret@h/db?sslmode=require")
+
+
+async def test_a_writer_paused_inside_its_transaction_is_evicted_by_the_new_term(
+    postgres_dsn: str,
+) -> None:
+    """A leader paused (SIGSTOP, a long GC) in the middle of a group commit holds the
+    writers' lock: the new term ends its session instead of waiting for it forever,
+    and its transaction rolls back unacknowledged."""
+    paused = await asyncpg.connect(postgres_dsn)
+    new = await PostgresJournal.open(postgres_dsn)
+    try:
+        transaction = paused.transaction()
+        await transaction.start()
+        await paused.execute("SELECT pg_advisory_xact_lock($1)", WRITER_LOCK)
+        await paused.execute(
+            "INSERT INTO events (position, stream, key, version, type, schema_version,"
+            " payload, cause_kind, cause_ref, wall_time, logical_time)"
+            " VALUES (1, 'op-1', 'ns/vm', 1, 'Requested', 1, '{}', 'observation', 'x', 0, 0)")
+        assert await asyncio.wait_for(new.lead("b", evict_after=0.2), 10) == 1
+        with pytest.raises((asyncpg.PostgresError, asyncpg.InterfaceError, OSError)):
+            await paused.execute("COMMIT")
+        assert await new.read_all() == []
+    finally:
+        await paused.close()
+        await new.close()
