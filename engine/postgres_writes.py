@@ -217,13 +217,21 @@ async def _write(
             view_row = (view.stream, view.key, view.state, view.terminal,
                         to_json(view.snapshot), view.schema, wall, logical)
             _add(vw, view_row)
+    if len(accepted) > 1 and (len(set(st[0])) < len(st[0]) or len(set(vw[0])) < len(vw[0])):
+        # two units of one stream (the runtime never groups them: one worker per key):
+        # one statement may not touch a row twice, and each view is folded through its
+        # own unit's events, so the units are written one after another
+        results: dict[int, Appended] = {}
+        for one in accepted:
+            results.update(await _write(conn, [one], term))
+        return results
     if ev[0]:
         await conn.execute(INSERT_EVENTS, *ev, term or 0)
     if st[0]:
         await conn.execute(TOUCH_STREAMS, *st)
     if vw[0]:
         await conn.execute(_PUT_VIEWS, *vw)
-    results: dict[int, Appended] = {}
+    results = {}
     for index, unit, first_position in accepted:
         effects = (
             await _write_side_effects(conn, unit)

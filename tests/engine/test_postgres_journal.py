@@ -186,3 +186,20 @@ async def test_a_writer_paused_inside_its_transaction_is_evicted_by_the_new_term
     finally:
         await paused.close()
         await new.close()
+
+
+async def test_two_units_of_one_stream_in_one_group_are_written_in_order(
+    postgres_dsn: str,
+) -> None:
+    journal = await PostgresJournal.open(postgres_dsn)
+    try:
+        first, second = await asyncio.gather(
+            journal.append(commit("op-1", 0, "Requested", "Patched", view="Patched")),
+            journal.append(commit("op-1", 2, "SDNReady")),
+        )
+        assert journal.stats.groups == 1
+        assert [e.version for e in (*first.events, *second.events)] == [1, 2, 3]
+        (stored,) = await journal.views()
+        assert (stored.version, stored.through) == (3, 2)  # folded through its own unit
+    finally:
+        await journal.close()
