@@ -397,14 +397,16 @@ class PostgresJournal:
 
     async def committed(self, within: float) -> None:
         """Return at the next group commit of any writer (LISTEN), or after `within`
-        seconds."""
+        seconds; at once when one was notified since the last return, or when this is
+        the first call (commits before the LISTEN began are not notified)."""
         if self._listener is None or self._listener.is_closed():
             listener = await self._guard(asyncpg.connect(self.dsn))
             await self._guard(listener.add_listener(CHANNEL, self._notified))
             self._listener = listener
-        self._commit_seen.clear()
+            return
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._commit_seen.wait(), within)
+        self._commit_seen.clear()
 
     def _notified(self, *_args: object) -> None:
         self._commit_seen.set()

@@ -13,11 +13,13 @@ the offending unit fails. Must never call back into the runtime.
 
 from __future__ import annotations
 
+import contextlib
 from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
 import asyncpg
+import orjson
 
 from nicplug.engine.errors import JournalConflict, JournalError, Superseded
 from nicplug.engine.journal import Appended, Commit, EnqueuedEffect
@@ -51,6 +53,23 @@ _PUT_VIEWS = (
     " snapshot = excluded.snapshot, snapshot_schema = excluded.snapshot_schema,"
     " snapshot_through = streams.version, updated_wall = excluded.updated_wall,"
     " updated_logical = excluded.updated_logical"
+)
+# The events and every stream row they touch, views included, in one statement: the
+# stream rows' version, and each view's `snapshot_through`, computed by the writer.
+_UNSET = "CASE WHEN excluded.state IS NULL THEN streams.{0} ELSE excluded.{0} END"
+EVENTS_AND_STREAMS = (
+    "WITH written AS (" + INSERT_EVENTS + ")"
+    " INSERT INTO streams (stream, key, version, state, terminal, snapshot, snapshot_schema,"
+    " snapshot_through, updated_wall, updated_logical)"
+    " SELECT s, k, v, st, COALESCE(te, FALSE), COALESCE(sn::jsonb, '{}'::jsonb),"
+    " COALESCE(sc, 0), COALESCE(th, 0), w, l FROM unnest($14::text[], $15::text[],"
+    " $16::int[], $17::text[], $18::bool[], $19::text[], $20::int[], $21::int[],"
+    " $22::float8[], $23::float8[]) AS u(s, k, v, st, te, sn, sc, th, w, l)"
+    " ON CONFLICT (stream) DO UPDATE SET version = excluded.version,"
+    " state = COALESCE(excluded.state, streams.state), "
+    + ", ".join(f"{c} = {_UNSET.format(c)}" for c in (
+        "terminal", "snapshot", "snapshot_schema", "snapshot_through"))
+    + ", updated_wall = excluded.updated_wall, updated_logical = excluded.updated_logical"
 )
 _INSERT_EFFECT = (
     "INSERT INTO effects (stream, key, type, payload, schema_version, idempotency_key, status,"
@@ -94,24 +113,6 @@ class _Group:
         self.versions: dict[StreamId, int] = {}
         self.dedups: set[tuple[str, str]] = set()
 
-    async def preload(self, conn: asyncpg.Connection, units: Sequence[Commit]) -> None:
-        """The versions of every stream the units expect, and which of their dedup keys
-        are journaled already: two queries for the whole group."""
-        wanted = list({s for unit in units for s in unit.expected})
-        self.versions = dict.fromkeys(wanted, 0)
-        if wanted:
-            for row in await conn.fetch(
-                "SELECT stream, version FROM streams WHERE stream = ANY($1::text[])", wanted
-            ):
-                self.versions[StreamId(row[0])] = int(row[1])
-        keys = list({u.cause.dedup_key for u in units if u.cause.dedup_key is not None})
-        if keys:
-            for row in await conn.fetch(
-                "SELECT stream, dedup_key FROM events WHERE dedup_key = ANY($1::text[])"
-                " AND stream = ANY($2::text[])", keys, wanted,
-            ):
-                self.dedups.add((row[0], row[1]))
-
     def check(self, unit: Commit) -> None:
         """Raise `_Duplicate` or `JournalConflict`, or accept the unit into the group."""
         expected = unit.expected
@@ -138,24 +139,57 @@ async def write_group(
 ) -> list[Appended | Exception]:
     """Commit `units` in one transaction; one result (or error) per unit, in order.
     Raises `Superseded` for the whole group, or the driver's error when the group
-    could not be committed at all."""
+    could not be committed at all. Four round trips for a group without effects, as
+    many as plain inserts need: BEGIN with the lock, one read of everything the checks
+    need, one statement for the events and the stream rows, COMMIT."""
     try:
-        async with conn.transaction():
-            return await _checked(conn, units, term=term, savepoints=False)
+        return await _transaction(conn, units, term=term, savepoints=False)
     except asyncpg.IntegrityConstraintViolationError:
-        async with conn.transaction():
-            return await _checked(conn, units, term=term, savepoints=True)
+        return await _transaction(conn, units, term=term, savepoints=True)
+
+
+async def _transaction(
+    conn: asyncpg.Connection, units: Sequence[Commit], *, term: int | None, savepoints: bool
+) -> list[Appended | Exception]:
+    await conn.execute(f"BEGIN; SELECT pg_advisory_xact_lock({WRITER_LOCK})")
+    try:
+        results = await _checked(conn, units, term=term, savepoints=savepoints)
+        await conn.execute("COMMIT")
+    except BaseException:
+        if not conn.is_closed():
+            with contextlib.suppress(asyncpg.PostgresError, asyncpg.InterfaceError, OSError):
+                await conn.execute("ROLLBACK")
+        raise
+    return results
+
+
+# What a group's checks need, in one round trip under the lock (taken in the previous
+# statement, so this one's snapshot sees every commit before it). Followers LISTEN: the
+# notification is delivered when (and only if) the group commits.
+_READ = (
+    "SELECT (SELECT COALESCE(MAX(number), 0) FROM terms),"
+    " (SELECT COALESCE(MAX(position), 0) FROM events),"
+    " (SELECT COALESCE(jsonb_object_agg(stream, version), '{}') FROM streams"
+    "  WHERE stream = ANY($1::text[]))::text,"
+    " (SELECT COALESCE(jsonb_agg(jsonb_build_array(stream, dedup_key)), '[]') FROM events"
+    "  WHERE dedup_key = ANY($2::text[]) AND stream = ANY($1::text[]))::text,"
+    f" pg_notify('{CHANNEL}', '')"
+)
 
 
 async def _checked(
     conn: asyncpg.Connection, units: Sequence[Commit], *, term: int | None, savepoints: bool
 ) -> list[Appended | Exception]:
-    await fence(conn, term)
     group = _Group()
-    await group.preload(conn, units)
-    # followers LISTEN: the notification is delivered when (and only if) this commits
-    position = int(await conn.fetchval(
-        f"SELECT COALESCE(MAX(position), 0) FROM events, pg_notify('{CHANNEL}', '')"))
+    wanted = list({s for unit in units for s in unit.expected})
+    keys = list({u.cause.dedup_key for u in units if u.cause.dedup_key is not None})
+    latest, position, versions, dedups, _ = await conn.fetchrow(_READ, wanted, keys)
+    if term is not None and latest > term:
+        raise Superseded(term, latest)
+    group.versions = dict.fromkeys(wanted, 0)
+    group.versions.update(orjson.loads(versions))
+    group.dedups = {(stream, key) for stream, key in orjson.loads(dedups)}
+    position = int(position)
     results: list[Appended | Exception] = []
     accepted: list[tuple[int, Commit, int]] = []
     for index, unit in enumerate(units):
@@ -169,11 +203,13 @@ async def _checked(
             results.append(error)
             continue
         if savepoints:
+            await conn.execute("SAVEPOINT unit")
             try:
-                async with conn.transaction():
-                    written = await _write(conn, [(index, unit, position)], term)
+                written = await _write(conn, [(index, unit, position)], term)
+                await conn.execute("RELEASE SAVEPOINT unit")
                 results.append(written[index])
             except asyncpg.IntegrityConstraintViolationError as error:
+                await conn.execute("ROLLBACK TO SAVEPOINT unit")
                 results.append(translate(error, "unit"))
                 group.versions, group.dedups = saved  # as before the failed unit
                 continue
@@ -190,11 +226,13 @@ async def _checked(
 async def _write(
     conn: asyncpg.Connection, accepted: Sequence[tuple[int, Commit, int]], term: int | None
 ) -> dict[int, Appended]:
-    """The rows of every accepted unit, each table in one statement over arrays; the
-    outbox and timers of the units that have any."""
-    ev: list[list[Any]] = [[] for _ in range(12)]
-    st: list[list[Any]] = [[] for _ in range(5)]
-    vw: list[list[Any]] = [[] for _ in range(8)]
+    """The rows of every accepted unit: events and stream rows (views included) in one
+    statement over arrays; the outbox and timers of the units that have any. Units that
+    share a stream, or a view of a stream its unit does not expect, take the longer way
+    (`_write_each`)."""
+    ev_rows: list[tuple[Any, ...]] = []
+    st_rows: list[tuple[Any, ...]] = []
+    add_event, add_stream = ev_rows.append, st_rows.append
     for _, unit, first_position in accepted:
         cause, key, wall, logical = unit.cause, unit.key, unit.wall_time, unit.logical_time
         expected = unit.expected
@@ -203,35 +241,36 @@ async def _write(
             stream = event.stream
             version = versions[stream] + 1
             versions[stream] = version
-            row = (
+            add_event((
                 position, stream, key, version, event.type, event.schema_version,
                 to_json(event.payload), cause.kind, cause.ref,
                 # the dedup key goes on the cause's first event of each stream only
                 cause.dedup_key if version == expected[stream] + 1 else None, wall, logical,
-            )
-            _add(ev, row)
+            ))
+        views = {view.stream: view for view in unit.views}
+        if any(stream not in versions for stream in views):
+            return await _write_each(conn, accepted, term)
         for stream, version in versions.items():
-            if version != expected[stream]:
-                _add(st, (stream, key, version, wall, logical))
-        for view in unit.views:
-            view_row = (view.stream, view.key, view.state, view.terminal,
-                        to_json(view.snapshot), view.schema, wall, logical)
-            _add(vw, view_row)
-    if len(accepted) > 1 and (len(set(st[0])) < len(st[0]) or len(set(vw[0])) < len(vw[0])):
-        # two units of one stream (the runtime never groups them: one worker per key):
-        # one statement may not touch a row twice, and each view is folded through its
-        # own unit's events, so the units are written one after another
-        results: dict[int, Appended] = {}
-        for one in accepted:
-            results.update(await _write(conn, [one], term))
-        return results
-    if ev[0]:
-        await conn.execute(INSERT_EVENTS, *ev, term or 0)
-    if st[0]:
-        await conn.execute(TOUCH_STREAMS, *st)
-    if vw[0]:
-        await conn.execute(_PUT_VIEWS, *vw)
-    results = {}
+            view = views.get(stream)
+            if view is not None:
+                add_stream((stream, key, version, view.state, view.terminal,
+                          to_json(view.snapshot), view.schema, version, wall, logical))
+            elif version != expected[stream]:
+                add_stream((stream, key, version, None, None, None, None, None, wall, logical))
+    if len({row[0] for row in st_rows}) < len(st_rows):
+        return await _write_each(conn, accepted, term)
+    # columns for the arrays, transposed in C
+    ev = [list(column) for column in zip(*ev_rows, strict=True)] or [[] for _ in range(12)]
+    st = [list(column) for column in zip(*st_rows, strict=True)] or [[] for _ in range(10)]
+    if ev_rows or st_rows:
+        await conn.execute(EVENTS_AND_STREAMS, *ev, term or 0, *st)
+    return await _side_effects(conn, accepted)
+
+
+async def _side_effects(
+    conn: asyncpg.Connection, accepted: Sequence[tuple[int, Commit, int]]
+) -> dict[int, Appended]:
+    results: dict[int, Appended] = {}
     for index, unit, first_position in accepted:
         effects = (
             await _write_side_effects(conn, unit)
@@ -239,6 +278,37 @@ async def _write(
             else ()
         )
         results[index] = Appended(commit=unit, first_position=first_position, effects=effects)
+    return results
+
+
+async def _write_each(
+    conn: asyncpg.Connection, accepted: Sequence[tuple[int, Commit, int]], term: int | None
+) -> dict[int, Appended]:
+    """Unit after unit, each view folded through the stream's version as its own unit
+    leaves it (read from the row, as SQLite's writer does)."""
+    results: dict[int, Appended] = {}
+    for index, unit, first_position in accepted:
+        versions = dict(unit.expected)
+        ev: list[list[Any]] = [[] for _ in range(12)]
+        for position, event in enumerate(unit.events, first_position + 1):
+            stream = event.stream
+            versions[stream] += 1
+            _add(ev, (
+                position, stream, unit.key, versions[stream], event.type,
+                event.schema_version, to_json(event.payload), unit.cause.kind, unit.cause.ref,
+                unit.cause.dedup_key if versions[stream] == unit.expected[stream] + 1 else None,
+                unit.wall_time, unit.logical_time,
+            ))
+        if ev[0]:
+            await conn.execute(INSERT_EVENTS, *ev, term or 0)
+            touched = [(s, unit.key, v, unit.wall_time, unit.logical_time)
+                       for s, v in versions.items() if v != unit.expected[s]]
+            await conn.execute(TOUCH_STREAMS, *(list(c) for c in zip(*touched, strict=True)))
+        for view in unit.views:
+            await conn.execute(_PUT_VIEWS, [view.stream], [view.key], [view.state],
+                               [view.terminal], [to_json(view.snapshot)], [view.schema],
+                               [unit.wall_time], [unit.logical_time])
+        results.update(await _side_effects(conn, [(index, unit, first_position)]))
     return results
 
 
