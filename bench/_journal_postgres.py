@@ -24,6 +24,7 @@ import asyncio
 import json
 import statistics
 import time
+from collections.abc import Callable
 
 import asyncpg
 import psycopg
@@ -83,7 +84,9 @@ def _groups(events: int) -> list[tuple[list[tuple[object, ...]], list[tuple[obje
                 position += 1
                 rows.append((position, stream, stream, version, "Step", 1, PAYLOAD_JSON,
                              "observation", f"VirtualMachine/{stream}@{first}", None, 1.0, 2.0))
-        groups.append((rows, [(f"s{n}", f"s{n}", first + PER_COMMIT) for n in range(APPENDERS)]))
+        streams: list[tuple[object, ...]] = [
+            (f"s{n}", f"s{n}", first + PER_COMMIT) for n in range(APPENDERS)]
+        groups.append((rows, streams))
     return groups
 
 
@@ -227,7 +230,7 @@ def main(quick: bool) -> int:
             groups.append(group)
             return rate
 
-        contenders = [
+        contenders: list[Callable[[str], float]] = [
             lambda dsn: asyncio.run(asyncpg_ceiling(dsn, events)),
             ours,
             lambda dsn: psycopg_ceiling(dsn, events),

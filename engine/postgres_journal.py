@@ -23,6 +23,7 @@ from typing import Any, TypeVar
 import asyncpg
 
 from nicplug.engine import postgres_reads as reads
+from nicplug.engine.audit import AuditInput
 from nicplug.engine.errors import JournalClosed, JournalError, JournalRefused
 from nicplug.engine.inspection import Census, JournalInspection, StreamRecord, ViewQuery
 from nicplug.engine.journal import (
@@ -52,6 +53,7 @@ from nicplug.engine.sqlite_reads import (
     event_of,
     view_of,
 )
+from nicplug.engine.sqlite_upkeep import Fold
 from nicplug.engine.standby import Changes
 from nicplug.engine.upcasting import Schemas, Upcasters
 
@@ -379,6 +381,11 @@ class PostgresJournal:
     async def integrity(self) -> list[str]:
         async with self._reader() as conn:
             return await self._guard(reads.integrity(conn))
+
+    async def audit_input(self, fold: Fold) -> AuditInput:
+        """Every row an audit compares, each stream folded by `fold`, in one snapshot."""
+        async with self._reader() as conn:
+            return await self._guard(reads.audit_input(conn, self.schemas, fold))
 
     def _reader(self) -> Any:
         if self._closed:

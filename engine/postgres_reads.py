@@ -14,6 +14,8 @@ from typing import Any
 import asyncpg
 import orjson
 
+from nicplug.engine.audit import AuditInput, Folded, Issued
+from nicplug.engine.errors import JournalError
 from nicplug.engine.inspection import Census, StreamRecord, ViewQuery
 from nicplug.engine.journal import ArmedTimer, StoredView
 from nicplug.engine.model import Key, StreamId
@@ -25,6 +27,7 @@ from nicplug.engine.sqlite_reads import (
     event_of,
     view_of,
 )
+from nicplug.engine.sqlite_upkeep import Fold, fold_rows
 from nicplug.engine.upcasting import Schemas
 
 EVENTS = EVENT_COLUMNS.replace("payload", "payload::text")
@@ -125,3 +128,31 @@ async def integrity(conn: asyncpg.Connection) -> list[str]:
             " HAVING COUNT(*) <> MAX(version) - MIN(version) + 1 LIMIT 20")
     ]
     return problems or ["ok"]
+
+
+async def audit_input(conn: asyncpg.Connection, schemas: Schemas, fold: Fold) -> AuditInput:
+    """Every read-model row, every stream folded (`sqlite_upkeep.fold_rows`), the pending
+    effects and timers, in one snapshot. The events are fetched whole: an audit of a
+    journal past a few million events wants a server-side cursor here."""
+    async with conn.transaction(isolation="repeatable_read", readonly=True):
+        rows: list[StoredView] = []
+        unreadable: dict[StreamId, Folded] = {}
+        for r in await conn.fetch(
+                f"SELECT {VIEWS} FROM streams WHERE state IS NOT NULL ORDER BY key, stream"):
+            row = tuple(r)
+            try:
+                rows.append(view_of(row, schemas.snapshots))
+            except JournalError as error:
+                unreadable[StreamId(row[0])] = Folded(
+                    None, row[5], 0, f"unreadable snapshot ({error})")
+                rows.append(view_of(row, Schemas().snapshots))
+        events = await conn.fetch(
+            "SELECT position, stream, key, version, type, schema_version, payload::text"
+            " FROM events ORDER BY stream, version")
+        folded = fold_rows((tuple(e) for e in events), schemas, fold)
+        folded.update(unreadable)
+        issued = [Issued(r[0], StreamId(r[1]), Key(r[2]), r[3]) for r in await conn.fetch(
+            "SELECT id, stream, key, type FROM effects WHERE status = 'issued' ORDER BY id")]
+        timers = [ArmedTimer(StreamId(r[0]), r[1], Key(r[2]), r[3]) for r in await conn.fetch(
+            "SELECT stream, name, key, deadline FROM timers ORDER BY stream, name")]
+    return AuditInput(rows, folded, issued, timers)

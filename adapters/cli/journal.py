@@ -18,7 +18,7 @@ import sys
 import tempfile
 from dataclasses import asdict
 from pathlib import Path
-from typing import IO, Annotated, Any
+from typing import IO, TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -41,6 +41,9 @@ from nicplug.engine.errors import JournalRefused
 from nicplug.engine.inspection import JournalInspection
 from nicplug.engine.schema import latest_version
 from nicplug.engine.sqlite_journal import SQLiteJournal
+
+if TYPE_CHECKING:
+    from nicplug.engine.postgres_journal import PostgresJournal
 from nicplug.machines.decider import HotplugDecider
 from nicplug.machines.operation import fold_view, retrying
 
@@ -53,7 +56,8 @@ app.add_typer(journal_app)
 _PAGE = 1000
 
 
-async def _verify(journal: SQLiteJournal) -> dict[str, Any]:
+async def _verify(journal: SQLiteJournal | PostgresJournal) -> dict[str, Any]:
+    """The report of `journal verify`, for either backend."""
     try:
         problems = await journal.integrity()
     except JournalRefused as error:  # so damaged that the check itself gives up
@@ -67,7 +71,7 @@ async def _verify(journal: SQLiteJournal) -> dict[str, Any]:
             error.problem]
         return report
     report.update(
-        schema_version=census.schema_version, schema_supported=latest_version(),
+        schema_version=census.schema_version, schema_supported=_supported(journal),
         events=census.events, last_position=census.last_position, streams=census.streams,
         live_streams=census.live_streams, effects=dict(census.effects), timers=census.timers,
     )
@@ -78,6 +82,14 @@ async def _verify(journal: SQLiteJournal) -> dict[str, Any]:
         report["mismatches"] = [asdict(m) for m in mismatches]
         report["ok"] = not mismatches
     return report
+
+
+def _supported(journal: SQLiteJournal | PostgresJournal) -> int:
+    if isinstance(journal, SQLiteJournal):
+        return latest_version()
+    from nicplug.engine.postgres_opening import latest_version as postgres_latest
+
+    return postgres_latest()
 
 
 @journal_app.command()
