@@ -19,11 +19,14 @@ import signal
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from nicplug.simulator.cluster import SimulatedCluster
 from nicplug.simulator.fixtures import Fixtures
 from nicplug.simulator.knobs import Delays, Knobs
+from nicplug.simulator.kubeconfig import write_kubeconfig
 from tests.integration import postgres_view as pg
+from tests.integration.partition import PartitionProxy
 from tests.integration.processes_support import (
     FAST_LEASE,
     ControllerProcess,
@@ -77,13 +80,34 @@ async def _leader_ready(cluster: SimulatedCluster, candidates: list[ControllerPr
 
 
 async def fail_over(
-    cluster: SimulatedCluster, launcher: Launcher, dsn: str, *, stop: signal.Signals,
-    kill_after: float = 0.3,
+    cluster: SimulatedCluster, launcher: Launcher, dsn: str, *,
+    stop: signal.Signals | Literal["partition"], kill_after: float = 0.3,
 ) -> Failover:
     """Hot-plug `Network/net-b` on every VM; stop the leader once `kill_after` of the
-    operations are terminal; measure the standby's takeover."""
+    operations are terminal (a signal, or `partition`: cut off from the API server but
+    not from the database, healed once the standby converged); measure the takeover."""
     journal = ("--journal", dsn)
-    a = await launcher.start(cluster, "ctl-a", *journal)
+    proxy: PartitionProxy | None = None
+    kubeconfig = None
+    if stop == "partition":
+        host, _, port = cluster.url.removeprefix("http://").rpartition(":")
+        proxy = PartitionProxy(host, int(port))
+        await proxy.start()
+        kubeconfig = write_kubeconfig(launcher.directory / "via-proxy", proxy.url)
+    try:
+        return await _fail_over(cluster, launcher, journal, dsn, stop, kill_after, proxy,
+                                kubeconfig)
+    finally:
+        if proxy is not None:
+            await proxy.close()
+
+
+async def _fail_over(
+    cluster: SimulatedCluster, launcher: Launcher, journal: tuple[str, str], dsn: str,
+    stop: signal.Signals | Literal["partition"], kill_after: float,
+    proxy: PartitionProxy | None, kubeconfig: Path | None,
+) -> Failover:
+    a = await launcher.start(cluster, "ctl-a", *journal, kubeconfig=kubeconfig)
     leader = await _leader_ready(cluster, [a])
     b = await launcher.start(cluster, "ctl-b", *journal)
     await eventually(lambda: any(is_lease(r) for r in requests_by(cluster, b)),
@@ -99,7 +123,11 @@ async def fail_over(
 
     done_before = await eventually(some_done, within=START, what="operations under way",
                                    watch=[leader, b], every=0.02)
-    leader.process.send_signal(stop)
+    if proxy is not None:
+        proxy.partition()
+    else:
+        assert stop != "partition"
+        leader.process.send_signal(stop)
     stopped = time.monotonic()
 
     def standby_wrote() -> bool:
@@ -119,6 +147,8 @@ async def fail_over(
     took = time.monotonic() - stopped
     if stop == signal.SIGSTOP:
         leader.process.send_signal(signal.SIGCONT)  # it wakes deposed: writes nothing
+    if proxy is not None:
+        proxy.heal()  # what it sent before the cut arrives late, as TCP would deliver it
     await pg.check_journal(dsn)  # raises on a lost or doubled transition
     ops = await pg.operations(dsn)
     lost = sum(op.state != "Attached" for op in ops) + (len(vms) - len(ops))
