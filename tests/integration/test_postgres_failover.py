@@ -52,7 +52,7 @@ async def test_the_standby_takes_over_mid_hotplug_and_loses_nothing(
     """`partition`: the leader is cut off from the API server but not from the
     database; it stops at its renew deadline, and once healed writes nothing more."""
     result = await fail_over(cluster, launcher, postgres_dsn, stop=stop)
-    print(f"\nfailover ({getattr(stop, "name", stop)}, {VMS} VMs): {result}")
+    print(f"\nfailover ({getattr(stop, 'name', stop)}, {VMS} VMs): {result}")
     assert result.first_write <= LEASE_DURATION + 5, result
     assert (result.twice, result.lost) == (0, 0), result
     assert [h for _, h in await pg.terms(postgres_dsn)] == ["ctl-a", "ctl-b"]
