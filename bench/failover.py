@@ -57,7 +57,9 @@ def main(argv: list[str]) -> int:
         for n in range(runs):
             result = asyncio.run(one_run(server, n, vms))
             print(f"run {n + 1}: first write {result.first_write:.2f} s, converged "
-                  f"{result.converged:.2f} s, twice {result.twice}, lost {result.lost}",
+                  f"{result.converged:.2f} s, twice {result.twice}, lost {result.lost}"
+                  + (" (the standby had led already: the leader lost its Lease under load)"
+                     if result.led_before else ""),
                   flush=True)
             results.append(result)
     finally:
@@ -69,7 +71,8 @@ def main(argv: list[str]) -> int:
         print(f"{name:<32} p50 {statistics.median(values):6.2f} s  p99 {_p99(values):6.2f} s"
               f"  max {max(values):6.2f} s")
     twice, lost = sum(r.twice for r in results), sum(r.lost for r in results)
-    print(f"effects sent twice: {twice}; transitions lost: {lost}")
+    print(f"effects sent twice: {twice}; transitions lost: {lost}; runs where the standby"
+          f" had led before the kill: {sum(r.led_before for r in results)}")
     print(json.dumps({
         "runs": runs, "vms": vms, "first_write_p50_s": round(statistics.median(first), 3),
         "first_write_p99_s": round(_p99(first), 3), "converged_p99_s": round(_p99(converged), 3),
