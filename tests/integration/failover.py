@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+import aiohttp
+
 from nicplug.simulator.cluster import SimulatedCluster
 from nicplug.simulator.fixtures import Fixtures
 from nicplug.simulator.knobs import Delays, Knobs
@@ -81,6 +83,16 @@ async def _leader_ready(cluster: SimulatedCluster, candidates: list[ControllerPr
     return leader
 
 
+async def _operations_of(controller: ControllerProcess) -> str:
+    timeout = aiohttp.ClientTimeout(total=10)
+    async with aiohttp.ClientSession(timeout=timeout) as session, session.get(
+        f"http://127.0.0.1:{controller.metrics_port}/operations"
+    ) as response:
+        text = await response.text()
+        assert response.status == 200, text
+        return text
+
+
 async def fail_over(
     cluster: SimulatedCluster, launcher: Launcher, dsn: str, *,
     stop: signal.Signals | Literal["partition"], kill_after: float = 0.3,
@@ -125,6 +137,9 @@ async def _fail_over(
 
     done_before = await eventually(some_done, within=START, what="operations under way",
                                    watch=[leader, b], every=0.02)
+    served = await _operations_of(b)  # a standby answers read-only queries meanwhile
+    assert "Network/net-b" in served, served[:300]
+
     def writes_by_b() -> int:
         return sum(r.verb in WRITES and not is_lease(r) for r in requests_by(cluster, b))
 
