@@ -32,6 +32,7 @@ from nicplug.adapters.cli.querying import (
     ask_saying_how,
     console,
     fail,
+    named,
     plain,
     print_json,
 )
@@ -97,23 +98,24 @@ def verify(journal: JournalPath = DEFAULT_JOURNAL, json_: JsonFlag = False) -> N
     """Check the journal's integrity and that its read model, outbox and timers agree
     with its events; print its schema version and counts."""
     report, mode = ask_saying_how(journal, _verify, integrity="none")
-    report = {"journal": str(journal), "read_mode": mode, **report}
+    name = named(journal)
+    report = {"journal": name, "read_mode": mode, **report}
     if json_:
         print_json(report)
     else:
         out = console()
         mismatches = [Mismatch(**m) for m in report.get("mismatches", [])]
-        out.print(plain(f"{journal}: read {READ_MODES[mode]}"))
+        out.print(plain(f"{name}: read {READ_MODES[mode]}"))
         if report["ok"]:
-            out.print(plain(f"{journal}: ok"))
+            out.print(plain(f"{name}: ok"))
         elif mismatches:
-            out.print(plain(f"{journal}: {len(mismatches)} mismatches between the events and "
+            out.print(plain(f"{name}: {len(mismatches)} mismatches between the events and "
                             "what the journal keeps from them; `nicplug journal rebuild` "
                             "(controller stopped) rewrites the read model from the events"))
             for mismatch in mismatches[:50]:
                 out.print(plain(f"  {mismatch.line()}"))
         else:
-            out.print(plain(f"{journal}: DAMAGED"))
+            out.print(plain(f"{name}: DAMAGED"))
             for problem in report["integrity"][:20]:
                 out.print(plain(f"  {problem}"))
         if "events" in report:
