@@ -77,6 +77,29 @@ _INSERT_EFFECT = (
     " VALUES ($1, $2, $3, $4::jsonb, $5, $6, 'issued', 0, $7, $8, $7, $8)"
     " ON CONFLICT DO NOTHING RETURNING id"
 )
+_UPDATE_EFFECTS = (
+    "UPDATE effects SET status = u.st, attempts = u.a, next_attempt_at = u.n,"
+    " last_error = u.e, updated_wall = u.w, updated_logical = u.l FROM unnest($1::bigint[],"
+    " $2::text[], $3::int[], $4::float8[], $5::text[], $6::float8[], $7::float8[])"
+    " AS u(id, st, a, n, e, w, l) WHERE effects.id = u.id"
+)
+_INSERT_EFFECTS = (
+    "INSERT INTO effects (stream, key, type, payload, schema_version, idempotency_key, status,"
+    " attempts, created_wall, created_logical, updated_wall, updated_logical)"
+    " SELECT s, k, t, p::jsonb, sv, ik, 'issued', 0, w, l, w, l FROM unnest($1::text[],"
+    " $2::text[], $3::text[], $4::text[], $5::int[], $6::text[], $7::float8[],"
+    " $8::float8[]) WITH ORDINALITY AS u(s, k, t, p, sv, ik, w, l, n) ORDER BY n"
+    " ON CONFLICT DO NOTHING RETURNING id, idempotency_key"
+)
+_CANCEL_TIMERS = (
+    "DELETE FROM timers USING unnest($1::text[], $2::text[]) AS c(s, n)"
+    " WHERE timers.stream = c.s AND timers.name = c.n"
+)
+_ARM_TIMERS = (
+    "INSERT INTO timers (stream, name, key, deadline) SELECT * FROM unnest($1::text[],"
+    " $2::text[], $3::text[], $4::float8[])"
+    " ON CONFLICT (stream, name) DO UPDATE SET deadline = excluded.deadline"
+)
 _UPDATE_EFFECT = (
     "UPDATE effects SET status = $1, attempts = $2, next_attempt_at = $3, last_error = $4,"
     " updated_wall = $5, updated_logical = $6 WHERE id = $7"
@@ -270,15 +293,67 @@ async def _write(
 async def _side_effects(
     conn: asyncpg.Connection, accepted: Sequence[tuple[int, Commit, int]]
 ) -> dict[int, Appended]:
-    results: dict[int, Appended] = {}
+    """The outbox and timers of every accepted unit: each kind of change one statement
+    over arrays, in a unit's own order (outcomes recorded, effects enqueued, timers
+    cancelled, timers armed). Units of different keys touch different rows (an effect
+    and a timer belong to one stream, a stream to one key), so their changes do not
+    interleave; units of one key (the runtime never groups them), or a unit repeating
+    a timer or an outcome, go one after another (`_unit_side_effects`)."""
+    units = [unit for _, unit, _ in accepted]
+    updates = [u for unit in units for u in unit.effect_updates]
+    arms = [(t.stream, t.name) for unit in units for t in unit.timers]
+    if (len({unit.key for unit in units}) < len(units)
+            or len({u.effect_id for u in updates}) < len(updates)
+            or len(set(arms)) < len(arms)):
+        results: dict[int, Appended] = {}
+        for index, unit, first_position in accepted:
+            effects = await _unit_side_effects(conn, unit)
+            results[index] = Appended(commit=unit, first_position=first_position,
+                                      effects=effects)
+        return results
+    if updates:
+        await conn.execute(_UPDATE_EFFECTS, *_columns([
+            (u.effect_id, u.status, u.attempts, u.next_attempt_at, u.last_error,
+             unit.wall_time, unit.logical_time)
+            for unit in units for u in unit.effect_updates], 7))
+    enqueued: dict[str, int] = {}
+    existing: dict[str, int] = {}
+    wanted = [(unit, e) for unit in units for e in unit.effects]
+    if wanted:
+        for row in await conn.fetch(_INSERT_EFFECTS, *_columns([
+            (e.stream, unit.key, e.type, to_json(e.payload), e.schema_version,
+             e.idempotency_key, unit.wall_time, unit.logical_time)
+            for unit, e in wanted], 8)):
+            enqueued[row[1]] = int(row[0])
+        pending = {e.idempotency_key for _, e in wanted} - set(enqueued)
+        if pending:
+            existing = {r[0]: int(r[1]) for r in await conn.fetch(
+                "SELECT idempotency_key, id FROM effects WHERE status = 'issued'"
+                " AND idempotency_key = ANY($1::text[])", list(pending))}
+    cancels = [(c.stream, c.name) for unit in units for c in unit.cancel_timers]
+    if cancels:
+        await conn.execute(_CANCEL_TIMERS, *_columns(cancels, 2))
+    if arms:
+        await conn.execute(_ARM_TIMERS, *_columns([
+            (t.stream, t.name, unit.key, t.deadline) for unit in units for t in unit.timers], 4))
+    results = {}
+    new_seen: set[str] = set()
     for index, unit, first_position in accepted:
-        effects = (
-            await _write_side_effects(conn, unit)
-            if unit.effects or unit.effect_updates or unit.timers or unit.cancel_timers
-            else ()
-        )
-        results[index] = Appended(commit=unit, first_position=first_position, effects=effects)
+        landed: list[EnqueuedEffect] = []
+        for effect in unit.effects:
+            key = effect.idempotency_key
+            if key in enqueued and key not in new_seen:
+                new_seen.add(key)
+                landed.append(EnqueuedEffect(id=enqueued[key], new=True))
+            else:
+                landed.append(EnqueuedEffect(id=enqueued.get(key) or existing[key], new=False))
+        results[index] = Appended(commit=unit, first_position=first_position,
+                                  effects=tuple(landed))
     return results
+
+
+def _columns(rows: Sequence[tuple[Any, ...]], width: int) -> list[list[Any]]:
+    return [list(c) for c in zip(*rows, strict=True)] or [[] for _ in range(width)]
 
 
 async def _write_each(
@@ -308,7 +383,8 @@ async def _write_each(
             await conn.execute(_PUT_VIEWS, [view.stream], [view.key], [view.state],
                                [view.terminal], [to_json(view.snapshot)], [view.schema],
                                [unit.wall_time], [unit.logical_time])
-        results.update(await _side_effects(conn, [(index, unit, first_position)]))
+        results[index] = Appended(commit=unit, first_position=first_position,
+                                  effects=await _unit_side_effects(conn, unit))
     return results
 
 
@@ -318,7 +394,7 @@ def _add(columns: list[list[Any]], row: Sequence[object]) -> None:
         column.append(value)
 
 
-async def _write_side_effects(
+async def _unit_side_effects(
     conn: asyncpg.Connection, unit: Commit
 ) -> tuple[EnqueuedEffect, ...]:
     """Outbox and timers of one unit, in the order the unit states them."""

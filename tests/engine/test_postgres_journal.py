@@ -74,7 +74,9 @@ async def test_a_new_term_waits_for_the_write_in_flight_and_refuses_every_later_
                 try:
                     await old.append(commit(f"op-{n}", version, "Step"))
                     written.append(True)
-                except Superseded:
+                except JournalError:
+                    # Superseded; or, on a slow machine, the old writer held the lock
+                    # past `evict_after` and the new term ended its session: rolled back
                     written.append(False)
                     break
             return written
