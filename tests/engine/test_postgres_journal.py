@@ -15,7 +15,8 @@ from nicplug.engine.errors import (
     JournalRefused,
     Superseded,
 )
-from nicplug.engine.model import EffectRequest, StreamId
+from nicplug.engine.journal import EffectUpdate, EnqueuedEffect
+from nicplug.engine.model import EffectRequest, StreamId, TimerRequest
 from nicplug.engine.postgres_journal import PostgresJournal
 from nicplug.engine.postgres_opening import WRITER_LOCK, shown
 from nicplug.engine.upcasting import Upcasters
@@ -203,5 +204,36 @@ async def test_two_units_of_one_stream_in_one_group_are_written_in_order(
         assert [e.version for e in (*first.events, *second.events)] == [1, 2, 3]
         (stored,) = await journal.views()
         assert (stored.version, stored.through) == (3, 2)  # folded through its own unit
+    finally:
+        await journal.close()
+
+
+async def test_a_group_enqueues_every_units_effects_and_timers_together(
+    postgres_dsn: str,
+) -> None:
+    journal = await PostgresJournal.open(postgres_dsn)
+    try:
+        first = EffectRequest(StreamId("op-0"), "Patch", {"n": 0}, "patch-0")
+        (pending,) = (await journal.append(commit("op-0", 0, "A", key="ns/vm-0",
+                                                  effects=(first,)))).effects
+        groups = journal.stats.groups
+        results = await asyncio.gather(*(
+            journal.append(commit(
+                f"op-{n}", 1 if n == 0 else 0, "B", key=f"ns/vm-{n}",
+                effects=(EffectRequest(StreamId(f"op-{n}"), "Patch", {"n": n}, f"patch-{n}"),),
+                timers=(TimerRequest(StreamId(f"op-{n}"), "deadline", 10.0 + n),),
+                effect_updates=(EffectUpdate(pending.id, "issued", 1, 5.0, "503"),)
+                if n == 1 else (),
+            )) for n in range(20)))
+        assert journal.stats.groups == groups + 1
+        # op-0's effect was pending already: the same row, not a new one
+        assert results[0].effects == (EnqueuedEffect(pending.id, new=False),)
+        ids = [r.effects[0].id for r in results[1:]]
+        assert all(r.effects[0].new for r in results[1:]) and len(set(ids)) == 19
+        outbox = {e.idempotency_key: e for e in await journal.outbox()}
+        assert {k: e.id for k, e in outbox.items() if k != "patch-0"} == {
+            f"patch-{n}": i for n, i in zip(range(1, 20), ids, strict=True)}
+        assert (outbox["patch-0"].attempts, outbox["patch-0"].last_error) == (1, "503")
+        assert [t.deadline for t in await journal.timers()] == [10.0 + n for n in range(20)]
     finally:
         await journal.close()
