@@ -14,7 +14,8 @@ the fence keeps any effect of the ended term from being sent); a clean stop (SIG
 drains for at most `_DRAIN_BUDGET`, closes the journal and hands the Lease over.
 
 With a PostgreSQL journal every replica opens it at start; one that does not lead is a
-hot standby: it follows the journal (`engine/standby.py`), so that when it wins the
+hot standby: its informers list and watch from the start, and it follows the journal
+(`engine/standby.py`), so that when it wins the
 Lease it takes a term in the database (fencing every write of the replica it replaces),
 catches up and starts from what it followed, reading no history again. Each effect is
 then claimed in the database, in its term, before it is sent.
@@ -246,6 +247,8 @@ class Controller:
         self._shared: PostgresJournal | None = None  # a PostgreSQL journal, opened at start
         self._follower: Follower | None = None
         self._following: asyncio.Task[None] | None = None
+        self._warm: list[Informer] | None = None  # a standby's informers, kept running
+        self._warm_tasks: list[asyncio.Task[None]] = []
         self._last_progress: dict[str, float] = {}
         self.loop_lag = LoopLag(on_lag=self._lagged)
         self.metrics_port: int | None = None  # the bound port (`metrics_addr` may say 0)
@@ -307,7 +310,7 @@ class Controller:
             raise
         if self.settings.journal_dsn is not None:
             try:
-                await self._stand_by()
+                await self._stand_by(connection)
             except BaseException:
                 for client in (connection, lease_connection):
                     await client.close()
@@ -338,6 +341,9 @@ class Controller:
                 ticker.cancel()
             await _hand_over(leadership)
             await self._stop_following()
+            for task in self._warm_tasks:
+                task.cancel()
+            await asyncio.gather(*self._warm_tasks, return_exceptions=True)
             if self._shared is not None:
                 await self._shared.close()
             await connection.close()
@@ -366,8 +372,9 @@ class Controller:
         log.info("metrics and health on http://%s:%d", host, self.metrics_port)
         return runner
 
-    async def _stand_by(self) -> None:
-        """Open the PostgreSQL journal and follow it until this replica leads."""
+    async def _stand_by(self, connection: ApiConnection) -> None:
+        """Open the PostgreSQL journal and follow it until this replica leads; list and
+        watch from now on, so that a takeover finds every informer synced."""
         journal = await self.surroundings.open_journal(
             self.settings.journal, self.settings, self.metrics)
         from nicplug.engine.postgres_journal import PostgresJournal
@@ -376,6 +383,9 @@ class Controller:
         self._shared = journal
         self._follower = Follower(journal, on_error=self._follow_failed)
         self._start_following()
+        self._warm = self._informers(connection)
+        self._warm_tasks = [asyncio.create_task(i.run(), name=f"watch {i.kind.name}")
+                            for i in self._warm]
 
     def _start_following(self) -> None:
         if self._follower is not None and self._following is None:
@@ -415,7 +425,7 @@ class Controller:
             journal = await self.surroundings.open_journal(
                 self.settings.journal, self.settings, self.metrics)
         listener = MetricsListener(self.metrics)
-        informers = self._informers(connection)
+        informers = self._warm if self._warm is not None else self._informers(connection)
         runtime: Runtime[VMState, World] = Runtime(
             HotplugDecider(self.settings.machine_config()),
             journal,
@@ -449,9 +459,10 @@ class Controller:
             with (loading_long_lived(at_most=LOAD_WITHOUT_COLLECTOR,
                                      later=asyncio.get_running_loop().call_later)
                   if self.surroundings.freeze_loaded else nullcontext()):
-                tasks.extend(asyncio.create_task(i.run(), name=f"watch {i.kind.name}")
-                             for i in informers)
-                await self._synced(informers, tasks)
+                if self._warm is None:
+                    tasks.extend(asyncio.create_task(i.run(), name=f"watch {i.kind.name}")
+                                 for i in informers)
+                await self._synced(informers, [*self._warm_tasks, *tasks])
                 if self._tape is not None:
                     self._tape.initial_events_end()
                 listener.seed(stored.view.state for stored in await journal.views())
@@ -465,7 +476,7 @@ class Controller:
                 log.info("ready: %d VMs listed, recovery done", self._observing.pending)
                 await self._observing.feed(runtime)
                 await asyncio.sleep(0)
-            await self._feed(runtime, tasks)
+            await self._feed(runtime, [*self._warm_tasks, *tasks])
         finally:
             self._ready = False
             for task in tasks:
