@@ -60,6 +60,7 @@ from nicplug.adapters.observability import (
     parse_addr,
 )
 from nicplug.adapters.observing import Observing
+from nicplug.adapters.queries.http import make_query_app
 from nicplug.adapters.reporting import MetricsListener
 from nicplug.adapters.retention import archive_finished
 from nicplug.adapters.sdn import dialect_for
@@ -224,7 +225,8 @@ class Controller:
         self.settings = settings
         self.surroundings = surroundings or Surroundings()
         self.identity = settings.identity or f"{socket.gethostname()}-{os.getpid()}"
-        self.metrics = Metrics()
+        self.metrics = Metrics(flavour="deckhouse" if settings.dialect == "deckhouse"
+                               else "kubevirt")
         self.health = Health(ready=self._is_ready, why=self._not_ready_because)
         self.dialect = dialect_for(
             settings.dialect, cluster_nad_namespace=settings.cluster_network_namespace
@@ -252,6 +254,7 @@ class Controller:
         self._last_progress: dict[str, float] = {}
         self.loop_lag = LoopLag(on_lag=self._lagged)
         self.metrics_port: int | None = None  # the bound port (`metrics_addr` may say 0)
+        self.query_port: int | None = None  # the bound port of `/operations`, if served
 
     @property
     def listed(self) -> bool:
@@ -282,7 +285,7 @@ class Controller:
     async def run(self) -> None:
         """Serve metrics and health, stand for the Lease, lead while it is ours; when
         cancelled (a clean stop), end the term and release the Lease."""
-        runner = await self._serve_http() if self.surroundings.serve_http else None
+        runners = await self._serve_http() if self.surroundings.serve_http else []
         timing = self.settings.lease_timing()
         user_agent = f"nicplug/{__version__} ({self.identity})"
         opened: list[ApiConnection] = []
@@ -292,18 +295,19 @@ class Controller:
                                         now=self.surroundings.clock.wall)
             connection = await self.surroundings.connect(ClientSettings(
                 kubeconfig=self.settings.kubeconfig, read_timeout=self.settings.request_timeout,
-                user_agent=user_agent,
+                user_agent=user_agent, on_request=self.metrics.request_seen,
             ))
             opened.append(connection)
             # The Lease has a pool of its own: effects and watches never hold up a renewal.
             lease_connection = await self.surroundings.connect(ClientSettings(
                 kubeconfig=self.settings.kubeconfig, read_timeout=timing.call_timeout,
                 connect_timeout=timing.call_timeout, max_connections=2, user_agent=user_agent,
+                on_request=self.metrics.request_seen,
             ))
         except BaseException:
             for client in opened:
                 await client.close()
-            if runner is not None:
+            for runner in runners:
                 await runner.cleanup()
             if self._tape is not None:
                 self._tape.close()
@@ -348,7 +352,7 @@ class Controller:
                 await self._shared.close()
             await connection.close()
             await lease_connection.close()
-            if runner is not None:
+            for runner in runners:
                 await runner.cleanup()
             if self._tape is not None:
                 self._tape.close()
@@ -357,20 +361,27 @@ class Controller:
         self.metrics.loop_lag.observe(lag)
         self.metrics.loop_lag_max.set(self.loop_lag.largest)
 
-    async def _serve_http(self) -> web.AppRunner:
-        host, port = parse_addr(self.settings.metrics_addr)
-        app = make_http_app(self.metrics, self.health,
-                            journal=self.settings.journal_dsn or self.settings.journal)
-        runner = web.AppRunner(app, access_log=None)
-        await runner.setup()
-        try:
-            await web.TCPSite(runner, host, port).start()
-        except OSError as error:  # in use, not this host's, unknown host: one line
-            await runner.cleanup()
-            raise bind_refused(self.settings.metrics_addr, error) from error
+    async def _serve_http(self) -> list[web.AppRunner]:
+        """`/metrics` and the probes on the metrics address; `/operations` on the query
+        address, unless it is empty."""
+        runner = await _serve(make_http_app(self.metrics, self.health),
+                              self.settings.metrics_addr, "--metrics-addr")
         self.metrics_port = int(runner.addresses[0][1])
-        log.info("metrics and health on http://%s:%d", host, self.metrics_port)
-        return runner
+        log.info("metrics and health on http://%s:%d", parse_addr(self.settings.metrics_addr)[0],
+                 self.metrics_port)
+        if not self.settings.query_addr:
+            return [runner]
+        try:
+            queries = await _serve(
+                make_query_app(self.settings.journal_dsn or self.settings.journal),
+                self.settings.query_addr, "--query-addr")
+        except BaseException:
+            await runner.cleanup()
+            raise
+        self.query_port = int(queries.addresses[0][1])
+        log.info("operation queries on http://%s:%d/operations",
+                 parse_addr(self.settings.query_addr)[0], self.query_port)
+        return [runner, queries]
 
     async def _stand_by(self, connection: ApiConnection) -> None:
         """Open the PostgreSQL journal and follow it until this replica leads; list and
@@ -424,7 +435,7 @@ class Controller:
         else:
             journal = await self.surroundings.open_journal(
                 self.settings.journal, self.settings, self.metrics)
-        listener = MetricsListener(self.metrics)
+        listener = MetricsListener(self.metrics, monotonic=self.surroundings.monotonic)
         informers = self._warm if self._warm is not None else self._informers(connection)
         runtime: Runtime[VMState, World] = Runtime(
             HotplugDecider(self.settings.machine_config()),
@@ -437,6 +448,9 @@ class Controller:
                 max_migrations=self.settings.max_migrations,
                 cached=_cached_in(self._observing.index),
                 monotonic=self.surroundings.monotonic,
+                # the Events' reportingInstance: this replica, in a pod the pod's name
+                # (deployment.yaml sets NICPLUG_IDENTITY from the downward API)
+                reporting_instance=self.identity,
             ),
             self.surroundings.clock,
             concurrency=self.settings.concurrency,
@@ -465,7 +479,7 @@ class Controller:
                 await self._synced(informers, [*self._warm_tasks, *tasks])
                 if self._tape is not None:
                     self._tape.initial_events_end()
-                listener.seed(stored.view.state for stored in await journal.views())
+                listener.seed(stored.view for stored in await journal.views())
                 for stored in await journal.views(live=True):
                     self._mark(str(stored.view.key), "recovery")
                 for key in self._observing.index.vm_keys():
@@ -485,6 +499,7 @@ class Controller:
                 await asyncio.gather(*tasks, return_exceptions=True)
                 await _stop(runtime, term)
             finally:
+                listener.forget_effects()
                 if journal is self._shared:
                     self._start_following()  # a standby again
                 else:
@@ -578,6 +593,18 @@ class Controller:
                     task.result()
             await self._observing.feed(runtime)
             await asyncio.sleep(0)
+
+
+async def _serve(app: web.Application, address: str, option: str) -> web.AppRunner:
+    host, port = parse_addr(address)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    try:
+        await web.TCPSite(runner, host, port).start()
+    except OSError as error:  # in use, not this host's, unknown host: one line
+        await runner.cleanup()
+        raise bind_refused(address, error, option) from error
+    return runner
 
 
 async def run_controller(settings: Settings) -> None:

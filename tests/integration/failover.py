@@ -34,6 +34,7 @@ from tests.integration.processes_support import (
     ControllerProcess,
     Launcher,
     eventually,
+    free_port,
     is_lease,
     kvvm_patches,
     lease_holder,
@@ -83,10 +84,10 @@ async def _leader_ready(cluster: SimulatedCluster, candidates: list[ControllerPr
     return leader
 
 
-async def _operations_of(controller: ControllerProcess) -> str:
+async def _operations_of(port: int) -> str:
     timeout = aiohttp.ClientTimeout(total=10)
     async with aiohttp.ClientSession(timeout=timeout) as session, session.get(
-        f"http://127.0.0.1:{controller.metrics_port}/operations"
+        f"http://127.0.0.1:{port}/operations"
     ) as response:
         text = await response.text()
         assert response.status == 200, text
@@ -123,7 +124,9 @@ async def _fail_over(
 ) -> Failover:
     a = await launcher.start(cluster, "ctl-a", *journal, kubeconfig=kubeconfig)
     leader = await _leader_ready(cluster, [a])
-    b = await launcher.start(cluster, "ctl-b", *journal)
+    query_port = free_port()
+    b = await launcher.start(cluster, "ctl-b", *journal, "--query-addr",
+                             f"127.0.0.1:{query_port}")
     await eventually(lambda: any(is_lease(r) for r in requests_by(cluster, b)),
                      within=START, what="ctl-b standing", watch=[b], every=0.05)
     vms = [vm_key(cluster, i) for i in range(len(cluster.vms))]
@@ -137,7 +140,7 @@ async def _fail_over(
 
     done_before = await eventually(some_done, within=START, what="operations under way",
                                    watch=[leader, b], every=0.02)
-    served = await _operations_of(b)  # a standby answers read-only queries meanwhile
+    served = await _operations_of(query_port)  # a standby answers queries meanwhile
     assert "Network/net-b" in served, served[:300]
 
     def writes_by_b() -> int:
