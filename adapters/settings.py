@@ -23,6 +23,7 @@ from nicplug.adapters.kube.flavour import (
 from nicplug.adapters.kube.lease import LeaseTiming
 from nicplug.adapters.observability import parse_addr
 from nicplug.adapters.scope import VMScope
+from nicplug.engine.locations import is_dsn, shown
 from nicplug.machines.policy import MachineConfig, Mode, Timeouts
 
 Dialect = Literal["deckhouse", "multus"]
@@ -39,6 +40,9 @@ class Settings(BaseModel):
 
     kubeconfig: Path | None = None
     journal: Path = Path("nicplug-journal.db")
+    journal_dsn: str | None = None
+    """A PostgreSQL journal (`postgresql://...`) instead of the SQLite file `journal`:
+    replicas that do not lead follow it as hot standbys."""
     dialect: Dialect = "deckhouse"
     mode: ModeSetting = "auto"
     kubevirt_api: FlavourName | None = None  # None: the dialect's (see `flavour`)
@@ -83,6 +87,17 @@ class Settings(BaseModel):
 
     def scope(self) -> VMScope:
         return VMScope(selector=self.vm_selector, namespaces=frozenset(self.namespaces))
+
+    @field_validator("journal_dsn")
+    @classmethod
+    def _dsn(cls, value: str | None) -> str | None:
+        if value is not None and not is_dsn(value):
+            raise ValueError("the journal's DSN must start with postgresql:// or postgres://")
+        return value
+
+    def journal_name(self) -> str:
+        """The journal as logs and messages name it (a DSN without its password)."""
+        return shown(self.journal_dsn) if self.journal_dsn else str(self.journal)
 
     @field_validator("metrics_addr")
     @classmethod

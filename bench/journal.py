@@ -369,6 +369,19 @@ async def churn(directory: str, vms: int, rounds: int) -> tuple[float, list[int]
 
 
 def main(argv: list[str]) -> int:
+    if "--backend" in argv:  # `--backend sqlite` (this module) or `postgres`
+        at = argv.index("--backend")
+        backend = argv[at + 1] if at + 1 < len(argv) else ""
+        argv = argv[:at] + argv[at + 2:]
+        if backend == "postgres":
+            from bench import _journal_postgres
+
+            return _journal_postgres.main(quick_run(
+                argv, name="journal --backend postgres", doc=_journal_postgres.__doc__,
+                smaller="20k events a round, 3 rounds, 1,000 live operations"))
+        if backend != "sqlite":
+            print("--backend: sqlite or postgres")
+            return 2
     quick = quick_run(argv, name="journal", doc=__doc__,
                       smaller="a journal of 100k events, 1,000 live")
     sizes = Sizes.of(quick)

@@ -64,6 +64,20 @@ class Deposed(Exception):
     re-issues it after recovering the key."""
 
 
+class Superseded(JournalError, Deposed):
+    """A later term of leadership has begun in the journal: this writer's term is over
+    and nothing it asks is written or claimed, in the very transaction that found out.
+
+    A journal error (the runtime keeps the refused decision for later, never loses it)
+    and `Deposed` (an effect whose claim is refused is not sent, nor its outcome
+    recorded: the newer term re-issues it)."""
+
+    def __init__(self, term: int, latest: int) -> None:
+        super().__init__(f"term {term} is over: term {latest} has begun; nothing is written")
+        self.term = term
+        self.latest = latest
+
+
 class PermanentError(Exception):
     """An effect failed and retrying cannot help (the request is rejected as invalid)."""
 

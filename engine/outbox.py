@@ -9,7 +9,10 @@ it. An effect whose key is held (its world cannot be read) is not attempted: it 
 parked, with its attempts so far, and runs again once the key is observed; an attempt
 under way when its key becomes held sends no further write (`check_not_held`, called
 by the executor the instant before each write: `RetryAfterObservation`, decided again
-from the next readable world). This module never decides: it reports outcomes.
+from the next readable world). Where the journal fences terms (PostgreSQL), each
+attempt first claims its outbox row in the journal (`claim`): once a later term began
+the claim is refused (`Superseded`, a `Deposed`) and nothing is sent. This module
+never decides: it reports outcomes.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import random
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from typing import Protocol
 
@@ -79,6 +82,7 @@ class EffectRunner:
         park: Callable[[PendingEffect], None] = lambda _effect: None,
         in_flight: int = 128,
         slices: LoopSlices | None = None,
+        claim: Callable[[int], Awaitable[bool]] | None = None,
     ) -> None:
         if in_flight < 1:
             raise ValueError(f"in_flight must be at least 1, not {in_flight}")
@@ -96,6 +100,7 @@ class EffectRunner:
         self._park = park
         self._tasks: dict[int, asyncio.Task[None]] = {}
         self._slices = slices
+        self._claim = claim
 
     def run(self, effect: PendingEffect) -> None:
         if effect.id in self._tasks:
@@ -137,6 +142,8 @@ class EffectRunner:
         self._listener.on_effect(effect, "started", None)
         held = _ATTEMPT.set((effect.key, lambda: self._held(effect.key)))
         try:
+            if self._claim is not None and not await self._claim(effect.id):
+                return None  # its outcome is recorded already: nothing to send
             result = await self._executor.execute(effect)
         except Deposed:
             # The term that decided it has ended: nothing was sent and nothing is

@@ -30,7 +30,7 @@ import gc
 import itertools
 import random
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
@@ -75,6 +75,10 @@ class _Slot(Generic[S]):
     nothing to it has no view to write, and need not list them)."""
 
 
+Loaded = Mapping[Key, tuple[Sequence[StoredView], Sequence[RecordedEvent]]]
+"""Live keys with their read-model rows and the events after those rows' snapshots."""
+
+
 class Runtime(Generic[S, W]):
     """Runs `decider` over keys. `start()` first; `stop()` to finish.
 
@@ -102,7 +106,10 @@ class Runtime(Generic[S, W]):
         conflict_retries: int = 5,
         commit_retry: RetryPolicy = COMMIT_RETRY,
         slices: LoopSlices | None = None,
+        claim: Callable[[int], Awaitable[bool]] | None = None,
     ) -> None:
+        """`claim(effect_id)`: the journal's claim of an outbox row before each attempt
+        (a journal that fences terms); refused with `Deposed`, the effect is not sent."""
         self._decider = decider
         self._journal = journal
         self._clock = clock
@@ -124,7 +131,7 @@ class Runtime(Generic[S, W]):
             deliver=self._deliver_outcome, journal_health=self._journal_health,
             held=lambda key: key in self._holding,
             park=lambda effect: self._unsent.setdefault(effect.key, []).append(effect),
-            in_flight=effects_in_flight, slices=slices,
+            in_flight=effects_in_flight, slices=slices, claim=claim,
         )
         self._slots: dict[Key, _Slot[S]] = {}
         self._gone: set[Key] = set()  # forgotten: evicted once nothing of them is live
@@ -146,16 +153,18 @@ class Runtime(Generic[S, W]):
 
     # -- lifecycle ---------------------------------------------------------------------
 
-    async def start(self, *, hold: bool = False) -> None:
+    async def start(self, *, hold: bool = False, loaded: Loaded | None = None) -> None:
         """Resume from the journal: live keys, armed timers, effects without outcome.
-        With `hold`, each resumed key is held until its first observation."""
+        With `hold`, each resumed key is held until its first observation. `loaded`:
+        the live keys' snapshots and the events after them as a standby kept them
+        current (`standby.Follower`): they are not read again."""
         if self._started:
             raise RuntimeError("the runtime is started already")
         self._started = True
         collecting = gc.isenabled()
         gc.disable()  # loading builds many long-lived objects: collections would only rescan them
         try:
-            await self._load()
+            await self._load(loaded)
         finally:
             if collecting:
                 gc.enable()
@@ -177,8 +186,15 @@ class Runtime(Generic[S, W]):
         self._worlds.pop(key, None)
         self._holding.add(key)
 
-    async def _load(self) -> None:
+    async def _load(self, loaded: Loaded | None = None) -> None:
         """Every key with a live stream, from its snapshots and the events after them."""
+        if loaded is not None:
+            for key, (stored_views, tail) in loaded.items():
+                try:
+                    self._slots[key] = await self._recovered(key, list(stored_views), list(tail))
+                except (JournalError, ValueError, KeyError, TypeError) as error:
+                    self._listen.on_error(key, error)
+            return
         by_key: dict[Key, list[StoredView]] = {}
         for stored in await self._journal.views(live=True):
             by_key.setdefault(stored.view.key, []).append(stored)

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 import orjson
 
@@ -84,10 +84,22 @@ def _audit_input(conn: sqlite3.Connection, schemas: Schemas, fold: Fold) -> Audi
 
 
 def fold_streams(conn: sqlite3.Connection, schemas: Schemas, fold: Fold) -> dict[StreamId, Folded]:
-    """Every stream folded by `fold` from its events, one stream's events in memory at a
-    time; an event that cannot be read (not JSON, an unknown type or schema) is the
-    stream's `Folded` problem. A million events: one row, one JSON decoding and one
-    `Step` each, and the set lookup that finds its schema current (`Upcasters.reads_as_is`)."""
+    """Every stream folded by `fold` from its events (`fold_rows`)."""
+    return fold_rows(conn.execute(
+        "SELECT position, stream, key, version, type, schema_version, payload FROM events"
+        " ORDER BY stream, version"
+    ), schemas, fold)
+
+
+def fold_rows(
+    rows: Iterable[Sequence[Any]], schemas: Schemas, fold: Fold
+) -> dict[StreamId, Folded]:
+    """Every stream folded by `fold` from its event rows (position, stream, key, version,
+    type, schema version, payload as JSON text; in stream and version order), one
+    stream's events in memory at a time; an event that cannot be read (not JSON, an
+    unknown type or schema) is the stream's `Folded` problem. A million events: one
+    row, one JSON decoding and one `Step` each, and the set lookup that finds its
+    schema current (`Upcasters.reads_as_is`). Any backend's rows."""
     folded: dict[StreamId, Folded] = {}
     stream: StreamId | None = None
     key = Key("")
@@ -104,10 +116,7 @@ def fold_streams(conn: sqlite3.Connection, schemas: Schemas, fold: Fold) -> dict
 
     # a `Step` made as its own constructor makes it, less the Python call around it
     loads, new, append = orjson.loads, tuple.__new__, events.append
-    for position, of, by, version, type_, schema, payload in conn.execute(
-        "SELECT position, stream, key, version, type, schema_version, payload FROM events"
-        " ORDER BY stream, version"
-    ):
+    for position, of, by, version, type_, schema, payload in rows:
         if of != stream:
             done()
             stream, key, events, problem = of, by, [], None

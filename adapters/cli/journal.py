@@ -18,7 +18,7 @@ import sys
 import tempfile
 from dataclasses import asdict
 from pathlib import Path
-from typing import IO, Annotated, Any
+from typing import IO, TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -32,6 +32,7 @@ from nicplug.adapters.cli.querying import (
     ask_saying_how,
     console,
     fail,
+    named,
     plain,
     print_json,
 )
@@ -41,6 +42,9 @@ from nicplug.engine.errors import JournalRefused
 from nicplug.engine.inspection import JournalInspection
 from nicplug.engine.schema import latest_version
 from nicplug.engine.sqlite_journal import SQLiteJournal
+
+if TYPE_CHECKING:
+    from nicplug.engine.postgres_journal import PostgresJournal
 from nicplug.machines.decider import HotplugDecider
 from nicplug.machines.operation import fold_view, retrying
 
@@ -53,7 +57,8 @@ app.add_typer(journal_app)
 _PAGE = 1000
 
 
-async def _verify(journal: SQLiteJournal) -> dict[str, Any]:
+async def _verify(journal: SQLiteJournal | PostgresJournal) -> dict[str, Any]:
+    """The report of `journal verify`, for either backend."""
     try:
         problems = await journal.integrity()
     except JournalRefused as error:  # so damaged that the check itself gives up
@@ -67,7 +72,7 @@ async def _verify(journal: SQLiteJournal) -> dict[str, Any]:
             error.problem]
         return report
     report.update(
-        schema_version=census.schema_version, schema_supported=latest_version(),
+        schema_version=census.schema_version, schema_supported=_supported(journal),
         events=census.events, last_position=census.last_position, streams=census.streams,
         live_streams=census.live_streams, effects=dict(census.effects), timers=census.timers,
     )
@@ -80,28 +85,37 @@ async def _verify(journal: SQLiteJournal) -> dict[str, Any]:
     return report
 
 
+def _supported(journal: SQLiteJournal | PostgresJournal) -> int:
+    if isinstance(journal, SQLiteJournal):
+        return latest_version()
+    from nicplug.engine.postgres_opening import latest_version as postgres_latest
+
+    return postgres_latest()
+
+
 @journal_app.command()
 def verify(journal: JournalPath = DEFAULT_JOURNAL, json_: JsonFlag = False) -> None:
     """Check the journal's integrity and that its read model, outbox and timers agree
     with its events; print its schema version and counts."""
     report, mode = ask_saying_how(journal, _verify, integrity="none")
-    report = {"journal": str(journal), "read_mode": mode, **report}
+    name = named(journal)
+    report = {"journal": name, "read_mode": mode, **report}
     if json_:
         print_json(report)
     else:
         out = console()
         mismatches = [Mismatch(**m) for m in report.get("mismatches", [])]
-        out.print(plain(f"{journal}: read {READ_MODES[mode]}"))
+        out.print(plain(f"{name}: read {READ_MODES[mode]}"))
         if report["ok"]:
-            out.print(plain(f"{journal}: ok"))
+            out.print(plain(f"{name}: ok"))
         elif mismatches:
-            out.print(plain(f"{journal}: {len(mismatches)} mismatches between the events and "
+            out.print(plain(f"{name}: {len(mismatches)} mismatches between the events and "
                             "what the journal keeps from them; `nicplug journal rebuild` "
                             "(controller stopped) rewrites the read model from the events"))
             for mismatch in mismatches[:50]:
                 out.print(plain(f"  {mismatch.line()}"))
         else:
-            out.print(plain(f"{journal}: DAMAGED"))
+            out.print(plain(f"{name}: DAMAGED"))
             for problem in report["integrity"][:20]:
                 out.print(plain(f"  {problem}"))
         if "events" in report:

@@ -9,6 +9,9 @@
   transaction; the newest attempt of each (VM, network, direction) keeps its read-model
   row as a summary naming the file. It may run beside the controller.
 * `check-archive FILE` reads an archive (or an export) back whole.
+* `copy SRC DST` copies a whole journal between an SQLite file and a PostgreSQL
+  database (either way), then verifies both sides (`journal verify`) and compares
+  their counts: the way an installation moves from one journal to the other.
 * `backup OUT` copies the journal with SQLite's online backup API, beside a running
   controller, into a new file (never over an existing one), through a temporary file.
 
@@ -188,3 +191,52 @@ def check_archive(
     except OSError as error:
         fail(f"archive {file}: {error.strerror or error}", 1)
     typer.echo(f"{file}: {count} events of {len(streams)} operations, whole")
+
+
+@journal_app.command()
+def copy(
+    source: Annotated[str, typer.Argument(help="The journal to copy: a file or postgresql://...")],
+    target: Annotated[str, typer.Argument(
+        help="Where to: a new file or an empty PostgreSQL database")],
+) -> None:
+    """Copy a whole journal between SQLite and PostgreSQL (stop the controller first),
+    then verify both sides."""
+    from nicplug.adapters.cli.journal import _verify
+    from nicplug.engine import journal_copy
+    from nicplug.engine.locations import is_dsn, shown
+    from nicplug.engine.postgres_journal import PostgresJournal
+
+    if not is_dsn(source) and not Path(source).is_file():
+        fail(f"journal {source}: no journal file here; give a file or a postgresql:// DSN", 2)
+    if not is_dsn(target) and Path(target).exists():
+        fail(f"copy target {target} exists; a copy never overwrites: choose a new file", 2)
+
+    async def verified(location: str) -> dict[str, object]:
+        journal: SQLiteJournal | PostgresJournal = (
+            await PostgresJournal.open(location, read_only=True, schemas=schemas())
+            if is_dsn(location) else
+            await SQLiteJournal.open(location, read_only=True, schemas=schemas()))
+        try:
+            return await _verify(journal)
+        finally:
+            await journal.close()
+
+    async def run() -> tuple[dict[str, int], dict[str, object], dict[str, object]]:
+        tables = await journal_copy.read(source)
+        await journal_copy.write(target, tables)
+        return tables.counts(), await verified(source), await verified(target)
+
+    try:
+        counts, before, after = asyncio.run(run())
+    except JournalError as error:
+        fail(str(error), 1)
+    names = (shown(source) if is_dsn(source) else source,
+             shown(target) if is_dsn(target) else target)
+    same = all(before.get(k) == after.get(k) for k in (
+        "events", "last_position", "streams", "live_streams", "effects", "timers"))
+    typer.echo(f"copied {names[0]} -> {names[1]}: " + ", ".join(
+        f"{n} {table}" for table, n in counts.items()))
+    for name, report in zip(names, (before, after), strict=True):
+        typer.echo(f"{name}: verify {'ok' if report['ok'] else 'FAILED'}")
+    if not (before["ok"] and after["ok"] and same):
+        fail("the copy does not verify as the source does; the source is unchanged", 1)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Annotated, Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeVar
 
 import orjson
 import typer
@@ -24,8 +24,12 @@ from rich.markup import escape
 from nicplug.adapters.cli.console import make_console
 from nicplug.adapters.queries import DEFAULT_JOURNAL, BadSelection, open_for_queries
 from nicplug.engine.errors import JournalError
+from nicplug.engine.locations import shown
 from nicplug.engine.sqlite_journal import SQLiteJournal
 from nicplug.engine.sqlite_opening import IntegrityCheck, ReadMode
+
+if TYPE_CHECKING:
+    from nicplug.engine.postgres_journal import PostgresJournal
 
 T = TypeVar("T")
 
@@ -33,7 +37,8 @@ JournalPath = Annotated[
     Path,
     typer.Option(
         "--journal", envvar="NICPLUG_JOURNAL", show_default=True,
-        help="SQLite journal file, opened read-only (safe while the controller runs)",
+        help="SQLite journal file or PostgreSQL DSN, opened read-only (safe while the"
+             " controller runs)",
     ),
 ]
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON (stable keys) for scripts")]
@@ -56,8 +61,24 @@ def checked(parse: Callable[[str], T], value: str | None, option: str) -> T | No
         fail(f"{option}: {error}", 2)
 
 
+def location_of(journal: Path) -> Path | str:
+    """`--journal` as given: a file, or a PostgreSQL DSN. The option is typed as a
+    path, and a path folds the DSN's `postgresql://` into `postgresql:/`: restored."""
+    text = str(journal)
+    for scheme in ("postgresql:", "postgres:"):
+        if text.startswith(scheme + "/") and not text.startswith(scheme + "//"):
+            return scheme + "/" + text[len(scheme):]
+    return journal
+
+
+def named(journal: Path) -> str:
+    """The journal as messages name it (a DSN without its password)."""
+    target = location_of(journal)
+    return shown(target) if isinstance(target, str) else str(target)
+
+
 def ask(
-    journal: Path, question: Callable[[SQLiteJournal], Awaitable[T]],
+    journal: Path, question: Callable[[SQLiteJournal | PostgresJournal], Awaitable[T]],
     *, integrity: IntegrityCheck = "quick",
 ) -> T:
     """Open `journal` read-only, put `question` to it, close it."""
@@ -71,13 +92,13 @@ READ_MODES = {
 
 
 def ask_saying_how(
-    journal: Path, question: Callable[[SQLiteJournal], Awaitable[T]],
+    journal: Path, question: Callable[[SQLiteJournal | PostgresJournal], Awaitable[T]],
     *, integrity: IntegrityCheck = "quick",
 ) -> tuple[T, ReadMode]:
     """`ask`, and how the journal was read (`ReadMode`, described by `READ_MODES`)."""
 
     async def asking() -> tuple[T, ReadMode]:
-        opened = await open_for_queries(journal, integrity=integrity)
+        opened = await open_for_queries(location_of(journal), integrity=integrity)
         try:
             return await question(opened), opened.read_mode or "shared"
         finally:
@@ -91,7 +112,7 @@ def ask_saying_how(
         fail(str(error), 2)
     except (ValueError, TypeError, KeyError, AttributeError) as error:
         detail = " ".join(f"{type(error).__name__}: {error}".split())[:200]
-        fail(f"journal {journal}: holds content this nicplug cannot read ({detail}); "
+        fail(f"journal {named(journal)}: holds content this nicplug cannot read ({detail}); "
              "check it with `nicplug journal verify` and restore it from a backup", 1)
 
 

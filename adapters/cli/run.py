@@ -56,7 +56,12 @@ def run(
     kubeconfig: Annotated[
         Path | None, _opt("kubeconfig", "Kubeconfig file; default: in-cluster, then $KUBECONFIG")
     ] = None,
-    journal: Annotated[Path, _opt("journal", "SQLite journal file")] = Path("nicplug-journal.db"),
+    journal: Annotated[str, _opt(
+        "journal", "SQLite journal file, or a PostgreSQL DSN (postgresql://...)")
+    ] = "nicplug-journal.db",
+    journal_dsn: Annotated[str | None, _opt(
+        "journal-dsn", "PostgreSQL journal DSN (from a Secret); replicas not leading follow it"
+    )] = None,
     flavour: Annotated[str | None, _opt(
         "flavour", "deckhouse | kubevirt (upstream KubeVirt with multus)  [default: deckhouse]"
     )] = None,
@@ -178,12 +183,16 @@ def run(
     """Run the controller: watch VMs and hot-plug/unplug their interfaces."""
     from nicplug.adapters.cli.flavours import dialect_of
     from nicplug.adapters.settings import Settings
+    from nicplug.engine.locations import is_dsn
 
     dialect = dialect_of(flavour, dialect)
+    if is_dsn(journal):
+        journal_dsn, journal = journal, "nicplug-journal.db"
     scope = namespace_scope(namespace, namespaces)
     try:
         settings = Settings(
-            kubeconfig=kubeconfig, journal=journal, dialect=dialect,
+            kubeconfig=kubeconfig, journal=Path(journal), journal_dsn=journal_dsn,
+            dialect=dialect,
             kubevirt_api=kubevirt_api, mode=mode, gating=gating,
             migrations=migrations, max_migrations=max_migrations,
             namespace=scope[0] if len(scope) == 1 else None,

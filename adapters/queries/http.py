@@ -22,6 +22,7 @@ import contextlib
 import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from aiohttp import web
 
@@ -29,6 +30,9 @@ from nicplug.adapters.queries.reading import dossier, open_for_queries, operatio
 from nicplug.adapters.queries.selection import Selection
 from nicplug.engine.errors import JournalError
 from nicplug.engine.sqlite_journal import SQLiteJournal
+
+if TYPE_CHECKING:
+    from nicplug.engine.postgres_journal import PostgresJournal
 
 _PARAMETERS = frozenset({"vm", "state", "network", "direction"})
 
@@ -38,11 +42,11 @@ class JournalSource:
 
     def __init__(self, path: Path | str) -> None:
         self.path = path
-        self._journal: SQLiteJournal | None = None
+        self._journal: SQLiteJournal | PostgresJournal | None = None
         self._lock = asyncio.Lock()
 
     @contextlib.asynccontextmanager
-    async def journal(self) -> AsyncIterator[SQLiteJournal]:
+    async def journal(self) -> AsyncIterator[SQLiteJournal | PostgresJournal]:
         """The kept shared reader, or a snapshot for this request alone."""
         async with self._lock:
             if self._journal is None:

@@ -9,6 +9,7 @@ checked first (`selection`) and reach SQL only as bound parameters. Never writes
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from nicplug.adapters.queries.explaining import Dossier, Explanation, explain
 from nicplug.adapters.queries.records import OperationSummary, Timeline
@@ -20,10 +21,14 @@ from nicplug.adapters.queries.selection import (
     vm_ref,
 )
 from nicplug.engine.inspection import JournalInspection, StreamRecord
+from nicplug.engine.locations import is_dsn
 from nicplug.engine.model import StreamId
 from nicplug.engine.sqlite_journal import SQLiteJournal
 from nicplug.engine.sqlite_opening import IntegrityCheck
 from nicplug.machines.versions import schemas
+
+if TYPE_CHECKING:
+    from nicplug.engine.postgres_journal import PostgresJournal
 
 DEFAULT_JOURNAL = Path("nicplug-journal.db")
 EVERYTHING = Selection()
@@ -31,8 +36,13 @@ EVERYTHING = Selection()
 
 async def open_for_queries(
     path: Path | str, *, integrity: IntegrityCheck = "quick"
-) -> SQLiteJournal:
-    """The journal at `path`, read-only; `JournalRefused` when missing, damaged or newer."""
+) -> SQLiteJournal | PostgresJournal:
+    """The journal at `path` (a file, or a PostgreSQL DSN), read-only; `JournalRefused`
+    when missing, damaged or newer."""
+    if isinstance(path, str) and is_dsn(path):
+        from nicplug.engine.postgres_journal import PostgresJournal  # the `postgres` extra
+
+        return await PostgresJournal.open(path, read_only=True, schemas=schemas(), readers=2)
     return await SQLiteJournal.open(
         path, read_only=True, integrity=integrity, schemas=schemas()
     )

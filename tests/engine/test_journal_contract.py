@@ -1,4 +1,9 @@
-"""The journal's contract, run against every backend: in memory and in a file."""
+"""The journal's contract, run against every backend: SQLite in memory and in a file,
+and PostgreSQL (a real server, `tests/postgres_support.py`).
+
+The tests that open a journal by its file path themselves (`sqlite_only`) are about
+SQLite's file: reopening it, a read-only reader beside the writer's WAL, closing it.
+Their PostgreSQL counterparts are in `test_postgres_journal.py`."""
 
 from __future__ import annotations
 
@@ -11,6 +16,8 @@ import pytest
 from nicplug.engine.errors import JournalClosed, JournalConflict, JournalError, JournalRefused
 from nicplug.engine.journal import EffectUpdate
 from nicplug.engine.model import EffectRequest, Key, StreamId, TimerCancel, TimerRequest
+from nicplug.engine.postgres_journal import PostgresJournal
+from nicplug.engine.postgres_opening import is_dsn
 from nicplug.engine.sqlite_journal import SQLiteJournal
 from nicplug.engine.upcasting import Upcasters
 from tests.engine.journal_support import commit, opened
@@ -18,10 +25,28 @@ from tests.engine.journal_support import commit, opened
 S1, S2 = StreamId("op-1"), StreamId("op-2")
 
 
-@pytest.fixture(params=["memory", "file"])
-async def journal(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[SQLiteJournal]:
-    path = ":memory:" if request.param == "memory" else tmp_path / "journal.db"
-    async with opened(path) as j:
+sqlite_only = pytest.mark.sqlite_only  # opens an SQLite file by its path
+
+ALL_JOURNALS = ["memory", "file", "postgres"]
+
+
+@pytest.fixture(params=ALL_JOURNALS)
+def location(request: pytest.FixtureRequest, tmp_path: Path) -> str | Path:
+    if request.param == "postgres":
+        return str(request.getfixturevalue("postgres_dsn"))
+    return ":memory:" if request.param == "memory" else tmp_path / "journal.db"
+
+
+@pytest.fixture
+async def journal(location: str | Path) -> AsyncIterator[SQLiteJournal | PostgresJournal]:
+    if isinstance(location, str) and is_dsn(location):
+        pg = await PostgresJournal.open(location)
+        try:
+            yield pg
+        finally:
+            await pg.close()
+        return
+    async with opened(location) as j:
         yield j
 
 
@@ -147,6 +172,7 @@ async def test_concurrent_appenders_share_commits(journal: SQLiteJournal) -> Non
         assert [e.version for e in history] == list(range(1, 11))
 
 
+@sqlite_only
 async def test_old_payloads_are_upcast_when_read(tmp_path: Path) -> None:
     path = tmp_path / "journal.db"
     async with opened(path) as j:
@@ -159,6 +185,7 @@ async def test_old_payloads_are_upcast_when_read(tmp_path: Path) -> None:
     assert (event.schema_version, event.payload) == (3, {"network": "user-net", "type": "Network"})
 
 
+@sqlite_only
 async def test_read_only_open_while_a_writer_appends(tmp_path: Path) -> None:
     path = tmp_path / "journal.db"
     async with opened(path) as writer:
@@ -190,6 +217,7 @@ async def test_a_unit_that_breaks_a_constraint_fails_alone(journal: SQLiteJourna
     assert [e.status for e in await journal.outbox()] == ["issued"]
 
 
+@sqlite_only
 async def test_a_closed_journal_refuses_appends(tmp_path: Path) -> None:
     journal = await SQLiteJournal.open(tmp_path / "journal.db")
     pending = asyncio.ensure_future(journal.append(commit("op-1", 0, "Requested")))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,9 @@ from nicplug.engine.model import (
     StreamView,
     TimerRequest,
 )
+from nicplug.engine.postgres_journal import PostgresJournal
+from nicplug.engine.postgres_opening import is_dsn
+from nicplug.engine.postgres_opening import latest_version as pg_latest
 from nicplug.engine.schema import latest_version
 from nicplug.engine.sqlite_journal import SQLiteJournal
 from tests.engine.journal_support import opened
@@ -41,9 +45,29 @@ def _seen(ref: str) -> Cause:
     return Cause("observation", ref)
 
 
+@pytest.fixture(params=["sqlite", "postgres"])
+def location(request: pytest.FixtureRequest, tmp_path: Path) -> str | Path:
+    if request.param == "postgres":
+        return str(request.getfixturevalue("postgres_dsn"))
+    return tmp_path / "journal.db"
+
+
+@asynccontextmanager
+async def either(location: str | Path) -> AsyncIterator[SQLiteJournal | PostgresJournal]:
+    if isinstance(location, str) and is_dsn(location):
+        pg = await PostgresJournal.open(location)
+        try:
+            yield pg
+        finally:
+            await pg.close()
+    else:
+        async with opened(location) as j:
+            yield j
+
+
 @pytest.fixture
-async def journal(tmp_path: Path) -> AsyncIterator[SQLiteJournal]:
-    async with opened(tmp_path / "journal.db") as j:
+async def journal(location: str | Path) -> AsyncIterator[SQLiteJournal | PostgresJournal]:
+    async with either(location) as j:
         await j.append(_unit(A, 0, "Requested", key="vm-a", cause=_seen("VM/a@1"), entered=1.0,
                              effects=(EffectRequest(A, "Patch", {"x": 1}, "patch-a"),),
                              timers=(TimerRequest(A, "deadline", 121.0),)))
@@ -108,7 +132,8 @@ async def test_census_counts_everything(journal: SQLiteJournal) -> None:
         4, 4, 3, 2
     )
     assert census.effects == {"issued": 1, "succeeded": 0, "failed": 0}
-    assert (census.timers, census.schema_version) == (1, latest_version())
+    latest = pg_latest() if isinstance(journal, PostgresJournal) else latest_version()
+    assert (census.timers, census.schema_version) == (1, latest)
     assert await journal.integrity() == ["ok"]
 
 
