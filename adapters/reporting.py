@@ -70,6 +70,13 @@ class MetricsListener(RuntimeListener):
             log.log(logging.INFO if target in OUTCOMES else logging.DEBUG,
                     "vm=%s op=%s %s -> %s reason=%s", event.key, event.stream, source, target,
                     p.get("reason") or "-")
+            if p.get("reason") == "MigrationFailed" and "migrations_failed" in p:
+                self._metrics.migrations_failed.inc()
+                if p.get("retry_at") is None:
+                    self._metrics.migrations_given_up.inc()
+                    log.warning("vm=%s op=%s gave up after %s failed migrations: %s",
+                                event.key, event.stream, p["migrations_failed"],
+                                p.get("message") or "-")
 
     def on_commit(self, key: Key, seconds: float, events: int) -> None:
         if events:

@@ -79,6 +79,7 @@ from nicplug.machines.targets import (
     migration_blocked,
     migration_slot_wait,
     pod_patches,
+    own_failed_migration,
     restarts_and_migrations,
 )
 from nicplug.machines.versions import EVENT_SCHEMAS
@@ -291,6 +292,8 @@ class HotplugDecider:
                 payload["reason"] = move.trigger
             if move.dest == "Failed" and move.trigger != "InvalidSpec":
                 payload["retry_at"] = now + self.config.timeouts.backoff(op.attempt)
+            if move.trigger == "MigrationFailed":
+                self._count_failed_migration(op, payload)
             if move.dest == "Migrating":
                 running = facts.running_migration()
                 payload["migration"] = running.name if running else None
@@ -306,6 +309,19 @@ class HotplugDecider:
                 bypass = {"at": now, "strategy": "Stage", "vmi": vmi.uid}
                 op = session.append(op.stream, ROLLOUT_BYPASSED, bypass)
         raise RuntimeError(f"{op.stream}: the walk does not settle")  # a graph with a cycle
+
+    def _count_failed_migration(self, op: Operation, payload: dict[str, Any]) -> None:
+        """A migration of the change failed: counted, and at the cap the operation is
+        not retried (`migration_attempts`), so no migration follows it."""
+        failed = op.migrations_failed + 1
+        cap = self.config.migration_attempts
+        payload["migrations_failed"] = failed
+        if failed >= cap:
+            payload["retry_at"] = None
+            payload["message"] = (
+                f"{payload['message']}; {failed} of at most {cap} migrations failed, nicplug "
+                f"gives up (--migration-attempts)"
+            )
 
     def _message(self, move: Move, c: Context) -> str:
         op, facts = c.op, c.facts
@@ -340,7 +356,11 @@ class HotplugDecider:
         ):
             return c.trigger.error or f"{c.trigger.type} was rejected"
         if move.trigger == "MigrationFailed":
-            return f"migration {op.migration} failed"
+            failed = own_failed_migration(facts, op) if op.state == "MigrationRequired" else (
+                facts.migration(op.migration))
+            name = failed.name if failed is not None else op.migration
+            said = f": {failed.failure}" if failed is not None and failed.failure else ""
+            return f"migration {name} failed{said}"
         if move.trigger == "InvalidSpec" and facts.comparison is not None:
             return facts.comparison.invalid or ""
         if move.trigger == "Reverted":
@@ -352,6 +372,8 @@ class HotplugDecider:
         if latest is not None:
             if not latest.terminal:
                 return None
+            if self._gave_up(session, latest) and not c.goal_shown:
+                return None
             if (
                 latest.state == "Failed"
                 and latest.retry_at is not None
@@ -362,6 +384,16 @@ class HotplugDecider:
         return self._append_opened(
             session, c.network, c.direction, c.if_name, c.target, latest, now
         )
+
+    def _gave_up(self, session: _Session, latest: Operation) -> bool:
+        """Did the change's migrations fail as often as nicplug allows? Then it is not
+        tried again, until the user changes their mind (the opposite operation opened
+        since) or the world shows it done (a restart applied it)."""
+        if latest.state != "Failed" or latest.migrations_failed < self.config.migration_attempts:
+            return False
+        opposite = "unplug" if latest.direction == "plug" else "plug"
+        other = session.state.ops.get((latest.network, opposite))
+        return other is None or other.opened_at <= latest.entered_at
 
     def _open_invalid(self, session: _Session, comparison: Comparison, now: float) -> None:
         network = comparison.invalid_network
@@ -397,6 +429,8 @@ class HotplugDecider:
         }
         if self.config.flavour != "deckhouse":
             payload["flavour"] = self.config.flavour
+        if latest is not None and latest.state == "Failed" and latest.migrations_failed:
+            payload["migrations_failed"] = latest.migrations_failed  # the change's, so far
         return session.append(stream, OPENED, payload)
 
     # -- effects and timers ---------------------------------------------------------------

@@ -155,6 +155,7 @@ PLUG = MachineGraph(
         ("AttachTimeout", ("SDNReady", "VMIPatched"), "Failed", "deadline_passed"),
         ("MigrationFailed", "Migrating", "Failed", "migration_failed"),
         ("MigrationFailed", "MigrationRequired", "Failed", "migration_rejected"),
+        ("MigrationFailed", "MigrationRequired", "Failed", "own_migration_failed"),
         ("MigrationTimeout", ("Migrating", "MigrationRequired"), "Failed", "deadline_passed"),
         ("PatchRejected", PLUG_LIVE, "Failed", "effect_rejected"),
     ),
@@ -194,6 +195,7 @@ UNPLUG = MachineGraph(
         ("DetachTimeout", UNPLUG_LIVE[:5], "Failed", "deadline_passed"),
         ("MigrationFailed", "Migrating", "Failed", "migration_failed"),
         ("MigrationFailed", "MigrationRequired", "Failed", "migration_rejected"),
+        ("MigrationFailed", "MigrationRequired", "Failed", "own_migration_failed"),
         ("MigrationTimeout", ("Migrating", "MigrationRequired"), "Failed", "deadline_passed"),
         ("PatchRejected", UNPLUG_LIVE, "Failed", "effect_rejected"),
     ),
@@ -267,7 +269,8 @@ PLUG_KUBEVIRT = MachineGraph(
         ("AttachTimeout", ("VMIPatched", "SDNReady"), "Failed", "deadline_passed"),
         ("MigrationFailed", "Migrating", "Failed", "migration_failed"),
         ("MigrationFailed", "MigrationRequired", "Failed", "migration_rejected"),
-        ("MigrationTimeout", "Migrating", "Failed", "deadline_passed"),
+        ("MigrationFailed", "MigrationRequired", "Failed", "own_migration_failed"),
+        ("MigrationTimeout", ("Migrating", "MigrationRequired"), "Failed", "deadline_passed"),
     ),
 )  # fmt: skip
 
@@ -297,7 +300,8 @@ UNPLUG_KUBEVIRT = MachineGraph(
         ("DetachTimeout", UNPLUG_LIVE[:5], "Failed", "deadline_passed"),
         ("MigrationFailed", "Migrating", "Failed", "migration_failed"),
         ("MigrationFailed", "MigrationRequired", "Failed", "migration_rejected"),
-        ("MigrationTimeout", "Migrating", "Failed", "deadline_passed"),
+        ("MigrationFailed", "MigrationRequired", "Failed", "own_migration_failed"),
+        ("MigrationTimeout", ("Migrating", "MigrationRequired"), "Failed", "deadline_passed"),
     ),
 )  # fmt: skip
 

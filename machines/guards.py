@@ -15,7 +15,7 @@ from nicplug.engine.model import EffectOutcome, Trigger
 from nicplug.machines.facts import Facts
 from nicplug.machines.operation import Operation
 from nicplug.machines.policy import MachineConfig, hotplug_in_place
-from nicplug.machines.targets import migration_blocked
+from nicplug.machines.targets import migration_blocked, own_failed_migration
 
 REJECTABLE = frozenset({"PatchPodNetworks", "PatchVirtualMachine", "RestartVM"})
 
@@ -223,6 +223,12 @@ def migration_failed(c: Context) -> bool:
     return found is not None and found.phase == "Failed"
 
 
+def own_migration_failed(c: Context) -> bool:
+    """The migration nicplug created for this attempt failed before it was seen to run
+    (it would otherwise be created again under the next name at every observation)."""
+    return own_failed_migration(c.facts, c.op) is not None
+
+
 def migration_rejected(c: Context) -> bool:
     return _rejected(c, frozenset({"CreateMigration"}))
 
@@ -271,6 +277,7 @@ GUARDS: Mapping[str, Callable[[Context], bool]] = {
         migration_running,
         migration_succeeded,
         migration_failed,
+        own_migration_failed,
         migration_rejected,
         sdn_reports_error,
         deadline_passed,

@@ -82,7 +82,7 @@ class Operation(NamedTuple):
     operation entered its state; both restart with every state (`deadline_base`).
 
     A named tuple rather than a frozen dataclass: every event folded builds one, and a
-    tuple of these 23 fields is built in an eighth of the time (a rebuild folds a
+    tuple of these 26 fields is built in an eighth of the time (a rebuild folds a
     million events; recovery builds one per snapshot). Immutable all the same.
     """
 
@@ -117,6 +117,10 @@ class Operation(NamedTuple):
     held: tuple[int, int] | None = None
     """(nicplug's migrations in flight cluster-wide, the cap) when the cap last held back
     this operation's migration in its state (`MigrationHeld`); None otherwise."""
+    migrations_failed: int = 0
+    """Migrations of this change that failed, over its attempts so far: carried from the
+    failed attempt before (`Opened`), counted by the `Transitioned` to `Failed` that a
+    failed migration ends (`MachineConfig.migration_attempts` caps it)."""
 
     @property
     def terminal(self) -> bool:
@@ -158,6 +162,8 @@ class Operation(NamedTuple):
             snapshot["waiting"] = self.waiting
         if self.held is not None:
             snapshot["held"] = list(self.held)
+        if self.migrations_failed:
+            snapshot["migrations_failed"] = self.migrations_failed
         return snapshot
 
     @classmethod
@@ -191,6 +197,8 @@ class Operation(NamedTuple):
             bypassed_vmi=s.get("bypassed_vmi"),
             waiting=str(s.get("waiting", "")),  # optional: absent means nothing said
             held=_held(s.get("held")),  # optional: absent means not held
+            # optional: absent means no migration of the change failed
+            migrations_failed=int(s.get("migrations_failed", 0)),
         )
 
 
@@ -220,18 +228,19 @@ def fold_view(key: Key, stream: StreamId, events: Sequence[Step]) -> StreamView 
     paused_at: float | None = None
     credit, direction, if_name, waiting = 0.0, "plug", "", ""
     held: tuple[int, int] | None = None
+    failed = 0
     for _, _, _, _, type_, _, p in events:
         if type_ == OPENED:
             if op is not None:
                 op = _folded(op, if_name, state, reason, message, history, entered_at,
                              issued, issued_at, waived, migration, retry_at, bypassed,
-                             paused_at, credit, waiting, held)
+                             paused_at, credit, waiting, held, failed)
             op = opened(stream, p)
             (if_name, state, reason, message, history, entered_at, issued, issued_at, waived,
-             migration, retry_at, bypassed, paused_at, credit, waiting, held) = (
+             migration, retry_at, bypassed, paused_at, credit, waiting, held, failed) = (
                 op.if_name, op.state, op.reason, op.message, [*op.history], op.entered_at,
                 op.issued, op.issued_at, op.waived, op.migration, op.retry_at, op.bypassed_vmi,
-                op.paused_at, op.credit, op.waiting, op.held)
+                op.paused_at, op.credit, op.waiting, op.held, op.migrations_failed)
             direction = op.direction
         elif op is None:
             continue
@@ -248,6 +257,7 @@ def fold_view(key: Key, stream: StreamId, events: Sequence[Step]) -> StreamView 
             migration, retry_at = p.get("migration", migration), p.get("retry_at")
             paused_at = at if paused_at is not None else None
             credit, waiting, held = 0.0, "", None
+            failed = int(p.get("migrations_failed", failed))
         elif type_ == GRACE_EXPIRED:
             waived = True
         elif type_ == WAITING:
@@ -268,7 +278,7 @@ def fold_view(key: Key, stream: StreamId, events: Sequence[Step]) -> StreamView 
     if op is None:
         return None
     op = _folded(op, if_name, state, reason, message, history, entered_at, issued, issued_at,
-                 waived, migration, retry_at, bypassed, paused_at, credit, waiting, held)
+                 waived, migration, retry_at, bypassed, paused_at, credit, waiting, held, failed)
     return StreamView(stream, key, op.state, op.terminal, op.snapshot(), SNAPSHOT_SCHEMA)
 
 
@@ -277,13 +287,14 @@ def _folded(
     history: list[str], entered_at: float, issued: tuple[int, ...], issued_at: float,
     waived: bool, migration: str | None, retry_at: float | None, bypassed: str | None,
     paused_at: float | None, credit: float, waiting: str, held: tuple[int, int] | None,
+    migrations_failed: int = 0,
 ) -> Operation:
     """`op` as opened, with what `fold_view` folded onto it."""
     return Operation(
         op.stream, op.vm, op.vm_uid, op.network, if_name, op.direction, op.attempt,
         op.target, state, reason, message, tuple(history), op.opened_at, entered_at, issued,
         issued_at, waived, migration, retry_at, op.flavour, bypassed, paused_at, credit,
-        waiting, held,
+        waiting, held, migrations_failed,
     )  # fmt: skip
 
 
@@ -321,6 +332,7 @@ def opened(stream: StreamId, p: Mapping[str, Any]) -> Operation:
         opened_at=at,
         entered_at=at,
         flavour=_intern(str(p.get("flavour", "deckhouse"))),
+        migrations_failed=int(p.get("migrations_failed", 0)),
     )
 
 
@@ -340,7 +352,8 @@ def apply(op: Operation, type_: str, p: Mapping[str, Any]) -> Operation:
             op.target, dest, p.get("reason"), str(p.get("message", "")), (*op.history, dest),
             op.opened_at, at, (), op.issued_at, op.waived,
             p.get("migration", op.migration), p.get("retry_at"), op.flavour, op.bypassed_vmi,
-            at if op.paused_at is not None else None, 0.0,
+            at if op.paused_at is not None else None, 0.0, "", None,
+            int(p.get("migrations_failed", op.migrations_failed)),
         )  # fmt: skip
     if type_ == EFFECTS_ISSUED:
         return Operation(
@@ -348,7 +361,7 @@ def apply(op: Operation, type_: str, p: Mapping[str, Any]) -> Operation:
             op.target, op.state, op.reason, op.message, op.history, op.opened_at,
             op.entered_at, tuple(map(int, p["digests"])), float(p["at"]), op.waived,
             op.migration, op.retry_at, op.flavour, op.bypassed_vmi, op.paused_at, op.credit,
-            op.waiting, op.held,
+            op.waiting, op.held, op.migrations_failed,
         )  # fmt: skip
     if type_ == GRACE_EXPIRED:
         return op._replace(waived=True)

@@ -52,6 +52,7 @@ from nicplug.machines.world import (
     RESTARTABLE,
     STOPPABLE_POLICIES,
     DesiredVM,
+    Migration,
     NetworkSpec,
     SDNRequest,
     nad_identity,
@@ -470,11 +471,27 @@ def restarts_and_migrations(facts: Facts, ops: Ops, vm: DesiredVM, config: Machi
     return out
 
 
+def migration_base(vm_name: str, op: Operation) -> str:
+    """The name of the migration nicplug creates for an attempt (`-2`, `-3`… after it)."""
+    return f"nicplug-{vm_name}-{zlib.crc32(op.stream.encode()):08x}"
+
+
+def own_failed_migration(facts: Facts, op: Operation) -> Migration | None:
+    """A migration nicplug created for this attempt that ended `Failed`, perhaps before
+    nicplug saw it run (KubeVirt refused or failed it at once)."""
+    vm = facts.world.vm
+    if vm is None:
+        return None
+    base = migration_base(vm.name, op)
+    return next((m for m in facts.world.migrations if m.phase == "Failed" and (
+        m.name == base or m.name.startswith(base + "-"))), None)
+
+
 def migration_name(facts: Facts, vm: DesiredVM, op: Operation) -> str:
     """The operation's migration: a fixed name, so asking twice finds the first; a
     migration of that name that already ended (failed before nicplug saw it run) is
     never asked for again under the same name: the next free `-2`, `-3`… is."""
-    base = f"nicplug-{vm.name}-{zlib.crc32(op.stream.encode()):08x}"
+    base = migration_base(vm.name, op)
     taken = {m.name for m in facts.world.migrations if m.finished}
     name, n = base, 1
     while name in taken:

@@ -297,11 +297,15 @@ class LauncherPod:
 
 @dataclass(frozen=True, slots=True)
 class Migration:
-    """A `VirtualMachineInstanceMigration` for the VMI."""
+    """A `VirtualMachineInstanceMigration` for the VMI. `failure`: KubeVirt's words for
+    a failed one (`status.migrationState.failureReason`); `workload_update`: KubeVirt's
+    workload updater created it (annotation `kubevirt.io/workloadUpdateMigration`)."""
 
     name: str
     uid: str
     phase: str
+    failure: str = ""
+    workload_update: bool = False
 
     @property
     def finished(self) -> bool:

@@ -1,7 +1,8 @@
 """`nicplug replay TAPE`: feed a recorded tape to the controller's decision code.
 
 Takes the options of `nicplug run` that change decisions (flavour, gating, migrations,
-timeouts), runs on a virtual clock, executes no effect against any server, and prints
+timeouts, the scope: `--namespaces`, `--vm-selector`; `NOT_DECIDING` lists the others,
+and a test holds the two lists to `run`'s), runs on a virtual clock, executes no effect against any server, and prints
 a report, or `--json` (DESIGN §7). `--until TIME|+DURATION` ends the replay at a time
 (later lines are not fed) or lets time pass after the last line, so the timers of a
 tape's quiet end fire. Exit codes: 0 done; 1 `--compare-effects` found a difference,
@@ -24,6 +25,19 @@ from nicplug.adapters.cli.run import _explain, usage_error
 
 if TYPE_CHECKING:
     from nicplug.adapters.tapes.replaying import Until
+
+
+NOT_DECIDING = frozenset({
+    # where and how the controller runs, not what it decides
+    "kubeconfig", "journal", "metrics-addr", "lease-name", "lease-namespace", "identity",
+    "lease-duration", "renew-deadline", "retry-period", "request-timeout", "synchronous",
+    "record-tape", "retention", "archive-dir", "log-level",
+    # what the watches ask the server for: a tape holds what was watched
+    "namespace",
+    # the executor's cap on migrations in flight: a replay executes no effect
+    "max-migrations",
+})
+"""The options of `nicplug run` that `replay` does not take, and why."""
 
 
 @app.command()
@@ -54,6 +68,12 @@ def replay(
         str, typer.Option(help="rollout-strategy | always-live")
     ] = "rollout-strategy",
     migrations: Annotated[str, typer.Option(help="auto | opt-in | never | manual")] = "auto",
+    migration_attempts: Annotated[int, typer.Option(
+        help="At most this many migrations of one change fail, then Failed")] = 3,
+    namespaces: Annotated[str, typer.Option(
+        help="Replay only the VMs in these namespaces, comma-separated (default: all)")] = "",
+    vm_selector: Annotated[str, typer.Option(
+        help="Replay only the VMs whose labels match this label selector (default: all)")] = "",
     sdn_ready_timeout: Annotated[float, typer.Option()] = 120.0,
     attach_timeout: Annotated[float, typer.Option()] = 120.0,
     detach_timeout: Annotated[float, typer.Option()] = 120.0,
@@ -77,6 +97,9 @@ def replay(
     try:
         settings = Settings(
             dialect=dialect, kubevirt_api=kubevirt_api, gating=gating, migrations=migrations,
+            migration_attempts=migration_attempts,
+            namespaces=tuple(n.strip() for n in namespaces.split(",") if n.strip()),
+            vm_selector=vm_selector,
             sdn_ready_timeout=sdn_ready_timeout, attach_timeout=attach_timeout,
             detach_timeout=detach_timeout, migration_timeout=migration_timeout,
             dynamic_networks_grace=dynamic_networks_grace,

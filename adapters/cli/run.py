@@ -68,6 +68,11 @@ def run(
         int, _opt("max-migrations",
                   "At most this many of nicplug's migrations run at once, cluster-wide")
     ] = 5,
+    migration_attempts: Annotated[
+        int, _opt("migration-attempts",
+                  "At most this many migrations of one network change fail (a backoff apart); "
+                  "then it is Failed (MigrationFailed), not retried")
+    ] = 3,
     namespace: Annotated[
         str | None, _opt("namespace", "Watch only this namespace (default: all)")
     ] = None,
@@ -147,7 +152,8 @@ def run(
         settings = Settings(
             kubeconfig=kubeconfig, journal=journal, dialect=dialect,
             kubevirt_api=kubevirt_api, gating=gating,
-            migrations=migrations, max_migrations=max_migrations, namespace=namespace,
+            migrations=migrations, max_migrations=max_migrations,
+            migration_attempts=migration_attempts, namespace=namespace,
             metrics_addr=metrics_addr,
             namespaces=tuple(n.strip() for n in namespaces.split(",") if n.strip()),
             vm_selector=vm_selector,

@@ -98,6 +98,8 @@ class Sim:
     vm_deleted: bool = False
     handler_stuck: bool = False
     migration_fails: bool = False
+    # KubeVirt fails the migration before it runs (the target cannot be scheduled...)
+    migration_refused: str = ""
     migration_stuck: bool = False
     # KubeVirt as it is without a dynamic-networks controller: an unplug leaves the guest
     # at once, the pod keeps the link (and reports it) until a migration replaces the pod
@@ -343,13 +345,16 @@ class Sim:
                 self.start()
             return
         for i, m in enumerate(self.migrations):
+            if m.phase == "Pending" and self.migration_refused:
+                self.migrations[i] = replace(m, phase="Failed", failure=self.migration_refused)
+                return
             if m.phase == "Pending":
                 self.migrations[i] = replace(m, phase="Running")
                 return
             if m.phase == "Running" and self.migration_stuck:
                 continue
             if m.phase == "Running" and self.migration_fails:
-                self.migrations[i] = replace(m, phase="Failed")
+                self.migrations[i] = replace(m, phase="Failed", failure="the migration failed")
                 return
             if m.phase == "Running":
                 self.migrations[i] = replace(m, phase="Succeeded")

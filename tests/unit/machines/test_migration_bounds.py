@@ -1,0 +1,93 @@
+"""A change's failed migrations are bounded: at most `migration_attempts` of them, a
+backoff apart that doubles, then `Failed(MigrationFailed)` with KubeVirt's last words,
+never retried on its own. Before the bound, a migration KubeVirt failed before nicplug
+saw it run was created again under the next free name at every observation (about 600
+in 1,200 simulated seconds here; the issue counted 1,200 against the simulated
+cluster)."""
+
+from __future__ import annotations
+
+import pytest
+
+from nicplug.engine.model import EffectOutcome, EffectRequest
+from nicplug.machines.decider import HotplugDecider
+from nicplug.machines.policy import MachineConfig, Timeouts
+from tests.unit.machines.sim import Driver, Sim, net
+
+NET = ("Network/fancy-net", "plug")
+OPTED_IN = {"nicplug.io/migrations": "true"}
+
+
+def kubevirt(sim: Sim, **config: object) -> Driver:
+    decider = HotplugDecider(MachineConfig(dialect_kind="multus", **config))  # type: ignore[arg-type]
+    return Driver(decider, sim, multus=True)
+
+
+def created_at(d: Driver) -> list[float]:
+    """When each migration was asked for (the simulation creates it at once)."""
+    times: list[float] = []
+
+    def note(request: EffectRequest) -> EffectOutcome | None:
+        if request.type == "CreateMigration":
+            times.append(d.now)
+        return None
+
+    d.answer = note
+    return times
+
+
+@pytest.mark.parametrize("refused", [True, False], ids=["failed-at-once", "failed-running"])
+def test_a_vm_whose_migrations_always_fail_gets_the_cap_then_failed_with_kubevirts_words(
+    refused: bool,
+) -> None:
+    sim = Sim(in_template=True, kubevirt_owns_pod=True, dynamic_networks=False,
+              kvvm_labels=OPTED_IN, migration_refused="no node fits" if refused else "",
+              migration_fails=not refused)
+    d = kubevirt(sim, migrations="opt-in")
+    times = created_at(d)
+    d.run(1)
+    sim.user_plugs("fancy-net", "fancy-net")
+    d.run(1200)
+    assert len(sim.migrations) == len(times) == 3  # the default cap
+    plug = d.op(*NET)
+    assert (plug.state, plug.reason, plug.retry_at) == ("Failed", "MigrationFailed", None)
+    words = "no node fits" if refused else "the migration failed"
+    assert words in plug.message and "nicplug gives up (--migration-attempts)" in plug.message
+    assert plug.migrations_failed == 3
+    gaps = [b - a for a, b in zip(times, times[1:], strict=False)]
+    assert gaps[1] > gaps[0]  # the backoff doubles between them
+    said = [e.payload for e in d.effects
+            if e.type == "EmitEvent" and e.payload["reason"] == "PlugFailed"]
+    assert said[-1]["type"] == "Warning" and words in str(said[-1]["message"])
+    d.run(3000)  # nothing more, however long it waits
+    assert len(sim.migrations) == 3 and d.op(*NET).stream == plug.stream
+
+
+def test_the_cap_is_a_setting_and_a_restart_that_applies_the_change_adopts_it() -> None:
+    sim = Sim(in_template=True, kubevirt_owns_pod=True, dynamic_networks=False,
+              migration_refused="no node fits")
+    d = kubevirt(sim, migration_attempts=1)
+    d.run(1)
+    sim.user_plugs("fancy-net", "fancy-net")
+    d.run(300)
+    assert len(sim.migrations) == 1 and d.op(*NET).state == "Failed"
+    sim.restart()  # the user restarts the VM: it boots with the interface
+    d.run(10)
+    plug = d.op(*NET)
+    assert plug.state == "Attached" and plug.attempt == 2 and len(sim.migrations) == 1
+
+
+def test_taking_the_change_back_and_asking_again_tries_again() -> None:
+    sim = Sim(networks=(net("Main", 1, "Main"),), dynamic_networks=False,
+              migration_refused="no node fits")
+    d = Driver(HotplugDecider(MachineConfig(migration_attempts=2,
+                                            timeouts=Timeouts(backoff_base=1))), sim)
+    d.run(2)
+    sim.networks = (net("Main", 1, "Main"), net("user-net", 2))
+    d.run(200)
+    assert len(sim.migrations) == 2 and d.op("Network/user-net", "plug").state == "Failed"
+    sim.networks = (net("Main", 1, "Main"),)
+    d.run(30)
+    sim.networks = (net("Main", 1, "Main"), net("user-net", 2))
+    d.run(5)
+    assert len(sim.migrations) > 2  # asked again: a fresh count
