@@ -72,9 +72,11 @@ from nicplug.machines.operation import (
 )
 from nicplug.machines.policy import MachineConfig
 from nicplug.machines.targets import (
+    GRACE_WAIT,
     MIGRATION_ADVICE,
     ROLLOUT_ADVICE,
     conditions,
+    grace_wait,
     kvvm_patch,
     migration_blocked,
     migration_slot_wait,
@@ -644,7 +646,11 @@ SDN_WAITS = frozenset({"Requested", "AnnotationPatched"})
 
 
 def _not_yet(op: Operation, facts: Facts) -> str:
-    """What the SDN says of a plug still waiting for it ("" when it says nothing)."""
+    """What the SDN says of a plug still waiting for it ("" when it says nothing), or
+    that KubeVirt still gives the dynamic-networks controller its grace."""
+    grace = grace_wait(facts, op)
+    if grace:
+        return grace
     if op.direction != "plug" or op.state not in SDN_WAITS:
         return ""
     return sdn_messages(facts, op.network)
@@ -678,6 +684,6 @@ def _waits_for(type_: str, op: Operation) -> tuple[str, str] | None:
     the direction) and its words; None for any other event."""
     if type_ == MIGRATION_HELD and op.held is not None:
         return "WaitingForMigrationSlot", migration_slot_wait(op.held)
-    if type_ == WAITING and op.waiting:
+    if type_ == WAITING and op.waiting and not op.waiting.startswith(GRACE_WAIT):
         return "WaitingForSDN", f"not yet, the SDN says: {op.waiting}"
     return None

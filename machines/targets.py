@@ -43,7 +43,7 @@ from nicplug.machines.effects import (
     SetVMCondition,
     VMNetworkEntry,
 )
-from nicplug.machines.facts import Facts, template_read
+from nicplug.machines.facts import Facts, migration_grace, template_read
 from nicplug.machines.operation import Operation
 from nicplug.machines.policy import MIGRATION_OPT_IN_LABEL, MachineConfig
 from nicplug.machines.world import (
@@ -469,6 +469,47 @@ def restarts_and_migrations(facts: Facts, ops: Ops, vm: DesiredVM, config: Machi
         name = migration_name(facts, vm, waiting[0])
         out.append((waiting[0], CreateMigration(vm.namespace, vm.name, name)))
     return out
+
+
+KUBEVIRT_GRACE = 15.0
+"""KubeVirt's `DynamicNetworkControllerGracePeriod` (`pkg/network/migration/evaluator.go`):
+how long `MigrationRequired` stays `False` before it turns `True` (and KubeVirt's VMI
+controller looks again every 10 s while it is `False`)."""
+GRACE_WAIT = "KubeVirt gives the dynamic-networks controller until"
+"""How an operation waiting out KubeVirt's grace says so (`Waiting`; `explain`)."""
+GRACE_STATES = frozenset({"Requested", "VMIPatched", "AnnotationPatched", "GuestDetached"})
+
+
+def grace_wait(facts: Facts, op: Operation) -> str:
+    """What an operation of the kubevirt flavour waits for while KubeVirt's VMI says
+    `MigrationRequired=False` (`AutoMigrationPending`): the dynamic-networks controller
+    may still plug (or unplug) the interface in place; only after the grace does
+    KubeVirt ask for a migration. "" when KubeVirt gives no grace."""
+    if op.flavour != "kubevirt" or op.state not in GRACE_STATES or not facts.live:
+        return ""
+    cond = migration_grace(facts.world.vmi)
+    if cond is None:
+        return ""
+    until = _later(cond.since, KUBEVIRT_GRACE) or f"{KUBEVIRT_GRACE:g} s after it raised it"
+    return (
+        f"{GRACE_WAIT} {until} to {op.direction} the interface in place (the VMI's "
+        f"MigrationRequired is False, {cond.reason or 'AutoMigrationPending'}); then it asks "
+        f"for a migration"
+    )
+
+
+def _later(rfc3339: str, seconds: float) -> str:
+    """`rfc3339` moved on by `seconds`, in the same form ("" when it cannot be read)."""
+    import datetime
+
+    try:
+        moment = datetime.datetime.fromisoformat(rfc3339.replace("Z", "+00:00"))
+    except ValueError:
+        return ""
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=datetime.UTC)
+    later = moment.astimezone(datetime.UTC) + datetime.timedelta(seconds=seconds)
+    return later.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def migration_base(vm_name: str, op: Operation) -> str:

@@ -147,6 +147,8 @@ class Condition:
     status: str
     reason: str = ""
     message: str = ""
+    since: str = ""
+    """`lastTransitionTime` (RFC 3339), where the platform wrote one."""
 
 
 @dataclass(frozen=True, slots=True)

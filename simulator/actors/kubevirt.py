@@ -27,11 +27,12 @@ What it imitates (and what a controller driving it must cope with):
   running VMI's spec (after `delays.kubevirt_sync`) whatever the rollout strategy says,
   as KubeVirt does for NICs; an absent interface virt-handler has detached is removed
   from the VMI spec and from the KVVM template.
-* Multus without a dynamic-networks controller: a VMI interface the pod's network-status
-  does not list — or an unplugged one it still lists (reported `multus-status` without
-  `domain`) — sets `MigrationRequired` False/`AutoMigrationPending`, then True/
-  `AutoMigrationDueToLiveUpdate` after the grace, as KubeVirt's migration evaluator does;
-  it is cleared when the pod matches.
+* Multus, with a dynamic-networks controller or without: a VMI interface the pod's
+  network-status does not list — or an unplugged one it still lists (reported
+  `multus-status` without `domain`) — sets `MigrationRequired` False/
+  `AutoMigrationPending`, then True/`AutoMigrationDueToLiveUpdate` after the grace
+  (an SR-IOV interface: True at once), as KubeVirt's migration evaluator does; it is
+  cleared when the pod matches (with a controller, usually within the grace).
 * Migrations (`migrations.py`) run from here as well. The VMI's `activePods` are the
   pods it owns: one deleted by anyone (a migration target failed by hand, an evicted
   pod) leaves them at the next sync.
@@ -268,6 +269,11 @@ class KubeVirt(Reactor):
 
     # ------------------------------------------------------------- hotplug
 
+    @staticmethod
+    def _migrating(vmi: Json) -> bool:
+        """`migrations.IsMigrating`: a migration of the VMI started and has not ended."""
+        return _migrating_state(vmi)
+
     def _clear_absent(self, kvvm: Json) -> Json:
         """With no VMI, every interface marked absent leaves the template, with its
         network (KubeVirt's network synchronizer: `clearDetachedInterfaces` against no
@@ -386,7 +392,15 @@ class KubeVirt(Reactor):
             obj.setdefault("spec", {}).setdefault("template", {}).setdefault("spec", {}), True))
 
     def _migration_required(self, key: VMKey, vmi: Json) -> None:
-        if self.knobs.dialect != "multus" or self.knobs.dynamic_networks_controller:
+        """KubeVirt's migration evaluator (`pkg/network/migration/evaluator.go`, run by
+        the VMI controller's `syncMigrationRequiredCondition`): with or without a
+        dynamic-networks controller, a plugged interface the pod does not link yet (an
+        unplugged one it still links) raises `False`/`AutoMigrationPending`; `True`
+        after the grace, when no controller linked it meanwhile; an SR-IOV interface
+        asks for it at once. Not evaluated while the VMI migrates; `True` stays."""
+        if self.knobs.dialect != "multus":
+            return
+        if self._migrating(vmi):
             return
         status = vmi.get("status") or {}
         uid = vmi["metadata"]["uid"]
@@ -411,12 +425,20 @@ class KubeVirt(Reactor):
             self.forget(token)
             return
         message = f"interfaces {', '.join(pending)} need a migration to be plugged or unplugged"
-        if self.due(token, self.knobs.migration_required_grace, key):
+        sriov = any("sriov" in i and i.get("name") in pending for i in ob.interfaces_of(spec))
+        if (current is not None and current.get("status") == "True") or sriov or self.due(
+                token, self.knobs.migration_required_grace, key):
             state, reason = "True", "AutoMigrationDueToLiveUpdate"
         else:
             state, reason = "False", "AutoMigrationPending"
         self.edit(VMIS, vmi, lambda o: ob.set_condition(
             o.setdefault("status", {}), "MigrationRequired", state, reason, message), status=True)
+
+
+def _migrating_state(vmi: Json) -> bool:
+    state = ob.dig(vmi, "status", "migrationState")
+    return (isinstance(state, dict) and bool(state.get("startTimestamp"))
+            and not state.get("endTimestamp") and not state.get("completed"))
 
 
 def _hotplug_diff(template: Json, spec: Json, bindings: frozenset[str]) -> bool:
@@ -445,9 +467,11 @@ def _unpluggable(iface: Json) -> bool:
 
 
 def _pluggable(iface: Json, networks: dict[object, Json], bindings: frozenset[str]) -> bool:
-    """A bridge interface (or one bound by a plugin in `bindings`), not absent, whose
+    """A bridge or SR-IOV interface (or one bound by a plugin in `bindings`: KubeVirt
+    hot-plugs no other, `pkg/network/controllers/vm.go`), not absent, whose
     network the template also declares."""
     binding = iface.get("binding")
     plugin = binding.get("name") if isinstance(binding, dict) else None
-    return (iface.get("state") != "absent" and ("bridge" in iface or plugin in bindings)
+    return (iface.get("state") != "absent"
+            and ("bridge" in iface or "sriov" in iface or plugin in bindings)
             and iface.get("name") in networks)

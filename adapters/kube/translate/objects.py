@@ -78,6 +78,7 @@ class ConditionModel(Model):
     status: Shared
     reason: Shared = ""
     message: Shared = ""
+    last_transition_time: str | None = None
 
 
 class KubeObject(Model):
@@ -182,8 +183,15 @@ class VMIMSpec(Model):
     vmi_name: str = Field(min_length=1)
 
 
+class MigrationStateModel(Model):
+    """`status.migrationState`: what KubeVirt says of a migration it ran."""
+
+    failure_reason: str = ""
+
+
 class VMIMStatus(Model):
     phase: str = ""
+    migration_state: MigrationStateModel | None = None
 
 
 class VMIMObject(KubeObject):

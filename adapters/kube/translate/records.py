@@ -57,8 +57,12 @@ FOLLOWS_THE_VMI = frozenset({"Manual", "Once", "WaitAsReceiver"})
 """Run strategies whose intent shows only in whether a VMI exists."""
 
 
-def conditions(models: Sequence[ConditionModel]) -> tuple[Condition, ...]:
-    return tuple(Condition(c.type, c.status, c.reason, c.message) for c in models)
+def conditions(models: Sequence[ConditionModel], *, since: bool = False) -> tuple[Condition, ...]:
+    """`since`: keep each condition's `lastTransitionTime` (the VMI's: when KubeVirt's
+    `MigrationRequired=False` grace began)."""
+    return tuple(Condition(c.type, c.status, c.reason, c.message,
+                           (c.last_transition_time or "") if since else "")
+                 for c in models)
 
 
 def desired_vm(vm: VirtualMachineObject, macs: Mapping[str, str] | None = None) -> DesiredVM:
@@ -207,7 +211,7 @@ def vmi(obj: VMIObject) -> VMI:
             )
             for i in status.interfaces
         ),
-        conditions=conditions(status.conditions),
+        conditions=conditions(status.conditions, since=True),
         active_pods=dict(status.active_pods),
     )
 
@@ -271,8 +275,17 @@ def vm_operation(obj: VMOPObject) -> VMOperation | None:
                        obj.metadata.creation_timestamp)
 
 
+WORKLOAD_UPDATE_ANNOTATION = "kubevirt.io/workloadUpdateMigration"
+"""On a migration KubeVirt's workload updater created (`workload-updater.go`)."""
+
+
 def migration(obj: VMIMObject) -> Migration:
-    return Migration(name=obj.metadata.name, uid=obj.metadata.uid, phase=obj.status.phase)
+    state = obj.status.migration_state
+    return Migration(
+        name=obj.metadata.name, uid=obj.metadata.uid, phase=obj.status.phase,
+        failure=state.failure_reason if state is not None else "",
+        workload_update=WORKLOAD_UPDATE_ANNOTATION in obj.metadata.annotations,
+    )
 
 
 def cluster_config(obj: KubeVirtObject) -> ClusterConfig:

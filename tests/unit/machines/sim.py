@@ -100,6 +100,12 @@ class Sim:
     migration_fails: bool = False
     # KubeVirt fails the migration before it runs (the target cannot be scheduled...)
     migration_refused: str = ""
+    # KubeVirt's grace: MigrationRequired stays False (AutoMigrationPending) this many
+    # steps before it turns True; with a dynamic-networks controller it is False while
+    # an interface of the VMI spec waits for its link (the evaluator's `pendingMigration`)
+    grace: int = 0
+    required_for: int = 0
+    pending_link: bool = False
     migration_stuck: bool = False
     # KubeVirt as it is without a dynamic-networks controller: an unplug leaves the guest
     # at once, the pod keeps the link (and reports it) until a migration replaces the pod
@@ -216,9 +222,13 @@ class Sim:
         if self.vmi_uid is not None:
             conditions = [Condition("LiveMigratable", "True" if self.live_migratable else "False",
                                     self.live_migratable_reason)]  # fmt: skip
-            if self.migration_required:
+            if self.migration_required and self.required_for >= self.grace:
                 reason = "AutoMigrationDueToLiveUpdate"
                 conditions.append(Condition("MigrationRequired", "True", reason))
+            elif self.migration_required or self.pending_link:
+                conditions.append(Condition("MigrationRequired", "False",
+                                            "AutoMigrationPending", "",
+                                            "2026-12-04T10:00:00Z"))
             pod_uid = f"pod-{self.pod}"
             vmi = VMI(
                 self.vmi_uid, "1", "Running", tuple(self.vmi_ifaces),
@@ -335,6 +345,8 @@ class Sim:
     # -- the other controllers, one step ----------------------------------------------------
 
     def settle(self) -> None:
+        self.required_for = self.required_for + 1 if self.migration_required else 0
+        self.pending_link = False
         if self.restarting:
             self.restarting -= 1
             if not self.restarting:
@@ -449,6 +461,8 @@ class Sim:
                 self.attached.add(iface.name)
             elif not self.dynamic_networks:
                 self.migration_required = True
+            else:
+                self.pending_link = bool(self.grace)
 
 
 def check_invariants(world: World, decision: Decision, multus: bool = False) -> None:

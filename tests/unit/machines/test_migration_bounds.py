@@ -91,3 +91,44 @@ def test_taking_the_change_back_and_asking_again_tries_again() -> None:
     sim.networks = (net("Main", 1, "Main"), net("user-net", 2))
     d.run(5)
     assert len(sim.migrations) > 2  # asked again: a fresh count
+
+
+def waits(d: Driver) -> list[str]:
+    return [str(e.payload["message"]) for _, decision in d.log for e in decision.events
+            if e.type == "Waiting"]
+
+
+def test_migration_required_false_is_kubevirts_grace_not_a_migration() -> None:
+    """With a dynamic-networks controller KubeVirt raises `MigrationRequired=False`
+    (`AutoMigrationPending`) while the pod lacks the link; nicplug waits it out, says so
+    (`explain` reads the `Waiting` message; no Warning Event for it) and migrates nothing."""
+    sim = Sim(in_template=True, kubevirt_owns_pod=True, grace=3,
+              sdn_silent=frozenset({NET[0]}))
+    d = kubevirt(sim)
+    d.run(1)
+    sim.user_plugs("fancy-net", "fancy-net")
+    d.run(6)
+    plug = d.op(*NET)
+    assert plug.state in ("VMIPatched", "AnnotationPatched")
+    assert plug.waiting.startswith("KubeVirt gives the dynamic-networks controller until "
+                                   "2026-12-04T10:00:15Z to plug the interface in place")
+    sim.sdn_silent = frozenset()
+    d.run(6)
+    assert d.op(*NET).state == "Attached"
+    assert not any(e.type == "CreateMigration" for e in d.effects)
+    assert not any(e.type == "EmitEvent" and "Waiting" in str(e.payload["reason"])
+                   for e in d.effects)
+
+
+def test_without_a_dynamic_networks_controller_the_migration_waits_for_true() -> None:
+    sim = Sim(in_template=True, kubevirt_owns_pod=True, dynamic_networks=False, grace=4)
+    d = kubevirt(sim)
+    d.run(1)
+    sim.user_plugs("fancy-net", "fancy-net")
+    d.run(4)
+    assert d.op(*NET).state != "MigrationRequired" and not sim.migrations
+    assert any(w.startswith("KubeVirt gives") for w in waits(d))
+    d.run(12)
+    plug = d.op(*NET)
+    assert plug.state == "Attached" and "MigrationRequired" in plug.history
+    assert len(sim.migrations) == 1
