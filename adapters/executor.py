@@ -54,6 +54,7 @@ from nicplug.adapters.kube.flavour import Flavour
 from nicplug.adapters.kube.resources import (
     MANAGED_BY_LABEL,
     MANAGED_BY_NICPLUG,
+    OPERATION_ANNOTATION,
     VMOP_VMI_UID_ANNOTATION,
     KindRef,
 )
@@ -241,7 +242,7 @@ class KubeExecutor:
                 case RestartVM():
                     return await self._restart(decoded)
                 case CreateMigration():
-                    return await self._migrate(decoded)
+                    return await self._migrate(decoded, str(effect.stream))
                 case EmitEvent():
                     return await self._event(decoded)
         except kube_errors.KubeError as exc:
@@ -766,7 +767,7 @@ class KubeExecutor:
             return {"operation": name, "created": False}
         return {"operation": name, "created": True}
 
-    async def _migrate(self, e: CreateMigration) -> Result:
+    async def _migrate(self, e: CreateMigration, stream: str) -> Result:
         # one check-and-create at a time, so that the cap holds within this leader
         async with self._migrating:
             listed = await self._calls.list_migrations(
@@ -788,6 +789,7 @@ class KubeExecutor:
                 await self._calls.create_migration(
                     self._kinds.vmims, e.namespace, e.migration, e.vmi,
                     labels={MANAGED_BY_LABEL: "nicplug"},
+                    annotations={OPERATION_ANNOTATION: stream},
                 )
             except kube_errors.AlreadyExists:
                 return {"created": False}
