@@ -53,8 +53,8 @@ from nicplug.adapters.kube.events import EventRecorder
 from nicplug.adapters.kube.flavour import Flavour
 from nicplug.adapters.kube.resources import (
     MANAGED_BY_LABEL,
-    MANAGED_BY_NICPLUG,
     OPERATION_ANNOTATION,
+    WORKLOAD_UPDATE_ANNOTATION,
     VMOP_VMI_UID_ANNOTATION,
     KindRef,
 )
@@ -770,12 +770,14 @@ class KubeExecutor:
     async def _migrate(self, e: CreateMigration, stream: str) -> Result:
         # one check-and-create at a time, so that the cap holds within this leader
         async with self._migrating:
-            listed = await self._calls.list_migrations(
-                self._kinds.vmims, label_selector=MANAGED_BY_NICPLUG)
+            # nicplug's own, and KubeVirt's workload-update migrations, which it follows
+            # in their stead where KubeVirt migrates by itself
+            listed = await self._calls.list_migrations(self._kinds.vmims, label_selector="")
             running = [
                 m for m in listed
                 if ((m.get("status") or {}).get("phase") not in ("Succeeded", "Failed"))
                 and (m.get("metadata") or {}).get("name") != e.migration
+                and _counted(m)
             ]
             if len(running) >= self._max_migrations:
                 # not an error: the decider journals it on the operation (`MigrationHeld`),
@@ -856,3 +858,12 @@ def _annotation_ops(
     else:
         ops.append({"op": "add", "path": path, "value": value})
     return ops
+
+
+def _counted(migration: Mapping[str, Any]) -> bool:
+    """Does `--max-migrations` count this migration: nicplug's, or one KubeVirt's
+    workload updater created (`kubevirt.io/workloadUpdateMigration`)?"""
+    meta = migration.get("metadata") or {}
+    labels, annotations = meta.get("labels") or {}, meta.get("annotations") or {}
+    return bool(labels.get(MANAGED_BY_LABEL) == "nicplug"
+                or WORKLOAD_UPDATE_ANNOTATION in annotations)

@@ -75,13 +75,16 @@ from nicplug.machines.targets import (
     GRACE_WAIT,
     MIGRATION_ADVICE,
     ROLLOUT_ADVICE,
+    WORKLOAD_UPDATER,
     conditions,
     grace_wait,
+    kubevirt_migrates,
+    kubevirt_overrides,
     kvvm_patch,
     migration_blocked,
     migration_slot_wait,
-    pod_patches,
     own_failed_migration,
+    pod_patches,
     restarts_and_migrations,
 )
 from nicplug.machines.versions import EVENT_SCHEMAS
@@ -341,6 +344,9 @@ class HotplugDecider:
                 why += f", vmRolloutStrategy is {facts.world.cluster.rollout_strategy}"
             return why
         if move.dest == "MigrationRequired":
+            if kubevirt_migrates(facts):
+                return kubevirt_overrides(facts, self.config) or (
+                    f"{WORKLOAD_UPDATER}: nicplug creates no migration and follows KubeVirt's")
             blocked = migration_blocked(facts, self.config)
             return f"nicplug will not migrate the VM: {blocked}" if blocked else ""
         if move.trigger == "SDNError":
@@ -497,8 +503,10 @@ class HotplugDecider:
         vm = facts.world.vm
         assert vm is not None
         state = ops[0].state
+        overridden = kubevirt_overrides(facts, self.config) if state == "MigrationRequired" else None
         kind: Literal["Normal", "Warning"] = (
-            "Warning" if state in ("Failed", "MigrationRequired") else "Normal"
+            "Warning" if state == "Failed" or overridden or (
+                state == "MigrationRequired" and not kubevirt_migrates(facts)) else "Normal"
         )
         parts = []
         for op in ops:
@@ -508,7 +516,11 @@ class HotplugDecider:
             parts.append(part)
         message = "; ".join(parts)
         blocked = migration_blocked(facts, self.config) if state == "MigrationRequired" else None
-        if blocked:
+        if overridden:
+            message += f"; {overridden}"
+        elif state == "MigrationRequired" and kubevirt_migrates(facts):
+            message += f"; {WORKLOAD_UPDATER}: nicplug follows it"
+        elif blocked:
             message += f"; nicplug will not migrate the VM: {blocked}. {MIGRATION_ADVICE}"
         first = ops[0]
         return EmitEvent(vm.namespace, vm.name, reason, message, kind, str(first.stream),

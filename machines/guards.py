@@ -15,7 +15,7 @@ from nicplug.engine.model import EffectOutcome, Trigger
 from nicplug.machines.facts import Facts
 from nicplug.machines.operation import Operation
 from nicplug.machines.policy import MachineConfig, hotplug_in_place
-from nicplug.machines.targets import migration_blocked, own_failed_migration
+from nicplug.machines.targets import kubevirt_migrates, migration_blocked, own_failed_migration
 
 REJECTABLE = frozenset({"PatchPodNetworks", "PatchVirtualMachine", "RestartVM"})
 
@@ -241,8 +241,10 @@ def deadline_passed(c: Context) -> bool:
     limit = budget(c.op, c.facts, c.config)
     if limit is None or c.now < c.op.deadline_base + limit:
         return False
-    # a migration nicplug may not drive is waited for, with a condition saying why
-    return c.op.state != "MigrationRequired" or not migration_blocked(c.facts, c.config)
+    # a migration nicplug may not drive is waited for, with a condition saying why,
+    # unless KubeVirt's own workload updater is to migrate it
+    return (c.op.state != "MigrationRequired" or not migration_blocked(c.facts, c.config)
+            or kubevirt_migrates(c.facts))
 
 
 def effect_rejected(c: Context) -> bool:

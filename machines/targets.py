@@ -343,13 +343,48 @@ def migration_slot_wait(held: tuple[int, int]) -> str:
     in_flight, cap = held
     return (
         f"waits for a migration slot: {in_flight} of nicplug's migrations are in flight "
-        f"cluster-wide and at most {cap} run at once (--max-migrations); it is asked for "
+        f"cluster-wide (KubeVirt's workload-update ones count too) and at most {cap} run "
+        f"at once (--max-migrations); it is asked for "
         f"again until one ends"
     )
 
 MIGRATION_ADVICE = (
     "To apply it, ask a cluster admin to migrate the VM (virtctl migrate), or restart the VM"
 )
+
+
+WORKLOAD_UPDATER = (
+    "KubeVirt's workload updater migrates it (the KubeVirt CR's "
+    "spec.workloadUpdateStrategy.workloadUpdateMethods holds LiveMigrate)"
+)
+
+
+def kubevirt_migrates(facts: Facts) -> bool:
+    """Will KubeVirt migrate the VMI by itself? Its workload updater does, for a VMI
+    whose `MigrationRequired` is `True` and that is live-migratable, where the KubeVirt
+    CR says `LiveMigrate` (`workload-updater.go`); it raises that condition for the
+    upstream KubeVirt VM's multus interfaces only (the kubevirt flavour). nicplug then
+    creates no migration: it follows KubeVirt's."""
+    world = facts.world
+    return (
+        world.vm is not None and world.vm.in_template
+        and "LiveMigrate" in world.cluster.workload_update_methods
+        and world.vmi is not None and world.vmi.live_migratable
+    )
+
+
+def kubevirt_overrides(facts: Facts, config: MachineConfig) -> str | None:
+    """Where nicplug's policy would not migrate the VM but KubeVirt's workload updater
+    will anyway: what says so, and which setting decides it (None: no disagreement)."""
+    if not kubevirt_migrates(facts):
+        return None
+    blocked = migration_blocked(facts, config)
+    if blocked is None:
+        return None
+    return (
+        f"nicplug would not migrate the VM ({blocked}), but KubeVirt will migrate it anyway: "
+        f"{WORKLOAD_UPDATER}; that setting decides it, not --migrations"
+    )
 
 
 def migration_blocked(facts: Facts, config: MachineConfig) -> str | None:
@@ -465,6 +500,7 @@ def restarts_and_migrations(facts: Facts, ops: Ops, vm: DesiredVM, config: Machi
         and facts.live
         and migration_blocked(facts, config) is None
         and facts.running_migration() is None
+        and not kubevirt_migrates(facts)  # never a second migrator on one VMI
     ):
         name = migration_name(facts, vm, waiting[0])
         out.append((waiting[0], CreateMigration(vm.namespace, vm.name, name)))

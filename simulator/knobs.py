@@ -30,10 +30,11 @@ class Delays:
     migration: float = 2.0  # target pod configured → VMI switched over
     restart: float = 1.0  # VMI gone or failed → the new VMI and pod appear
     mac_allocate: float = 0.2  # deckhouse: a VirtualMachineMACAddress created → its address
+    workload_update: float = 5.0  # KubeVirt's workload updater syncs at most this often
 
     def __post_init__(self) -> None:
         for name in ("sdn_configure", "kubevirt_sync", "attach", "migration", "restart",
-                     "mac_allocate"):
+                     "mac_allocate", "workload_update"):
             value = getattr(self, name)
             if not math.isfinite(value) or value < 0:
                 raise ValueError(f"delay {name} must be a finite number >= 0, not {value!r}")

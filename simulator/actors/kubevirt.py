@@ -33,7 +33,8 @@ What it imitates (and what a controller driving it must cope with):
   `AutoMigrationPending`, then True/`AutoMigrationDueToLiveUpdate` after the grace
   (an SR-IOV interface: True at once), as KubeVirt's migration evaluator does; it is
   cleared when the pod matches (with a controller, usually within the grace).
-* Migrations (`migrations.py`) run from here as well. The VMI's `activePods` are the
+* Migrations (`migrations.py`) run from here as well, and KubeVirt's workload updater
+  (`workload_updater.py`) creates them where the KubeVirt CR says `LiveMigrate`. The VMI's `activePods` are the
   pods it owns: one deleted by anyone (a migration target failed by hand, an evicted
   pod) leaves them at the next sync.
 * The VM's status conditions follow the VMI's at every sync of a VM that has a VMI, as
@@ -58,6 +59,7 @@ from nicplug.simulator import objects as ob
 from nicplug.simulator import pod_networks
 from nicplug.simulator.actors.migrations import Migrations
 from nicplug.simulator.actors.reactor import Reactor, VMKey
+from nicplug.simulator.actors.workload_updater import WorkloadUpdater
 from nicplug.simulator.clock import SimClock
 from nicplug.simulator.knobs import Knobs
 from nicplug.simulator.networking import Json
@@ -75,6 +77,7 @@ class KubeVirt(Reactor):
         super().__init__(store, knobs, clock)
         self.rng = random.Random(knobs.seed)
         self.migrations = Migrations(self)
+        self.workload_updater = WorkloadUpdater(self)
         # Deckhouse's KubeVirt also hot-plugs interfaces bound by its bpfbridge plugin; it
         # is the KubeVirt under Deckhouse's SDN whatever names it is served under (a
         # benchmark serves it under upstream names for a peer that speaks those)
@@ -132,6 +135,7 @@ class KubeVirt(Reactor):
         self.migrations.reconcile(key, kvvm, vmi)
         vmi = self.find(VMIS, namespace, name) or vmi
         self._migration_required(key, vmi)
+        self.workload_updater.reconcile(key, self.find(VMIS, namespace, name) or vmi)
         self._report(kvvm, vmi)
 
     # ------------------------------------------------------------- lifecycle

@@ -626,3 +626,46 @@ async def test_nicplugs_migrations_respect_the_cluster_wide_cap(
     assert most == 1
     assert _migrations_created(cluster) == 2
     assert_healthy(cluster)
+
+
+LIVE_MIGRATE = Fixtures(vms=3, workload_update_methods=("LiveMigrate",))
+
+
+@pytest.mark.parametrize("policy", ["auto", "never"])
+async def test_with_live_migrate_kubevirt_migrates_and_nicplug_creates_none(
+    start_cluster, start_controller, user_of, policy: str
+):
+    """KubeVirt's workload updater migrates every VMI whose MigrationRequired is True
+    (`workloadUpdateMethods: [LiveMigrate]`): nicplug creates no migration, adopts
+    KubeVirt's and follows each operation to Attached; under `--migrations never` a
+    Warning Event and `explain` say that KubeVirt migrates anyway, and what decides it."""
+    knobs = replace(NO_DNC, delays=replace(QUICK, workload_update=1.0))
+    cluster = await start_cluster(knobs, LIVE_MIGRATE)
+    ctl = await start_controller(cluster, migrations=policy)
+    user = user_of(cluster)
+    vms = [f"default/vm-{i:05d}" for i in range(3)]
+    for vm in vms:
+        await user.add_network(vm, *USER_NET)
+    waiting = await ctl.journal.wait_for(vms[0], "Network/user-net", "plug",
+                                         {"MigrationRequired"})
+    explained = await ctl.journal.explain(waiting.stream)
+    if policy == "never":
+        assert "KubeVirt will migrate it anyway" in explained
+        assert "workloadUpdateMethods holds LiveMigrate" in explained
+        assert "not --migrations" in explained
+    else:
+        assert "nicplug creates no migration and follows KubeVirt's" in explained
+    for vm in vms:
+        op = await ctl.journal.wait_for(vm, "Network/user-net", "plug", {"Attached", "Failed"},
+                                        within=30.0)
+        assert op.state == "Attached", op.label()
+        assert await ctl.journal.path_of(op.stream) == [
+            *MIGRATION_PATH, "Migrating", "Attached"]
+        assert_interface(cluster, vm, USER_NET, present=True)
+    assert _migrations_created(cluster) == 0  # nicplug created none (KubeVirt's are in-process)
+    names = [m["metadata"]["name"] for m in cluster.store.list(VMIMS, "default")[0]]
+    assert len(names) == 3 and all(n.startswith("kubevirt-workload-update-") for n in names)
+    warned = any("KubeVirt will migrate it anyway" in str(e.get("message"))
+                 and e.get("type") == "Warning" for e in cluster.events())
+    assert warned == (policy == "never")
+    assert_healthy(cluster)

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from functools import lru_cache
 
-from nicplug.adapters.kube.resources import VMOP_VMI_UID_ANNOTATION
+from nicplug.adapters.kube.resources import VMOP_VMI_UID_ANNOTATION, WORKLOAD_UPDATE_ANNOTATION
 from nicplug.adapters.kube.translate.objects import (
     ConditionModel,
     KubeVirtObject,
@@ -273,10 +273,6 @@ def vm_operation(obj: VMOPObject) -> VMOperation | None:
     return VMOperation(obj.metadata.name, obj.spec.type, vmi_uid, obj.status.phase,
                        completed.message if completed is not None else "",
                        obj.metadata.creation_timestamp)
-
-
-WORKLOAD_UPDATE_ANNOTATION = "kubevirt.io/workloadUpdateMigration"
-"""On a migration KubeVirt's workload updater created (`workload-updater.go`)."""
 
 
 def migration(obj: VMIMObject) -> Migration:

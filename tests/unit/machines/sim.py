@@ -104,6 +104,9 @@ class Sim:
     # steps before it turns True; with a dynamic-networks controller it is False while
     # an interface of the VMI spec waits for its link (the evaluator's `pendingMigration`)
     grace: int = 0
+    # KubeVirt's workload updater (`workloadUpdateMethods: [LiveMigrate]`): it migrates
+    # a live-migratable VMI whose MigrationRequired is True, one migration at a time
+    workload_update: bool = False
     required_for: int = 0
     pending_link: bool = False
     migration_stuck: bool = False
@@ -241,7 +244,8 @@ class Sim:
                 LauncherPod("ns", f"virt-launcher-vm-{self.pod}", pod_uid, "1", "Running",
                             "node-1", tuple(self.requested), tuple(self.reported)),
             )  # fmt: skip
-        cluster = ClusterConfig(self.strategy)  # type: ignore[arg-type]
+        methods = ("LiveMigrate",) if self.workload_update else ()
+        cluster = ClusterConfig(self.strategy, methods)  # type: ignore[arg-type]
         return World(vm, kvvm, vmi, pods, tuple(self.migrations), cluster,
                      vm_operations=tuple(self.vm_operations))
 
@@ -345,6 +349,11 @@ class Sim:
     # -- the other controllers, one step ----------------------------------------------------
 
     def settle(self) -> None:
+        if (self.workload_update and self.migration_required and self.live_migratable
+                and self.required_for >= self.grace and self.vmi_uid is not None
+                and all(m.finished for m in self.migrations)):
+            name = f"kubevirt-workload-update-{len(self.migrations)}"
+            self.migrations.append(Migration(name, name, "Pending", workload_update=True))
         self.required_for = self.required_for + 1 if self.migration_required else 0
         self.pending_link = False
         if self.restarting:

@@ -132,3 +132,42 @@ def test_without_a_dynamic_networks_controller_the_migration_waits_for_true() ->
     plug = d.op(*NET)
     assert plug.state == "Attached" and "MigrationRequired" in plug.history
     assert len(sim.migrations) == 1
+
+
+@pytest.mark.parametrize("policy", ["auto", "never"])
+def test_with_live_migrate_kubevirt_migrates_and_nicplug_follows(policy: str) -> None:
+    """KubeVirt's workload updater migrates the VMI (`workloadUpdateMethods:
+    [LiveMigrate]`): nicplug creates none, adopts KubeVirt's and follows it to
+    `Attached`; where its own policy would not migrate, a Warning says that KubeVirt
+    will anyway and which setting decides it."""
+    sim = Sim(in_template=True, kubevirt_owns_pod=True, dynamic_networks=False,
+              workload_update=True, grace=2)
+    d = kubevirt(sim, migrations=policy)
+    d.run(1)
+    sim.user_plugs("fancy-net", "fancy-net")
+    d.run(20)
+    plug = d.op(*NET)
+    assert plug.state == "Attached" and "Migrating" in plug.history
+    assert plug.migration == "kubevirt-workload-update-0"
+    assert not any(e.type == "CreateMigration" for e in d.effects)
+    (said,) = [e.payload for e in d.effects
+               if e.type == "EmitEvent" and e.payload["reason"] == "PlugMigrationRequired"]
+    if policy == "never":
+        assert said["type"] == "Warning"
+        assert "KubeVirt will migrate it anyway" in str(said["message"])
+        assert "workloadUpdateMethods holds LiveMigrate" in str(said["message"])
+        assert "not --migrations" in str(said["message"])
+    else:
+        assert said["type"] == "Normal" and "nicplug follows it" in str(said["message"])
+
+
+def test_kubevirts_failed_migrations_count_against_the_cap() -> None:
+    sim = Sim(in_template=True, kubevirt_owns_pod=True, dynamic_networks=False,
+              workload_update=True, migration_fails=True)
+    d = kubevirt(sim, migration_attempts=2)
+    d.run(1)
+    sim.user_plugs("fancy-net", "fancy-net")
+    d.run(300)
+    plug = d.op(*NET)
+    assert (plug.state, plug.reason, plug.migrations_failed) == ("Failed", "MigrationFailed", 2)
+    assert not any(e.type == "CreateMigration" for e in d.effects)
