@@ -52,7 +52,14 @@ from nicplug.machines.comparator import Comparison, Direction
 from nicplug.machines.effects import AnyEffect, CreateMigration, EmitEvent
 from nicplug.machines.facts import Facts, facts_of, same_for_decisions, sdn_messages
 from nicplug.machines.graph import MOVES_BY_FLAVOUR, TERMINAL, Move
-from nicplug.machines.guards import GUARDS, Context, budget, budget_when, restart_only
+from nicplug.machines.guards import (
+    GUARDS,
+    Context,
+    budget,
+    budget_when,
+    not_hot_pluggable,
+    restart_only,
+)
 from nicplug.machines.operation import (
     AWAITING_MAC,
     EFFECTS_ISSUED,
@@ -94,6 +101,11 @@ DEADLINE, GRACE, REISSUE, RETRY = "deadline", "grace", "reissue", "retry"
 APPLIED_LIVE = frozenset({"sync_vmi", "patch_vm", "mark_absent"})
 """The moves by which a running VMI took a NIC change (not at a boot)."""
 KEEP_ISSUED = 6
+NOT_HOT_PLUGGED = "KubeVirt hot-plugs only bridge and SR-IOV interfaces"
+NEXT_BOOT = (
+    "it is applied at the VM's next restart (a migration does not bring it: the target "
+    "runs the VMI's spec, which KubeVirt never gave it)"
+)
 OUTCOMES = TERMINAL | {"RestartRequired", "MigrationRequired"}
 """States an operation's Event is emitted in: where it ended, or waits for someone (a
 restart, a migration). The steps between are in the journal (`explain`), not Events;
@@ -340,6 +352,9 @@ class HotplugDecider:
                 None,
             )
             why = change.why if change else op.direction
+            binding = not_hot_pluggable(op, facts)
+            if binding is not None:
+                return f"{NOT_HOT_PLUGGED}: {op.if_name} is bound by {binding}; {NEXT_BOOT}"
             if not restart_only(op):
                 why += f", vmRolloutStrategy is {facts.world.cluster.rollout_strategy}"
             return why
@@ -505,7 +520,8 @@ class HotplugDecider:
         state = ops[0].state
         overridden = kubevirt_overrides(facts, self.config) if state == "MigrationRequired" else None
         kind: Literal["Normal", "Warning"] = (
-            "Warning" if state == "Failed" or overridden or (
+            "Warning" if state == "Failed" or overridden or any(
+                o.message.startswith(NOT_HOT_PLUGGED) for o in ops) or (
                 state == "MigrationRequired" and not kubevirt_migrates(facts)) else "Normal"
         )
         parts = []
@@ -513,6 +529,8 @@ class HotplugDecider:
             part = f"{op.network} {op.direction}: {' → '.join(op.history)}"
             if op.reason:
                 part += f" ({op.reason}: {op.message})" if op.message else f" ({op.reason})"
+            elif op.message.startswith(NOT_HOT_PLUGGED):
+                part += f" ({op.message})"
             parts.append(part)
         message = "; ".join(parts)
         blocked = migration_blocked(facts, self.config) if state == "MigrationRequired" else None

@@ -108,7 +108,22 @@ def _in_place(c: Context) -> bool:
 
 
 def restart_needed(c: Context) -> bool:
-    return c.facts.live and (restart_only(c.op) or not _in_place(c))
+    return c.facts.live and (
+        restart_only(c.op) or not _in_place(c) or not_hot_pluggable(c.op, c.facts) is not None)
+
+
+def not_hot_pluggable(op: Operation, facts: Facts) -> str | None:
+    """A plug of an upstream KubeVirt VM's interface that KubeVirt will not hot-plug:
+    bound otherwise than as a bridge or SR-IOV (a binding plugin such as passt). Only a
+    restart applies it (a migration does not: the target runs the VMI's spec, which
+    KubeVirt never gave it). Its binding, or None."""
+    vm, kvvm = facts.world.vm, facts.world.kvvm
+    if op.direction != "plug" or vm is None or not vm.in_template or kvvm is None:
+        return None
+    if op.if_name in facts.vmi_anywhere:
+        return None  # the running VMI has it (it booted with it)
+    iface = next((i for i in kvvm.interfaces if i.name == op.if_name), None)
+    return iface.binding if iface is not None and not iface.hot_pluggable else None
 
 
 def hotplug_allowed(c: Context) -> bool:

@@ -179,10 +179,19 @@ class DesiredVM:
 
 @dataclass(frozen=True, slots=True)
 class KVVMInterface:
-    """`spec.template.spec.domain.devices.interfaces[]`: `{name, bridge: {}, state?}`."""
+    """`spec.template.spec.domain.devices.interfaces[]`: `{name, bridge: {}, state?}`.
+    `binding`: how it is bound (`bridge`, `sriov`, `masquerade`, `plugin/<name>`; "":
+    not said, which KubeVirt takes for a bridge)."""
 
     name: str
     absent: bool = False
+    binding: str = ""
+
+    @property
+    def hot_pluggable(self) -> bool:
+        """Does upstream KubeVirt hot-plug it? Bridge and SR-IOV interfaces only
+        (`applyDynamicIfaceRequestOnVMI`, `pkg/network/controllers/vm.go`)."""
+        return self.binding in ("", "bridge", "sriov")
 
 
 @dataclass(frozen=True, slots=True)

@@ -92,12 +92,34 @@ class TemplateMeta(Model):
 # -- KubeVirt: VirtualMachine (KVVM), VirtualMachineInstance, migration, KubeVirt CR --
 
 
+class BindingRef(Model):
+    """`binding: {name}`: a network binding plugin (passt, ...)."""
+
+    name: Shared = ""
+
+
 class InterfaceModel(Model):
-    """`domain.devices.interfaces[]`: the binding (bridge, ...) is not nicplug's concern."""
+    """`domain.devices.interfaces[]`: its name, state and how it is bound (KubeVirt
+    hot-plugs only bridge and SR-IOV interfaces)."""
 
     name: Shared = Field(min_length=1)
     state: Shared = ""
     mac_address: str = ""
+    bridge: dict[str, Any] | None = None
+    sriov: dict[str, Any] | None = None
+    masquerade: dict[str, Any] | None = None
+    binding: BindingRef | None = None
+
+    @property
+    def bound_by(self) -> str:
+        """`bridge`, `sriov`, `masquerade`, `plugin/<name>`; "" when it says none (KubeVirt
+        defaults a secondary interface to a bridge)."""
+        if self.binding is not None and self.binding.name:
+            return f"plugin/{self.binding.name}"
+        for method in ("bridge", "sriov", "masquerade"):
+            if getattr(self, method) is not None:
+                return method
+        return ""
 
 
 class MultusRef(Model):

@@ -312,7 +312,8 @@ def _with_interface_macs(
 
 def _devices(spec: VMISpec) -> tuple[tuple[KVVMInterface, ...], tuple[KVVMNetwork, ...]]:
     interfaces = tuple(
-        KVVMInterface(name=i.name, absent=i.state == ABSENT) for i in spec.domain.devices.interfaces
+        KVVMInterface(name=i.name, absent=i.state == ABSENT, binding=i.bound_by)
+        for i in spec.domain.devices.interfaces
     )
     networks = tuple(
         KVVMNetwork(name=n.name, multus_network=n.multus.network_name if n.multus else None)

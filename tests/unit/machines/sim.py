@@ -139,10 +139,11 @@ class Sim:
     _edited: tuple[NetworkSpec, ...] | None = field(default=None, repr=False)
     """The `networks` last turned into template edits (`in_template`)."""
 
-    def user_plugs(self, nad: str, interface: str, nad_namespace: str = "ns") -> None:
+    def user_plugs(self, nad: str, interface: str, nad_namespace: str = "ns",
+                   binding: str = "bridge") -> None:
         """The user guide's hotplug: an interface with its multus network."""
         self.kvvm_ifaces = [i for i in self.kvvm_ifaces if i.name != interface]
-        self.kvvm_ifaces.append(KVVMInterface(interface))
+        self.kvvm_ifaces.append(KVVMInterface(interface, binding=binding))
         if all(n.name != interface for n in self.kvvm_nets):
             self.kvvm_nets.append(KVVMNetwork(interface, f"{nad_namespace}/{nad}"))
 
@@ -412,9 +413,12 @@ class Sim:
             # an unplug it took is never taken back (`applyDynamicIfaceRequestOnVMI`):
             # the interface stays absent until nothing reports it, then leaves the VMI
             unplugged = {i.name for i in self.vmi_ifaces if i.absent}
+            # and it hot-plugs bridge and SR-IOV interfaces only (`vm.go`)
+            running = {i.name for i in self.vmi_ifaces}
             self.vmi_ifaces = born + [
                 KVVMInterface(i.name, True) if i.name in unplugged else i
-                for i in self.kvvm_ifaces if i.name != "default"
+                for i in self.kvvm_ifaces
+                if i.name != "default" and (i.hot_pluggable or i.name in running)
             ]
         elif not self.kubevirt_owns_pod:
             self.vmi_ifaces = list(self.kvvm_ifaces)

@@ -171,3 +171,27 @@ def test_kubevirts_failed_migrations_count_against_the_cap() -> None:
     plug = d.op(*NET)
     assert (plug.state, plug.reason, plug.migrations_failed) == ("Failed", "MigrationFailed", 2)
     assert not any(e.type == "CreateMigration" for e in d.effects)
+
+
+def test_an_interface_kubevirt_will_not_hot_plug_needs_a_restart_said_at_once() -> None:
+    """KubeVirt hot-plugs bridge and SR-IOV interfaces only (`vm.go`): a passt one (a
+    binding plugin) is reported at once as waiting for a restart, with the reason, not
+    left to time out; the user's restart brings it."""
+    sim = Sim(in_template=True, kubevirt_owns_pod=True)
+    d = kubevirt(sim)
+    d.run(1)
+    sim.user_plugs("fancy-net", "fancy-net", binding="plugin/passt")
+    d.run(2)
+    plug = d.op(*NET)
+    assert plug.state == "RestartRequired" and list(plug.history) == [
+        "Requested", "RestartRequired"]
+    assert "KubeVirt hot-plugs only bridge and SR-IOV interfaces" in plug.message
+    assert "bound by plugin/passt" in plug.message and "next restart" in plug.message
+    (said,) = [e.payload for e in d.effects
+               if e.type == "EmitEvent" and e.payload["reason"] == "PlugRestartRequired"]
+    assert said["type"] == "Warning" and "plugin/passt" in str(said["message"])
+    d.run(400)  # no deadline ends the wait
+    assert d.op(*NET).state == "RestartRequired" and not sim.migrations
+    sim.restart()
+    d.run(6)
+    assert d.op(*NET).state == "Attached"
