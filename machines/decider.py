@@ -54,9 +54,11 @@ from nicplug.machines.facts import Facts, facts_of, same_for_decisions, sdn_mess
 from nicplug.machines.graph import MOVES_BY_FLAVOUR, TERMINAL, Move
 from nicplug.machines.guards import (
     GUARDS,
+    SWAP,
     Context,
     budget,
     budget_when,
+    is_swap,
     not_hot_pluggable,
     restart_only,
 )
@@ -341,6 +343,16 @@ class HotplugDecider:
             )
 
     def _message(self, move: Move, c: Context) -> str:
+        said = self._said(move, c)
+        if not is_swap(c.op) or move.dest in ("Failed", "Cancelled"):
+            return said
+        swapped = f"NAD swap of {c.op.if_name}: {c.op.target.removeprefix(SWAP)} → {c.op.network}"
+        if move.dest == "RestartRequired":
+            said = ("the VMI cannot migrate, so KubeVirt applies it at the next restart "
+                    "(RestartRequired)")
+        return f"{swapped}; {said}" if said else swapped
+
+    def _said(self, move: Move, c: Context) -> str:
         op, facts = c.op, c.facts
         if move.dest == "RestartRequired":
             change = next(

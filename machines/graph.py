@@ -305,14 +305,38 @@ UNPLUG_KUBEVIRT = MachineGraph(
     ),
 )  # fmt: skip
 
+UPDATE_KUBEVIRT_LIVE: tuple[str, ...] = ("Requested", "RestartRequired", "VMIPatched")
+UPDATE_KUBEVIRT_LIVE += ("MigrationRequired", "Migrating")
+
 UPDATE_KUBEVIRT = MachineGraph(
     name="update",
-    states=("Requested", "Failed"),
+    states=("Requested", "RestartRequired", "VMIPatched", "MigrationRequired", "Migrating",
+            "Attached", "Failed", "Cancelled"),
     initial="Requested",
     # KubeVirt's networks have no ids and the comparator ignores their order there, so an
-    # update is only ever a template nicplug cannot read as a list (the same NAD twice)
-    edges=_edges(("InvalidSpec", "Requested", "Failed", "spec_invalid")),
-)
+    # update is a template nicplug cannot read as a list (the same NAD twice), or a NAD
+    # swap: an interface's `networkName` changed (`LiveUpdateNADRef`). KubeVirt copies the
+    # new name into a migratable VMI and asks for a migration at once (the pod still
+    # runs the old NAD); a VMI that cannot migrate gets it at its next boot
+    # (`RestartRequired` on the VM)
+    edges=_edges(
+        ("InvalidSpec", "Requested", "Failed", "spec_invalid"),
+        ("VMDeleted", UPDATE_KUBEVIRT_LIVE, "Cancelled", "vm_deleted"),
+        ("Reverted", UPDATE_KUBEVIRT_LIVE, "Cancelled", "change_reverted"),
+        ("defer", "Requested", "RestartRequired", "restart_needed"),
+        ("sync_vmi", "Requested", "VMIPatched", "vmi_names_new_nad"),
+        ("write_for_boot", "RestartRequired", "VMIPatched", "vmi_names_new_nad"),
+        ("attach", ("VMIPatched", "MigrationRequired"), "Attached", "pod_on_new_nad"),
+        ("need_migration", "VMIPatched", "MigrationRequired", "vmi_requires_migration"),
+        ("migrate", "MigrationRequired", "Migrating", "migration_running"),
+        ("migrated", "Migrating", "Attached", ("migration_succeeded", "pod_on_new_nad")),
+        ("AttachTimeout", "VMIPatched", "Failed", "deadline_passed"),
+        ("MigrationFailed", "Migrating", "Failed", "migration_failed"),
+        ("MigrationFailed", "MigrationRequired", "Failed", "migration_rejected"),
+        ("MigrationFailed", "MigrationRequired", "Failed", "own_migration_failed"),
+        ("MigrationTimeout", ("Migrating", "MigrationRequired"), "Failed", "deadline_passed"),
+    ),
+)  # fmt: skip
 
 FLAVOURS: Mapping[str, Mapping[str, MachineGraph]] = {
     "deckhouse": {g.name: g for g in (PLUG, UNPLUG, UPDATE)},

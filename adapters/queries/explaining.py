@@ -54,6 +54,9 @@ GUARD_PHRASES: Mapping[str, str] = {
     "migration_failed": "the migration failed",
     "migration_rejected": "creating the migration was rejected",
     "own_migration_failed": "the migration nicplug created for this attempt failed",
+    "vmi_names_new_nad": "the VMI's spec names the interface's new NAD (KubeVirt copied it)",
+    "pod_on_new_nad": "the pod the VM runs in is plumbed on the new NAD (after a migration "
+                      "or a restart)",
     "sdn_reports_error": "the SDN reports an error for the entry",
     "deadline_passed": "the state's deadline passes (counting only time the VM was live)",
     "effect_rejected": "the API server rejects one of its patches for good",

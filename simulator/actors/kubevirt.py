@@ -297,7 +297,9 @@ class KubeVirt(Reactor):
 
     def _sync_spec(self, key: VMKey, kvvm: Json, vmi: Json) -> Json:
         template = ob.dig(kvvm, "spec", "template", "spec") or {}
-        wanted = _hotplug_diff(template, vmi.get("spec") or {}, self._bindings)
+        migratable = (ob.condition(vmi, "LiveMigratable") or {}).get("status") == "True"
+        swaps = _nad_swaps(template, vmi.get("spec") or {}) if migratable else {}
+        wanted = _hotplug_diff(template, vmi.get("spec") or {}, self._bindings) or swaps
         token = (vmi["metadata"]["uid"], "sync")
         if not wanted:
             self.forget(token)
@@ -320,6 +322,10 @@ class KubeVirt(Reactor):
                 elif mine is not None and _unpluggable(iface):
                     mine["state"] = "absent"
             ob.set_interfaces(spec, interfaces)
+            for network in networks:  # `syncNetworks`: a migratable VMI takes a new NAD
+                if network.get("name") in swaps:
+                    network["multus"] = {**network["multus"],
+                                         "networkName": swaps[network.get("name")]}
             spec["networks"] = networks
 
         vmi = self.edit(VMIS, vmi, sync)
@@ -421,6 +427,8 @@ class KubeVirt(Reactor):
             # unplugged from the guest, still plumbed in the pod: only a new pod drops it
             or (i.get("state") == "absent" and _pod_only(reported.get(i.get("name"))))
         )
+        swapped = _pod_on_other_nad(pod, spec, vmi["metadata"]["namespace"])
+        pending = sorted({*pending, *swapped})
         current = ob.condition(vmi, "MigrationRequired")
         if status.get("phase") != "Running" or not active or not pending:
             if current is not None:
@@ -430,6 +438,7 @@ class KubeVirt(Reactor):
             return
         message = f"interfaces {', '.join(pending)} need a migration to be plugged or unplugged"
         sriov = any("sriov" in i and i.get("name") in pending for i in ob.interfaces_of(spec))
+        sriov = sriov or bool(swapped)  # (a NAD swap too: `isNADNameEqual`, 7a3ae40143)
         if (current is not None and current.get("status") == "True") or sriov or self.due(
                 token, self.knobs.migration_required_grace, key):
             state, reason = "True", "AutoMigrationDueToLiveUpdate"
@@ -443,6 +452,36 @@ def _migrating_state(vmi: Json) -> bool:
     state = ob.dig(vmi, "status", "migrationState")
     return (isinstance(state, dict) and bool(state.get("startTimestamp"))
             and not state.get("endTimestamp") and not state.get("completed"))
+
+
+def _nad_swaps(template: Json, spec: Json) -> dict[str, str]:
+    """Interface name → the template's `networkName`, where the VMI spec names another
+    NAD for the same multus network (`LiveUpdateNADRef`)."""
+    wanted = {n.get("name"): (n.get("multus") or {}).get("networkName")
+              for n in ob.networks_of(template) if "multus" in n}
+    return {str(n.get("name")): str(wanted[n.get("name")]) for n in ob.networks_of(spec)
+            if "multus" in n and wanted.get(n.get("name"))
+            and wanted[n.get("name")] != (n.get("multus") or {}).get("networkName")}
+
+
+def _pod_on_other_nad(pod: Json | None, spec: Json, namespace: str) -> list[str]:
+    """The VMI's multus networks whose pod interface the pod's network-status lists on
+    another NAD than the VMI spec names (the evaluator's `isNADNameEqual`)."""
+    if pod is None:
+        return []
+    statuses = nw.parse_list(nw.annotations_of(pod).get(nw.MULTUS_STATUS)) or []
+    listed = {str(s.get("interface")): str(s.get("name")) for s in statuses}
+    found = []
+    for net in ob.networks_of(spec):
+        name = str(net.get("name"))
+        wanted = str((net.get("multus") or {}).get("networkName") or "")
+        there = listed.get(nw.multus_pod_interface(name)) if wanted else None
+        if there is None:
+            continue
+        full = wanted if "/" in wanted else f"{namespace}/{wanted}"
+        if there not in (wanted, full):
+            found.append(name)
+    return found
 
 
 def _hotplug_diff(template: Json, spec: Json, bindings: frozenset[str]) -> bool:

@@ -669,3 +669,37 @@ async def test_with_live_migrate_kubevirt_migrates_and_nicplug_creates_none(
                  and e.get("type") == "Warning" for e in cluster.events())
     assert warned == (policy == "never")
     assert_healthy(cluster)
+
+
+async def test_a_nad_swap_is_its_own_change_through_kubevirts_migration(
+    start_cluster, start_controller, user_of
+):
+    """The user points the plugged interface at another NAD (`networkName`,
+    `LiveUpdateNADRef`): KubeVirt copies it into the migratable VMI and asks for a
+    migration at once; nicplug tracks it as one `update` of the new network (the old one
+    in its target and messages), migrates, and follows it to the new pod."""
+    knobs = DIALECTS["multus"]
+    cluster = await start_cluster(knobs)
+    ctl = await start_controller(cluster)
+    user = user_of(cluster)
+    await user.add_network(VM, *USER_NET)
+    await ctl.journal.wait_for(VM, "Network/user-net", "plug", {"Attached"})
+    kvvm = cluster.store.get(KVVMS, *split(VM))
+    networks = kvvm["spec"]["template"]["spec"]["networks"]
+    for network in networks:
+        if "multus" in network:
+            network["multus"]["networkName"] = "default/other-net"
+    await user.patch_kvvm(VM, {"spec": {"template": {"spec": {"networks": networks}}}})
+    op = await ctl.journal.wait_for(VM, "Network/other-net", "update", {"Attached", "Failed"},
+                                    within=20.0)
+    assert op.state == "Attached", op.label()
+    assert await ctl.journal.path_of(op.stream) == [
+        "Requested", "VMIPatched", "MigrationRequired", "Migrating", "Attached"]
+    assert (await ctl.journal.opened_with(op.stream))["target"] == "swap:Network/user-net"
+    said = await ctl.journal.messages_of(op.stream)
+    assert all(m.startswith("NAD swap of ") and "Network/user-net → Network/other-net" in m
+               for m in said)
+    assert _migrations_created(cluster) == 1
+    assert not [o for o in await ctl.journal.of(VM, "Network/user-net")
+                if o.direction == "unplug"]  # the interface stayed
+    assert_healthy(cluster)

@@ -107,6 +107,11 @@ class Sim:
     # KubeVirt's workload updater (`workloadUpdateMethods: [LiveMigrate]`): it migrates
     # a live-migratable VMI whose MigrationRequired is True, one migration at a time
     workload_update: bool = False
+    # NAD swaps (`LiveUpdateNADRef`): the multus network each VMI interface names in the
+    # VMI spec (KubeVirt copies a changed `networkName` into a migratable VMI; the pod
+    # keeps the NAD it was born with), and a KubeVirt whose evaluator never notices
+    vmi_nads: dict[str, str] = field(default_factory=dict)
+    evaluator_off: bool = False
     required_for: int = 0
     pending_link: bool = False
     migration_stuck: bool = False
@@ -223,6 +228,7 @@ class Sim:
                     self.run_strategy, self.resumes)  # fmt: skip
         vmi = None
         pods: tuple[LauncherPod, ...] = ()
+        nads = self.vmi_nads if self.kubevirt_owns_pod else {}
         if self.vmi_uid is not None:
             conditions = [Condition("LiveMigratable", "True" if self.live_migratable else "False",
                                     self.live_migratable_reason)]  # fmt: skip
@@ -236,7 +242,7 @@ class Sim:
             pod_uid = f"pod-{self.pod}"
             vmi = VMI(
                 self.vmi_uid, "1", "Running", tuple(self.vmi_ifaces),
-                tuple(KVVMNetwork(i.name) for i in self.vmi_ifaces),
+                tuple(KVVMNetwork(i.name, nads.get(i.name)) for i in self.vmi_ifaces),
                 tuple(VMIInterfaceStatus(n, info_source=frozenset({"domain"}))
                       for n in sorted(self.attached)),
                 tuple(conditions), {pod_uid: "node-1"},
@@ -330,22 +336,38 @@ class Sim:
         self.vmi_uid = f"vmi-{self.pod + 1}"
         self.pod += 1
         self.vmi_ifaces = [i for i in self.kvvm_ifaces if not i.absent]
-        born = self.generated() if self.kubevirt_owns_pod else list(self.template)
+        self.vmi_nads = self._template_nads()
+        born = self.generated(fresh=True) if self.kubevirt_owns_pod else list(self.template)
         self.requested = born
         self.reported = [SDNStatus(r.identity, r.if_name, True) for r in born]
         self.attached = {i.name for i in self.vmi_ifaces}
         self.migration_required = False
 
-    def generated(self) -> list[SDNRequest]:
+    def generated(self, fresh: bool = False) -> list[SDNRequest]:
         """virt-controller's networks annotation for the VMI spec: every interface not
-        absent, bar the default one."""
+        absent, bar the default one. A running pod keeps the NAD it asks for already (a
+        NAD swap reaches only a new pod: `fresh`)."""
         for spec in self.networks or ():
             self.names[spec.if_name] = spec.identity
+        kept = {} if fresh else {r.if_name: r.identity for r in self.requested}
         return [
-            SDNRequest(self.names[i.name], i.name)
+            SDNRequest(kept.get(i.name) or self._vmi_identity(i.name), i.name)
             for i in self.vmi_ifaces
             if not i.absent and i.name != "default" and i.name in self.names
         ]
+
+    def _vmi_identity(self, if_name: str) -> str:
+        nad = self.vmi_nads.get(if_name)
+        found = nad_network(nad, "ns", "default", if_name) if nad else None
+        return f"{found[0]}/{found[1]}" if found else self.names[if_name]
+
+    def _template_nads(self) -> dict[str, str]:
+        return {n.name: n.multus_network for n in self.kvvm_nets if n.multus_network}
+
+    def user_swaps(self, interface: str, nad: str) -> None:
+        """The user points an interface at another NAD (`networkName`)."""
+        self.kvvm_nets = [KVVMNetwork(n.name, f"ns/{nad}") if n.name == interface else n
+                          for n in self.kvvm_nets]
 
     # -- the other controllers, one step ----------------------------------------------------
 
@@ -380,7 +402,7 @@ class Sim:
                 return
             if m.phase == "Running":
                 self.migrations[i] = replace(m, phase="Succeeded")
-                uid, spec = self.vmi_uid, self.vmi_ifaces
+                uid, spec, nads = self.vmi_uid, self.vmi_ifaces, dict(self.vmi_nads)
                 self.start()
                 self.vmi_uid = uid
                 if self.kubevirt_owns_pod:
@@ -388,7 +410,8 @@ class Sim:
                     # VMI holds absent leaves with the old pod (KubeVirt plugs it anew
                     # from the template later, if the template asks for it again)
                     self.vmi_ifaces = [i for i in spec if not i.absent]
-                    self.requested = self.generated()
+                    self.vmi_nads = nads
+                    self.requested = self.generated(fresh=True)
                     self.reported = [SDNStatus(r.identity, r.if_name, True)
                                      for r in self.requested]
                     self.attached = {i.name for i in self.vmi_ifaces}
@@ -422,6 +445,17 @@ class Sim:
             ]
         elif not self.kubevirt_owns_pod:
             self.vmi_ifaces = list(self.kvvm_ifaces)
+        if self.kubevirt_owns_pod and self.kubevirt_stuck != "sync":
+            # KubeVirt copies a changed NAD into a migratable VMI only (`syncNetworks`),
+            # and its evaluator asks at once for the migration that brings it to the pod
+            template = self._template_nads()
+            for i in self.vmi_ifaces:
+                if i.name in template and (self.live_migratable or i.name not in self.vmi_nads):
+                    self.vmi_nads[i.name] = template[i.name]
+            if not self.evaluator_off and any(
+                    r.identity != self._vmi_identity(r.if_name)
+                    for r in self.requested if r.if_name in self.vmi_nads):
+                self.migration_required = True
         if self.kubevirt_owns_pod and not self.kubevirt_stuck:
             self.requested = self.generated()
         if self.handler_stuck:
