@@ -54,8 +54,8 @@ from nicplug.adapters.kube.flavour import Flavour
 from nicplug.adapters.kube.resources import (
     MANAGED_BY_LABEL,
     OPERATION_ANNOTATION,
-    WORKLOAD_UPDATE_ANNOTATION,
     VMOP_VMI_UID_ANNOTATION,
+    WORKLOAD_UPDATE_ANNOTATION,
     KindRef,
 )
 from nicplug.adapters.kube.translate import records

@@ -119,7 +119,9 @@ async def _world(world: str, vms: int) -> dict[str, Any]:
         controller = Controller(settings)
         task = asyncio.create_task(controller.run())
         try:
-            while controller.metrics_port is None:
+            while True:  # until it serves its metrics
+                if controller.metrics_port is not None:
+                    break
                 await asyncio.sleep(0.05)
             await asyncio.sleep(1.0)  # listed and settled
             began = time.perf_counter()

@@ -530,7 +530,8 @@ class HotplugDecider:
         vm = facts.world.vm
         assert vm is not None
         state = ops[0].state
-        overridden = kubevirt_overrides(facts, self.config) if state == "MigrationRequired" else None
+        overridden = (
+            kubevirt_overrides(facts, self.config) if state == "MigrationRequired" else None)
         kind: Literal["Normal", "Warning"] = (
             "Warning" if state == "Failed" or overridden or any(
                 o.message.startswith(NOT_HOT_PLUGGED) for o in ops) or (

@@ -15,8 +15,8 @@ from nicplug.engine.model import EffectOutcome, Trigger
 from nicplug.machines.facts import Facts
 from nicplug.machines.operation import Operation
 from nicplug.machines.policy import MachineConfig, hotplug_in_place
-from nicplug.machines.world import nad_identity
 from nicplug.machines.targets import kubevirt_migrates, migration_blocked, own_failed_migration
+from nicplug.machines.world import nad_identity
 
 REJECTABLE = frozenset({"PatchPodNetworks", "PatchVirtualMachine", "RestartVM"})
 

@@ -2,12 +2,12 @@
 
 Takes the options of `nicplug run` that change decisions (flavour, gating, migrations,
 timeouts, the scope: `--namespaces`, `--vm-selector`; `NOT_DECIDING` lists the others,
-and a test holds the two lists to `run`'s), runs on a virtual clock, executes no effect against any server, and prints
-a report, or `--json` (DESIGN §7). `--until TIME|+DURATION` ends the replay at a time
-(later lines are not fed) or lets time pass after the last line, so the timers of a
-tape's quiet end fire. Exit codes: 0 done; 1 `--compare-effects` found a difference,
-or a `--strict` replay met a malformed line or time going backwards, or the journal
-failed; 2 bad options or no tape.
+and a test holds the two lists to `run`'s), runs on a virtual clock, executes no effect
+against any server, and prints a report, or `--json` (DESIGN §7). `--until
+TIME|+DURATION` ends the replay at a time (later lines are not fed) or lets time pass
+after the last line, so the timers of a tape's quiet end fire. Exit codes: 0 done; 1
+`--compare-effects` found a difference, or a `--strict` replay met a malformed line or
+time going backwards, or the journal failed; 2 bad options or no tape.
 """
 
 from __future__ import annotations

@@ -34,9 +34,9 @@ What it imitates (and what a controller driving it must cope with):
   (an SR-IOV interface: True at once), as KubeVirt's migration evaluator does; it is
   cleared when the pod matches (with a controller, usually within the grace).
 * Migrations (`migrations.py`) run from here as well, and KubeVirt's workload updater
-  (`workload_updater.py`) creates them where the KubeVirt CR says `LiveMigrate`. The VMI's `activePods` are the
-  pods it owns: one deleted by anyone (a migration target failed by hand, an evicted
-  pod) leaves them at the next sync.
+  (`workload_updater.py`) creates them where the KubeVirt CR says `LiveMigrate`. The
+  VMI's `activePods` are the pods it owns: one deleted by anyone (a migration target
+  failed by hand, an evicted pod) leaves them at the next sync.
 * The VM's status conditions follow the VMI's at every sync of a VM that has a VMI, as
   KubeVirt's VM controller does (`syncConditions`, `pkg/virt-controller/watch/vm/vm.go`):
   each VMI condition is copied (updated in place when its status or reason differ), and
@@ -325,7 +325,7 @@ class KubeVirt(Reactor):
             for network in networks:  # `syncNetworks`: a migratable VMI takes a new NAD
                 if network.get("name") in swaps:
                     network["multus"] = {**network["multus"],
-                                         "networkName": swaps[network.get("name")]}
+                                         "networkName": swaps[str(network.get("name"))]}
             spec["networks"] = networks
 
         vmi = self.edit(VMIS, vmi, sync)

@@ -45,7 +45,7 @@ def test_only_true_asks_for_a_migration() -> None:
 
 
 def test_the_grace_ends_where_kubevirts_evaluator_turns_it_true() -> None:
-    assert KUBEVIRT_GRACE == FIXTURE["grace_seconds"]["value"]
+    assert FIXTURE["grace_seconds"]["value"] == KUBEVIRT_GRACE
     vm = DesiredVM("uid", "ns", "vm", "1", (), in_template=True)
     world = World(vm, KVVM("1", True), _vmi(_condition(TIMED["condition"])))
     op = Operation("uid/Network/x/plug/1", "ns/vm", "uid", "Network/x", "x", "plug", 1,
@@ -60,10 +60,10 @@ def test_the_grace_ends_where_kubevirts_evaluator_turns_it_true() -> None:
 
 def test_the_simulated_workload_updater_uses_kubevirts_names_and_limits() -> None:
     updater = FIXTURE["workload_updater"]
-    assert workload_updater.ANNOTATION == updater["annotation"]["value"]
-    assert WORKLOAD_UPDATE_ANNOTATION == updater["annotation"]["value"]
-    assert workload_updater.GENERATE_NAME == updater["generate_name"]
-    assert workload_updater.PARALLEL_DEFAULT == updater["parallel_migrations_per_cluster"]["value"]
+    assert updater["annotation"]["value"] == workload_updater.ANNOTATION
+    assert updater["annotation"]["value"] == WORKLOAD_UPDATE_ANNOTATION
+    assert updater["generate_name"] == workload_updater.GENERATE_NAME
+    assert updater["parallel_migrations_per_cluster"]["value"] == workload_updater.PARALLEL_DEFAULT
     assert Delays().workload_update == updater["throttle_seconds"]["value"]
     assert workload_updater.live_migrate(
         {"spec": {"workloadUpdateStrategy": {"workloadUpdateMethods": [updater["method"]]}}})

@@ -449,9 +449,10 @@ class Sim:
             # KubeVirt copies a changed NAD into a migratable VMI only (`syncNetworks`),
             # and its evaluator asks at once for the migration that brings it to the pod
             template = self._template_nads()
-            for i in self.vmi_ifaces:
-                if i.name in template and (self.live_migratable or i.name not in self.vmi_nads):
-                    self.vmi_nads[i.name] = template[i.name]
+            for synced in self.vmi_ifaces:
+                name = synced.name
+                if name in template and (self.live_migratable or name not in self.vmi_nads):
+                    self.vmi_nads[name] = template[name]
             if not self.evaluator_off and any(
                     r.identity != self._vmi_identity(r.if_name)
                     for r in self.requested if r.if_name in self.vmi_nads):

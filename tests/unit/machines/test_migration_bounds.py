@@ -7,6 +7,8 @@ cluster)."""
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
 from nicplug.engine.model import EffectOutcome, EffectRequest
@@ -54,7 +56,7 @@ def test_a_vm_whose_migrations_always_fail_gets_the_cap_then_failed_with_kubevir
     words = "no node fits" if refused else "the migration failed"
     assert words in plug.message and "nicplug gives up (--migration-attempts)" in plug.message
     assert plug.migrations_failed == 3
-    gaps = [b - a for a, b in zip(times, times[1:], strict=False)]
+    gaps = [b - a for a, b in itertools.pairwise(times)]
     assert gaps[1] > gaps[0]  # the backoff doubles between them
     said = [e.payload for e in d.effects
             if e.type == "EmitEvent" and e.payload["reason"] == "PlugFailed"]
