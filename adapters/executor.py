@@ -162,11 +162,12 @@ class KubeExecutor:
         cached: Cached | None = None,
         monotonic: Callable[[], float] = time.monotonic,
         wait_for_earlier: float = 30.0,
+        reporting_instance: str = "",
     ) -> None:
         self._calls = calls
         self._wait_for_earlier = wait_for_earlier
         self._cached = cached
-        self._events = EventRecorder(calls, monotonic=monotonic)
+        self._events = EventRecorder(calls, monotonic=monotonic, instance=reporting_instance)
         self._max_migrations = max_migrations
         self._migrating = asyncio.Lock()
         self._dialect = dialect

@@ -45,6 +45,8 @@ class Settings(BaseModel):
     namespaces: tuple[str, ...] = ()  # the scope: manage VMs only in these (empty: all)
     vm_selector: str = ""  # the scope: manage only VMs whose labels match
     metrics_addr: str = "127.0.0.1:8080"
+    query_addr: str = "127.0.0.1:8081"
+    """Where `/operations` is served, apart from the metrics; "" serves it nowhere."""
     sdn_ready_timeout: float = Field(default=120.0, gt=0)
     attach_timeout: float = Field(default=120.0, gt=0)
     detach_timeout: float = Field(default=120.0, gt=0)
@@ -82,6 +84,13 @@ class Settings(BaseModel):
     @classmethod
     def _addr(cls, value: str) -> str:
         parse_addr(value)
+        return value
+
+    @field_validator("query_addr")
+    @classmethod
+    def _query_addr(cls, value: str) -> str:
+        if value:
+            parse_addr(value)
         return value
 
     @field_validator("record_tape")

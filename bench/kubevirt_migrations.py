@@ -143,6 +143,13 @@ async def _world(world: str, vms: int) -> dict[str, Any]:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
             migrations = cluster.store.list(VMIMS)[0]
+            errors = list(cluster.actor_errors)
+            left = [
+                (vm, ob.dig(cluster.store.peek(VMIS, ns, vm), "status", "conditions"))
+                for ns, vm in cluster.vms
+                if not any("domain" in str(i.get("infoSource")) and i.get("name") != "default"
+                           for i in ob.dig(cluster.store.peek(VMIS, ns, vm), "status",
+                                           "interfaces") or [])]
             await cluster.stop()
     by_kubevirt = [m for m in migrations
                    if "kubevirt.io/workloadUpdateMigration" in (
@@ -157,7 +164,8 @@ async def _world(world: str, vms: int) -> dict[str, Any]:
         "most_migrations_of_one_vmi": max(per_vmi.values(), default=0),
         "vmis_migrated": len(per_vmi), "most_in_flight_per_vmi": most_in_flight,
         "vmis_given_grace": len(graced),
-        "seconds": round(elapsed, 1),
+        "seconds": round(elapsed, 1), "actor_errors": errors[:5],
+        "not_attached": [str(x) for x in left[:3]],
     }
 
 

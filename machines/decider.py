@@ -499,7 +499,7 @@ class HotplugDecider:
             if any(e.stream == stream and e.type == ROLLOUT_BYPASSED for e in session.events):
                 bypassed = EmitEvent(
                     vm.namespace, vm.name, "RolloutBypassed",
-                    f"{op.network} {op.direction} was applied to the running VM although "
+                    f"{change_in_words(op)} was applied to the running VM although "
                     f"vmRolloutStrategy is Stage (KubeVirt applies NIC changes live); "
                     f"{ROLLOUT_ADVICE}",
                     "Warning", str(stream), len(op.history),
@@ -516,7 +516,7 @@ class HotplugDecider:
             reason, detail = told
             warning = EmitEvent(
                 vm.namespace, vm.name, f"{op.direction.capitalize()}{reason}",
-                f"{op.network} {op.direction} waits in {op.state}: {detail}",
+                f"{change_in_words(op)} is waiting: {detail}",
                 "Warning", str(op.stream), len(op.history),
             )  # fmt: skip
             requests.append(warning.request(op.stream))
@@ -539,20 +539,24 @@ class HotplugDecider:
         )
         parts = []
         for op in ops:
-            part = f"{op.network} {op.direction}: {' → '.join(op.history)}"
-            if op.reason:
-                part += f" ({op.reason}: {op.message})" if op.message else f" ({op.reason})"
-            elif op.message.startswith(NOT_HOT_PLUGGED):
-                part += f" ({op.message})"
-            parts.append(part)
+            part = outcome_in_words(op)
+            if op.message:
+                part += f": {op.message}"
+            parts.append(part + (f" ({op.reason})" if op.reason else ""))
         message = "; ".join(parts)
         blocked = migration_blocked(facts, self.config) if state == "MigrationRequired" else None
+        said = [op.message for op in ops if op.message]
         if overridden:
-            message += f"; {overridden}"
+            if not any(overridden in m for m in said):
+                message += f"; {overridden}"
         elif state == "MigrationRequired" and kubevirt_migrates(facts):
-            message += f"; {WORKLOAD_UPDATER}: nicplug follows it"
+            if not any(WORKLOAD_UPDATER in m for m in said):
+                message += f"; {WORKLOAD_UPDATER}: nicplug follows it"
         elif blocked:
-            message += f"; nicplug will not migrate the VM: {blocked}. {MIGRATION_ADVICE}"
+            if not any(blocked in m for m in said):
+                message += f"; nicplug will not migrate the VM: {blocked}"
+            message += f". {MIGRATION_ADVICE}"
+        message += f". Every step: nicplug explain {vm.namespace}/{vm.name}"
         first = ops[0]
         return EmitEvent(vm.namespace, vm.name, reason, message, kind, str(first.stream),
                          len(first.history))
@@ -730,3 +734,27 @@ def _waits_for(type_: str, op: Operation) -> tuple[str, str] | None:
     if type_ == WAITING and op.waiting and not op.waiting.startswith(GRACE_WAIT):
         return "WaitingForSDN", f"not yet, the SDN says: {op.waiting}"
     return None
+
+
+_VERBS = {"plug": "Adding", "unplug": "Removing", "update": "Changing"}
+_OUTCOME_WORDS = {
+    "Attached": "is done: the running VM has it",
+    "Detached": "is done: the running VM no longer has it",
+    "RestartRequired": "takes effect at the VM's next restart",
+    "MigrationRequired": "waits for the VM to be migrated",
+    "Failed": "failed",
+    "Cancelled": "was cancelled",
+}
+
+
+def change_in_words(op: Operation) -> str:
+    """`Adding Network/user-net`, `Removing the Main network`: an operation as an
+    operator names the change (Event notes: `kubectl describe vm`)."""
+    network = "the Main network" if op.network == "Main" else op.network
+    return f"{_VERBS.get(op.direction, op.direction.capitalize())} {network}"
+
+
+def outcome_in_words(op: Operation) -> str:
+    """Where an operation came to, in words: `Adding Network/x is done: the running VM
+    has it`, `Removing the Main network takes effect at the VM's next restart`."""
+    return f"{change_in_words(op)} {_OUTCOME_WORDS.get(op.state, f'is {op.state}')}"

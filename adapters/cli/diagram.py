@@ -8,9 +8,10 @@ anything but the registered graphs.
 
 from __future__ import annotations
 
+import copy
 import enum
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from transitions.extensions import GraphMachine
@@ -44,13 +45,29 @@ class _Canvas:
     """The model `transitions` hangs `get_graph` on; only ever used for drawing."""
 
 
+_STILL = "s_default"
+
+
+class _StillMachine(GraphMachine):
+    """A machine drawn as a map, not as an operation: its model sits in the initial
+    state only because `transitions` needs one, so that state is drawn like any other
+    (no state of a static diagram is active)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        styles: Any = copy.deepcopy(GraphMachine.style_attributes)
+        styles["node"]["active"] = dict(styles["node"]["inactive"])
+        styles["graph"]["active"] = dict(styles["graph"]["default"])
+        self.style_attributes = styles
+        super().__init__(*args, **kwargs)
+
+
 def render(machine: str, fmt: str, flavour: str = "deckhouse") -> bytes:
     """The diagram of the registered machine `machine` of `flavour` in `fmt`."""
     graph = FLAVOURS[flavour][machine]
     canvas = _Canvas()
     engine = "mermaid" if fmt == "mermaid" else "graphviz"
     graph.machine(
-        GraphMachine,
+        _StillMachine,
         model=canvas,
         graph_engine=engine,
         show_conditions=True,
@@ -67,6 +84,8 @@ def render(machine: str, fmt: str, flavour: str = "deckhouse") -> bytes:
             line.replace("Class ", "class ", 1) if line.lstrip().startswith("Class ") else line
             for line in lines
         ]
+        fixed = [line.replace(" s_active", f" {_STILL}") if line.lstrip().startswith("class ")
+                 else line for line in fixed]
         return ("\n".join(fixed) + "\n").encode()
     data: bytes = drawn.pipe(format=fmt)
     return data

@@ -21,7 +21,7 @@ import typer
 from pydantic import ValidationError
 
 from nicplug.adapters.cli.app import app
-from nicplug.adapters.cli.run import _explain, usage_error
+from nicplug.adapters.cli.run import _explain, duration_arg, namespace_scope, usage_error
 
 if TYPE_CHECKING:
     from nicplug.adapters.tapes.replaying import Until
@@ -31,19 +31,22 @@ NOT_DECIDING = frozenset({
     # where and how the controller runs, not what it decides
     "kubeconfig", "journal", "metrics-addr", "lease-name", "lease-namespace", "identity",
     "lease-duration", "renew-deadline", "retry-period", "request-timeout", "synchronous",
-    "record-tape", "retention", "archive-dir", "log-level",
-    # what the watches ask the server for: a tape holds what was watched
-    "namespace",
+    "record-tape", "retention", "archive-dir", "log-level", "log-format", "query-addr",
+    "query-address",
     # the executor's cap on migrations in flight: a replay executes no effect
     "max-migrations",
 })
 """The options of `nicplug run` that `replay` does not take, and why."""
 
+_TIME = typer.Option(parser=duration_arg, metavar="DURATION")
+
 
 @app.command()
 def replay(
     tape: Annotated[Path, typer.Argument(help="The tape file ('-': standard input)")],
-    json_output: Annotated[bool, typer.Option("--json", help="Print DESIGN §7's JSON")] = False,
+    json_output: Annotated[bool, typer.Option(
+        "--json", help="Print the report as JSON: the operations, their paths and effects"
+    )] = False,
     journal: Annotated[
         Path | None, typer.Option(help="Keep the replay's journal in this SQLite file")
     ] = None,
@@ -70,20 +73,24 @@ def replay(
     migrations: Annotated[str, typer.Option(help="auto | opt-in | never | manual")] = "auto",
     migration_attempts: Annotated[int, typer.Option(
         help="At most this many migrations of one change fail, then Failed")] = 3,
+    namespace: Annotated[str | None, typer.Option(
+        "--namespace", "-n",
+        help="Replay only the VMs in this namespace, or these (comma-separated), as "
+             "`run --namespace` manages them (default: all)")] = None,
     namespaces: Annotated[str, typer.Option(
-        help="Replay only the VMs in these namespaces, comma-separated (default: all)")] = "",
+        hidden=True, help="Deprecated: --namespace takes several, comma-separated")] = "",
     vm_selector: Annotated[str, typer.Option(
         help="Replay only the VMs whose labels match this label selector (default: all)")] = "",
-    sdn_ready_timeout: Annotated[float, typer.Option()] = 120.0,
-    attach_timeout: Annotated[float, typer.Option()] = 120.0,
-    detach_timeout: Annotated[float, typer.Option()] = 120.0,
-    migration_timeout: Annotated[float, typer.Option()] = 600.0,
-    dynamic_networks_grace: Annotated[float, typer.Option()] = 15.0,
-    effect_reissue_after: Annotated[float, typer.Option()] = 30.0,
-    backoff_base: Annotated[float, typer.Option()] = 5.0,
-    backoff_max: Annotated[float, typer.Option()] = 300.0,
+    sdn_ready_timeout: Annotated[float, _TIME] = 120.0,
+    attach_timeout: Annotated[float, _TIME] = 120.0,
+    detach_timeout: Annotated[float, _TIME] = 120.0,
+    migration_timeout: Annotated[float, _TIME] = 600.0,
+    dynamic_networks_grace: Annotated[float, _TIME] = 15.0,
+    effect_reissue_after: Annotated[float, _TIME] = 30.0,
+    backoff_base: Annotated[float, _TIME] = 5.0,
+    backoff_max: Annotated[float, _TIME] = 300.0,
     cluster_network_namespace: Annotated[str, typer.Option()] = "default",
-) -> None:
+) -> None:  # the timeouts take durations as `nicplug run`'s do (30s, 5m, seconds)
     """Replay a tape on a virtual clock; no effect reaches any server."""
     from nicplug.adapters.cli.console import make_console
     from nicplug.adapters.cli.flavours import dialect_of
@@ -98,7 +105,7 @@ def replay(
         settings = Settings(
             dialect=dialect, kubevirt_api=kubevirt_api, gating=gating, migrations=migrations,
             migration_attempts=migration_attempts,
-            namespaces=tuple(n.strip() for n in namespaces.split(",") if n.strip()),
+            namespaces=namespace_scope(namespace, namespaces),
             vm_selector=vm_selector,
             sdn_ready_timeout=sdn_ready_timeout, attach_timeout=attach_timeout,
             detach_timeout=detach_timeout, migration_timeout=migration_timeout,

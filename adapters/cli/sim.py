@@ -22,7 +22,10 @@ if TYPE_CHECKING:
     from nicplug.simulator.fixtures import Fixtures
     from nicplug.simulator.knobs import Knobs
 
-sim_app = typer.Typer(name="sim", help="Run the simulated cluster.", no_args_is_help=True)
+sim_app = typer.Typer(
+    name="sim", no_args_is_help=True,
+    help="A simulated Kubernetes API server with KubeVirt and an SDN, to try nicplug and "
+         "kubectl against (`nicplug dst` is the deterministic simulation testing).")
 app.add_typer(sim_app, name="sim")
 
 _DELAY = {"min": 0.0, "show_default": True}
@@ -31,12 +34,16 @@ _DELAY = {"min": 0.0, "show_default": True}
 @sim_app.command()
 def serve(
     vms: Annotated[int, typer.Option(min=0, help="Running VMs to create.")] = 10,
-    dialect: Annotated[str, typer.Option(help="SDN dialect: deckhouse or multus.")] = "deckhouse",
+    flavour: Annotated[str | None, typer.Option(
+        help="Whose cluster: deckhouse, or kubevirt (upstream KubeVirt with multus), as "
+             "`nicplug run --flavour`  [default: deckhouse]")] = None,
+    dialect: Annotated[str | None, typer.Option(
+        hidden=True, help="Deprecated: deckhouse | multus (= --flavour kubevirt).")] = None,
     kubevirt_api: Annotated[str | None, typer.Option(
-        help="KubeVirt API served: upstream or deckhouse (default: the dialect's).")] = None,
+        help="KubeVirt API served: upstream or deckhouse (default: the flavour's).")] = None,
     dynamic_networks: Annotated[bool, typer.Option(
         "--dynamic-networks/--no-dynamic-networks",
-        help="Deploy the multus dynamic-networks controller (multus only).")] = False,
+        help="Deploy the multus dynamic-networks controller (kubevirt only).")] = False,
     rollout_strategy: Annotated[str, typer.Option(
         help="vmRolloutStrategy of the KubeVirt CR: LiveUpdate or Stage.")] = "LiveUpdate",
     namespaces: Annotated[int, typer.Option(min=1, help="Namespaces ns-1..ns-N for the VMs "
@@ -75,8 +82,11 @@ def serve(
     ] = "default",
 ) -> None:
     """Serve a simulated Kubernetes API with KubeVirt and SDN behaviour until Ctrl-C."""
+    from nicplug.adapters.cli.flavours import dialect_of
     from nicplug.simulator.fixtures import Fixtures
     from nicplug.simulator.knobs import Delays, Failures, Knobs
+
+    dialect = dialect_of(flavour, dialect)
 
     try:
         knobs = Knobs(

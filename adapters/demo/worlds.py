@@ -81,7 +81,7 @@ async def start_world(spec: WorldSpec, directory: Path, *, deadline: float = 30.
         metrics_port=free_port(),
     )
     sim = await _spawn(
-        ["sim", "serve", "--vms", str(spec.vms), "--dialect", spec.dialect,
+        ["sim", "serve", "--vms", str(spec.vms), "--flavour", spec.flavour,
          "--rollout-strategy", spec.rollout_strategy, "--kubeconfig", str(kubeconfig),
          *spec.sim_args],
         directory / f"{spec.name}-cluster.log",
@@ -91,6 +91,7 @@ async def start_world(spec: WorldSpec, directory: Path, *, deadline: float = 30.
     controller = await _spawn(
         ["run", "--kubeconfig", str(kubeconfig), "--journal", str(world.journal),
          "--flavour", spec.flavour, "--metrics-addr", f"127.0.0.1:{world.metrics_port}",
+         "--query-addr", "",
          "--identity", f"demo-{spec.name}", *spec.controller_args],
         directory / f"{spec.name}-controller.log",
     )

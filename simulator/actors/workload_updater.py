@@ -9,9 +9,9 @@ carries the annotation `kubevirt.io/workloadUpdateMigration`. It creates no more
 `parallelMigrationsPerCluster` (5 unless the CR says otherwise) less the migrations
 running cluster-wide, once per sync, and syncs at most every 5 s
 (`defaultThrottleInterval`, `Delays.workload_update`): here a VMI waits that long once
-it qualifies, then gets its
-migration if the cluster has room, else waits another 5 s. Never a second migration
-of a VMI. Launcher images never go out of date here, so hotplug is all it migrates for.
+it qualifies, then gets its migration if the cluster has room, else waits in line
+until a migration ends. Never a second migration of a VMI. Launcher images never go out
+of date here, so hotplug is all it migrates for.
 """
 
 from __future__ import annotations
@@ -48,6 +48,7 @@ class WorkloadUpdater:
     def __init__(self, kubevirt: KubeVirt) -> None:
         self.kv = kubevirt
         self._counted: tuple[float, int] | None = None  # (when, migrations running then)
+        self._waiting: dict[VMKey, None] = {}  # VMIs that qualify, in the order they did
 
     def _running(self) -> int:
         """The migrations running cluster-wide, counted at most every 0.1 s of the clock
@@ -73,6 +74,7 @@ class WorkloadUpdater:
         required = ob.condition(vmi, "MigrationRequired")
         migratable = ob.condition(vmi, "LiveMigratable")
         kubevirt = self._config()
+        cap = parallel(kubevirt)
         if (not live_migrate(kubevirt)
                 or ob.dig(vmi, "status", "phase") != "Running"
                 or self.kv._migrating(vmi)
@@ -81,15 +83,19 @@ class WorkloadUpdater:
                 or any(ob.dig(m, "status", "phase") not in FINISHED
                        for m in self.kv.members(VMIMS, key))):
             self.kv.forget(token)
+            self._waiting.pop(key, None)
+            self._admit(cap)  # (a migration of this VM may just have ended)
             return
         throttle = self.kv.knobs.delays.workload_update
         if not self.kv.due(token, throttle, key):
             return
-        self.kv.forget(token)
         running = self._running()
-        if running >= parallel(kubevirt):
-            self.kv.due(token, throttle, key)  # the next sync
+        if running >= cap:
+            self._waiting[key] = None  # woken when a migration ends (`_admit`)
+            self._admit(cap)
             return
+        self.kv.forget(token)
+        self._waiting.pop(key, None)
         self.kv.store.create(VMIMS, {
             "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstanceMigration",
             "metadata": {"generateName": GENERATE_NAME, "namespace": key[0],
@@ -97,3 +103,18 @@ class WorkloadUpdater:
             "spec": {"vmiName": key[1]},
         })
         self._counted = (self.kv.clock.now(), running + 1)  # it runs at once, or soon
+
+    def _admit(self, cap: int) -> None:
+        """Wake as many VMIs waiting for room as there is room: KubeVirt's one sync
+        loop takes the next ones when running migrations end."""
+        if not self._waiting:
+            return
+        room = cap - self._running()
+        now = self.kv.clock.now()
+        if room <= 0:  # look again a sync later, through the first in line
+            first = next(iter(self._waiting))
+            self.kv._wake(first, now + self.kv.knobs.delays.workload_update)
+            return
+        for key in list(self._waiting)[:room]:
+            del self._waiting[key]
+            self.kv._wake(key, now)

@@ -193,7 +193,8 @@ async def play_world(name: str, directory: Path, lease: tuple[str, str], *,
         assert cluster.kubeconfig_path is not None
         settings = Settings(
             kubeconfig=cluster.kubeconfig_path, journal=journal, dialect=plan.knobs.dialect,
-            metrics_addr="127.0.0.1:0", lease_name=lease_name, lease_namespace=lease_namespace,
+            metrics_addr="127.0.0.1:0", query_addr="",
+            lease_name=lease_name, lease_namespace=lease_namespace,
             identity=f"rbac-{name}", **plan.settings,
         )
         controller = Controller(settings)

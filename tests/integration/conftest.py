@@ -168,6 +168,7 @@ async def start_controller(tmp_path: Path) -> AsyncIterator[ControllerFactory]:
             "dialect": cluster.knobs.dialect,
             "cluster_network_namespace": cluster.knobs.cluster_network_nad_namespace,
             "metrics_addr": "127.0.0.1:0",
+            "query_addr": "127.0.0.1:0",
             "identity": f"itest-{len(running)}",
             "synchronous": "NORMAL",
             "request_timeout": 5.0,

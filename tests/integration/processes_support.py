@@ -155,7 +155,7 @@ async def start_controller(
         process = await asyncio.create_subprocess_exec(
             *wrapper, sys.executable, "-m", "nicplug.adapters.cli", "run",
             "--kubeconfig", str(config), "--journal", str(journal),
-            "--identity", identity, "--metrics-addr", f"127.0.0.1:{port}",
+            "--identity", identity, "--metrics-addr", f"127.0.0.1:{port}", "--query-addr", "",
             "--synchronous", "NORMAL", *FAST_LEASE, *extra,
             cwd=REPO, env=env, stdin=asyncio.subprocess.DEVNULL, stdout=out,
             stderr=asyncio.subprocess.STDOUT,

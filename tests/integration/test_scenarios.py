@@ -259,6 +259,14 @@ async def test_removing_main_requires_a_restart(knobs, start_cluster, start_cont
         await eventually(lambda: any(e.get("reason") == "UnplugRestartRequired"
                                      for e in cluster.events()), what="the restart Event")
         assert _condition_writes(cluster) == 0
+    # the Event's note reads as an operator would say it, not as the machine's states
+    await eventually(lambda: cluster.events(reason="UnplugRestartRequired") != [],
+                     what="the UnplugRestartRequired Event")
+    (told,) = cluster.events(reason="UnplugRestartRequired")
+    assert told["message"].startswith(
+        "Removing the Main network takes effect at the VM's next restart"), told["message"]
+    assert "→" not in told["message"] and "RestartRequired" not in told["message"]
+    assert told["reportingInstance"] == f"itest-{0}"  # the pod's name (NICPLUG_IDENTITY)
     assert_requests(cluster, VM, [USER_NET])
     assert_interface(cluster, VM, USER_NET, present=True)
     if knobs.dialect == "deckhouse":

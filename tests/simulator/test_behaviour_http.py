@@ -112,7 +112,7 @@ def sim_serve(kubeconfig: Path, *argv: str) -> Iterator[list[str]]:
 @pytest.mark.slow
 def test_sim_serve_prints_where_it_is_and_stops_on_ctrl_c(tmp_path: Path) -> None:
     kubeconfig = tmp_path / "kubeconfig"
-    with sim_serve(kubeconfig, "--vms", "3", "--dialect", "multus") as lines:
+    with sim_serve(kubeconfig, "--vms", "3", "--flavour", "kubevirt") as lines:
         assert lines[0].startswith(
             "simulated cluster (multus, upstream KubeVirt API, 3 VMs) at http://127.0.0.1:"
         ), lines

@@ -110,7 +110,7 @@ async def make_tape(directory: Path) -> bytes:
         before = await _capture(kubeconfig)
         controller = await _nicplug(
             "run", "--kubeconfig", str(kubeconfig), "--journal", str(directory / "j.db"),
-            "--metrics-addr", "127.0.0.1:0", log=directory / "controller.log")
+            "--metrics-addr", "127.0.0.1:0", "--query-addr", "", log=directory / "controller.log")
         processes.append(controller)
         await _attached(kubeconfig, 30.0)
         await _stop(controller)

@@ -160,7 +160,7 @@ def test_with_live_migrate_kubevirt_migrates_and_nicplug_follows(policy: str) ->
         assert "workloadUpdateMethods holds LiveMigrate" in str(said["message"])
         assert "not --migrations" in str(said["message"])
     else:
-        assert said["type"] == "Normal" and "nicplug follows it" in str(said["message"])
+        assert said["type"] == "Normal" and "follows KubeVirt's" in str(said["message"])
 
 
 def test_kubevirts_failed_migrations_count_against_the_cap() -> None:
