@@ -29,7 +29,7 @@ def test_replay_takes_every_option_of_run_that_changes_a_decision() -> None:
     run, replay = _options("run"), _options("replay")
     assert run - NOT_DECIDING <= replay, sorted(run - NOT_DECIDING - replay)
     assert run >= NOT_DECIDING  # every exception names an option `run` has
-    assert {"namespaces", "vm-selector", "migration-attempts"} <= replay
+    assert {"namespace", "vm-selector", "migration-attempts"} <= replay
 
 
 def _labelled(obj: dict[str, object], team: str) -> None:
@@ -68,10 +68,12 @@ def two_teams(tmp_path: Path) -> Path:
 
 @pytest.mark.parametrize(("scope", "vms"), [
     ([], {"default/vm-00000", "team-b/vm-00000"}),
-    (["--namespaces", "team-b"], {"team-b/vm-00000"}),
+    (["--namespace", "team-b"], {"team-b/vm-00000"}),
+    (["-n", "default,team-b"], {"default/vm-00000", "team-b/vm-00000"}),
+    (["--namespaces", "team-b"], {"team-b/vm-00000"}),  # the deprecated spelling
     (["--vm-selector", "team=a"], {"default/vm-00000"}),
-    (["--namespaces", "team-b", "--vm-selector", "team=b"], {"team-b/vm-00000"}),
-    (["--namespaces", "team-b", "--vm-selector", "team=a"], set()),
+    (["--namespace", "team-b", "--vm-selector", "team=b"], {"team-b/vm-00000"}),
+    (["--namespace", "team-b", "--vm-selector", "team=a"], set()),
 ])
 def test_replay_replays_only_the_vms_in_scope(
     tmp_path: Path, scope: list[str], vms: set[str]
