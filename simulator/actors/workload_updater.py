@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 from nicplug.simulator import objects as ob
 from nicplug.simulator.actors.reactor import VMKey
+from nicplug.simulator.errors import AlreadyExists
 from nicplug.simulator.networking import Json
 from nicplug.simulator.resources import KUBEVIRTS, VMIMS
 
@@ -96,12 +97,16 @@ class WorkloadUpdater:
             return
         self.kv.forget(token)
         self._waiting.pop(key, None)
-        self.kv.store.create(VMIMS, {
-            "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstanceMigration",
-            "metadata": {"generateName": GENERATE_NAME, "namespace": key[0],
-                         "annotations": {ANNOTATION: ""}},
-            "spec": {"vmiName": key[1]},
-        })
+        try:
+            self.kv.store.create(VMIMS, {
+                "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstanceMigration",
+                "metadata": {"generateName": GENERATE_NAME, "namespace": key[0],
+                             "annotations": {ANNOTATION: ""}},
+                "spec": {"vmiName": key[1]},
+            })
+        except AlreadyExists:  # the random suffix was taken: KubeVirt tries again next sync
+            self.kv.due(token, throttle, key)
+            return
         self._counted = (self.kv.clock.now(), running + 1)  # it runs at once, or soon
 
     def _admit(self, cap: int) -> None:
