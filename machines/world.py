@@ -185,7 +185,9 @@ class KVVMInterface:
 
     name: str
     absent: bool = False
-    binding: str = ""
+    binding: str = field(default="", compare=False)
+    """Not part of the value: an effect's precondition pins a template by its interfaces'
+    names and states only (`KVVMTemplate`), and a binding changes only with its name."""
 
     @property
     def hot_pluggable(self) -> bool:

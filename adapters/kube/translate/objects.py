@@ -92,30 +92,26 @@ class TemplateMeta(Model):
 # -- KubeVirt: VirtualMachine (KVVM), VirtualMachineInstance, migration, KubeVirt CR --
 
 
-class BindingRef(Model):
-    """`binding: {name}`: a network binding plugin (passt, ...)."""
-
-    name: Shared = ""
-
-
 class InterfaceModel(Model):
     """`domain.devices.interfaces[]`: its name, state and how it is bound (KubeVirt
-    hot-plugs only bridge and SR-IOV interfaces)."""
+    hot-plugs only bridge and SR-IOV interfaces). The binding is read leniently: a shape
+    nicplug does not know leaves it unsaid rather than the object unreadable."""
 
     name: Shared = Field(min_length=1)
     state: Shared = ""
     mac_address: str = ""
-    bridge: dict[str, Any] | None = None
-    sriov: dict[str, Any] | None = None
-    masquerade: dict[str, Any] | None = None
-    binding: BindingRef | None = None
+    bridge: Any = None
+    sriov: Any = None
+    masquerade: Any = None
+    binding: Any = None
 
     @property
     def bound_by(self) -> str:
         """`bridge`, `sriov`, `masquerade`, `plugin/<name>`; "" when it says none (KubeVirt
         defaults a secondary interface to a bridge)."""
-        if self.binding is not None and self.binding.name:
-            return f"plugin/{self.binding.name}"
+        plugin = self.binding.get("name") if isinstance(self.binding, dict) else None
+        if isinstance(plugin, str) and plugin:
+            return f"plugin/{plugin}"
         for method in ("bridge", "sriov", "masquerade"):
             if getattr(self, method) is not None:
                 return method

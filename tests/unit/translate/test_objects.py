@@ -388,3 +388,18 @@ def test_network_without_status_is_not_ready() -> None:
     body = copy.deepcopy(b.sdn_network("storage", cluster=True))
     del body["status"]
     assert not read(SDNNetworkObject, body, kind="ClusterNetwork").ready
+
+
+def test_a_kvvm_patch_read_from_bound_interfaces_still_pins_the_same_template() -> None:
+    """The binding is read, but a patch's precondition pins a template by its interfaces'
+    names and states: a round trip through the effect's payload still finds the same
+    template (reading bindings once made every KVVM patch fail its precondition)."""
+    from nicplug.machines.effects import KVVMTemplate
+    from nicplug.machines.facts import template_read
+
+    interfaces = b.bridges(b.USER_NET_IF)
+    interfaces[1] = {"name": b.USER_NET_IF, "binding": {"name": "bpfbridge"}}
+    record, _ = kvvm_record(b.kvvm(interfaces=interfaces))
+    read = template_read(record)
+    again = KVVMTemplate.from_payload(read.to_payload())
+    assert again.same_template(record.interfaces, record.networks, record.template_requests)
