@@ -711,3 +711,35 @@ async def test_a_nad_swap_is_its_own_change_through_kubevirts_migration(
     assert not [o for o in await ctl.journal.of(VM, "Network/user-net")
                 if o.direction == "unplug"]  # the interface stayed
     assert_healthy(cluster)
+
+
+async def test_a_vm_whose_migrations_always_fail_gets_the_cap_then_failed(
+    start_cluster, start_controller, user_of
+):
+    """KubeVirt fails every migration: nicplug creates at most `--migration-attempts`
+    of them, a backoff apart, then the plug is Failed (MigrationFailed) with KubeVirt's
+    words, a Warning Event says it, the metric counts it, and no migration follows."""
+    knobs = replace(NO_DNC, failures=Failures(migrations=True))
+    cluster = await start_cluster(knobs)
+    ctl = await start_controller(cluster, migration_attempts=2, backoff_base=0.2,
+                                 effect_reissue_after=0.5)
+    await user_of(cluster).add_network(VM, *USER_NET)
+    await eventually(lambda: _given_up(ctl), what="the plug given up", within=20.0)
+    (op, *_) = [o for o in await ctl.journal.of(VM, "Network/user-net") if o.state == "Failed"
+                and o.attempt == 2]
+    assert op.reason == "MigrationFailed"
+    said = (await ctl.journal.messages_of(op.stream))[-1]
+    assert "the migration failed (simulated)" in said and "nicplug gives up" in said
+    assert await ctl.metric("nicplug_migrations_given_up_total") == 1
+    assert await ctl.metric("nicplug_migrations_failed_total") == 2
+    await eventually(lambda: any("nicplug gives up" in str(e.get("message"))
+                                 and e.get("type") == "Warning" for e in cluster.events()),
+                     what="the Warning Event")
+    assert _migrations_created(cluster) == 2
+    assert "no retry" in await ctl.journal.explain(op.stream)  # nothing more will come
+    assert_healthy(cluster)
+
+
+async def _given_up(ctl) -> bool:
+    return any(o.state == "Failed" and o.attempt == 2
+               for o in await ctl.journal.of(VM, "Network/user-net"))
