@@ -743,3 +743,32 @@ async def test_a_vm_whose_migrations_always_fail_gets_the_cap_then_failed(
 async def _given_up(ctl) -> bool:
     return any(o.state == "Failed" and o.attempt == 2
                for o in await ctl.journal.of(VM, "Network/user-net"))
+
+
+async def test_kubevirts_grace_is_waited_out_and_explained(
+    start_cluster, start_controller, user_of
+):
+    """With a dynamic-networks controller KubeVirt raises MigrationRequired=False while
+    the pod lacks the link: nicplug waits, `explain` says until when KubeVirt gives the
+    controller, no Warning Event is written for it, and no migration is created."""
+    knobs = replace(DIALECTS["multus"], delays=replace(QUICK, sdn_configure=2.0))
+    cluster = await start_cluster(knobs)
+    ctl = await start_controller(cluster)
+    await user_of(cluster).add_network(VM, *USER_NET)
+    said: list[str] = []
+
+    async def graced() -> bool:
+        for op in await ctl.journal.of(VM, "Network/user-net"):
+            text = await ctl.journal.explain(op.stream)
+            if "KubeVirt gives the dynamic-networks controller until" in text:
+                said.append(text)
+                return True
+        return False
+
+    await eventually(graced, what="the grace in explain")
+    assert "MigrationRequired is False, AutoMigrationPending" in said[0]
+    op = await ctl.journal.wait_for(VM, "Network/user-net", "plug", {"Attached", "Failed"})
+    assert op.state == "Attached"
+    assert _migrations_created(cluster) == 0
+    assert not any("Waiting" in str(e.get("reason")) for e in cluster.events())
+    assert_healthy(cluster)
