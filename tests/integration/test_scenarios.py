@@ -772,3 +772,32 @@ async def test_kubevirts_grace_is_waited_out_and_explained(
     assert _migrations_created(cluster) == 0
     assert not any("Waiting" in str(e.get("reason")) for e in cluster.events())
     assert_healthy(cluster)
+
+
+async def test_a_nad_swap_on_a_vm_that_cannot_migrate_waits_for_its_restart(
+    start_cluster, start_controller, user_of
+):
+    """A VMI that is not live-migratable keeps the old NAD (KubeVirt copies the new one
+    only into a migratable VMI): the swap waits in RestartRequired, saying so, and the
+    user's restart brings the new NAD."""
+    knobs = DIALECTS["multus"]
+    cluster = await start_cluster(knobs, Fixtures(vms=1, pod_network_binding="bridge"))
+    ctl = await start_controller(cluster)
+    user = user_of(cluster)
+    await user.add_network(VM, *USER_NET)
+    await ctl.journal.wait_for(VM, "Network/user-net", "plug", {"Attached"})
+    kvvm = cluster.store.get(KVVMS, *split(VM))
+    networks = kvvm["spec"]["template"]["spec"]["networks"]
+    for network in networks:
+        if "multus" in network:
+            network["multus"]["networkName"] = "default/other-net"
+    await user.patch_kvvm(VM, {"spec": {"template": {"spec": {"networks": networks}}}})
+    op = await ctl.journal.wait_for(VM, "Network/other-net", "update", {"RestartRequired"})
+    assert "the VMI cannot migrate" in await ctl.journal.explain(op.stream)
+    await user.restart(VM)
+    op = await ctl.journal.wait_for(VM, "Network/other-net", "update", {"Attached", "Failed"},
+                                    within=20.0)
+    assert await ctl.journal.path_of(op.stream) == [
+        "Requested", "RestartRequired", "VMIPatched", "Attached"]
+    assert _migrations_created(cluster) == 0
+    assert_healthy(cluster)
