@@ -53,8 +53,9 @@ from nicplug.adapters.kube.events import EventRecorder
 from nicplug.adapters.kube.flavour import Flavour
 from nicplug.adapters.kube.resources import (
     MANAGED_BY_LABEL,
-    MANAGED_BY_NICPLUG,
+    OPERATION_ANNOTATION,
     VMOP_VMI_UID_ANNOTATION,
+    WORKLOAD_UPDATE_ANNOTATION,
     KindRef,
 )
 from nicplug.adapters.kube.translate import records
@@ -242,7 +243,7 @@ class KubeExecutor:
                 case RestartVM():
                     return await self._restart(decoded)
                 case CreateMigration():
-                    return await self._migrate(decoded)
+                    return await self._migrate(decoded, str(effect.stream))
                 case EmitEvent():
                     return await self._event(decoded)
         except kube_errors.KubeError as exc:
@@ -773,15 +774,17 @@ class KubeExecutor:
             return {"operation": name, "created": False}
         return {"operation": name, "created": True}
 
-    async def _migrate(self, e: CreateMigration) -> Result:
+    async def _migrate(self, e: CreateMigration, stream: str) -> Result:
         # one check-and-create at a time, so that the cap holds within this leader
         async with self._migrating:
-            listed = await self._calls.list_migrations(
-                self._kinds.vmims, label_selector=MANAGED_BY_NICPLUG)
+            # nicplug's own, and KubeVirt's workload-update migrations, which it follows
+            # in their stead where KubeVirt migrates by itself
+            listed = await self._calls.list_migrations(self._kinds.vmims, label_selector="")
             running = [
                 m for m in listed
                 if ((m.get("status") or {}).get("phase") not in ("Succeeded", "Failed"))
                 and (m.get("metadata") or {}).get("name") != e.migration
+                and _counted(m)
             ]
             if len(running) >= self._max_migrations:
                 # not an error: the decider journals it on the operation (`MigrationHeld`),
@@ -795,6 +798,7 @@ class KubeExecutor:
                 await self._calls.create_migration(
                     self._kinds.vmims, e.namespace, e.migration, e.vmi,
                     labels={MANAGED_BY_LABEL: "nicplug"},
+                    annotations={OPERATION_ANNOTATION: stream},
                 )
             except kube_errors.AlreadyExists:
                 return {"created": False}
@@ -861,3 +865,12 @@ def _annotation_ops(
     else:
         ops.append({"op": "add", "path": path, "value": value})
     return ops
+
+
+def _counted(migration: Mapping[str, Any]) -> bool:
+    """Does `--max-migrations` count this migration: nicplug's, or one KubeVirt's
+    workload updater created (`kubevirt.io/workloadUpdateMigration`)?"""
+    meta = migration.get("metadata") or {}
+    labels, annotations = meta.get("labels") or {}, meta.get("annotations") or {}
+    return bool(labels.get(MANAGED_BY_LABEL) == "nicplug"
+                or WORKLOAD_UPDATE_ANNOTATION in annotations)

@@ -156,6 +156,17 @@ class Metrics:
             "is Stage",
             registry=r,
         )
+        self.migrations_failed = Counter(
+            "nicplug_migrations_failed",
+            "Migrations of a tracked network change that failed (nicplug's or KubeVirt's)",
+            registry=r,
+        )
+        self.migrations_given_up = Counter(
+            "nicplug_migrations_given_up",
+            "Network changes whose migrations failed --migration-attempts times: Failed, "
+            "not retried",
+            registry=r,
+        )
         self.snapshot_rebuilds = Counter(
             "nicplug_snapshot_rebuilds_total",
             "VMs whose stored snapshots could not be trusted and were folded from events",

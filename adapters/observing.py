@@ -137,6 +137,9 @@ class Observing:
             return True
         namespace = vm_key.partition("/")[0]
         vm = self.index.vm_body(vm_key)
+        if vm is None and self.dialect.kubevirt_owns_requests:
+            # the kubevirt flavour: the user's VM is KubeVirt's own (its labels decide)
+            vm = self.index.get(self.index.flavour.kvvms, vm_key)
         if vm is None:
             return not self.scope.namespaces or namespace in self.scope.namespaces
         meta = vm.get("metadata")

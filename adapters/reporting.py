@@ -110,6 +110,13 @@ class MetricsListener(RuntimeListener):
                         "vm=%s op=%s %s -> %s reason=%s", event.key, event.stream, source,
                         target, p.get("reason") or "-", extra=_fields(
                             event, network=opened[1] if opened else None, state=target))
+            if p.get("reason") == "MigrationFailed" and "migrations_failed" in p:
+                self._metrics.migrations_failed.inc()
+                if p.get("retry_at") is None:
+                    self._metrics.migrations_given_up.inc()
+                    log.warning("vm=%s op=%s gave up after %s failed migrations: %s",
+                                event.key, event.stream, p["migrations_failed"],
+                                p.get("message") or "-")
 
     def _network_of(self, stream: str) -> str | None:
         opened = self._opened.get(stream)

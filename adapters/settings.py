@@ -49,6 +49,7 @@ class Settings(BaseModel):
     gating: Gating = "rollout-strategy"
     migrations: Migrations = "auto"
     max_migrations: int = Field(default=5, ge=1, le=1000)
+    migration_attempts: int = Field(default=3, ge=1, le=100)
     namespace: str | None = None
     namespaces: tuple[str, ...] = ()  # the scope: manage VMs only in these (empty: all)
     vm_selector: str = ""  # the scope: manage only VMs whose labels match
@@ -187,6 +188,7 @@ class Settings(BaseModel):
             mode=mode or self.fixed_mode() or "drive",
             gating=self.gating,
             migrations=self.migrations,
+            migration_attempts=self.migration_attempts,
             dialect_kind=self.dialect,
             timeouts=timeouts,
             cluster_network_nad_namespace=self.cluster_network_namespace,

@@ -13,9 +13,11 @@ from dataclasses import dataclass
 
 from nicplug.machines.comparator import Comparison, Direction
 from nicplug.machines.facts import Facts
+from nicplug.machines.guards import SWAP
 from nicplug.machines.operation import Operation, VMState
 from nicplug.machines.policy import MachineConfig
 from nicplug.machines.targets import template_identities
+from nicplug.machines.world import nad_identity
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +75,12 @@ def changes_needing_operations(
         if adopt is not None and (adopt.identity, "plug") not in found:
             found[(adopt.identity, "plug")] = Candidate(
                 adopt.identity, "plug", adopt.if_name, "", "restart adopted")
+    swapped = nad_swaps(facts, config) if running and world.vm is not None and (
+        world.vm.in_template) else {}
+    for identity, (if_name, old) in swapped.items():
+        slot = (identity, "update")
+        found.setdefault(slot, Candidate(identity, "update", if_name, f"{SWAP}{old}",
+                                         f"{old} → {identity}"))
     names: dict[str, str] = {}
     if world.kvvm is not None:
         names.update({r.identity: r.if_name for r in world.kvvm.template_requests})
@@ -82,9 +90,12 @@ def changes_needing_operations(
     if world.kvvm is not None and world.vm is not None and world.vm.in_template:
         names.update(template_identities(facts, world.vm.namespace, config))
     desired = facts.desired_identities
+    swapped_out = {(old, if_name) for if_name, old in swapped.values()}
     for identity, if_name in sorted(names.items()):
         if identity in desired or identity == "Main" or (identity, "unplug") in found:
             continue
+        if (identity, if_name) in swapped_out:
+            continue  # the interface stays: only its NAD changes (the swap's update)
         if (
             if_name in facts.kvvm_anywhere
             or if_name in facts.vmi_anywhere
@@ -121,3 +132,29 @@ def goal_shown(op: Operation, facts: Facts) -> bool:
         and name not in facts.vmi_anywhere
         and op.network not in facts.lingering
     )
+
+
+def nad_swaps(facts: Facts, config: MachineConfig) -> dict[str, tuple[str, str]]:
+    """The interfaces of the running upstream KubeVirt VM whose NAD the user changed
+    (`networkName`, `LiveUpdateNADRef`): new identity → (interface, old identity). The
+    old one is what the VMI's spec still names (KubeVirt did not copy the change: a VMI
+    that cannot migrate), else what the pod the VM runs in asks for (KubeVirt copied it
+    and the pod has yet to be replaced by a migration)."""
+    world = facts.world
+    vm, vmi = world.vm, world.vmi
+    if vm is None or vmi is None or facts.comparison is None:
+        return {}
+    nad_ns = config.cluster_network_nad_namespace
+    running = {n.name: n.multus_network for n in vmi.networks if n.multus_network}
+    asked = {r.if_name: r.identity for pod in facts.pods for r in pod.requested}
+    found: dict[str, tuple[str, str]] = {}
+    for spec in facts.comparison.desired:
+        if spec.type == "Main" or spec.if_name not in facts.vmi_present:
+            continue
+        in_vmi = running.get(spec.if_name)
+        old = nad_identity(in_vmi, vm.namespace, nad_ns, spec.if_name) if in_vmi else None
+        if old is None or old == spec.identity:
+            old = asked.get(spec.if_name)
+        if old is not None and old != spec.identity:
+            found[spec.identity] = (spec.if_name, old)
+    return found

@@ -52,7 +52,16 @@ from nicplug.machines.comparator import Comparison, Direction
 from nicplug.machines.effects import AnyEffect, CreateMigration, EmitEvent
 from nicplug.machines.facts import Facts, facts_of, same_for_decisions, sdn_messages
 from nicplug.machines.graph import TERMINAL, Move, moves_of
-from nicplug.machines.guards import GUARDS, Context, budget, budget_when, restart_only
+from nicplug.machines.guards import (
+    GUARDS,
+    SWAP,
+    Context,
+    budget,
+    budget_when,
+    is_swap,
+    not_hot_pluggable,
+    restart_only,
+)
 from nicplug.machines.operation import (
     AWAITING_MAC,
     EFFECTS_ISSUED,
@@ -72,12 +81,18 @@ from nicplug.machines.operation import (
 )
 from nicplug.machines.policy import MachineConfig
 from nicplug.machines.targets import (
+    GRACE_WAIT,
     MIGRATION_ADVICE,
     ROLLOUT_ADVICE,
+    WORKLOAD_UPDATER,
     conditions,
+    grace_wait,
+    kubevirt_migrates,
+    kubevirt_overrides,
     kvvm_patch,
     migration_blocked,
     migration_slot_wait,
+    own_failed_migration,
     pod_patches,
     restarts_and_migrations,
 )
@@ -88,6 +103,11 @@ DEADLINE, GRACE, REISSUE, RETRY = "deadline", "grace", "reissue", "retry"
 APPLIED_LIVE = frozenset({"sync_vmi", "patch_vm", "mark_absent"})
 """The moves by which a running VMI took a NIC change (not at a boot)."""
 KEEP_ISSUED = 6
+NOT_HOT_PLUGGED = "KubeVirt hot-plugs only bridge and SR-IOV interfaces"
+NEXT_BOOT = (
+    "it is applied at the VM's next restart (a migration does not bring it: the target "
+    "runs the VMI's spec, which KubeVirt never gave it)"
+)
 OUTCOMES = TERMINAL | {"RestartRequired", "MigrationRequired"}
 """States an operation's Event is emitted in: where it ended, or waits for someone (a
 restart, a migration). The steps between are in the journal (`explain`), not Events;
@@ -291,6 +311,8 @@ class HotplugDecider:
                 payload["reason"] = move.trigger
             if move.dest == "Failed" and move.trigger != "InvalidSpec":
                 payload["retry_at"] = now + self.config.timeouts.backoff(op.attempt)
+            if move.trigger == "MigrationFailed":
+                self._count_failed_migration(op, payload)
             if move.dest == "Migrating":
                 running = facts.running_migration()
                 payload["migration"] = running.name if running else None
@@ -307,7 +329,30 @@ class HotplugDecider:
                 op = session.append(op.stream, ROLLOUT_BYPASSED, bypass)
         raise RuntimeError(f"{op.stream}: the walk does not settle")  # a graph with a cycle
 
+    def _count_failed_migration(self, op: Operation, payload: dict[str, Any]) -> None:
+        """A migration of the change failed: counted, and at the cap the operation is
+        not retried (`migration_attempts`), so no migration follows it."""
+        failed = op.migrations_failed + 1
+        cap = self.config.migration_attempts
+        payload["migrations_failed"] = failed
+        if failed >= cap:
+            payload["retry_at"] = None
+            payload["message"] = (
+                f"{payload['message']}; {failed} of at most {cap} migrations failed, nicplug "
+                f"gives up (--migration-attempts)"
+            )
+
     def _message(self, move: Move, c: Context) -> str:
+        said = self._said(move, c)
+        if not is_swap(c.op) or move.dest in ("Failed", "Cancelled"):
+            return said
+        swapped = f"NAD swap of {c.op.if_name}: {c.op.target.removeprefix(SWAP)} → {c.op.network}"
+        if move.dest == "RestartRequired":
+            said = ("the VMI cannot migrate, so KubeVirt applies it at the next restart "
+                    "(RestartRequired)")
+        return f"{swapped}; {said}" if said else swapped
+
+    def _said(self, move: Move, c: Context) -> str:
         op, facts = c.op, c.facts
         if move.dest == "RestartRequired":
             change = next(
@@ -319,10 +364,16 @@ class HotplugDecider:
                 None,
             )
             why = change.why if change else op.direction
+            binding = not_hot_pluggable(op, facts)
+            if binding is not None:
+                return f"{NOT_HOT_PLUGGED}: {op.if_name} is bound by {binding}; {NEXT_BOOT}"
             if not restart_only(op):
                 why += f", vmRolloutStrategy is {facts.world.cluster.rollout_strategy}"
             return why
         if move.dest == "MigrationRequired":
+            if kubevirt_migrates(facts):
+                return kubevirt_overrides(facts, self.config) or (
+                    f"{WORKLOAD_UPDATER}: nicplug creates no migration and follows KubeVirt's")
             blocked = migration_blocked(facts, self.config)
             return f"nicplug will not migrate the VM: {blocked}" if blocked else ""
         if move.trigger == "SDNError":
@@ -340,7 +391,11 @@ class HotplugDecider:
         ):
             return c.trigger.error or f"{c.trigger.type} was rejected"
         if move.trigger == "MigrationFailed":
-            return f"migration {op.migration} failed"
+            failed = own_failed_migration(facts, op) if op.state == "MigrationRequired" else (
+                facts.migration(op.migration))
+            name = failed.name if failed is not None else op.migration
+            said = f": {failed.failure}" if failed is not None and failed.failure else ""
+            return f"migration {name} failed{said}"
         if move.trigger == "InvalidSpec" and facts.comparison is not None:
             return facts.comparison.invalid or ""
         if move.trigger == "Reverted":
@@ -352,6 +407,8 @@ class HotplugDecider:
         if latest is not None:
             if not latest.terminal:
                 return None
+            if self._gave_up(session, latest) and not c.goal_shown:
+                return None
             if (
                 latest.state == "Failed"
                 and latest.retry_at is not None
@@ -362,6 +419,16 @@ class HotplugDecider:
         return self._append_opened(
             session, c.network, c.direction, c.if_name, c.target, latest, now
         )
+
+    def _gave_up(self, session: _Session, latest: Operation) -> bool:
+        """Did the change's migrations fail as often as nicplug allows? Then it is not
+        tried again, until the user changes their mind (the opposite operation opened
+        since) or the world shows it done (a restart applied it)."""
+        if latest.state != "Failed" or latest.migrations_failed < self.config.migration_attempts:
+            return False
+        opposite = "unplug" if latest.direction == "plug" else "plug"
+        other = session.state.ops.get((latest.network, opposite))
+        return other is None or other.opened_at <= latest.entered_at
 
     def _open_invalid(self, session: _Session, comparison: Comparison, now: float) -> None:
         network = comparison.invalid_network
@@ -399,6 +466,8 @@ class HotplugDecider:
             payload["flavour"] = self.config.flavour
         if self.config.observes:
             payload["mode"] = "observe"
+        if latest is not None and latest.state == "Failed" and latest.migrations_failed:
+            payload["migrations_failed"] = latest.migrations_failed  # the change's, so far
         return session.append(stream, OPENED, payload)
 
     # -- effects and timers ---------------------------------------------------------------
@@ -464,8 +533,12 @@ class HotplugDecider:
         vm = facts.world.vm
         assert vm is not None
         state = ops[0].state
+        overridden = (
+            kubevirt_overrides(facts, self.config) if state == "MigrationRequired" else None)
         kind: Literal["Normal", "Warning"] = (
-            "Warning" if state in ("Failed", "MigrationRequired") else "Normal"
+            "Warning" if state == "Failed" or overridden or any(
+                o.message.startswith(NOT_HOT_PLUGGED) for o in ops) or (
+                state == "MigrationRequired" and not kubevirt_migrates(facts)) else "Normal"
         )
         parts = []
         for op in ops:
@@ -475,9 +548,16 @@ class HotplugDecider:
             parts.append(part + (f" ({op.reason})" if op.reason else ""))
         message = "; ".join(parts)
         blocked = migration_blocked(facts, self.config) if state == "MigrationRequired" else None
-        if blocked and not any(blocked in op.message for op in ops if op.message):
-            message += f"; nicplug will not migrate the VM: {blocked}"
-        if blocked:
+        said = [op.message for op in ops if op.message]
+        if overridden:
+            if not any(overridden in m for m in said):
+                message += f"; {overridden}"
+        elif state == "MigrationRequired" and kubevirt_migrates(facts):
+            if not any(WORKLOAD_UPDATER in m for m in said):
+                message += f"; {WORKLOAD_UPDATER}: nicplug follows it"
+        elif blocked:
+            if not any(blocked in m for m in said):
+                message += f"; nicplug will not migrate the VM: {blocked}"
             message += f". {MIGRATION_ADVICE}"
         message += f". Every step: nicplug explain {vm.namespace}/{vm.name}"
         first = ops[0]
@@ -616,7 +696,11 @@ SDN_WAITS = frozenset({"Requested", "AnnotationPatched"})
 
 
 def _not_yet(op: Operation, facts: Facts) -> str:
-    """What the SDN says of a plug still waiting for it ("" when it says nothing)."""
+    """What the SDN says of a plug still waiting for it ("" when it says nothing), or
+    that KubeVirt still gives the dynamic-networks controller its grace."""
+    grace = grace_wait(facts, op)
+    if grace:
+        return grace
     if op.direction != "plug" or op.state not in SDN_WAITS:
         return ""
     return sdn_messages(facts, op.network)
@@ -650,7 +734,7 @@ def _waits_for(type_: str, op: Operation) -> tuple[str, str] | None:
     the direction) and its words; None for any other event."""
     if type_ == MIGRATION_HELD and op.held is not None:
         return "WaitingForMigrationSlot", migration_slot_wait(op.held)
-    if type_ == WAITING and op.waiting:
+    if type_ == WAITING and op.waiting and not op.waiting.startswith(GRACE_WAIT):
         return "WaitingForSDN", f"not yet, the SDN says: {op.waiting}"
     return None
 

@@ -24,6 +24,7 @@ from nicplug.machines.effects import KVVMTemplate
 from nicplug.machines.world import (
     KVVM,
     VMI,
+    Condition,
     DesiredVM,
     LauncherPod,
     Migration,
@@ -112,6 +113,22 @@ def applied(vmi: VMI) -> KVVM:
     return _vmi_facts(vmi).applied
 
 
+def migration_asked(vmi: VMI) -> bool:
+    """KubeVirt asks for a migration: `MigrationRequired` is `True`. While it is `False`
+    (`AutoMigrationPending`) KubeVirt gives the dynamic-networks controller its grace
+    to plug the interface in place (`pkg/network/migration/evaluator.go`): no migration
+    is asked for yet, and with a dynamic-networks controller none will be."""
+    cond = vmi.condition("MigrationRequired")
+    return cond is not None and cond.status == "True"
+
+
+def migration_grace(vmi: VMI | None) -> Condition | None:
+    """The `MigrationRequired=False` / `AutoMigrationPending` condition, while KubeVirt
+    gives the dynamic-networks controller its grace; None otherwise."""
+    cond = vmi.condition("MigrationRequired") if vmi is not None else None
+    return cond if cond is not None and cond.status == "False" else None
+
+
 def _vmi_facts(vmi: VMI) -> _VMIFacts:
     derived: _VMIFacts | None = vmi.derived
     if derived is None:
@@ -119,7 +136,7 @@ def _vmi_facts(vmi: VMI) -> _VMIFacts:
             frozenset(i.name for i in vmi.interfaces if not i.absent),
             frozenset([i.name for i in vmi.interfaces] + [n.name for n in vmi.networks]),
             frozenset(s.name for s in vmi.status_interfaces if s.attached),
-            vmi.condition("MigrationRequired") is not None,
+            migration_asked(vmi),
             KVVM(vmi.resource_version, True, vmi.interfaces, vmi.networks),
         )
         object.__setattr__(vmi, "derived", derived)

@@ -155,6 +155,7 @@ PLUG = MachineGraph(
         ("AttachTimeout", ("SDNReady", "VMIPatched"), "Failed", "deadline_passed"),
         ("MigrationFailed", "Migrating", "Failed", "migration_failed"),
         ("MigrationFailed", "MigrationRequired", "Failed", "migration_rejected"),
+        ("MigrationFailed", "MigrationRequired", "Failed", "own_migration_failed"),
         ("MigrationTimeout", ("Migrating", "MigrationRequired"), "Failed", "deadline_passed"),
         ("PatchRejected", PLUG_LIVE, "Failed", "effect_rejected"),
     ),
@@ -194,6 +195,7 @@ UNPLUG = MachineGraph(
         ("DetachTimeout", UNPLUG_LIVE[:5], "Failed", "deadline_passed"),
         ("MigrationFailed", "Migrating", "Failed", "migration_failed"),
         ("MigrationFailed", "MigrationRequired", "Failed", "migration_rejected"),
+        ("MigrationFailed", "MigrationRequired", "Failed", "own_migration_failed"),
         ("MigrationTimeout", ("Migrating", "MigrationRequired"), "Failed", "deadline_passed"),
         ("PatchRejected", UNPLUG_LIVE, "Failed", "effect_rejected"),
     ),
@@ -267,7 +269,8 @@ PLUG_KUBEVIRT = MachineGraph(
         ("AttachTimeout", ("VMIPatched", "SDNReady"), "Failed", "deadline_passed"),
         ("MigrationFailed", "Migrating", "Failed", "migration_failed"),
         ("MigrationFailed", "MigrationRequired", "Failed", "migration_rejected"),
-        ("MigrationTimeout", "Migrating", "Failed", "deadline_passed"),
+        ("MigrationFailed", "MigrationRequired", "Failed", "own_migration_failed"),
+        ("MigrationTimeout", ("Migrating", "MigrationRequired"), "Failed", "deadline_passed"),
     ),
 )  # fmt: skip
 
@@ -297,18 +300,43 @@ UNPLUG_KUBEVIRT = MachineGraph(
         ("DetachTimeout", UNPLUG_LIVE[:5], "Failed", "deadline_passed"),
         ("MigrationFailed", "Migrating", "Failed", "migration_failed"),
         ("MigrationFailed", "MigrationRequired", "Failed", "migration_rejected"),
-        ("MigrationTimeout", "Migrating", "Failed", "deadline_passed"),
+        ("MigrationFailed", "MigrationRequired", "Failed", "own_migration_failed"),
+        ("MigrationTimeout", ("Migrating", "MigrationRequired"), "Failed", "deadline_passed"),
     ),
 )  # fmt: skip
 
+UPDATE_KUBEVIRT_LIVE: tuple[str, ...] = ("Requested", "RestartRequired", "VMIPatched")
+UPDATE_KUBEVIRT_LIVE += ("MigrationRequired", "Migrating")
+
 UPDATE_KUBEVIRT = MachineGraph(
     name="update",
-    states=("Requested", "Failed"),
+    states=("Requested", "RestartRequired", "VMIPatched", "MigrationRequired", "Migrating",
+            "Attached", "Failed", "Cancelled"),
     initial="Requested",
     # KubeVirt's networks have no ids and the comparator ignores their order there, so an
-    # update is only ever a template nicplug cannot read as a list (the same NAD twice)
-    edges=_edges(("InvalidSpec", "Requested", "Failed", "spec_invalid")),
-)
+    # update is a template nicplug cannot read as a list (the same NAD twice), or a NAD
+    # swap: an interface's `networkName` changed (`LiveUpdateNADRef`). KubeVirt copies the
+    # new name into a migratable VMI and asks for a migration at once (the pod still
+    # runs the old NAD); a VMI that cannot migrate gets it at its next boot
+    # (`RestartRequired` on the VM)
+    edges=_edges(
+        ("InvalidSpec", "Requested", "Failed", "spec_invalid"),
+        ("VMDeleted", UPDATE_KUBEVIRT_LIVE, "Cancelled", "vm_deleted"),
+        ("Reverted", UPDATE_KUBEVIRT_LIVE, "Cancelled", "change_reverted"),
+        ("defer", "Requested", "RestartRequired", "restart_needed"),
+        ("sync_vmi", "Requested", "VMIPatched", "vmi_names_new_nad"),
+        ("write_for_boot", "RestartRequired", "VMIPatched", "vmi_names_new_nad"),
+        ("attach", ("VMIPatched", "MigrationRequired"), "Attached", "pod_on_new_nad"),
+        ("need_migration", "VMIPatched", "MigrationRequired", "vmi_requires_migration"),
+        ("migrate", "MigrationRequired", "Migrating", "migration_running"),
+        ("migrated", "Migrating", "Attached", ("migration_succeeded", "pod_on_new_nad")),
+        ("AttachTimeout", "VMIPatched", "Failed", "deadline_passed"),
+        ("MigrationFailed", "Migrating", "Failed", "migration_failed"),
+        ("MigrationFailed", "MigrationRequired", "Failed", "migration_rejected"),
+        ("MigrationFailed", "MigrationRequired", "Failed", "own_migration_failed"),
+        ("MigrationTimeout", ("Migrating", "MigrationRequired"), "Failed", "deadline_passed"),
+    ),
+)  # fmt: skip
 
 # -- the deckhouse flavour observed (the platform hot-plugs: Deckhouse since #2187) --------
 #

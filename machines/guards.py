@@ -15,7 +15,8 @@ from nicplug.engine.model import EffectOutcome, Trigger
 from nicplug.machines.facts import Facts
 from nicplug.machines.operation import Operation
 from nicplug.machines.policy import MachineConfig, hotplug_in_place
-from nicplug.machines.targets import migration_blocked
+from nicplug.machines.targets import kubevirt_migrates, migration_blocked, own_failed_migration
+from nicplug.machines.world import nad_identity
 
 REJECTABLE = frozenset({"PatchPodNetworks", "PatchVirtualMachine", "RestartVM"})
 
@@ -56,6 +57,8 @@ def budget_when(op: Operation, live: bool, config: MachineConfig) -> float | Non
             return t.sdn_ready_timeout
         if op.state in ("SDNReady", "VMIPatched"):
             return t.attach_timeout
+    if op.direction == "update" and op.flavour == "kubevirt" and op.state == "VMIPatched":
+        return t.attach_timeout  # a NAD swap KubeVirt took, waiting for its new pod
     if op.direction == "unplug" and op.state in (
         "Requested",
         "VMIPatched",
@@ -90,6 +93,9 @@ def change_reverted(c: Context) -> bool:
         return c.op.network not in c.facts.desired_identities
     if c.op.direction == "unplug":
         return c.op.network in c.facts.desired_identities
+    if is_swap(c.op):  # the interface no longer asks for the new NAD
+        wanted = comparison.desired_entry(c.op.network)
+        return wanted is None or wanted.if_name != c.op.if_name
     return comparison.signature(c.op.network) != c.op.target
 
 
@@ -129,7 +135,56 @@ def id_only(c: Context) -> bool:
 def restart_needed(c: Context) -> bool:
     if id_only(c):
         return False
-    return c.facts.live and (restart_only(c.op) or not _in_place(c))
+    if is_swap(c.op):
+        # KubeVirt migrates a NAD swap into a migratable VMI; one that cannot migrate
+        # gets `RestartRequired` (8737323d0e, `vmliveupdate/restart.go`)
+        vmi = c.facts.world.vmi
+        return c.facts.live and vmi is not None and not vmi.live_migratable
+    return c.facts.live and (
+        restart_only(c.op) or not _in_place(c) or not_hot_pluggable(c.op, c.facts) is not None)
+
+
+SWAP = "swap:"
+"""The `target` of an update that swaps an interface's NAD: `swap:<old identity>`."""
+
+
+def is_swap(op: Operation) -> bool:
+    return op.target.startswith(SWAP)
+
+
+def vmi_names_new_nad(c: Context) -> bool:
+    """The running VMI's spec gives the interface the new NAD (KubeVirt copied it from
+    the template: a migratable VMI at once, any VMI at its boot)."""
+    vmi = c.facts.world.vmi
+    vm = c.facts.world.vm
+    if vmi is None or vm is None or not c.facts.live:
+        return False
+    network = next((n for n in vmi.networks if n.name == c.op.if_name), None)
+    if network is None or network.multus_network is None:
+        return False
+    found = nad_identity(network.multus_network, vm.namespace,
+                         c.config.cluster_network_nad_namespace, c.op.if_name)
+    return found == c.op.network
+
+
+def pod_on_new_nad(c: Context) -> bool:
+    """Every pod the VM runs in asks for the interface on the new NAD and multus reports
+    it ready there (a migration's target pod, or the pod of a new boot)."""
+    return c.facts.live and c.op.if_name in c.facts.attached and c.facts.sdn_ready(c.op.network)
+
+
+def not_hot_pluggable(op: Operation, facts: Facts) -> str | None:
+    """A plug of an upstream KubeVirt VM's interface that KubeVirt will not hot-plug:
+    bound otherwise than as a bridge or SR-IOV (a binding plugin such as passt). Only a
+    restart applies it (a migration does not: the target runs the VMI's spec, which
+    KubeVirt never gave it). Its binding, or None."""
+    vm, kvvm = facts.world.vm, facts.world.kvvm
+    if op.direction != "plug" or vm is None or not vm.in_template or kvvm is None:
+        return None
+    if op.if_name in facts.vmi_anywhere:
+        return None  # the running VMI has it (it booted with it)
+    iface = next((i for i in kvvm.interfaces if i.name == op.if_name), None)
+    return iface.binding if iface is not None and not iface.hot_pluggable else None
 
 
 def hotplug_allowed(c: Context) -> bool:
@@ -244,6 +299,12 @@ def migration_failed(c: Context) -> bool:
     return found is not None and found.phase == "Failed"
 
 
+def own_migration_failed(c: Context) -> bool:
+    """The migration nicplug created for this attempt failed before it was seen to run
+    (it would otherwise be created again under the next name at every observation)."""
+    return own_failed_migration(c.facts, c.op) is not None
+
+
 def migration_rejected(c: Context) -> bool:
     return _rejected(c, frozenset({"CreateMigration"}))
 
@@ -256,8 +317,10 @@ def deadline_passed(c: Context) -> bool:
     limit = budget(c.op, c.facts, c.config)
     if limit is None or c.now < c.op.deadline_base + limit:
         return False
-    # a migration nicplug may not drive is waited for, with a condition saying why
-    return c.op.state != "MigrationRequired" or not migration_blocked(c.facts, c.config)
+    # a migration nicplug may not drive is waited for, with a condition saying why,
+    # unless KubeVirt's own workload updater is to migrate it
+    return (c.op.state != "MigrationRequired" or not migration_blocked(c.facts, c.config)
+            or kubevirt_migrates(c.facts))
 
 
 def effect_rejected(c: Context) -> bool:
@@ -292,7 +355,10 @@ GUARDS: Mapping[str, Callable[[Context], bool]] = {
         migration_running,
         migration_succeeded,
         migration_failed,
+        own_migration_failed,
         migration_rejected,
+        vmi_names_new_nad,
+        pod_on_new_nad,
         sdn_reports_error,
         deadline_passed,
         effect_rejected,

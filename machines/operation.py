@@ -120,6 +120,10 @@ class Operation(NamedTuple):
     mode: str = "drive"
     """`observe` when the platform wrote this operation's steps and nicplug only followed
     them (`policy.Mode`); recorded when it opens, so `status` and `history` say it."""
+    migrations_failed: int = 0
+    """Migrations of this change that failed, over its attempts so far: carried from the
+    failed attempt before (`Opened`), counted by the `Transitioned` to `Failed` that a
+    failed migration ends (`MachineConfig.migration_attempts` caps it)."""
 
     @property
     def terminal(self) -> bool:
@@ -163,6 +167,8 @@ class Operation(NamedTuple):
             snapshot["held"] = list(self.held)
         if self.mode != "drive":
             snapshot["mode"] = self.mode
+        if self.migrations_failed:
+            snapshot["migrations_failed"] = self.migrations_failed
         return snapshot
 
     @classmethod
@@ -197,6 +203,8 @@ class Operation(NamedTuple):
             waiting=str(s.get("waiting", "")),  # optional: absent means nothing said
             held=_held(s.get("held")),  # optional: absent means not held
             mode=_intern(str(s.get("mode", "drive"))),  # optional: absent means drive
+            # optional: absent means no migration of the change failed
+            migrations_failed=int(s.get("migrations_failed", 0)),
         )
 
 
@@ -226,18 +234,19 @@ def fold_view(key: Key, stream: StreamId, events: Sequence[Step]) -> StreamView 
     paused_at: float | None = None
     credit, direction, if_name, waiting = 0.0, "plug", "", ""
     held: tuple[int, int] | None = None
+    failed = 0
     for _, _, _, _, type_, _, p in events:
         if type_ == OPENED:
             if op is not None:
                 op = _folded(op, if_name, state, reason, message, history, entered_at,
                              issued, issued_at, waived, migration, retry_at, bypassed,
-                             paused_at, credit, waiting, held)
+                             paused_at, credit, waiting, held, failed)
             op = opened(stream, p)
             (if_name, state, reason, message, history, entered_at, issued, issued_at, waived,
-             migration, retry_at, bypassed, paused_at, credit, waiting, held) = (
+             migration, retry_at, bypassed, paused_at, credit, waiting, held, failed) = (
                 op.if_name, op.state, op.reason, op.message, [*op.history], op.entered_at,
                 op.issued, op.issued_at, op.waived, op.migration, op.retry_at, op.bypassed_vmi,
-                op.paused_at, op.credit, op.waiting, op.held)
+                op.paused_at, op.credit, op.waiting, op.held, op.migrations_failed)
             direction = op.direction
         elif op is None:
             continue
@@ -254,6 +263,7 @@ def fold_view(key: Key, stream: StreamId, events: Sequence[Step]) -> StreamView 
             migration, retry_at = p.get("migration", migration), p.get("retry_at")
             paused_at = at if paused_at is not None else None
             credit, waiting, held = 0.0, "", None
+            failed = int(p.get("migrations_failed", failed))
         elif type_ == GRACE_EXPIRED:
             waived = True
         elif type_ == WAITING:
@@ -274,7 +284,7 @@ def fold_view(key: Key, stream: StreamId, events: Sequence[Step]) -> StreamView 
     if op is None:
         return None
     op = _folded(op, if_name, state, reason, message, history, entered_at, issued, issued_at,
-                 waived, migration, retry_at, bypassed, paused_at, credit, waiting, held)
+                 waived, migration, retry_at, bypassed, paused_at, credit, waiting, held, failed)
     return StreamView(stream, key, op.state, op.terminal, op.snapshot(), SNAPSHOT_SCHEMA)
 
 
@@ -283,13 +293,14 @@ def _folded(
     history: list[str], entered_at: float, issued: tuple[int, ...], issued_at: float,
     waived: bool, migration: str | None, retry_at: float | None, bypassed: str | None,
     paused_at: float | None, credit: float, waiting: str, held: tuple[int, int] | None,
+    migrations_failed: int = 0,
 ) -> Operation:
     """`op` as opened, with what `fold_view` folded onto it."""
     return Operation(
         op.stream, op.vm, op.vm_uid, op.network, if_name, op.direction, op.attempt,
         op.target, state, reason, message, tuple(history), op.opened_at, entered_at, issued,
         issued_at, waived, migration, retry_at, op.flavour, bypassed, paused_at, credit,
-        waiting, held, op.mode,
+        waiting, held, op.mode, migrations_failed,
     )  # fmt: skip
 
 
@@ -328,6 +339,7 @@ def opened(stream: StreamId, p: Mapping[str, Any]) -> Operation:
         entered_at=at,
         flavour=_intern(str(p.get("flavour", "deckhouse"))),
         mode=_intern(str(p.get("mode", "drive"))),
+        migrations_failed=int(p.get("migrations_failed", 0)),
     )
 
 
@@ -348,6 +360,7 @@ def apply(op: Operation, type_: str, p: Mapping[str, Any]) -> Operation:
             op.opened_at, at, (), op.issued_at, op.waived,
             p.get("migration", op.migration), p.get("retry_at"), op.flavour, op.bypassed_vmi,
             at if op.paused_at is not None else None, 0.0, "", None, op.mode,
+            int(p.get("migrations_failed", op.migrations_failed)),
         )  # fmt: skip
     if type_ == EFFECTS_ISSUED:
         return Operation(
@@ -355,7 +368,7 @@ def apply(op: Operation, type_: str, p: Mapping[str, Any]) -> Operation:
             op.target, op.state, op.reason, op.message, op.history, op.opened_at,
             op.entered_at, tuple(map(int, p["digests"])), float(p["at"]), op.waived,
             op.migration, op.retry_at, op.flavour, op.bypassed_vmi, op.paused_at, op.credit,
-            op.waiting, op.held, op.mode,
+            op.waiting, op.held, op.mode, op.migrations_failed,
         )  # fmt: skip
     if type_ == GRACE_EXPIRED:
         return op._replace(waived=True)

@@ -94,6 +94,10 @@ class MachineConfig:
     mode: Mode = "drive"
     gating: Gating = "rollout-strategy"
     migrations: MigrationPolicy = "auto"
+    migration_attempts: int = 3
+    """At most this many migrations of one operation fail (nicplug's or KubeVirt's, over
+    its attempts, `Timeouts.backoff` apart); then it ends `Failed(MigrationFailed)` with
+    KubeVirt's last words and is not retried (`--migration-attempts`)."""
     dialect_kind: DialectKind = "deckhouse"
     timeouts: Timeouts = field(default_factory=Timeouts)
     cluster_network_nad_namespace: str = "default"

@@ -43,7 +43,7 @@ from nicplug.machines.effects import (
     SetVMCondition,
     VMNetworkEntry,
 )
-from nicplug.machines.facts import Facts, template_read
+from nicplug.machines.facts import Facts, migration_grace, template_read
 from nicplug.machines.operation import Operation
 from nicplug.machines.policy import MIGRATION_OPT_IN_LABEL, MachineConfig
 from nicplug.machines.world import (
@@ -52,6 +52,7 @@ from nicplug.machines.world import (
     RESTARTABLE,
     STOPPABLE_POLICIES,
     DesiredVM,
+    Migration,
     NetworkSpec,
     SDNRequest,
     nad_identity,
@@ -354,13 +355,48 @@ def migration_slot_wait(held: tuple[int, int]) -> str:
     in_flight, cap = held
     return (
         f"waits for a migration slot: {in_flight} of nicplug's migrations are in flight "
-        f"cluster-wide and at most {cap} run at once (--max-migrations); it is asked for "
+        f"cluster-wide (KubeVirt's workload-update ones count too) and at most {cap} run "
+        f"at once (--max-migrations); it is asked for "
         f"again until one ends"
     )
 
 MIGRATION_ADVICE = (
     "To apply it, ask a cluster admin to migrate the VM (virtctl migrate), or restart the VM"
 )
+
+
+WORKLOAD_UPDATER = (
+    "KubeVirt's workload updater migrates it (the KubeVirt CR's "
+    "spec.workloadUpdateStrategy.workloadUpdateMethods holds LiveMigrate)"
+)
+
+
+def kubevirt_migrates(facts: Facts) -> bool:
+    """Will KubeVirt migrate the VMI by itself? Its workload updater does, for a VMI
+    whose `MigrationRequired` is `True` and that is live-migratable, where the KubeVirt
+    CR says `LiveMigrate` (`workload-updater.go`); it raises that condition for the
+    upstream KubeVirt VM's multus interfaces only (the kubevirt flavour). nicplug then
+    creates no migration: it follows KubeVirt's."""
+    world = facts.world
+    return (
+        world.vm is not None and world.vm.in_template
+        and "LiveMigrate" in world.cluster.workload_update_methods
+        and world.vmi is not None and world.vmi.live_migratable
+    )
+
+
+def kubevirt_overrides(facts: Facts, config: MachineConfig) -> str | None:
+    """Where nicplug's policy would not migrate the VM but KubeVirt's workload updater
+    will anyway: what says so, and which setting decides it (None: no disagreement)."""
+    if not kubevirt_migrates(facts):
+        return None
+    blocked = migration_blocked(facts, config)
+    if blocked is None:
+        return None
+    return (
+        f"nicplug would not migrate the VM ({blocked}), but KubeVirt will migrate it anyway: "
+        f"{WORKLOAD_UPDATER}; that setting decides it, not --migrations"
+    )
 
 
 def migration_blocked(facts: Facts, config: MachineConfig) -> str | None:
@@ -481,17 +517,75 @@ def restarts_and_migrations(facts: Facts, ops: Ops, vm: DesiredVM, config: Machi
         and facts.live
         and migration_blocked(facts, config) is None
         and facts.running_migration() is None
+        and not kubevirt_migrates(facts)  # never a second migrator on one VMI
     ):
         name = migration_name(facts, vm, waiting[0])
         out.append((waiting[0], CreateMigration(vm.namespace, vm.name, name)))
     return out
 
 
+KUBEVIRT_GRACE = 15.0
+"""KubeVirt's `DynamicNetworkControllerGracePeriod` (`pkg/network/migration/evaluator.go`):
+how long `MigrationRequired` stays `False` before it turns `True` (and KubeVirt's VMI
+controller looks again every 10 s while it is `False`)."""
+GRACE_WAIT = "KubeVirt gives the dynamic-networks controller until"
+"""How an operation waiting out KubeVirt's grace says so (`Waiting`; `explain`)."""
+GRACE_STATES = frozenset({"Requested", "VMIPatched", "AnnotationPatched", "GuestDetached"})
+
+
+def grace_wait(facts: Facts, op: Operation) -> str:
+    """What an operation of the kubevirt flavour waits for while KubeVirt's VMI says
+    `MigrationRequired=False` (`AutoMigrationPending`): the dynamic-networks controller
+    may still plug (or unplug) the interface in place; only after the grace does
+    KubeVirt ask for a migration. "" when KubeVirt gives no grace."""
+    if op.flavour != "kubevirt" or op.state not in GRACE_STATES or not facts.live:
+        return ""
+    cond = migration_grace(facts.world.vmi)
+    if cond is None:
+        return ""
+    until = _later(cond.since, KUBEVIRT_GRACE) or f"{KUBEVIRT_GRACE:g} s after it raised it"
+    return (
+        f"{GRACE_WAIT} {until} to {op.direction} the interface in place (the VMI's "
+        f"MigrationRequired is False, {cond.reason or 'AutoMigrationPending'}); then it asks "
+        f"for a migration"
+    )
+
+
+def _later(rfc3339: str, seconds: float) -> str:
+    """`rfc3339` moved on by `seconds`, in the same form ("" when it cannot be read)."""
+    import datetime
+
+    try:
+        moment = datetime.datetime.fromisoformat(rfc3339.replace("Z", "+00:00"))
+    except ValueError:
+        return ""
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=datetime.UTC)
+    later = moment.astimezone(datetime.UTC) + datetime.timedelta(seconds=seconds)
+    return later.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def migration_base(vm_name: str, op: Operation) -> str:
+    """The name of the migration nicplug creates for an attempt (`-2`, `-3`… after it)."""
+    return f"nicplug-{vm_name}-{zlib.crc32(op.stream.encode()):08x}"
+
+
+def own_failed_migration(facts: Facts, op: Operation) -> Migration | None:
+    """A migration nicplug created for this attempt that ended `Failed`, perhaps before
+    nicplug saw it run (KubeVirt refused or failed it at once)."""
+    vm = facts.world.vm
+    if vm is None:
+        return None
+    base = migration_base(vm.name, op)
+    return next((m for m in facts.world.migrations if m.phase == "Failed" and (
+        m.name == base or m.name.startswith(base + "-"))), None)
+
+
 def migration_name(facts: Facts, vm: DesiredVM, op: Operation) -> str:
     """The operation's migration: a fixed name, so asking twice finds the first; a
     migration of that name that already ended (failed before nicplug saw it run) is
     never asked for again under the same name: the next free `-2`, `-3`… is."""
-    base = f"nicplug-{vm.name}-{zlib.crc32(op.stream.encode()):08x}"
+    base = migration_base(vm.name, op)
     taken = {m.name for m in facts.world.migrations if m.finished}
     name, n = base, 1
     while name in taken:

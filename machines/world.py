@@ -156,6 +156,8 @@ class Condition:
     status: str
     reason: str = ""
     message: str = ""
+    since: str = ""
+    """`lastTransitionTime` (RFC 3339), where the platform wrote one."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,10 +188,21 @@ class DesiredVM:
 
 @dataclass(frozen=True, slots=True)
 class KVVMInterface:
-    """`spec.template.spec.domain.devices.interfaces[]`: `{name, bridge: {}, state?}`."""
+    """`spec.template.spec.domain.devices.interfaces[]`: `{name, bridge: {}, state?}`.
+    `binding`: how it is bound (`bridge`, `sriov`, `masquerade`, `plugin/<name>`; "":
+    not said, which KubeVirt takes for a bridge)."""
 
     name: str
     absent: bool = False
+    binding: str = field(default="", compare=False)
+    """Not part of the value: an effect's precondition pins a template by its interfaces'
+    names and states only (`KVVMTemplate`), and a binding changes only with its name."""
+
+    @property
+    def hot_pluggable(self) -> bool:
+        """Does upstream KubeVirt hot-plug it? Bridge and SR-IOV interfaces only
+        (`applyDynamicIfaceRequestOnVMI`, `pkg/network/controllers/vm.go`)."""
+        return self.binding in ("", "bridge", "sriov")
 
 
 @dataclass(frozen=True, slots=True)
@@ -311,11 +324,15 @@ class LauncherPod:
 
 @dataclass(frozen=True, slots=True)
 class Migration:
-    """A `VirtualMachineInstanceMigration` for the VMI."""
+    """A `VirtualMachineInstanceMigration` for the VMI. `failure`: KubeVirt's words for
+    a failed one (`status.migrationState.failureReason`); `workload_update`: KubeVirt's
+    workload updater created it (annotation `kubevirt.io/workloadUpdateMigration`)."""
 
     name: str
     uid: str
     phase: str
+    failure: str = ""
+    workload_update: bool = False
 
     @property
     def finished(self) -> bool:

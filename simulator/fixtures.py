@@ -53,6 +53,10 @@ class Fixtures:
     # deckhouse: the Networks / ClusterNetworks of these names have an IPAM pool
     # (`spec.ipam.ipAddressPoolRef`); no VM starts with one (it would need an IPAddress)
     ipam_networks: tuple[str, ...] = ()
+    # the KubeVirt CR's workloadUpdateMethods; None: the platform's (Deckhouse sets
+    # LiveMigrate; upstream KubeVirt sets none, and then migrates nothing by itself)
+    workload_update_methods: tuple[str, ...] | None = None
+    parallel_migrations: int | None = None  # the CR's parallelMigrationsPerCluster
 
     def __post_init__(self) -> None:
         if self.vms < 0:
@@ -140,10 +144,17 @@ def populate(store: Store, knobs: Knobs, fixtures: Fixtures) -> list[tuple[str, 
                                     *fixtures.namespaces)):
         _ensure(store, NAMESPACES, {"metadata": {"name": namespace},
                                     "status": {"phase": "Active"}})
+    methods = fixtures.workload_update_methods
+    if methods is None:
+        methods = ("LiveMigrate",) if knobs.dialect == "deckhouse" else ()
+    configuration: dict[str, object] = {"vmRolloutStrategy": fixtures.rollout_strategy}
+    if fixtures.parallel_migrations is not None:
+        configuration["migrations"] = {
+            "parallelMigrationsPerCluster": fixtures.parallel_migrations}
     _ensure(store, KUBEVIRTS, {
         "metadata": {"name": "kubevirt", "namespace": "kubevirt"},
-        "spec": {"configuration": {"vmRolloutStrategy": fixtures.rollout_strategy},
-                 "workloadUpdateStrategy": {"workloadUpdateMethods": ["LiveMigrate"]}},
+        "spec": {"configuration": configuration,
+                 "workloadUpdateStrategy": {"workloadUpdateMethods": list(methods)}},
         "status": {"phase": "Deployed"},
     })
     ready = {"conditions": [{"type": "Ready", "status": "True", "reason": "Ready"}]}

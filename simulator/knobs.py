@@ -31,10 +31,11 @@ class Delays:
     restart: float = 1.0  # VMI gone or failed → the new VMI and pod appear
     mac_allocate: float = 0.2  # deckhouse: a VirtualMachineMACAddress created → its address
     ip_allocate: float = 0.2  # deckhouse: an IPAddress of an IPAM pool created → allocated
+    workload_update: float = 5.0  # KubeVirt's workload updater syncs at most this often
 
     def __post_init__(self) -> None:
         for name in ("sdn_configure", "kubevirt_sync", "attach", "migration", "restart",
-                     "mac_allocate", "ip_allocate"):
+                     "mac_allocate", "ip_allocate", "workload_update"):
             value = getattr(self, name)
             if not math.isfinite(value) or value < 0:
                 raise ValueError(f"delay {name} must be a finite number >= 0, not {value!r}")

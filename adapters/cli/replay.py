@@ -1,10 +1,12 @@
 """`nicplug replay TAPE`: feed a recorded tape to the controller's decision code.
 
 Takes the options of `nicplug run` that change decisions (flavour, mode, gating,
-migrations, timeouts), runs on a virtual clock, executes no effect against any server,
-and prints a report, or the same report as JSON (`--json`). `--until TIME|+DURATION`
-ends the replay at a time (later lines are not fed) or lets time pass after the last
-line, so the timers of a tape's quiet end fire. Exit codes: 0 done; 1
+migrations, timeouts, the scope: `--namespace`, `--vm-selector`; `NOT_DECIDING` lists the
+others, and a test holds the two lists to `run`'s), runs on a virtual clock, executes no
+effect against any server, and prints a report, or the same report as JSON (`--json`).
+`--until TIME|+DURATION` ends the replay at a time (later lines are not fed) or lets
+time pass after the last line, so the timers of a tape's quiet end fire. Exit codes: 0
+done; 1
 `--compare-effects` found a difference, or a `--strict` replay met a malformed line or
 time going backwards, or the journal failed; 2 bad options or no tape.
 """
@@ -20,11 +22,22 @@ import typer
 from pydantic import ValidationError
 
 from nicplug.adapters.cli.app import app
-from nicplug.adapters.cli.run import _explain, duration_arg, usage_error
+from nicplug.adapters.cli.run import _explain, duration_arg, namespace_scope, usage_error
 
 if TYPE_CHECKING:
     from nicplug.adapters.tapes.replaying import Until
 
+
+NOT_DECIDING = frozenset({
+    # where and how the controller runs, not what it decides
+    "kubeconfig", "journal", "journal-dsn", "metrics-addr", "lease-name", "lease-namespace", "identity",
+    "lease-duration", "renew-deadline", "retry-period", "request-timeout", "synchronous",
+    "record-tape", "retention", "archive-dir", "log-level", "log-format", "query-addr",
+    "query-address",
+    # the executor's cap on migrations in flight: a replay executes no effect
+    "max-migrations",
+})
+"""The options of `nicplug run` that `replay` does not take, and why."""
 
 _TIME = typer.Option(parser=duration_arg, metavar="DURATION")
 
@@ -63,6 +76,16 @@ def replay(
         str, typer.Option(help="rollout-strategy | always-live")
     ] = "rollout-strategy",
     migrations: Annotated[str, typer.Option(help="auto | opt-in | never | manual")] = "auto",
+    migration_attempts: Annotated[int, typer.Option(
+        help="At most this many migrations of one change fail, then Failed")] = 3,
+    namespace: Annotated[str | None, typer.Option(
+        "--namespace", "-n",
+        help="Replay only the VMs in this namespace, or these (comma-separated), as "
+             "`run --namespace` manages them (default: all)")] = None,
+    namespaces: Annotated[str, typer.Option(
+        hidden=True, help="Deprecated: --namespace takes several, comma-separated")] = "",
+    vm_selector: Annotated[str, typer.Option(
+        help="Replay only the VMs whose labels match this label selector (default: all)")] = "",
     sdn_ready_timeout: Annotated[float, _TIME] = 120.0,
     attach_timeout: Annotated[float, _TIME] = 120.0,
     detach_timeout: Annotated[float, _TIME] = 120.0,
@@ -86,7 +109,9 @@ def replay(
     try:
         settings = Settings(
             dialect=dialect, kubevirt_api=kubevirt_api, mode=mode, gating=gating,
-            migrations=migrations,
+            migrations=migrations, migration_attempts=migration_attempts,
+            namespaces=namespace_scope(namespace, namespaces),
+            vm_selector=vm_selector,
             sdn_ready_timeout=sdn_ready_timeout, attach_timeout=attach_timeout,
             detach_timeout=detach_timeout, migration_timeout=migration_timeout,
             dynamic_networks_grace=dynamic_networks_grace,

@@ -90,6 +90,11 @@ def run(
         int, _opt("max-migrations",
                   "At most this many of nicplug's migrations run at once, cluster-wide")
     ] = 5,
+    migration_attempts: Annotated[
+        int, _opt("migration-attempts",
+                  "At most this many migrations of one network change fail (a backoff apart); "
+                  "then it is Failed (MigrationFailed), not retried")
+    ] = 3,
     namespace: Annotated[str | None, typer.Option(
         "--namespace", "-n", envvar=_env("namespace"), show_default=True,
         help="Manage VMs only in this namespace, or these (comma-separated); one namespace "
@@ -195,6 +200,7 @@ def run(
             dialect=dialect,
             kubevirt_api=kubevirt_api, mode=mode, gating=gating,
             migrations=migrations, max_migrations=max_migrations,
+            migration_attempts=migration_attempts,
             namespace=scope[0] if len(scope) == 1 else None,
             metrics_addr=metrics_addr, query_addr=query_addr,
             namespaces=scope,

@@ -174,7 +174,7 @@ class KubeCalls:
 
     async def create_migration(
         self, kind: KindRef, namespace: str, name: str, vmi_name: str, *,
-        labels: Mapping[str, str] | None = None,
+        labels: Mapping[str, str] | None = None, annotations: Mapping[str, str] | None = None,
     ) -> JsonObject:
         """Create a VirtualMachineInstanceMigration (`kind`, as the flavour names it) of
         `vmi_name`.
@@ -185,7 +185,8 @@ class KubeCalls:
         body = {
             "apiVersion": kind.api_version,
             "kind": kind.kind,
-            "metadata": {"name": name, "namespace": namespace, "labels": dict(labels or {})},
+            "metadata": {"name": name, "namespace": namespace, "labels": dict(labels or {}),
+                         **({"annotations": dict(annotations)} if annotations else {})},
             "spec": {"vmiName": vmi_name},
         }
         self._fenced()

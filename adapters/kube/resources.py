@@ -47,6 +47,11 @@ VIRTUAL_MACHINES = KindRef(
 MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
 MANAGED_BY_NICPLUG = f"{MANAGED_BY_LABEL}=nicplug"
 """The label on what nicplug creates (migrations, VM operations), and its selector."""
+OPERATION_ANNOTATION = "nicplug.io/operation"
+"""On a migration nicplug created: the operation (stream: `<vm uid>/<network>/<direction>/
+<attempt>`) it was created for, so `kubectl` and the simulation's invariants can tell."""
+WORKLOAD_UPDATE_ANNOTATION = "kubevirt.io/workloadUpdateMigration"
+"""On a migration KubeVirt's workload updater created (`workload-updater.go`)."""
 VIRTUAL_MACHINE_OPERATIONS = KindRef(
     "virtualization.deckhouse.io", "v1alpha2", "virtualmachineoperations",
     "VirtualMachineOperation", True, label_selector=MANAGED_BY_NICPLUG,

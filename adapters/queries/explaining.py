@@ -23,7 +23,7 @@ from nicplug.adapters.queries.records import (
 from nicplug.engine.inspection import StreamRecord
 from nicplug.machines.graph import moves_of
 from nicplug.machines.operation import AWAITING_MAC
-from nicplug.machines.targets import migration_slot_wait
+from nicplug.machines.targets import GRACE_WAIT, migration_slot_wait
 
 GUARD_PHRASES: Mapping[str, str] = {
     "vm_deleted": "the VM is deleted",
@@ -46,12 +46,17 @@ GUARD_PHRASES: Mapping[str, str] = {
     "pod_dropped_entry": "the launcher pods' request annotation no longer holds the entry",
     "sdn_released": "the SDN status no longer lists the entry",
     "nothing_carries_it": "neither the KVVM, the VMI nor a pod carries the interface",
-    "vmi_requires_migration": "the VMI carries MigrationRequired",
-    "vmi_requires_no_migration": "the VMI no longer carries MigrationRequired",
+    "vmi_requires_migration":
+        "the VMI carries MigrationRequired=True (KubeVirt asks for a migration)",
+    "vmi_requires_no_migration": "the VMI no longer carries MigrationRequired=True",
     "migration_running": "a migration of the VMI is running",
     "migration_succeeded": "the migration succeeded",
     "migration_failed": "the migration failed",
     "migration_rejected": "creating the migration was rejected",
+    "own_migration_failed": "the migration nicplug created for this attempt failed",
+    "vmi_names_new_nad": "the VMI's spec names the interface's new NAD (KubeVirt copied it)",
+    "pod_on_new_nad": "the pod the VM runs in is plumbed on the new NAD (after a migration "
+                      "or a restart)",
     "sdn_reports_error": "the SDN reports an error for the entry",
     "deadline_passed": "the state's deadline passes (counting only time the VM was live)",
     "effect_rejected": "the API server rejects one of its patches for good",
@@ -171,7 +176,9 @@ def _summary(op: OperationSummary, waits: list[Move], pending: list[EffectEntry]
     said = f" ({op.message})" if op.message else ""
     if not op.if_name and op.direction == "plug":
         said += f"; before anything: {AWAITING_MAC}"
-    if op.waiting:
+    if op.waiting.startswith(GRACE_WAIT):
+        said += f"; {op.waiting}"
+    elif op.waiting:
         said += f"; not yet, the SDN says: {op.waiting}"
     if op.held is not None:
         said += f"; nicplug's migration {migration_slot_wait(op.held)}"

@@ -29,6 +29,9 @@ the end of a step that may hide it:
   VirtualMachineOperation) for one VMI uid, or a VM restarted more than twice for one
   change of its desired networks;
 * `migrations-in-flight` — a replica creates a migration while one is unfinished;
+* `migrations-per-operation` — more migrations a replica created for one operation
+  (`nicplug.io/operation` on the migration, over its attempts, between two user edits
+  of the VM) failed than `--migration-attempts` allows (`MigrationCount`);
 * `untraceable-effect` — a replica sent a write (anything but the Lease) that no effect
   its journal holds as issued at that instant asks for: each write is matched, when it
   is sent, to an outbox row of that replica's own journal of an effect type that makes
@@ -51,7 +54,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from nicplug.adapters.kube.resources import VMOP_VMI_UID_ANNOTATION
+from nicplug.adapters.kube.resources import OPERATION_ANNOTATION, VMOP_VMI_UID_ANNOTATION
+from nicplug.machines.policy import MachineConfig
 from nicplug.simulator import networking as nw
 from nicplug.simulator import objects as ob
 from nicplug.simulator.resources import (
@@ -118,6 +122,7 @@ class Watchman:
     sdn_error_since: dict[tuple[str, str], float] = field(default_factory=dict)
     on_violation: Callable[[], None] = lambda: None  # the run stops at the first one
     closed: bool = False  # after the judgement nothing counts
+    migration_count: MigrationCount = field(default_factory=lambda: MigrationCount())
 
     def report(self, invariant: str, detail: str) -> None:
         if self.closed:
@@ -133,6 +138,8 @@ class Watchman:
             self._released(change)
         if change.resource is VMIMS and change.type == "ADDED":
             self._migration_created(change.obj)
+        if change.resource is VMIMS:
+            self.migration_count.on_change(self, change)
         if change.resource is VMOPS and change.type == "ADDED":
             self._operation_created(change.obj)
         if change.resource is PODS and self.dialect == "deckhouse":
@@ -439,3 +446,28 @@ def _vm_target(path: str) -> tuple[str, str] | None:
 
 
 __all__ = ["KVVMS", "VMS", "Seen", "Spoiled", "Violation", "Watchman", "sdn_said"]
+
+
+@dataclass
+class MigrationCount:
+    """`migrations-per-operation`: the failed migrations of each operation, as the
+    replicas' migrations name it (`OPERATION_ANNOTATION`: its stream, whose last part,
+    the attempt, is dropped), counted afresh after every user edit of the VM."""
+
+    cap: int = MachineConfig().migration_attempts
+    failed: Counter[tuple[str, str, int]] = field(default_factory=Counter)
+
+    def on_change(self, watchman: Watchman, change: Change) -> None:
+        stream = (change.obj["metadata"].get("annotations") or {}).get(OPERATION_ANNOTATION)
+        ended = ob.dig(change.obj, "status", "phase") == "Failed"
+        if not stream or not ended or (
+                change.prev is not None and ob.dig(change.prev, "status", "phase") == "Failed"):
+            return
+        ns = change.obj["metadata"].get("namespace", "")
+        vm = f"{ns}/{ob.dig(change.obj, 'spec', 'vmiName')}"
+        key = (vm, str(stream).rpartition("/")[0], watchman.changes[vm])
+        self.failed[key] += 1
+        if self.failed[key] > self.cap:
+            watchman.report("migrations-per-operation",
+                            f"{vm}: {self.failed[key]} migrations of {key[1]} failed, more "
+                            f"than the {self.cap} --migration-attempts allows")

@@ -28,7 +28,7 @@ file itself (opened on the loop's thread, as the controller opened it):
   waits: the wait ends in the timeout, whose message must hold the SDN's);
 * `not-converged` — a running VM whose guest interfaces differ from what the user asks,
   with no live operation on the difference (nor a failed one whose next attempt is
-  armed).
+  armed, nor one that gave up after `--migration-attempts` failed migrations).
 """
 
 from __future__ import annotations
@@ -155,13 +155,22 @@ def _sdn_error_lost(view: Any, changed_at: float,
                               f"SDN reports an error for {if_name}: its message is lost")
 
 
+def _gave_up(view: Any) -> bool:
+    """An operation whose migrations failed as often as `--migration-attempts` allows
+    rests `Failed` by design: it said why, and waits for the user."""
+    snap = view.snapshot
+    return (getattr(view, "state", "") == "Failed" and snap.get("reason") == "MigrationFailed"
+            and snap.get("retry_at") is None and bool(snap.get("migrations_failed")))
+
+
 def _converged(views: Any, world: dict[str, dict[str, Any]],
                armed: set[str]) -> list[Problem]:
     """A difference between the guest and the user's ask is worked on by a live
     operation, or by a failed one whose next attempt is armed (`retry`: the failure,
     with its reason, is where it rests until then)."""
     problems: list[Problem] = []
-    working = [v for v in views if not v.view.terminal or str(v.view.stream) in armed]
+    working = [v for v in views if not v.view.terminal or str(v.view.stream) in armed
+               or _gave_up(v.view)]
     live = {(str(v.view.key), str(v.view.snapshot.get("network"))) for v in working}
     # an interface the guest keeps is no longer desired, so only its ifName names it
     live |= {(str(v.view.key), str(v.view.snapshot.get("if_name"))) for v in working}

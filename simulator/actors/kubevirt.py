@@ -27,14 +27,16 @@ What it imitates (and what a controller driving it must cope with):
   running VMI's spec (after `delays.kubevirt_sync`) whatever the rollout strategy says,
   as KubeVirt does for NICs; an absent interface virt-handler has detached is removed
   from the VMI spec and from the KVVM template.
-* Multus without a dynamic-networks controller: a VMI interface the pod's network-status
-  does not list — or an unplugged one it still lists (reported `multus-status` without
-  `domain`) — sets `MigrationRequired` False/`AutoMigrationPending`, then True/
-  `AutoMigrationDueToLiveUpdate` after the grace, as KubeVirt's migration evaluator does;
-  it is cleared when the pod matches.
-* Migrations (`migrations.py`) run from here as well. The VMI's `activePods` are the
-  pods it owns: one deleted by anyone (a migration target failed by hand, an evicted
-  pod) leaves them at the next sync.
+* Multus, with a dynamic-networks controller or without: a VMI interface the pod's
+  network-status does not list — or an unplugged one it still lists (reported
+  `multus-status` without `domain`) — sets `MigrationRequired` False/
+  `AutoMigrationPending`, then True/`AutoMigrationDueToLiveUpdate` after the grace
+  (an SR-IOV interface: True at once), as KubeVirt's migration evaluator does; it is
+  cleared when the pod matches (with a controller, usually within the grace).
+* Migrations (`migrations.py`) run from here as well, and KubeVirt's workload updater
+  (`workload_updater.py`) creates them where the KubeVirt CR says `LiveMigrate`. The
+  VMI's `activePods` are the pods it owns: one deleted by anyone (a migration target
+  failed by hand, an evicted pod) leaves them at the next sync.
 * The VM's status conditions follow the VMI's at every sync of a VM that has a VMI, as
   KubeVirt's VM controller does (`syncConditions`, `pkg/virt-controller/watch/vm/vm.go`):
   each VMI condition is copied (updated in place when its status or reason differ), and
@@ -57,6 +59,7 @@ from nicplug.simulator import objects as ob
 from nicplug.simulator import pod_networks
 from nicplug.simulator.actors.migrations import Migrations
 from nicplug.simulator.actors.reactor import Reactor, VMKey
+from nicplug.simulator.actors.workload_updater import WorkloadUpdater
 from nicplug.simulator.clock import SimClock
 from nicplug.simulator.knobs import Knobs
 from nicplug.simulator.networking import Json
@@ -74,6 +77,7 @@ class KubeVirt(Reactor):
         super().__init__(store, knobs, clock)
         self.rng = random.Random(knobs.seed)
         self.migrations = Migrations(self)
+        self.workload_updater = WorkloadUpdater(self)
         # Deckhouse's KubeVirt also hot-plugs interfaces bound by its bpfbridge plugin; it
         # is the KubeVirt under Deckhouse's SDN whatever names it is served under (a
         # benchmark serves it under upstream names for a peer that speaks those)
@@ -131,6 +135,7 @@ class KubeVirt(Reactor):
         self.migrations.reconcile(key, kvvm, vmi)
         vmi = self.find(VMIS, namespace, name) or vmi
         self._migration_required(key, vmi)
+        self.workload_updater.reconcile(key, self.find(VMIS, namespace, name) or vmi)
         self._report(kvvm, vmi)
 
     # ------------------------------------------------------------- lifecycle
@@ -268,6 +273,11 @@ class KubeVirt(Reactor):
 
     # ------------------------------------------------------------- hotplug
 
+    @staticmethod
+    def _migrating(vmi: Json) -> bool:
+        """`migrations.IsMigrating`: a migration of the VMI started and has not ended."""
+        return _migrating_state(vmi)
+
     def _clear_absent(self, kvvm: Json) -> Json:
         """With no VMI, every interface marked absent leaves the template, with its
         network (KubeVirt's network synchronizer: `clearDetachedInterfaces` against no
@@ -287,7 +297,9 @@ class KubeVirt(Reactor):
 
     def _sync_spec(self, key: VMKey, kvvm: Json, vmi: Json) -> Json:
         template = ob.dig(kvvm, "spec", "template", "spec") or {}
-        wanted = _hotplug_diff(template, vmi.get("spec") or {}, self._bindings)
+        migratable = (ob.condition(vmi, "LiveMigratable") or {}).get("status") == "True"
+        swaps = _nad_swaps(template, vmi.get("spec") or {}) if migratable else {}
+        wanted = _hotplug_diff(template, vmi.get("spec") or {}, self._bindings) or swaps
         token = (vmi["metadata"]["uid"], "sync")
         if not wanted:
             self.forget(token)
@@ -310,6 +322,10 @@ class KubeVirt(Reactor):
                 elif mine is not None and _unpluggable(iface):
                     mine["state"] = "absent"
             ob.set_interfaces(spec, interfaces)
+            for network in networks:  # `syncNetworks`: a migratable VMI takes a new NAD
+                if network.get("name") in swaps:
+                    network["multus"] = {**network["multus"],
+                                         "networkName": swaps[str(network.get("name"))]}
             spec["networks"] = networks
 
         vmi = self.edit(VMIS, vmi, sync)
@@ -386,7 +402,15 @@ class KubeVirt(Reactor):
             obj.setdefault("spec", {}).setdefault("template", {}).setdefault("spec", {}), True))
 
     def _migration_required(self, key: VMKey, vmi: Json) -> None:
-        if self.knobs.dialect != "multus" or self.knobs.dynamic_networks_controller:
+        """KubeVirt's migration evaluator (`pkg/network/migration/evaluator.go`, run by
+        the VMI controller's `syncMigrationRequiredCondition`): with or without a
+        dynamic-networks controller, a plugged interface the pod does not link yet (an
+        unplugged one it still links) raises `False`/`AutoMigrationPending`; `True`
+        after the grace, when no controller linked it meanwhile; an SR-IOV interface
+        asks for it at once. Not evaluated while the VMI migrates; `True` stays."""
+        if self.knobs.dialect != "multus":
+            return
+        if self._migrating(vmi):
             return
         status = vmi.get("status") or {}
         uid = vmi["metadata"]["uid"]
@@ -403,6 +427,8 @@ class KubeVirt(Reactor):
             # unplugged from the guest, still plumbed in the pod: only a new pod drops it
             or (i.get("state") == "absent" and _pod_only(reported.get(i.get("name"))))
         )
+        swapped = _pod_on_other_nad(pod, spec, vmi["metadata"]["namespace"])
+        pending = sorted({*pending, *swapped})
         current = ob.condition(vmi, "MigrationRequired")
         if status.get("phase") != "Running" or not active or not pending:
             if current is not None:
@@ -411,12 +437,51 @@ class KubeVirt(Reactor):
             self.forget(token)
             return
         message = f"interfaces {', '.join(pending)} need a migration to be plugged or unplugged"
-        if self.due(token, self.knobs.migration_required_grace, key):
+        sriov = any("sriov" in i and i.get("name") in pending for i in ob.interfaces_of(spec))
+        sriov = sriov or bool(swapped)  # (a NAD swap too: `isNADNameEqual`, 7a3ae40143)
+        if (current is not None and current.get("status") == "True") or sriov or self.due(
+                token, self.knobs.migration_required_grace, key):
             state, reason = "True", "AutoMigrationDueToLiveUpdate"
         else:
             state, reason = "False", "AutoMigrationPending"
         self.edit(VMIS, vmi, lambda o: ob.set_condition(
             o.setdefault("status", {}), "MigrationRequired", state, reason, message), status=True)
+
+
+def _migrating_state(vmi: Json) -> bool:
+    state = ob.dig(vmi, "status", "migrationState")
+    return (isinstance(state, dict) and bool(state.get("startTimestamp"))
+            and not state.get("endTimestamp") and not state.get("completed"))
+
+
+def _nad_swaps(template: Json, spec: Json) -> dict[str, str]:
+    """Interface name → the template's `networkName`, where the VMI spec names another
+    NAD for the same multus network (`LiveUpdateNADRef`)."""
+    wanted = {n.get("name"): (n.get("multus") or {}).get("networkName")
+              for n in ob.networks_of(template) if "multus" in n}
+    return {str(n.get("name")): str(wanted[n.get("name")]) for n in ob.networks_of(spec)
+            if "multus" in n and wanted.get(n.get("name"))
+            and wanted[n.get("name")] != (n.get("multus") or {}).get("networkName")}
+
+
+def _pod_on_other_nad(pod: Json | None, spec: Json, namespace: str) -> list[str]:
+    """The VMI's multus networks whose pod interface the pod's network-status lists on
+    another NAD than the VMI spec names (the evaluator's `isNADNameEqual`)."""
+    if pod is None:
+        return []
+    statuses = nw.parse_list(nw.annotations_of(pod).get(nw.MULTUS_STATUS)) or []
+    listed = {str(s.get("interface")): str(s.get("name")) for s in statuses}
+    found = []
+    for net in ob.networks_of(spec):
+        name = str(net.get("name"))
+        wanted = str((net.get("multus") or {}).get("networkName") or "")
+        there = listed.get(nw.multus_pod_interface(name)) if wanted else None
+        if there is None:
+            continue
+        full = wanted if "/" in wanted else f"{namespace}/{wanted}"
+        if there not in (wanted, full):
+            found.append(name)
+    return found
 
 
 def _hotplug_diff(template: Json, spec: Json, bindings: frozenset[str]) -> bool:
@@ -445,9 +510,11 @@ def _unpluggable(iface: Json) -> bool:
 
 
 def _pluggable(iface: Json, networks: dict[object, Json], bindings: frozenset[str]) -> bool:
-    """A bridge interface (or one bound by a plugin in `bindings`), not absent, whose
+    """A bridge or SR-IOV interface (or one bound by a plugin in `bindings`: KubeVirt
+    hot-plugs no other, `pkg/network/controllers/vm.go`), not absent, whose
     network the template also declares."""
     binding = iface.get("binding")
     plugin = binding.get("name") if isinstance(binding, dict) else None
-    return (iface.get("state") != "absent" and ("bridge" in iface or plugin in bindings)
+    return (iface.get("state") != "absent"
+            and ("bridge" in iface or "sriov" in iface or plugin in bindings)
             and iface.get("name") in networks)

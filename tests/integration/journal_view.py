@@ -85,6 +85,21 @@ class JournalView:
         assert events and events[0].type == "Opened", f"{stream} does not start with Opened"
         return ["Requested"] + [str(e.payload["to"]) for e in events if e.type == "Transitioned"]
 
+    async def opened_with(self, stream: str) -> dict[str, object]:
+        """The payload the operation opened with (its network, target...)."""
+        journal = await self._opened()
+        assert journal is not None, "no journal yet"
+        events = await journal.history(stream=StreamId(stream))
+        assert events and events[0].type == "Opened", f"{stream} does not start with Opened"
+        return dict(events[0].payload)
+
+    async def messages_of(self, stream: str) -> list[str]:
+        """The message of each transition of an operation."""
+        journal = await self._opened()
+        assert journal is not None, "no journal yet"
+        events = await journal.history(stream=StreamId(stream))
+        return [str(e.payload.get("message") or "") for e in events if e.type == "Transitioned"]
+
     async def wait_for(
         self,
         vm: str,

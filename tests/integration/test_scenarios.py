@@ -634,3 +634,170 @@ async def test_nicplugs_migrations_respect_the_cluster_wide_cap(
     assert most == 1
     assert _migrations_created(cluster) == 2
     assert_healthy(cluster)
+
+
+LIVE_MIGRATE = Fixtures(vms=3, workload_update_methods=("LiveMigrate",))
+
+
+@pytest.mark.parametrize("policy", ["auto", "never"])
+async def test_with_live_migrate_kubevirt_migrates_and_nicplug_creates_none(
+    start_cluster, start_controller, user_of, policy: str
+):
+    """KubeVirt's workload updater migrates every VMI whose MigrationRequired is True
+    (`workloadUpdateMethods: [LiveMigrate]`): nicplug creates no migration, adopts
+    KubeVirt's and follows each operation to Attached; under `--migrations never` a
+    Warning Event and `explain` say that KubeVirt migrates anyway, and what decides it."""
+    knobs = replace(NO_DNC, delays=replace(QUICK, workload_update=1.0))
+    cluster = await start_cluster(knobs, LIVE_MIGRATE)
+    ctl = await start_controller(cluster, migrations=policy)
+    user = user_of(cluster)
+    vms = [f"default/vm-{i:05d}" for i in range(3)]
+    for vm in vms:
+        await user.add_network(vm, *USER_NET)
+    waiting = await ctl.journal.wait_for(vms[0], "Network/user-net", "plug",
+                                         {"MigrationRequired"})
+    explained = await ctl.journal.explain(waiting.stream)
+    if policy == "never":
+        assert "KubeVirt will migrate it anyway" in explained
+        assert "workloadUpdateMethods holds LiveMigrate" in explained
+        assert "not --migrations" in explained
+    else:
+        assert "nicplug creates no migration and follows KubeVirt's" in explained
+    for vm in vms:
+        op = await ctl.journal.wait_for(vm, "Network/user-net", "plug", {"Attached", "Failed"},
+                                        within=30.0)
+        assert op.state == "Attached", op.label()
+        assert await ctl.journal.path_of(op.stream) == [
+            *MIGRATION_PATH, "Migrating", "Attached"]
+        assert_interface(cluster, vm, USER_NET, present=True)
+    assert _migrations_created(cluster) == 0  # nicplug created none (KubeVirt's are in-process)
+    names = [m["metadata"]["name"] for m in cluster.store.list(VMIMS, "default")[0]]
+    assert len(names) == 3 and all(n.startswith("kubevirt-workload-update-") for n in names)
+    warned = any("KubeVirt will migrate it anyway" in str(e.get("message"))
+                 and e.get("type") == "Warning" for e in cluster.events())
+    assert warned == (policy == "never")
+    assert_healthy(cluster)
+
+
+async def test_a_nad_swap_is_its_own_change_through_kubevirts_migration(
+    start_cluster, start_controller, user_of
+):
+    """The user points the plugged interface at another NAD (`networkName`,
+    `LiveUpdateNADRef`): KubeVirt copies it into the migratable VMI and asks for a
+    migration at once; nicplug tracks it as one `update` of the new network (the old one
+    in its target and messages), migrates, and follows it to the new pod."""
+    knobs = DIALECTS["multus"]
+    cluster = await start_cluster(knobs)
+    ctl = await start_controller(cluster)
+    user = user_of(cluster)
+    await user.add_network(VM, *USER_NET)
+    await ctl.journal.wait_for(VM, "Network/user-net", "plug", {"Attached"})
+    kvvm = cluster.store.get(KVVMS, *split(VM))
+    networks = kvvm["spec"]["template"]["spec"]["networks"]
+    for network in networks:
+        if "multus" in network:
+            network["multus"]["networkName"] = "default/other-net"
+    await user.patch_kvvm(VM, {"spec": {"template": {"spec": {"networks": networks}}}})
+    op = await ctl.journal.wait_for(VM, "Network/other-net", "update", {"Attached", "Failed"},
+                                    within=20.0)
+    assert op.state == "Attached", op.label()
+    assert await ctl.journal.path_of(op.stream) == [
+        "Requested", "VMIPatched", "MigrationRequired", "Migrating", "Attached"]
+    assert (await ctl.journal.opened_with(op.stream))["target"] == "swap:Network/user-net"
+    said = await ctl.journal.messages_of(op.stream)
+    assert all(m.startswith("NAD swap of ") and "Network/user-net → Network/other-net" in m
+               for m in said)
+    assert _migrations_created(cluster) == 1
+    assert not [o for o in await ctl.journal.of(VM, "Network/user-net")
+                if o.direction == "unplug"]  # the interface stayed
+    assert_healthy(cluster)
+
+
+async def test_a_vm_whose_migrations_always_fail_gets_the_cap_then_failed(
+    start_cluster, start_controller, user_of
+):
+    """KubeVirt fails every migration: nicplug creates at most `--migration-attempts`
+    of them, a backoff apart, then the plug is Failed (MigrationFailed) with KubeVirt's
+    words, a Warning Event says it, the metric counts it, and no migration follows."""
+    knobs = replace(NO_DNC, failures=Failures(migrations=True))
+    cluster = await start_cluster(knobs)
+    ctl = await start_controller(cluster, migration_attempts=2, backoff_base=0.2,
+                                 effect_reissue_after=0.5)
+    await user_of(cluster).add_network(VM, *USER_NET)
+    await eventually(lambda: _given_up(ctl), what="the plug given up", within=20.0)
+    (op, *_) = [o for o in await ctl.journal.of(VM, "Network/user-net") if o.state == "Failed"
+                and o.attempt == 2]
+    assert op.reason == "MigrationFailed"
+    said = (await ctl.journal.messages_of(op.stream))[-1]
+    assert "the migration failed (simulated)" in said and "nicplug gives up" in said
+    assert await ctl.metric("nicplug_migrations_given_up_total") == 1
+    assert await ctl.metric("nicplug_migrations_failed_total") == 2
+    await eventually(lambda: any("nicplug gives up" in str(e.get("message"))
+                                 and e.get("type") == "Warning" for e in cluster.events()),
+                     what="the Warning Event")
+    assert _migrations_created(cluster) == 2
+    assert "no retry" in await ctl.journal.explain(op.stream)  # nothing more will come
+    assert_healthy(cluster)
+
+
+async def _given_up(ctl) -> bool:
+    return any(o.state == "Failed" and o.attempt == 2
+               for o in await ctl.journal.of(VM, "Network/user-net"))
+
+
+async def test_kubevirts_grace_is_waited_out_and_explained(
+    start_cluster, start_controller, user_of
+):
+    """With a dynamic-networks controller KubeVirt raises MigrationRequired=False while
+    the pod lacks the link: nicplug waits, `explain` says until when KubeVirt gives the
+    controller, no Warning Event is written for it, and no migration is created."""
+    knobs = replace(DIALECTS["multus"], delays=replace(QUICK, sdn_configure=2.0))
+    cluster = await start_cluster(knobs)
+    ctl = await start_controller(cluster)
+    await user_of(cluster).add_network(VM, *USER_NET)
+    said: list[str] = []
+
+    async def graced() -> bool:
+        for op in await ctl.journal.of(VM, "Network/user-net"):
+            text = await ctl.journal.explain(op.stream)
+            if "KubeVirt gives the dynamic-networks controller until" in text:
+                said.append(text)
+                return True
+        return False
+
+    await eventually(graced, what="the grace in explain")
+    assert "MigrationRequired is False, AutoMigrationPending" in said[0]
+    op = await ctl.journal.wait_for(VM, "Network/user-net", "plug", {"Attached", "Failed"})
+    assert op.state == "Attached"
+    assert _migrations_created(cluster) == 0
+    assert not any("Waiting" in str(e.get("reason")) for e in cluster.events())
+    assert_healthy(cluster)
+
+
+async def test_a_nad_swap_on_a_vm_that_cannot_migrate_waits_for_its_restart(
+    start_cluster, start_controller, user_of
+):
+    """A VMI that is not live-migratable keeps the old NAD (KubeVirt copies the new one
+    only into a migratable VMI): the swap waits in RestartRequired, saying so, and the
+    user's restart brings the new NAD."""
+    knobs = DIALECTS["multus"]
+    cluster = await start_cluster(knobs, Fixtures(vms=1, pod_network_binding="bridge"))
+    ctl = await start_controller(cluster)
+    user = user_of(cluster)
+    await user.add_network(VM, *USER_NET)
+    await ctl.journal.wait_for(VM, "Network/user-net", "plug", {"Attached"})
+    kvvm = cluster.store.get(KVVMS, *split(VM))
+    networks = kvvm["spec"]["template"]["spec"]["networks"]
+    for network in networks:
+        if "multus" in network:
+            network["multus"]["networkName"] = "default/other-net"
+    await user.patch_kvvm(VM, {"spec": {"template": {"spec": {"networks": networks}}}})
+    op = await ctl.journal.wait_for(VM, "Network/other-net", "update", {"RestartRequired"})
+    assert "the VMI cannot migrate" in await ctl.journal.explain(op.stream)
+    await user.restart(VM)
+    op = await ctl.journal.wait_for(VM, "Network/other-net", "update", {"Attached", "Failed"},
+                                    within=20.0)
+    assert await ctl.journal.path_of(op.stream) == [
+        "Requested", "RestartRequired", "VMIPatched", "Attached"]
+    assert _migrations_created(cluster) == 0
+    assert_healthy(cluster)

@@ -191,3 +191,48 @@ async def test_the_vm_controller_keeps_only_the_vmis_conditions_and_its_own_thre
     assert _vm_conditions(store)["NetworkHotplugFailed"] == ("True", "Someone")
     assert cluster.actor_errors == []
     await cluster.stop()
+
+
+async def test_with_the_controller_kubevirt_raises_the_grace_and_clears_it_in_place() -> None:
+    """KubeVirt's evaluator raises `MigrationRequired=False` (`AutoMigrationPending`) for
+    a plugged interface the pod does not link yet, controller or not
+    (`pkg/network/migration/evaluator.go`); the dynamic-networks controller links it
+    within the grace, and the condition goes without ever turning `True`."""
+    knobs = Knobs(dialect="multus", dynamic_networks_controller=True,
+                  delays=Delays(sdn_configure=5.0, attach=0.1, migration=2.0, restart=1.0))
+    cluster = await started(knobs)
+    store = cluster.store
+    d.plug_kvvm(store, knobs, NS, VM, "Network", "user-net")
+    await cluster.advance(1.0)
+    assert d.condition(store, NS, VM, "MigrationRequired") == ("False", "AutoMigrationPending")
+    await cluster.advance(6.0)
+    assert d.attached(store, NS, VM, "Network", "user-net")
+    assert d.condition(store, NS, VM, "MigrationRequired") is None
+    await cluster.advance(20.0)
+    assert d.condition(store, NS, VM, "MigrationRequired") is None
+    assert cluster.actor_errors == []
+    await cluster.stop()
+
+
+async def test_an_sriov_interface_is_hot_plugged_and_asks_for_a_migration_at_once() -> None:
+    """KubeVirt hot-plugs SR-IOV interfaces into the VMI (`vm.go`) and its evaluator asks
+    for their migration at once, with no grace (`shouldMigrateOnIfaceHotplug`); an
+    interface bound by a plugin it does not hot-plug (passt) never reaches the VMI."""
+    knobs = Knobs(dialect="multus", dynamic_networks_controller=True, delays=DELAYS)
+    cluster = await started(knobs)
+    store = cluster.store
+    kvvm = store.get(KVVMS, NS, VM)
+    spec = kvvm["spec"]["template"]["spec"]
+    spec["networks"] += [{"name": "vf1", "multus": {"networkName": "default/sriov-net"}},
+                         {"name": "pt1", "multus": {"networkName": "default/user-net"}}]
+    spec["domain"]["devices"]["interfaces"] += [{"name": "vf1", "sriov": {}},
+                                                 {"name": "pt1", "binding": {"name": "passt"}}]
+    store.update(KVVMS, kvvm)
+    await cluster.advance(0.1)
+    vmi = store.get(VMIS, NS, VM)
+    names = [i["name"] for i in ob.interfaces_of(vmi["spec"])]
+    assert "vf1" in names and "pt1" not in names
+    assert d.condition(store, NS, VM, "MigrationRequired") == (
+        "True", "AutoMigrationDueToLiveUpdate")
+    assert cluster.actor_errors == []
+    await cluster.stop()

@@ -78,6 +78,7 @@ class ConditionModel(Model):
     status: Shared
     reason: Shared = ""
     message: Shared = ""
+    last_transition_time: str | None = None
 
 
 class KubeObject(Model):
@@ -92,11 +93,29 @@ class TemplateMeta(Model):
 
 
 class InterfaceModel(Model):
-    """`domain.devices.interfaces[]`: the binding (bridge, ...) is not nicplug's concern."""
+    """`domain.devices.interfaces[]`: its name, state and how it is bound (KubeVirt
+    hot-plugs only bridge and SR-IOV interfaces). The binding is read leniently: a shape
+    nicplug does not know leaves it unsaid rather than the object unreadable."""
 
     name: Shared = Field(min_length=1)
     state: Shared = ""
     mac_address: str = ""
+    bridge: Any = None
+    sriov: Any = None
+    masquerade: Any = None
+    binding: Any = None
+
+    @property
+    def bound_by(self) -> str:
+        """`bridge`, `sriov`, `masquerade`, `plugin/<name>`; "" when it says none (KubeVirt
+        defaults a secondary interface to a bridge)."""
+        plugin = self.binding.get("name") if isinstance(self.binding, dict) else None
+        if isinstance(plugin, str) and plugin:
+            return f"plugin/{plugin}"
+        for method in ("bridge", "sriov", "masquerade"):
+            if getattr(self, method) is not None:
+                return method
+        return ""
 
 
 class MultusRef(Model):
@@ -182,8 +201,15 @@ class VMIMSpec(Model):
     vmi_name: str = Field(min_length=1)
 
 
+class MigrationStateModel(Model):
+    """`status.migrationState`: what KubeVirt says of a migration it ran."""
+
+    failure_reason: str = ""
+
+
 class VMIMStatus(Model):
     phase: str = ""
+    migration_state: MigrationStateModel | None = None
 
 
 class VMIMObject(KubeObject):

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from functools import lru_cache
 
-from nicplug.adapters.kube.resources import VMOP_VMI_UID_ANNOTATION
+from nicplug.adapters.kube.resources import VMOP_VMI_UID_ANNOTATION, WORKLOAD_UPDATE_ANNOTATION
 from nicplug.adapters.kube.translate.objects import (
     ConditionModel,
     KubeVirtObject,
@@ -57,8 +57,12 @@ FOLLOWS_THE_VMI = frozenset({"Manual", "Once", "WaitAsReceiver"})
 """Run strategies whose intent shows only in whether a VMI exists."""
 
 
-def conditions(models: Sequence[ConditionModel]) -> tuple[Condition, ...]:
-    return tuple(Condition(c.type, c.status, c.reason, c.message) for c in models)
+def conditions(models: Sequence[ConditionModel], *, since: bool = False) -> tuple[Condition, ...]:
+    """`since`: keep each condition's `lastTransitionTime` (the VMI's: when KubeVirt's
+    `MigrationRequired=False` grace began)."""
+    return tuple(Condition(c.type, c.status, c.reason, c.message,
+                           (c.last_transition_time or "") if since else "")
+                 for c in models)
 
 
 def desired_vm(vm: VirtualMachineObject, macs: Mapping[str, str] | None = None) -> DesiredVM:
@@ -209,7 +213,7 @@ def vmi(obj: VMIObject) -> VMI:
             )
             for i in status.interfaces
         ),
-        conditions=conditions(status.conditions),
+        conditions=conditions(status.conditions, since=True),
         active_pods=dict(status.active_pods),
     )
 
@@ -274,7 +278,12 @@ def vm_operation(obj: VMOPObject) -> VMOperation | None:
 
 
 def migration(obj: VMIMObject) -> Migration:
-    return Migration(name=obj.metadata.name, uid=obj.metadata.uid, phase=obj.status.phase)
+    state = obj.status.migration_state
+    return Migration(
+        name=obj.metadata.name, uid=obj.metadata.uid, phase=obj.status.phase,
+        failure=state.failure_reason if state is not None else "",
+        workload_update=WORKLOAD_UPDATE_ANNOTATION in obj.metadata.annotations,
+    )
 
 
 def cluster_config(obj: KubeVirtObject) -> ClusterConfig:
@@ -305,7 +314,8 @@ def _with_interface_macs(
 
 def _devices(spec: VMISpec) -> tuple[tuple[KVVMInterface, ...], tuple[KVVMNetwork, ...]]:
     interfaces = tuple(
-        KVVMInterface(name=i.name, absent=i.state == ABSENT) for i in spec.domain.devices.interfaces
+        KVVMInterface(name=i.name, absent=i.state == ABSENT, binding=i.bound_by)
+        for i in spec.domain.devices.interfaces
     )
     networks = tuple(
         KVVMNetwork(name=n.name, multus_network=n.multus.network_name if n.multus else None)

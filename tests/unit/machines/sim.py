@@ -98,6 +98,22 @@ class Sim:
     vm_deleted: bool = False
     handler_stuck: bool = False
     migration_fails: bool = False
+    # KubeVirt fails the migration before it runs (the target cannot be scheduled...)
+    migration_refused: str = ""
+    # KubeVirt's grace: MigrationRequired stays False (AutoMigrationPending) this many
+    # steps before it turns True; with a dynamic-networks controller it is False while
+    # an interface of the VMI spec waits for its link (the evaluator's `pendingMigration`)
+    grace: int = 0
+    # KubeVirt's workload updater (`workloadUpdateMethods: [LiveMigrate]`): it migrates
+    # a live-migratable VMI whose MigrationRequired is True, one migration at a time
+    workload_update: bool = False
+    # NAD swaps (`LiveUpdateNADRef`): the multus network each VMI interface names in the
+    # VMI spec (KubeVirt copies a changed `networkName` into a migratable VMI; the pod
+    # keeps the NAD it was born with), and a KubeVirt whose evaluator never notices
+    vmi_nads: dict[str, str] = field(default_factory=dict)
+    evaluator_off: bool = False
+    required_for: int = 0
+    pending_link: bool = False
     migration_stuck: bool = False
     # KubeVirt as it is without a dynamic-networks controller: an unplug leaves the guest
     # at once, the pod keeps the link (and reports it) until a migration replaces the pod
@@ -128,10 +144,11 @@ class Sim:
     _edited: tuple[NetworkSpec, ...] | None = field(default=None, repr=False)
     """The `networks` last turned into template edits (`in_template`)."""
 
-    def user_plugs(self, nad: str, interface: str, nad_namespace: str = "ns") -> None:
+    def user_plugs(self, nad: str, interface: str, nad_namespace: str = "ns",
+                   binding: str = "bridge") -> None:
         """The user guide's hotplug: an interface with its multus network."""
         self.kvvm_ifaces = [i for i in self.kvvm_ifaces if i.name != interface]
-        self.kvvm_ifaces.append(KVVMInterface(interface))
+        self.kvvm_ifaces.append(KVVMInterface(interface, binding=binding))
         if all(n.name != interface for n in self.kvvm_nets):
             self.kvvm_nets.append(KVVMNetwork(interface, f"{nad_namespace}/{nad}"))
 
@@ -211,16 +228,21 @@ class Sim:
                     self.run_strategy, self.resumes)  # fmt: skip
         vmi = None
         pods: tuple[LauncherPod, ...] = ()
+        nads = self.vmi_nads if self.kubevirt_owns_pod else {}
         if self.vmi_uid is not None:
             conditions = [Condition("LiveMigratable", "True" if self.live_migratable else "False",
                                     self.live_migratable_reason)]  # fmt: skip
-            if self.migration_required:
+            if self.migration_required and self.required_for >= self.grace:
                 reason = "AutoMigrationDueToLiveUpdate"
                 conditions.append(Condition("MigrationRequired", "True", reason))
+            elif self.migration_required or self.pending_link:
+                conditions.append(Condition("MigrationRequired", "False",
+                                            "AutoMigrationPending", "",
+                                            "2026-12-04T10:00:00Z"))
             pod_uid = f"pod-{self.pod}"
             vmi = VMI(
                 self.vmi_uid, "1", "Running", tuple(self.vmi_ifaces),
-                tuple(KVVMNetwork(i.name) for i in self.vmi_ifaces),
+                tuple(KVVMNetwork(i.name, nads.get(i.name)) for i in self.vmi_ifaces),
                 tuple(VMIInterfaceStatus(n, info_source=frozenset({"domain"}))
                       for n in sorted(self.attached)),
                 tuple(conditions), {pod_uid: "node-1"},
@@ -229,7 +251,8 @@ class Sim:
                 LauncherPod("ns", f"virt-launcher-vm-{self.pod}", pod_uid, "1", "Running",
                             "node-1", tuple(self.requested), tuple(self.reported)),
             )  # fmt: skip
-        cluster = ClusterConfig(self.strategy)  # type: ignore[arg-type]
+        methods = ("LiveMigrate",) if self.workload_update else ()
+        cluster = ClusterConfig(self.strategy, methods)  # type: ignore[arg-type]
         return World(vm, kvvm, vmi, pods, tuple(self.migrations), cluster,
                      vm_operations=tuple(self.vm_operations))
 
@@ -318,26 +341,49 @@ class Sim:
         self.vmi_uid = f"vmi-{self.pod + 1}"
         self.pod += 1
         self.vmi_ifaces = [i for i in self.kvvm_ifaces if not i.absent]
-        born = self.generated() if self.kubevirt_owns_pod else list(self.template)
+        self.vmi_nads = self._template_nads()
+        born = self.generated(fresh=True) if self.kubevirt_owns_pod else list(self.template)
         self.requested = born
         self.reported = [SDNStatus(r.identity, r.if_name, True) for r in born]
         self.attached = {i.name for i in self.vmi_ifaces}
         self.migration_required = False
 
-    def generated(self) -> list[SDNRequest]:
+    def generated(self, fresh: bool = False) -> list[SDNRequest]:
         """virt-controller's networks annotation for the VMI spec: every interface not
-        absent, bar the default one."""
+        absent, bar the default one. A running pod keeps the NAD it asks for already (a
+        NAD swap reaches only a new pod: `fresh`)."""
         for spec in self.networks or ():
             self.names[spec.if_name] = spec.identity
+        kept = {} if fresh else {r.if_name: r.identity for r in self.requested}
         return [
-            SDNRequest(self.names[i.name], i.name)
+            SDNRequest(kept.get(i.name) or self._vmi_identity(i.name), i.name)
             for i in self.vmi_ifaces
             if not i.absent and i.name != "default" and i.name in self.names
         ]
 
+    def _vmi_identity(self, if_name: str) -> str:
+        nad = self.vmi_nads.get(if_name)
+        found = nad_network(nad, "ns", "default", if_name) if nad else None
+        return f"{found[0]}/{found[1]}" if found else self.names[if_name]
+
+    def _template_nads(self) -> dict[str, str]:
+        return {n.name: n.multus_network for n in self.kvvm_nets if n.multus_network}
+
+    def user_swaps(self, interface: str, nad: str) -> None:
+        """The user points an interface at another NAD (`networkName`)."""
+        self.kvvm_nets = [KVVMNetwork(n.name, f"ns/{nad}") if n.name == interface else n
+                          for n in self.kvvm_nets]
+
     # -- the other controllers, one step ----------------------------------------------------
 
     def settle(self) -> None:
+        if (self.workload_update and self.migration_required and self.live_migratable
+                and self.required_for >= self.grace and self.vmi_uid is not None
+                and all(m.finished for m in self.migrations)):
+            name = f"kubevirt-workload-update-{len(self.migrations)}"
+            self.migrations.append(Migration(name, name, "Pending", workload_update=True))
+        self.required_for = self.required_for + 1 if self.migration_required else 0
+        self.pending_link = False
         if self.restarting:
             self.restarting -= 1
             if not self.restarting:
@@ -348,17 +394,20 @@ class Sim:
                 self.start()
             return
         for i, m in enumerate(self.migrations):
+            if m.phase == "Pending" and self.migration_refused:
+                self.migrations[i] = replace(m, phase="Failed", failure=self.migration_refused)
+                return
             if m.phase == "Pending":
                 self.migrations[i] = replace(m, phase="Running")
                 return
             if m.phase == "Running" and self.migration_stuck:
                 continue
             if m.phase == "Running" and self.migration_fails:
-                self.migrations[i] = replace(m, phase="Failed")
+                self.migrations[i] = replace(m, phase="Failed", failure="the migration failed")
                 return
             if m.phase == "Running":
                 self.migrations[i] = replace(m, phase="Succeeded")
-                uid, spec = self.vmi_uid, self.vmi_ifaces
+                uid, spec, nads = self.vmi_uid, self.vmi_ifaces, dict(self.vmi_nads)
                 self.start()
                 self.vmi_uid = uid
                 if self.kubevirt_owns_pod:
@@ -366,7 +415,8 @@ class Sim:
                     # VMI holds absent leaves with the old pod (KubeVirt plugs it anew
                     # from the template later, if the template asks for it again)
                     self.vmi_ifaces = [i for i in spec if not i.absent]
-                    self.requested = self.generated()
+                    self.vmi_nads = nads
+                    self.requested = self.generated(fresh=True)
                     self.reported = [SDNStatus(r.identity, r.if_name, True)
                                      for r in self.requested]
                     self.attached = {i.name for i in self.vmi_ifaces}
@@ -391,12 +441,27 @@ class Sim:
             # an unplug it took is never taken back (`applyDynamicIfaceRequestOnVMI`):
             # the interface stays absent until nothing reports it, then leaves the VMI
             unplugged = {i.name for i in self.vmi_ifaces if i.absent}
+            # and it hot-plugs bridge and SR-IOV interfaces only (`vm.go`)
+            running = {i.name for i in self.vmi_ifaces}
             self.vmi_ifaces = born + [
                 KVVMInterface(i.name, True) if i.name in unplugged else i
-                for i in self.kvvm_ifaces if i.name != "default"
+                for i in self.kvvm_ifaces
+                if i.name != "default" and (i.hot_pluggable or i.name in running)
             ]
         elif not self.kubevirt_owns_pod:
             self.vmi_ifaces = list(self.kvvm_ifaces)
+        if self.kubevirt_owns_pod and self.kubevirt_stuck != "sync":
+            # KubeVirt copies a changed NAD into a migratable VMI only (`syncNetworks`),
+            # and its evaluator asks at once for the migration that brings it to the pod
+            template = self._template_nads()
+            for synced in self.vmi_ifaces:
+                name = synced.name
+                if name in template and (self.live_migratable or name not in self.vmi_nads):
+                    self.vmi_nads[name] = template[name]
+            if not self.evaluator_off and any(
+                    r.identity != self._vmi_identity(r.if_name)
+                    for r in self.requested if r.if_name in self.vmi_nads):
+                self.migration_required = True
         if self.kubevirt_owns_pod and not self.kubevirt_stuck:
             self.requested = self.generated()
         if self.handler_stuck:
@@ -449,6 +514,8 @@ class Sim:
                 self.attached.add(iface.name)
             elif not self.dynamic_networks:
                 self.migration_required = True
+            else:
+                self.pending_link = bool(self.grace)
 
 
 def check_invariants(world: World, decision: Decision, multus: bool = False) -> None:

@@ -149,9 +149,13 @@ def test_a_migration_failed_before_it_was_first_seen_is_not_asked_for_again_by_n
     d.sim.migrations = [Migration(name, "old", "Failed")]  # ended before nicplug looked
     d.run(40, dt=30)
 
-    assert migrations_created(d)[0] == f"{name}-2"
+    # it counts as the attempt's failed migration: the next attempt, a backoff later,
+    # asks for its own (it was once asked for again as `-2` at every observation)
     assert name not in migrations_created(d)
-    assert d.op("Network/x", "plug").state == "Attached"
+    assert [reason for _, reason in d.failures()] == ["MigrationFailed"]
+    op = d.op("Network/x", "plug")
+    assert (op.state, op.attempt, op.migrations_failed) == ("Attached", 2, 1)
+    assert len(migrations_created(d)) == 1
 
 
 def test_migration_required_has_a_deadline() -> None:

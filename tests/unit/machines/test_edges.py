@@ -333,7 +333,40 @@ def kubevirt_unplug_taken_back_late() -> Driver:
     return d
 
 
+def kubevirt_nad_swap(then: str = "", **sim: object) -> Driver:
+    """The kubevirt flavour: the interface of X pointed at another NAD (`networkName`).
+    A migratable VMI takes it, KubeVirt asks for a migration (which may fail or hang);
+    `unnoticed`: KubeVirt never asks; `restart`: a VMI that cannot migrate waits for a
+    restart; `revert`: the user takes it back, asks again, deletes the VM."""
+    if FLAVOUR[0] != "kubevirt":
+        return make(Sim(networks=(MAIN,)))
+    d = plugged(**sim)
+    d.sim.user_swaps(X.if_name, "y")
+    d.run(3)
+    if then == "restart":
+        d.sim.restart()
+        d.run(6)
+    elif then == "revert":
+        d.sim.user_swaps(X.if_name, "x")
+        d.run(2)
+        d.sim.user_swaps(X.if_name, "y")
+        d.run(2)
+        d.sim.vm_deleted = True
+        d.run(1)
+    else:
+        d.run(10)
+    return d
+
+
 SCENARIOS: dict[str, Callable[[], Driver]] = {
+    "kubevirt: a NAD swap migrated": kubevirt_nad_swap,
+    "kubevirt: a NAD swap's migration fails": lambda: kubevirt_nad_swap(migration_fails=True),
+    "kubevirt: a NAD swap's migration hangs": lambda: kubevirt_nad_swap(migration_stuck=True),
+    "kubevirt: a NAD swap unnoticed": lambda: kubevirt_nad_swap(evaluator_off=True),
+    "kubevirt: a NAD swap at restart": lambda: kubevirt_nad_swap(
+        "restart", live_migratable=False),
+    "kubevirt: a NAD swap taken back": lambda: kubevirt_nad_swap(
+        "revert", live_migratable=False),
     "happy plug": happy_plug,
     "plug migrations": plug_migrations,
     "plug migration fails": lambda: plug_migrations(migration_fails=True),

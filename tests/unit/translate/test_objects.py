@@ -163,9 +163,9 @@ def test_kvvm_reads_template_interfaces_networks_and_annotation() -> None:
     assert error is None
     assert record.resource_version == "2001"
     assert record.interfaces == (
-        KVVMInterface("default"),
-        KVVMInterface(b.USER_NET_IF),
-        KVVMInterface(b.STORAGE_IF, absent=True),
+        KVVMInterface("default", binding="bridge"),
+        KVVMInterface(b.USER_NET_IF, binding="bridge"),
+        KVVMInterface(b.STORAGE_IF, absent=True, binding="bridge"),
     )
     assert record.networks == (
         KVVMNetwork("default"), KVVMNetwork(b.USER_NET_IF), KVVMNetwork(b.STORAGE_IF)
@@ -179,7 +179,24 @@ def test_kvvm_link_state_down_is_not_absent() -> None:
     interfaces = b.bridges(b.USER_NET_IF)
     interfaces[1]["state"] = "down"
     record, _ = kvvm_record(b.kvvm(interfaces=interfaces))
-    assert record.interfaces[1] == KVVMInterface(b.USER_NET_IF, absent=False)
+    assert record.interfaces[1] == KVVMInterface(b.USER_NET_IF, absent=False, binding="bridge")
+
+
+@pytest.mark.parametrize(("interface", "binding", "hot"), [
+    ({"bridge": {}}, "bridge", True),
+    ({"sriov": {}}, "sriov", True),
+    ({}, "", True),  # KubeVirt defaults a secondary interface to a bridge
+    ({"masquerade": {}}, "masquerade", False),
+    ({"binding": {"name": "passt"}}, "plugin/passt", False),
+])
+def test_kvvm_interfaces_say_how_they_are_bound(
+    interface: dict[str, object], binding: str, hot: bool
+) -> None:
+    interfaces = b.bridges()
+    interfaces.append({"name": b.USER_NET_IF, **interface})
+    record, _ = kvvm_record(b.kvvm(interfaces=interfaces))
+    assert record.interfaces[1].binding == binding
+    assert record.interfaces[1].hot_pluggable is hot
 
 
 def test_kvvm_multus_networks_keep_their_network_name() -> None:
@@ -371,3 +388,18 @@ def test_network_without_status_is_not_ready() -> None:
     body = copy.deepcopy(b.sdn_network("storage", cluster=True))
     del body["status"]
     assert not read(SDNNetworkObject, body, kind="ClusterNetwork").ready
+
+
+def test_a_kvvm_patch_read_from_bound_interfaces_still_pins_the_same_template() -> None:
+    """The binding is read, but a patch's precondition pins a template by its interfaces'
+    names and states: a round trip through the effect's payload still finds the same
+    template (reading bindings once made every KVVM patch fail its precondition)."""
+    from nicplug.machines.effects import KVVMTemplate
+    from nicplug.machines.facts import template_read
+
+    interfaces = b.bridges(b.USER_NET_IF)
+    interfaces[1] = {"name": b.USER_NET_IF, "binding": {"name": "bpfbridge"}}
+    record, _ = kvvm_record(b.kvvm(interfaces=interfaces))
+    read = template_read(record)
+    again = KVVMTemplate.from_payload(read.to_payload())
+    assert again.same_template(record.interfaces, record.networks, record.template_requests)

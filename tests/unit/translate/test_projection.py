@@ -27,7 +27,7 @@ def test_unread_fields_go_and_read_ones_stay_by_their_wire_names() -> None:
     assert kept == {
         "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance",
         "metadata": {"name": "vm", "namespace": "ns", "uid": "u", "resourceVersion": "7"},
-        "spec": {"domain": {"devices": {"interfaces": [{"name": "default"}]}}},
+        "spec": {"domain": {"devices": {"interfaces": [{"name": "default", "masquerade": {}}]}}},
         "status": {"interfaces": [{"name": "default", "infoSource": "domain"}],
                    "activePods": {"p": "node"}},
     }
