@@ -35,7 +35,7 @@ from nicplug.simulator.fixtures import Fixtures, populate
 from nicplug.simulator.knobs import Knobs
 from nicplug.simulator.kubeconfig import write_kubeconfig
 from nicplug.simulator.networking import Json
-from nicplug.simulator.resources import CRDS, EVENTS, EVENTS_V1
+from nicplug.simulator.resources import CRDS, EVENTS
 from nicplug.simulator.server import REQUEST_LOG, RequestRecord, make_app
 from nicplug.simulator.store import Store
 
@@ -194,9 +194,9 @@ class SimulatedCluster:
         return [e for a in self.actors for e in a.errors]
 
     def events(self, *, reason: str | None = None) -> list[Json]:
-        """Every Event, core/v1 and `events.k8s.io/v1` alike, as core/v1 shows them."""
+        """Every Event, core/v1 and `events.k8s.io/v1` alike (one object behind both
+        views), as core/v1 shows them, `count` taken from a series where there is one."""
         items, _ = self.store.list(EVENTS)
-        newer, _ = self.store.list(EVENTS_V1)
-        items += [{**e, "message": e.get("note"), "involvedObject": e.get("regarding"),
-                   "count": (e.get("series") or {}).get("count", 1)} for e in newer]
+        items = [{**e, "count": e.get("count") or (e.get("series") or {}).get("count", 1)}
+                 for e in items]
         return [e for e in items if reason is None or e.get("reason") == reason]
