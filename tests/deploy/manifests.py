@@ -1,4 +1,4 @@
-"""The manifests under deploy/, read the way kustomize and the API server's RBAC read them.
+"""The manifests of deploy/base/, read the way kustomize and the API server's RBAC read them.
 
 Loads every resource the kustomization lists, and turns the Roles and ClusterRoles that
 are bound to the controller's service account into `Grant`s that can be checked against
@@ -19,12 +19,15 @@ from nicplug.simulator.server import RequestRecord
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
+BASE = DEPLOY / "base"
+"""What every installation has; the overlays (`deploy/overlays/`) and components
+(`deploy/components/`) build on it."""
 
 Manifest = dict[str, Any]
 
 
 def kustomization() -> Manifest:
-    loaded: Manifest = yaml.safe_load((DEPLOY / "kustomization.yaml").read_text())
+    loaded: Manifest = yaml.safe_load((BASE / "kustomization.yaml").read_text())
     return loaded
 
 
@@ -34,7 +37,7 @@ def namespace() -> str:
 
 
 def resource_files() -> list[Path]:
-    return [DEPLOY / name for name in kustomization()["resources"]]
+    return [BASE / name for name in kustomization()["resources"]]
 
 
 def documents() -> Iterator[tuple[Path, Manifest]]:

@@ -49,7 +49,7 @@ def container() -> dict[str, Any]:
 
 def test_the_kustomization_lists_every_manifest() -> None:
     listed = {p.name for p in manifests.resource_files()}
-    on_disk = {p.name for p in manifests.DEPLOY.glob("*.yaml")} - {"kustomization.yaml"}
+    on_disk = {p.name for p in manifests.BASE.glob("*.yaml")} - {"kustomization.yaml"}
     assert listed == on_disk
 
 
