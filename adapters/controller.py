@@ -53,6 +53,7 @@ from nicplug.adapters.observability import (
     parse_addr,
 )
 from nicplug.adapters.observing import Observing
+from nicplug.adapters.operation_objects import OperationObjects
 from nicplug.adapters.reporting import MetricsListener
 from nicplug.adapters.retention import archive_finished
 from nicplug.adapters.sdn import dialect_for
@@ -336,6 +337,10 @@ class Controller:
             self.settings.journal, self.settings, self.metrics)
         listener = MetricsListener(self.metrics)
         informers = self._informers(connection)
+        objects = OperationObjects(
+            KubeCalls(connection, fence=term.check), journal, self.surroundings.clock,
+            namespace=self.settings.namespace,
+        ) if self.settings.operation_objects else None
         runtime: Runtime[VMState, World] = Runtime(
             HotplugDecider(self.settings.machine_config()),
             journal,
@@ -353,7 +358,8 @@ class Controller:
             slices=None if self.surroundings.loop_slice is None else LoopSlices(
                 self.surroundings.loop_slice, now=self.surroundings.work_clock),
             listeners=[listener, self._journal_health,
-                       *([EffectTaping(self._tape)] if self._tape else [])],
+                       *([EffectTaping(self._tape)] if self._tape else []),
+                       *([objects] if objects is not None else [])],
         )
         tasks: list[asyncio.Task[None]] = []
         try:
@@ -377,7 +383,10 @@ class Controller:
                     self._mark(str(stored.view.key), "recovery")
                 for key in self._observing.index.vm_keys():
                     self._mark(key, "initial list")
-                tasks.append(asyncio.create_task(self._retain(journal), name="retention"))
+                tasks.append(asyncio.create_task(self._retain(journal, objects),
+                                                 name="retention"))
+                if objects is not None:
+                    tasks.append(asyncio.create_task(objects.run(), name="operation objects"))
                 self._ready = True
                 log.info("ready: %d VMs listed, recovery done", self._observing.pending)
                 await self._observing.feed(runtime)
@@ -404,9 +413,10 @@ class Controller:
             raise corrupt(journal.path, "; ".join(problems[:3]))
         log.info("journal %s: the whole file is checked and healthy", journal.path)
 
-    async def _retain(self, journal: SQLiteJournal) -> None:
+    async def _retain(self, journal: SQLiteJournal, objects: OperationObjects | None) -> None:
         """Archive what finished before the retention window, once an hour (the first
-        time at once). A failed run is logged and tried again the next hour."""
+        time at once), and delete the objects of what it archived. A failed run is
+        logged and tried again the next hour."""
         into = self.settings.archives()
         while True:
             try:
@@ -417,6 +427,8 @@ class Controller:
                 if done is not None:
                     log.info("archived %d events of %d finished operations to %s",
                              done.events, done.streams, done.file)
+                    if objects is not None:
+                        await objects.reconcile()
             except (JournalError, OSError) as error:
                 log.error("retention: archiving failed, tried again in an hour: %s", error)
             await asyncio.sleep(RETENTION_EVERY)

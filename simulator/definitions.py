@@ -40,6 +40,10 @@ def _definition(res: Resource) -> Json:
     }
     if res.has_status:
         version["subresources"] = {"status": {}}
+    if res.columns:
+        version["additionalPrinterColumns"] = [
+            {"name": c.name, "type": c.type, "jsonPath": c.json_path,
+             **({"priority": c.priority} if c.priority else {})} for c in res.columns]
     return {
         "apiVersion": CRDS.api_version, "kind": CRDS.kind,
         "metadata": {"name": res.key},

@@ -136,6 +136,10 @@ def run(
     archive_dir: Annotated[
         Path | None, _opt("archive-dir", "Directory for archives (default: the journal's)")
     ] = None,
+    operation_objects: Annotated[str, _opt(
+        "operation-objects", "on: show each operation as a NetworkInterfaceOperation object "
+        "(kubectl get nicops) | off: write none"
+    )] = "on",
     log_level: Annotated[str, _opt("log-level", "DEBUG | INFO | WARNING | ERROR")] = "INFO",
 ) -> None:
     """Run the controller: watch VMs and hot-plug/unplug their interfaces."""
@@ -143,6 +147,8 @@ def run(
     from nicplug.adapters.settings import Settings
 
     dialect = dialect_of(flavour, dialect)
+    if operation_objects not in ("on", "off"):
+        usage_error(f"--operation-objects: on or off, not {operation_objects!r}")
     try:
         settings = Settings(
             kubeconfig=kubeconfig, journal=journal, dialect=dialect,
@@ -160,7 +166,7 @@ def run(
             lease_duration=lease_duration, renew_deadline=renew_deadline,
             retry_period=retry_period, request_timeout=request_timeout, synchronous=synchronous,
             record_tape=record_tape, retention=_seconds(retention, "--retention"),
-            archive_dir=archive_dir,
+            archive_dir=archive_dir, operation_objects=operation_objects == "on",
         )
     except ValidationError as exc:
         usage_error(_explain(exc))
