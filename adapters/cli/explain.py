@@ -64,10 +64,11 @@ def explain(
     if json_:
         print_json(found.to_json())
         return
-    _show(found)
+    show_explanation(found)
 
 
-def _show(found: Explanation) -> None:
+def show_explanation(found: Explanation) -> None:
+    """What `explain` prints (also `kubectl nicplug explain`)."""
     op = found.operation
     out = console()
     out.print(f"[bold]{plain(f'{op.vm} {op.network} {op.direction}#{op.attempt}')}[/]"

@@ -85,11 +85,20 @@ def history(
     )
     lines = ask(journal, lambda j: _timelines(j, selection))
     if json_:
-        print_json({"vm": vm, "operations": [line.to_json() for line in lines]})
+        print_json(history_json(vm, lines))
         return
+    show_timelines(lines, empty=f"no operations of {vm} in {journal}")
+
+
+def history_json(vm: str, lines: list[Timeline]) -> dict[str, object]:
+    return {"vm": vm, "operations": [line.to_json() for line in lines]}
+
+
+def show_timelines(lines: list[Timeline], *, empty: str) -> None:
+    """The tables of `history` (also `kubectl nicplug history`'s), one per operation."""
     out = console()
     if not lines:
-        out.print(plain(f"no operations of {vm} in {journal}"))
+        out.print(plain(empty))
         return
     for line in lines:
         op = line.operation
