@@ -52,7 +52,14 @@ from nicplug.machines.comparator import Comparison, Direction
 from nicplug.machines.effects import AnyEffect, CreateMigration, EmitEvent
 from nicplug.machines.facts import Facts, facts_of, same_for_decisions, sdn_messages
 from nicplug.machines.graph import MOVES_BY_FLAVOUR, TERMINAL, Move
-from nicplug.machines.guards import GUARDS, Context, budget, budget_when, restart_only
+from nicplug.machines.guards import (
+    GUARDS,
+    Context,
+    budget,
+    budget_when,
+    network_problem,
+    restart_only,
+)
 from nicplug.machines.operation import (
     AWAITING_MAC,
     EFFECTS_ISSUED,
@@ -327,6 +334,8 @@ class HotplugDecider:
             return f"nicplug will not migrate the VM: {blocked}" if blocked else ""
         if move.trigger == "SDNError":
             return facts.errors.get(op.network, "")
+        if move.trigger in ("NetworkNotFound", "NetworkNotReady"):
+            return network_problem(op.network, move.trigger, facts.world.vm)
         if move.trigger.endswith("Timeout"):
             limit = budget(op, facts, self.config) or 0.0
             reason = f"no progress in {op.state} within {limit:g}s"

@@ -14,6 +14,7 @@ from typing import Annotated
 import typer
 
 from nicplug.adapters.cli.app import app
+from nicplug.adapters.cli.pictures import operation_diagram
 from nicplug.adapters.cli.querying import (
     DEFAULT_JOURNAL,
     JournalPath,
@@ -28,6 +29,9 @@ from nicplug.adapters.cli.querying import (
 )
 from nicplug.adapters.queries import Explanation, explanation, resolve
 from nicplug.engine.inspection import JournalInspection
+
+DiagramFlag = Annotated[bool, typer.Option(
+    "--diagram", help="Print the machine as mermaid, the operation's path and state highlighted")]
 
 
 async def _explain(
@@ -51,6 +55,7 @@ def explain(
     ] = None,
     journal: JournalPath = DEFAULT_JOURNAL,
     json_: JsonFlag = False,
+    diagram: DiagramFlag = False,
 ) -> None:
     """Explain one operation: its state, what it waits for, its last observation and timers."""
     now = time.time()
@@ -61,6 +66,9 @@ def explain(
                  " its VM, give NS/NAME NETWORK", 1)
         named = f"{operation} {network}" if network else operation
         fail(f"no operation {named} in journal {journal}", 1)
+    if diagram:
+        typer.echo(operation_diagram(found.operation), nl=False)
+        return
     if json_:
         print_json(found.to_json())
         return

@@ -20,8 +20,9 @@ from typing import Annotated, Any, NoReturn
 
 import typer
 
-from nicplug.adapters.cli.explain import show_explanation
-from nicplug.adapters.cli.history import history_json, show_timelines
+from nicplug.adapters.cli.explain import DiagramFlag, show_explanation
+from nicplug.adapters.cli.history import FormatOption, history_json, picture_format, show_timelines
+from nicplug.adapters.cli.pictures import operation_diagram, timeline
 from nicplug.adapters.cli.querying import print_json
 from nicplug.adapters.cli.status import show_operations, status_json
 from nicplug.adapters.cli.stuck import show_stuck, stuck_json
@@ -147,9 +148,11 @@ def history(
     kubeconfig: Kubeconfig = None,
     context: Context = None,
     json_: JsonFlag = False,
+    format_: FormatOption = "table",
 ) -> None:
     """Show each operation of a VM: its steps with their times and causes."""
     _checked(vm_ref, vm, "NS/NAME")
+    format_ = _checked(picture_format, format_, "--format")
     network = _checked(network_ref, network, "--network")
     objects = [o for o in _read(kubeconfig, context, _vm_namespace(vm))
                if summary_of(o).vm == vm and (network is None or summary_of(o).network == network)]
@@ -158,6 +161,9 @@ def history(
                                   t.operation.attempt))
     if json_:
         print_json(history_json(vm, lines))
+        return
+    if format_ == "mermaid":
+        typer.echo(timeline(vm, lines, now=time.time()), nl=False)
         return
     show_timelines(lines, empty=f"no operations of {vm} in {_where(_vm_namespace(vm))}")
 
@@ -175,6 +181,7 @@ def explain(
     kubeconfig: Kubeconfig = None,
     context: Context = None,
     json_: JsonFlag = False,
+    diagram: DiagramFlag = False,
 ) -> None:
     """Explain an operation of a VM: its state, what it waits for, its timers."""
     _checked(vm_ref, vm, "NS/NAME")
@@ -197,6 +204,12 @@ def explain(
         named = f"{vm} {network}" if network else vm
         _fail(f"no operation of {named} in {_where(_vm_namespace(vm))}", 1)
     explained = [explanation_of(objects[stream], now=now) for stream in chosen]
+    if diagram:
+        if len(explained) > 1:
+            _fail(f"{vm} has operations on {len(explained)} networks: name one for "
+                  "--diagram", 2)
+        typer.echo(operation_diagram(explained[0].operation), nl=False)
+        return
     if json_:
         print_json(explained[0].to_json() if network else
                    {"vm": vm, "operations": [e.to_json() for e in explained]})

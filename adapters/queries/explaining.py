@@ -53,6 +53,8 @@ GUARD_PHRASES: Mapping[str, str] = {
     "migration_failed": "the migration failed",
     "migration_rejected": "creating the migration was rejected",
     "sdn_reports_error": "the SDN reports an error for the entry",
+    "network_missing": "the cluster has no Network/ClusterNetwork of that name",
+    "network_not_ready": "the network exists but is not Ready",
     "deadline_passed": "the state's deadline passes (counting only time the VM was live)",
     "effect_rejected": "the API server rejects one of its patches for good",
 }

@@ -77,6 +77,11 @@ async def test_the_plugin_answers_as_the_cli_does(start_cluster, start_controlle
         (VM, "Network/user-net", "Attached")]
     code, out, err = await _run(plugin, "history", VM, env=env, cwd=tmp_path)
     assert code == 0 and "SDNReady" in out and "Attached" in out, err
+    code, out, err = await _run(plugin, "history", VM, "--format", "mermaid", env=env,
+                                cwd=tmp_path)
+    assert code == 0 and out.startswith("gantt\n") and "  Attached :milestone," in out, err
+    code, out, err = await _run(plugin, "explain", VM, "--diagram", env=env, cwd=tmp_path)
+    assert code == 0 and "  class Attached s_active" in out, err
     code, out, err = await _run(plugin, "stuck", "--older-than", "1s", "--json",
                                 env=env, cwd=tmp_path)
     assert code == 0 and json.loads(out)["operations"] == [], err
