@@ -3,6 +3,7 @@ state highlighted) and `history --format mermaid` (a VM's operations in time).""
 
 from __future__ import annotations
 
+import itertools
 import re
 from pathlib import Path
 
@@ -56,7 +57,7 @@ def test_history_draws_a_vms_operations_as_a_gantt(standard_journal: Path) -> No
     assert [b.group(2) for b in bars if b][-1] == "milestone"  # terminal: a moment
     spans = [(int(b.group(4)), int(b.group(5))) for b in bars if b]
     assert all(start < end for start, end in spans[:-1])
-    assert all(a[1] <= b[0] + 1 for a, b in zip(spans, spans[1:], strict=False))  # in order
+    assert all(a[1] <= b[0] + 1 for a, b in itertools.pairwise(spans))  # in order
 
     failed = nicplug("history", "ns/rejected", "--format", "mermaid",
                      "--journal", str(standard_journal))
