@@ -139,3 +139,20 @@ async def test_kubectl_get_nicops_lists_every_operation_with_its_state(
     assert cells[0] == "default" and cells[2] == "vm-00000"
     assert cells[4:7] == ["Network/user-net", "plug", "Attached"]
     assert "vm-00000-plug-" in (await _kubectl(cluster, "get", "nicplug", "-n", "default"))
+
+
+@pytest.mark.skipif(KUBECTL is None, reason="kubectl is missing: not installed on PATH")
+async def test_kubectl_describe_vm_shows_nicplugs_events(start_cluster, start_controller,
+                                                         user_of) -> None:
+    cluster = await start_cluster()  # deckhouse: `vm` is the Deckhouse VM alone
+    ctl = await start_controller(cluster)
+    await user_of(cluster).add_network(VM, "Network", "user-net")
+    await ctl.journal.wait_for(VM, "Network/user-net", "plug", {"Attached", "Failed"})
+    await eventually(lambda: bool(cluster.events(reason="PlugAttached")), what="the Event")
+
+    described = await _kubectl(cluster, "describe", "vm", "vm-00000", "-n", "default")
+    events = described.split("Events:", 1)[1]
+    assert "PlugAttached" in events and "Network/user-net" in events
+    listed = await _kubectl(cluster, "get", "events", "-n", "default",
+                            "--field-selector", "involvedObject.name=vm-00000")
+    assert "PlugAttached" in listed
