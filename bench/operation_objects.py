@@ -38,8 +38,6 @@ VM_PATH = "/apis/virtualization.deckhouse.io/v1alpha2/namespaces/{}/virtualmachi
 
 
 async def _all_attached(journal: Path, vms: int) -> bool:
-    if not journal.exists():
-        return False
     reader = await open_for_queries(journal)
     try:
         ops = await operations(reader)
@@ -63,7 +61,9 @@ async def _run(vms: int, *, objects: bool, batch: float) -> dict[str, Any]:
     controller = Controller(settings)
     task = asyncio.create_task(controller.run())
     try:
-        while not (controller.listed and controller.leading):
+        for _ in range(600):  # ready: listed, recovered, leading
+            if controller.listed and controller.leading:
+                break
             await asyncio.sleep(0.05)
         await asyncio.sleep(batch + 0.5)  # the term's reconcile, then nothing
         cluster.take_requests()
