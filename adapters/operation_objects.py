@@ -177,9 +177,10 @@ class OperationObjects(RuntimeListener):
             await self._calls.patch(OPERATIONS, namespace, name, patch,
                                     content_type=MERGE_PATCH)
             self._on_write("patch")
-        except NotFound:
+        except NotFound:  # deleted meanwhile: by its VM's garbage collection, or by hand
             del self._names[stream]
-            await self._create(stream, body)
+            if not body["status"]["terminal"]:  # a finished one stays gone until a reconcile
+                await self._create(stream, body)
 
     async def _delete(self, stream: str) -> None:
         found = self._names.pop(stream, None)

@@ -22,6 +22,7 @@ from aiohttp import web
 
 from nicplug.simulator.actors.deckhouse_macs import MACAddresses
 from nicplug.simulator.actors.deckhouse_operations import VirtualMachineOperations
+from nicplug.simulator.actors.garbage import GarbageCollector
 from nicplug.simulator.actors.kubevirt import KubeVirt
 from nicplug.simulator.actors.multus_dnc import DynamicNetworksController
 from nicplug.simulator.actors.reactor import Reactor
@@ -68,7 +69,8 @@ class SimulatedCluster:
         self.vms: list[tuple[str, str]] = []
         self.virt_handler = VirtHandler(self.store, self.knobs, self.clock)
         self.kubevirt = KubeVirt(self.store, self.knobs, self.clock)
-        self.actors: list[Reactor] = [self.kubevirt, self.virt_handler]
+        self.actors: list[Reactor] = [self.kubevirt, self.virt_handler,
+                                      GarbageCollector(self.store, self.knobs, self.clock)]
         if self.knobs.dialect == "deckhouse":
             self.actors.append(DeckhouseSDN(self.store, self.knobs, self.clock))
             self.actors.append(VirtualMachineOperations(self.store, self.knobs, self.clock))

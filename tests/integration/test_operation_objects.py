@@ -156,3 +156,14 @@ async def test_kubectl_describe_vm_shows_nicplugs_events(start_cluster, start_co
     listed = await _kubectl(cluster, "get", "events", "-n", "default",
                             "--field-selector", "involvedObject.name=vm-00000")
     assert "PlugAttached" in listed
+
+
+async def test_the_object_goes_with_its_vm(start_cluster, start_controller, user_of) -> None:
+    cluster = await start_cluster()
+    ctl = await start_controller(cluster)
+    await user_of(cluster).add_network(VM, "Network", "user-net")
+    await ctl.journal.wait_for(VM, "Network/user-net", "plug", {"Attached", "Failed"})
+    await eventually(lambda: _attached(cluster), what="the object shows Attached")
+
+    cluster.store.delete(VMS, "default", "vm-00000")
+    await eventually(lambda: _objects(cluster) == [], what="the object collected with its VM")
