@@ -138,7 +138,7 @@ class OperationObjects(RuntimeListener):
                 await self._delete(stream)
             elif written_version(obj) != view.version:
                 await self._write(stream)
-        for stream in views.keys() - found.keys():
+        for stream in sorted(views.keys() - found.keys()):  # (a set: its order is the hash seed's)
             await self._write(stream)
 
     async def _write(self, stream: str) -> None:
