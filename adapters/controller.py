@@ -54,6 +54,8 @@ from nicplug.adapters.observability import (
 )
 from nicplug.adapters.observing import Observing
 from nicplug.adapters.operation_objects import OperationObjects
+from nicplug.adapters.platform_mode import ModeFinding, find_mode
+from nicplug.adapters.queries.http import make_query_app
 from nicplug.adapters.reporting import MetricsListener
 from nicplug.adapters.retention import archive_finished
 from nicplug.adapters.sdn import dialect_for
@@ -70,6 +72,7 @@ from nicplug.engine.sqlite_journal import SQLiteJournal
 from nicplug.engine.sqlite_opening import corrupt
 from nicplug.machines.decider import HotplugDecider
 from nicplug.machines.operation import VMState
+from nicplug.machines.policy import FLAVOUR_OF
 from nicplug.machines.versions import schemas
 from nicplug.machines.world import World
 
@@ -204,8 +207,12 @@ class Controller:
         self.settings = settings
         self.surroundings = surroundings or Surroundings()
         self.identity = settings.identity or f"{socket.gethostname()}-{os.getpid()}"
-        self.metrics = Metrics()
-        self.health = Health(ready=self._is_ready, why=self._not_ready_because)
+        self.metrics = Metrics(flavour="deckhouse" if settings.dialect == "deckhouse"
+                               else "kubevirt")
+        self.health = Health(ready=self._is_ready, why=self._not_ready_because,
+                             note=self._mode_note)
+        self.mode: ModeFinding | None = None
+        """The mode this replica's current term runs in, and why (`platform_mode`)."""
         self.dialect = dialect_for(
             settings.dialect, cluster_nad_namespace=settings.cluster_network_namespace
         )
@@ -227,6 +234,7 @@ class Controller:
         self._last_progress: dict[str, float] = {}
         self.loop_lag = LoopLag(on_lag=self._lagged)
         self.metrics_port: int | None = None  # the bound port (`metrics_addr` may say 0)
+        self.query_port: int | None = None  # the bound port of `/operations`, if served
 
     @property
     def listed(self) -> bool:
@@ -247,6 +255,18 @@ class Controller:
     def _is_ready(self) -> bool:
         return self._ready and self.leading and self._journal_health.writable
 
+    def _mode_note(self) -> str:
+        return "" if self.mode is None else self.mode.describe()
+
+    def _found_mode(self, finding: ModeFinding) -> None:
+        """Say the mode of this term: the log, `nicplug_mode_info`, `/readyz`."""
+        self.mode = finding
+        self.metrics.mode_info.clear()
+        flavour = FLAVOUR_OF[self.settings.dialect]
+        self.metrics.mode_info.labels(finding.mode, flavour, finding.source).set(1)
+        level = logging.WARNING if finding.source == "fallback" else logging.INFO
+        log.log(level, "mode: %s, flavour %s", finding.describe(), flavour)
+
     def _not_ready_because(self) -> str:
         if self._leadership is None or not self._leadership.leading:
             return "not leading (standing for the lease)"
@@ -257,7 +277,7 @@ class Controller:
     async def run(self) -> None:
         """Serve metrics and health, stand for the Lease, lead while it is ours; when
         cancelled (a clean stop), end the term and release the Lease."""
-        runner = await self._serve_http() if self.surroundings.serve_http else None
+        runners = await self._serve_http() if self.surroundings.serve_http else []
         timing = self.settings.lease_timing()
         user_agent = f"nicplug/{__version__} ({self.identity})"
         opened: list[ApiConnection] = []
@@ -267,18 +287,19 @@ class Controller:
                                         now=self.surroundings.clock.wall)
             connection = await self.surroundings.connect(ClientSettings(
                 kubeconfig=self.settings.kubeconfig, read_timeout=self.settings.request_timeout,
-                user_agent=user_agent,
+                user_agent=user_agent, on_request=self.metrics.request_seen,
             ))
             opened.append(connection)
             # The Lease has a pool of its own: effects and watches never hold up a renewal.
             lease_connection = await self.surroundings.connect(ClientSettings(
                 kubeconfig=self.settings.kubeconfig, read_timeout=timing.call_timeout,
                 connect_timeout=timing.call_timeout, max_connections=2, user_agent=user_agent,
+                on_request=self.metrics.request_seen,
             ))
         except BaseException:
             for client in opened:
                 await client.close()
-            if runner is not None:
+            for runner in runners:
                 await runner.cleanup()
             if self._tape is not None:
                 self._tape.close()
@@ -308,7 +329,7 @@ class Controller:
             await _hand_over(leadership)
             await connection.close()
             await lease_connection.close()
-            if runner is not None:
+            for runner in runners:
                 await runner.cleanup()
             if self._tape is not None:
                 self._tape.close()
@@ -317,32 +338,41 @@ class Controller:
         self.metrics.loop_lag.observe(lag)
         self.metrics.loop_lag_max.set(self.loop_lag.largest)
 
-    async def _serve_http(self) -> web.AppRunner:
-        host, port = parse_addr(self.settings.metrics_addr)
-        app = make_http_app(self.metrics, self.health, journal=self.settings.journal)
-        runner = web.AppRunner(app, access_log=None)
-        await runner.setup()
-        try:
-            await web.TCPSite(runner, host, port).start()
-        except OSError as error:  # in use, not this host's, unknown host: one line
-            await runner.cleanup()
-            raise bind_refused(self.settings.metrics_addr, error) from error
+    async def _serve_http(self) -> list[web.AppRunner]:
+        """`/metrics` and the probes on the metrics address; `/operations` on the query
+        address, unless it is empty."""
+        runner = await _serve(make_http_app(self.metrics, self.health),
+                              self.settings.metrics_addr, "--metrics-addr")
         self.metrics_port = int(runner.addresses[0][1])
-        log.info("metrics and health on http://%s:%d", host, self.metrics_port)
-        return runner
+        log.info("metrics and health on http://%s:%d", parse_addr(self.settings.metrics_addr)[0],
+                 self.metrics_port)
+        if not self.settings.query_addr:
+            return [runner]
+        try:
+            queries = await _serve(make_query_app(self.settings.journal),
+                                   self.settings.query_addr, "--query-addr")
+        except BaseException:
+            await runner.cleanup()
+            raise
+        self.query_port = int(queries.addresses[0][1])
+        log.info("operation queries on http://%s:%d/operations",
+                 parse_addr(self.settings.query_addr)[0], self.query_port)
+        return [runner, queries]
 
     async def _lead(self, connection: ApiConnection, term: Term) -> None:
         self._journal_health.reset()
         journal = await self.surroundings.open_journal(
             self.settings.journal, self.settings, self.metrics)
-        listener = MetricsListener(self.metrics)
+        listener = MetricsListener(self.metrics, monotonic=self.surroundings.monotonic)
         informers = self._informers(connection)
+        self._found_mode(await find_mode(self.settings, connection))
+        assert self.mode is not None
         objects = OperationObjects(
             KubeCalls(connection, fence=term.check), journal, self.surroundings.clock,
             namespace=self.settings.namespace,
         ) if self.settings.operation_objects else None
         runtime: Runtime[VMState, World] = Runtime(
-            HotplugDecider(self.settings.machine_config()),
+            HotplugDecider(self.settings.machine_config(self.mode.mode)),
             journal,
             KubeExecutor(
                 KubeCalls(connection, fence=partial(_fence, term, self._observing)),
@@ -352,6 +382,9 @@ class Controller:
                 max_migrations=self.settings.max_migrations,
                 cached=_cached_in(self._observing.index),
                 monotonic=self.surroundings.monotonic,
+                # the Events' reportingInstance: this replica, in a pod the pod's name
+                # (deployment.yaml sets NICPLUG_IDENTITY from the downward API)
+                reporting_instance=self.identity,
             ),
             self.surroundings.clock,
             concurrency=self.settings.concurrency,
@@ -378,7 +411,7 @@ class Controller:
                 await self._synced(informers, tasks)
                 if self._tape is not None:
                     self._tape.initial_events_end()
-                listener.seed(stored.view.state for stored in await journal.views())
+                listener.seed(stored.view for stored in await journal.views())
                 for stored in await journal.views(live=True):
                     self._mark(str(stored.view.key), "recovery")
                 for key in self._observing.index.vm_keys():
@@ -400,6 +433,7 @@ class Controller:
                 await asyncio.gather(*tasks, return_exceptions=True)
                 await _stop(runtime, term)
             finally:
+                listener.forget_effects()
                 await journal.close()
 
     async def _check_journal(self, journal: SQLiteJournal) -> None:
@@ -493,6 +527,18 @@ class Controller:
                     task.result()
             await self._observing.feed(runtime)
             await asyncio.sleep(0)
+
+
+async def _serve(app: web.Application, address: str, option: str) -> web.AppRunner:
+    host, port = parse_addr(address)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    try:
+        await web.TCPSite(runner, host, port).start()
+    except OSError as error:  # in use, not this host's, unknown host: one line
+        await runner.cleanup()
+        raise bind_refused(address, error, option) from error
+    return runner
 
 
 async def run_controller(settings: Settings) -> None:

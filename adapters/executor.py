@@ -161,11 +161,12 @@ class KubeExecutor:
         cached: Cached | None = None,
         monotonic: Callable[[], float] = time.monotonic,
         wait_for_earlier: float = 30.0,
+        reporting_instance: str = "",
     ) -> None:
         self._calls = calls
         self._wait_for_earlier = wait_for_earlier
         self._cached = cached
-        self._events = EventRecorder(calls, monotonic=monotonic)
+        self._events = EventRecorder(calls, monotonic=monotonic, instance=reporting_instance)
         self._max_migrations = max_migrations
         self._migrating = asyncio.Lock()
         self._dialect = dialect
@@ -245,7 +246,7 @@ class KubeExecutor:
                 case EmitEvent():
                     return await self._event(decoded)
         except kube_errors.KubeError as exc:
-            raise self._translated(exc) from exc
+            raise self._translated(exc, effect.type) from exc
         raise PermanentError(f"effect type {effect.type!r} has no executor")
 
     def _superseded(self, effect: PendingEffect, slot: tuple[str, str]) -> bool:
@@ -410,9 +411,15 @@ class KubeExecutor:
         if write is not None:
             write.finish(None)
 
-    def _translated(self, exc: kube_errors.KubeError) -> Exception:
+    def _translated(self, exc: kube_errors.KubeError, type_: str) -> Exception:
         if self._metrics is not None and exc.status:
             self._metrics.api_errors.labels(str(exc.status)).inc()
+        if isinstance(exc, kube_errors.PatchRejected) and exc.status in (403, 422):
+            # a refusal (RBAC, an admission policy): the same request is refused again,
+            # so the effect ends now with the server's words (`explain`, a Warning Event)
+            if self._metrics is not None:
+                self._metrics.refused.labels(type_, str(exc.status)).inc()
+            return PermanentError(f"refused by the API server: {exc}")
         if isinstance(exc, kube_errors.Conflict):
             return RetryAfterObservation(str(exc))
         if isinstance(exc, kube_errors.Temporary):
@@ -734,12 +741,12 @@ class KubeExecutor:
             raise PermanentError(
                 f"VM {e.target}: this KubeVirt API flavour ({self._kinds.name}) has no "
                 "VirtualMachineOperations to restart it with")
-        type_ = "Stop" if e.step == "halt" else "Start"
+        type_ = {"halt": "Stop", "start": "Start", "restart": "Restart"}[e.step]
         try:
             vmi: Mapping[str, Any] | None = await self._read(self._kinds.vmis, e.namespace, e.name)
         except kube_errors.NotFound:
             vmi = None
-        if type_ == "Stop":
+        if type_ in ("Stop", "Restart"):
             if vmi is None:
                 return {"stopped": False, "reason": "no VMI"}
             if (vmi.get("metadata") or {}).get("uid") != e.vmi_uid:

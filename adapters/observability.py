@@ -1,35 +1,100 @@
 """Prometheus metrics and the controller's small HTTP face (`/metrics`, `/healthz`,
-`/readyz`, and the read-only journal views `/operations` when given the journal).
+`/readyz`). The read-only journal views (`/operations`) are served apart, on the query
+address (`queries/http.py`): what a scraper and the kubelet may reach is not what
+names every VM of every namespace.
 
 Metrics live in a registry of their own (never the process-global one) so that two
-controllers in one test process do not collide. This module only records and serves;
-it never decides anything and never blocks the controller: a failing scrape is the
-scraper's problem.
+controllers in one test process do not collide; the registry carries the process and
+platform collectors the global one would (`process_*`: the memory limits are sized
+from RSS) and a `nicplug_build_info` series. No `_created` series are exported: they
+double every counter and histogram for a timestamp no rule reads. This module only
+records and serves; it never decides anything and never blocks the controller: a
+failing scrape is the scraper's problem.
 """
 
 from __future__ import annotations
 
 import errno
+import platform
 import socket
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from aiohttp import web
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import (
+    GC_COLLECTOR,
+    PLATFORM_COLLECTOR,
+    PROCESS_COLLECTOR,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    disable_created_metrics,
+    generate_latest,
+)
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
-from nicplug.adapters.queries.http import add_operation_routes
+from nicplug.adapters import __version__
+
+disable_created_metrics()  # type: ignore[no-untyped-call]  # process-wide: every registry
 
 _LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
+_OPERATION_BUCKETS = (1, 2.5, 5, 10, 20, 30, 60, 120, 300, 600, 1800, 3600, 6 * 3600, 86400)
+"""An operation takes seconds when all goes well, minutes at a timeout or a migration,
+hours to days when it waits for a person (a restart, a migration nicplug may not make)."""
 
 
 @dataclass
 class Metrics:
     registry: CollectorRegistry = field(default_factory=CollectorRegistry)
+    flavour: str = "deckhouse"
 
     def __post_init__(self) -> None:
         r = self.registry
+        for collector in (PROCESS_COLLECTOR, PLATFORM_COLLECTOR, GC_COLLECTOR):
+            r.register(collector)  # stateless readers of this process: shared safely
+        Gauge(
+            "nicplug_build_info", "1, labelled with what runs: nicplug's and Python's versions",
+            ["version", "python", "flavour"], registry=r,
+        ).labels(__version__, platform.python_version(), self.flavour).set(1)
+        self.operation_duration = Histogram(
+            "nicplug_operation_duration_seconds",
+            "From an operation's opening to its end (Applied, Detached, Failed, Cancelled…), "
+            "waits for a person included",
+            ["direction", "flavour", "outcome"],
+            buckets=_OPERATION_BUCKETS,
+            registry=r,
+        )
+        self.operation_failures = Counter(
+            "nicplug_operation_failures_total",
+            "Operations that ended Failed, by direction and reason (SDNError, SDNTimeout…)",
+            ["direction", "reason"],
+            registry=r,
+        )
+        self.pending_effects = Gauge(
+            "nicplug_pending_effects",
+            "Effects started and not done yet (being sent, or waiting to be retried)",
+            registry=r,
+        )
+        self.oldest_pending_effect = Gauge(
+            "nicplug_pending_effect_oldest_age_seconds",
+            "Seconds since the oldest pending effect was first attempted (0: none pending)",
+            registry=r,
+        )
+        self.api_requests = Counter(
+            "nicplug_api_requests_total",
+            "Every request to the API server (effects, lists, watches, the Lease), by verb, "
+            "resource and HTTP status ('error': no answer)",
+            ["verb", "resource", "code"],
+            registry=r,
+        )
+        self.api_request_latency = Histogram(
+            "nicplug_api_request_duration_seconds",
+            "Time to each API response's headers (a watch: until it opened)",
+            ["verb", "resource"],
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
+        )
         self.operations = Gauge(
             "nicplug_operations", "Interface operations by current state", ["state"], registry=r
         )
@@ -63,6 +128,21 @@ class Metrics:
         )
         self.api_errors = Counter(
             "nicplug_api_errors_total", "API errors by HTTP status", ["code"], registry=r
+        )
+        self.mode_info = Gauge(
+            "nicplug_mode_info",
+            "1 for the mode this replica runs in: observe (the platform hot-plugs, nicplug "
+            "follows and tells) or drive (nicplug writes the pods and KVVMs), its flavour, "
+            "and where the mode comes from (setting, flavour, clusterrole, fallback)",
+            ["mode", "flavour", "source"],
+            registry=r,
+        )
+        self.refused = Counter(
+            "nicplug_effects_refused_total",
+            "Writes the API server refused for good (a 403, or a 422 that is not a lost "
+            "compare-and-swap: RBAC, an admission policy), by effect type and HTTP status",
+            ["type", "code"],
+            registry=r,
         )
         self.observation_errors = Counter(
             "nicplug_observation_errors_total",
@@ -105,6 +185,11 @@ class Metrics:
             registry=r,
         )
 
+    def request_seen(self, verb: str, resource: str, code: str, seconds: float) -> None:
+        """One request to the API server (`kube/requests_seen.py`)."""
+        self.api_requests.labels(verb, resource, code).inc()
+        self.api_request_latency.labels(verb, resource).observe(seconds)
+
     def render(self) -> bytes:
         return generate_latest(self.registry)
 
@@ -117,11 +202,11 @@ class Health:
     ready: Callable[[], bool] = lambda: False
     live: Callable[[], bool] = lambda: True
     why: Callable[[], str] = lambda: ""
+    note: Callable[[], str] = lambda: ""
+    """What a ready answer adds (the mode the controller runs in, and why)."""
 
 
-def make_http_app(
-    metrics: Metrics, health: Health, *, journal: Path | str | None = None
-) -> web.Application:
+def make_http_app(metrics: Metrics, health: Health) -> web.Application:
     async def metrics_view(_: web.Request) -> web.Response:
         body = metrics.render()
         return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
@@ -132,7 +217,8 @@ def make_http_app(
 
     async def readyz(_: web.Request) -> web.Response:
         if health.ready():
-            return web.Response(status=200, text="ready\n")
+            note = health.note()
+            return web.Response(status=200, text=f"ready: {note}\n" if note else "ready\n")
         why = health.why()
         return web.Response(status=503, text=f"not ready: {why}\n" if why else "not ready\n")
 
@@ -140,8 +226,6 @@ def make_http_app(
     app.router.add_get("/metrics", metrics_view)
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", readyz)
-    if journal is not None:
-        add_operation_routes(app, journal)
     return app
 
 
@@ -149,7 +233,8 @@ class MetricsAddressError(Exception):
     """The metrics address cannot be served: in use, not this host's, unknown."""
 
 
-def bind_refused(value: str, error: OSError) -> MetricsAddressError:
+def bind_refused(value: str, error: OSError, option: str = "--metrics-addr",
+                 ) -> MetricsAddressError:
     """Why `HOST:PORT` could not be bound, in one line that says what to change."""
     host, _ = parse_addr(value)
     if isinstance(error, socket.gaierror):
@@ -162,7 +247,7 @@ def bind_refused(value: str, error: OSError) -> MetricsAddressError:
         problem = "permission denied (ports below 1024 need privileges); choose another port"
     else:
         problem = error.strerror or str(error)
-    return MetricsAddressError(f"--metrics-addr {value}: {problem}")
+    return MetricsAddressError(f"{option} {value}: {problem}")
 
 
 def parse_addr(value: str) -> tuple[str, int]:

@@ -151,7 +151,7 @@ class Observing:
             return None
         if vm_key in self._held:
             self._held.discard(vm_key)
-            log.info("vm=%s readable again", vm_key)
+            log.info("vm=%s readable again", vm_key, extra={"vm": vm_key})
         self._report_pods(vm_key, [p.observation_error for p in world.pods if p.observation_error])
         return world
 
@@ -188,14 +188,15 @@ class Observing:
         operation waits on it: say so (once per distinct problem), or it waits unseen."""
         if not problems:
             if self._unreadable_pods.pop(vm_key, None) is not None:
-                log.info("vm=%s pod annotations readable again", vm_key)
+                log.info("vm=%s pod annotations readable again", vm_key, extra={"vm": vm_key})
             return
         problem = "; ".join(problems)
         if self._on_unreadable_pods is not None:
             self._on_unreadable_pods(vm_key, problem)
         if self._unreadable_pods.get(vm_key) != problem:
             self._unreadable_pods[vm_key] = problem
-            log.warning("vm=%s waits on an unreadable pod annotation: %s", vm_key, problem)
+            log.warning("vm=%s waits on an unreadable pod annotation: %s", vm_key, problem,
+                        extra={"vm": vm_key})
 
     def _readable(self, kubevirt: dict[str, Any]) -> bool:
         """Whether the KubeVirt CR reads; if not, say so (it is not indexed)."""
@@ -214,7 +215,7 @@ class Observing:
             self._on_hold(vm_key, problem)
         if vm_key not in self._held:
             self._held.add(vm_key)
-            log.warning("vm=%s held still: %s", vm_key, problem)
+            log.warning("vm=%s held still: %s", vm_key, problem, extra={"vm": vm_key})
 
 
 def _nothing_left(world: World) -> bool:

@@ -23,11 +23,15 @@ from nicplug.adapters.kube.flavour import (
 from nicplug.adapters.kube.lease import LeaseTiming
 from nicplug.adapters.observability import parse_addr
 from nicplug.adapters.scope import VMScope
-from nicplug.machines.policy import MachineConfig, Timeouts
+from nicplug.machines.policy import MachineConfig, Mode, Timeouts
 
 Dialect = Literal["deckhouse", "multus"]
 Gating = Literal["rollout-strategy", "always-live"]
 Migrations = Literal["auto", "opt-in", "never", "manual"]
+ModeSetting = Literal["auto", "observe", "drive"]
+"""`--mode`: `observe` (the platform hot-plugs, nicplug follows and tells), `drive`
+(nicplug writes the pods and KVVMs: a Deckhouse release without native hotplug), or
+`auto` (the default): `nicplug run` asks the cluster (`adapters/platform_mode.py`)."""
 
 
 class Settings(BaseModel):
@@ -36,6 +40,7 @@ class Settings(BaseModel):
     kubeconfig: Path | None = None
     journal: Path = Path("nicplug-journal.db")
     dialect: Dialect = "deckhouse"
+    mode: ModeSetting = "auto"
     kubevirt_api: FlavourName | None = None  # None: the dialect's (see `flavour`)
     gating: Gating = "rollout-strategy"
     migrations: Migrations = "auto"
@@ -44,6 +49,8 @@ class Settings(BaseModel):
     namespaces: tuple[str, ...] = ()  # the scope: manage VMs only in these (empty: all)
     vm_selector: str = ""  # the scope: manage only VMs whose labels match
     metrics_addr: str = "127.0.0.1:8080"
+    query_addr: str = "127.0.0.1:8081"
+    """Where `/operations` is served, apart from the metrics; "" serves it nowhere."""
     sdn_ready_timeout: float = Field(default=120.0, gt=0)
     attach_timeout: float = Field(default=120.0, gt=0)
     detach_timeout: float = Field(default=120.0, gt=0)
@@ -85,6 +92,13 @@ class Settings(BaseModel):
         parse_addr(value)
         return value
 
+    @field_validator("query_addr")
+    @classmethod
+    def _query_addr(cls, value: str) -> str:
+        if value:
+            parse_addr(value)
+        return value
+
     @field_validator("record_tape")
     @classmethod
     def _tape(cls, value: Path | None) -> Path | None:
@@ -104,6 +118,14 @@ class Settings(BaseModel):
     def archives(self) -> Path:
         """The directory retention writes its archives to (absolute)."""
         return (self.archive_dir or self.journal.absolute().parent).absolute()
+
+    @model_validator(mode="after")
+    def _mode_of_flavour(self) -> Settings:
+        if self.mode == "drive" and self.dialect == "multus":
+            raise ValueError(
+                "--mode drive: the kubevirt flavour only observes (KubeVirt writes the VMI "
+                "and the launcher pod; nicplug adds migrations where KubeVirt asks for one)")
+        return self
 
     @model_validator(mode="after")
     def _lease_timing(self) -> Settings:
@@ -128,7 +150,16 @@ class Settings(BaseModel):
             retry_period=self.retry_period,
         )
 
-    def machine_config(self) -> MachineConfig:
+    def fixed_mode(self) -> Mode | None:
+        """The mode the settings alone decide: the kubevirt flavour always observes,
+        `--mode observe|drive` is obeyed; None for `auto` on Deckhouse (ask the cluster)."""
+        if self.dialect == "multus":
+            return "observe"
+        return None if self.mode == "auto" else self.mode
+
+    def machine_config(self, mode: Mode | None = None) -> MachineConfig:
+        """The machines' configuration; `mode` is the resolved one where `--mode auto`
+        left it to the cluster (default: `fixed_mode`, else drive)."""
         timeouts = Timeouts(
             sdn_ready_timeout=self.sdn_ready_timeout,
             attach_timeout=self.attach_timeout,
@@ -140,6 +171,7 @@ class Settings(BaseModel):
             backoff_max=self.backoff_max,
         )
         return MachineConfig(
+            mode=mode or self.fixed_mode() or "drive",
             gating=self.gating,
             migrations=self.migrations,
             dialect_kind=self.dialect,

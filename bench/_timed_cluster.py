@@ -105,7 +105,8 @@ async def serve(vms: int, kubeconfig: Path, writes: Path, requests: Path,
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     cluster = SimulatedCluster(
-        Knobs(delays=ZERO_DELAYS, kubevirt_api="upstream"),  # the names the peer speaks
+        # the names the peer speaks; the peer drives the hotplug
+        Knobs(delays=ZERO_DELAYS, kubevirt_api="upstream", native_hotplug=False),
         fixtures=Fixtures(vms=vms, networks=network_names(networks)),
         kubeconfig_path=kubeconfig,
     )

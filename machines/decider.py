@@ -51,7 +51,7 @@ from nicplug.machines.candidates import Candidate, changes_needing_operations
 from nicplug.machines.comparator import Comparison, Direction
 from nicplug.machines.effects import AnyEffect, CreateMigration, EmitEvent
 from nicplug.machines.facts import Facts, facts_of, same_for_decisions, sdn_messages
-from nicplug.machines.graph import MOVES_BY_FLAVOUR, TERMINAL, Move
+from nicplug.machines.graph import TERMINAL, Move, moves_of
 from nicplug.machines.guards import (
     GUARDS,
     Context,
@@ -166,7 +166,7 @@ class HotplugDecider:
                 state: tuple((m, tuple(GUARDS[g] for g in m.guards)) for m in moves)
                 for state, moves in by_state.items()
             }
-            for direction, by_state in MOVES_BY_FLAVOUR[self.config.flavour].items()
+            for direction, by_state in moves_of(self.config.flavour, self.config.mode).items()
         }
         self._folds: tuple[_Fold, ...] = ()
 
@@ -406,6 +406,8 @@ class HotplugDecider:
         }
         if self.config.flavour != "deckhouse":
             payload["flavour"] = self.config.flavour
+        if self.config.observes:
+            payload["mode"] = "observe"
         return session.append(stream, OPENED, payload)
 
     # -- effects and timers ---------------------------------------------------------------
@@ -423,11 +425,12 @@ class HotplugDecider:
         ops = session.state.ops
         comparison = facts.comparison
         needed = []
-        if comparison is not None and comparison.invalid is None:
-            needed += pod_patches(facts, ops, vm, comparison)
-            needed += kvvm_patch(facts, ops, vm, comparison)
-            needed += restarts_and_migrations(facts, ops, vm, self.config)
-        needed += conditions(facts, ops, vm, self.config, asked)
+        if not self.config.observes:  # (observing, the platform writes: nicplug only tells)
+            if comparison is not None and comparison.invalid is None:
+                needed += pod_patches(facts, ops, vm, comparison)
+                needed += kvvm_patch(facts, ops, vm, comparison)
+                needed += restarts_and_migrations(facts, ops, vm, self.config)
+            needed += conditions(facts, ops, vm, self.config, asked)
         requests = self._issued(session, needed, now) if needed else []
         ended: dict[str, list[Operation]] = {}  # Event reason -> operations, in order
         for stream, path in session.paths.items():
@@ -439,7 +442,7 @@ class HotplugDecider:
             if any(e.stream == stream and e.type == ROLLOUT_BYPASSED for e in session.events):
                 bypassed = EmitEvent(
                     vm.namespace, vm.name, "RolloutBypassed",
-                    f"{op.network} {op.direction} was applied to the running VM although "
+                    f"{change_in_words(op)} was applied to the running VM although "
                     f"vmRolloutStrategy is Stage (KubeVirt applies NIC changes live); "
                     f"{ROLLOUT_ADVICE}",
                     "Warning", str(stream), len(op.history),
@@ -456,7 +459,7 @@ class HotplugDecider:
             reason, detail = told
             warning = EmitEvent(
                 vm.namespace, vm.name, f"{op.direction.capitalize()}{reason}",
-                f"{op.network} {op.direction} waits in {op.state}: {detail}",
+                f"{change_in_words(op)} is waiting: {detail}",
                 "Warning", str(op.stream), len(op.history),
             )  # fmt: skip
             requests.append(warning.request(op.stream))
@@ -475,14 +478,17 @@ class HotplugDecider:
         )
         parts = []
         for op in ops:
-            part = f"{op.network} {op.direction}: {' → '.join(op.history)}"
-            if op.reason:
-                part += f" ({op.reason}: {op.message})" if op.message else f" ({op.reason})"
-            parts.append(part)
+            part = outcome_in_words(op)
+            if op.message:
+                part += f": {op.message}"
+            parts.append(part + (f" ({op.reason})" if op.reason else ""))
         message = "; ".join(parts)
         blocked = migration_blocked(facts, self.config) if state == "MigrationRequired" else None
+        if blocked and not any(blocked in op.message for op in ops if op.message):
+            message += f"; nicplug will not migrate the VM: {blocked}"
         if blocked:
-            message += f"; nicplug will not migrate the VM: {blocked}. {MIGRATION_ADVICE}"
+            message += f". {MIGRATION_ADVICE}"
+        message += f". Every step: nicplug explain {vm.namespace}/{vm.name}"
         first = ops[0]
         return EmitEvent(vm.namespace, vm.name, reason, message, kind, str(first.stream),
                          len(first.history))
@@ -656,3 +662,27 @@ def _waits_for(type_: str, op: Operation) -> tuple[str, str] | None:
     if type_ == WAITING and op.waiting:
         return "WaitingForSDN", f"not yet, the SDN says: {op.waiting}"
     return None
+
+
+_VERBS = {"plug": "Adding", "unplug": "Removing", "update": "Changing"}
+_OUTCOME_WORDS = {
+    "Attached": "is done: the running VM has it",
+    "Detached": "is done: the running VM no longer has it",
+    "RestartRequired": "takes effect at the VM's next restart",
+    "MigrationRequired": "waits for the VM to be migrated",
+    "Failed": "failed",
+    "Cancelled": "was cancelled",
+}
+
+
+def change_in_words(op: Operation) -> str:
+    """`Adding Network/user-net`, `Removing the Main network`: an operation as an
+    operator names the change (Event notes: `kubectl describe vm`)."""
+    network = "the Main network" if op.network == "Main" else op.network
+    return f"{_VERBS.get(op.direction, op.direction.capitalize())} {network}"
+
+
+def outcome_in_words(op: Operation) -> str:
+    """Where an operation came to, in words: `Adding Network/x is done: the running VM
+    has it`, `Removing the Main network takes effect at the VM's next restart`."""
+    return f"{change_in_words(op)} {_OUTCOME_WORDS.get(op.state, f'is {op.state}')}"

@@ -30,7 +30,12 @@ import orjson
 from nicplug.engine.model import EffectRequest, StreamId
 from nicplug.machines.world import KVVMInterface, KVVMNetwork, SDNRequest
 
-CONDITION_RESTART = "AwaitingRestartToApplyConfiguration"
+CONDITION_RESTART = "NetworkHotplugRestartRequired"
+"""True while a network change waits for a restart (reason `ChangesPendingRestart`).
+nicplug's own: Deckhouse's `AwaitingRestartToApplyConfiguration` is the platform's,
+removed on every reconcile unless its own change detection sets it (`sync_kvvm.go`), so
+one set by nicplug would flap (docs/decisions/observe-or-drive.md)."""
+PLATFORM_RESTART_CONDITION = "AwaitingRestartToApplyConfiguration"
 REASON_RESTART = "ChangesPendingRestart"
 CONDITION_MIGRATION = "NetworkHotplugAwaitingMigration"
 CONDITION_FAILED = "NetworkHotplugFailed"
@@ -45,11 +50,18 @@ NICPLUG_CONDITIONS = (
 
 
 def _request_payload(r: SDNRequest) -> dict[str, Any]:
-    return {"identity": r.identity, "if_name": r.if_name, "id": r.id, "mac": r.mac}
+    payload: dict[str, Any] = {"identity": r.identity, "if_name": r.if_name, "id": r.id,
+                               "mac": r.mac}
+    if r.ip_assignment_mode or r.ip_address_names:  # IPAM's; absent in older payloads
+        payload["ip_assignment_mode"] = r.ip_assignment_mode
+        payload["ip_address_names"] = list(r.ip_address_names)
+    return payload
 
 
 def _request_of(p: Mapping[str, Any]) -> SDNRequest:
-    return SDNRequest(str(p["identity"]), str(p["if_name"]), p.get("id"), p.get("mac"))
+    return SDNRequest(str(p["identity"]), str(p["if_name"]), p.get("id"), p.get("mac"),
+                      str(p.get("ip_assignment_mode") or ""),
+                      tuple(str(n) for n in p.get("ip_address_names") or ()))
 
 
 class Effect(ABC):
@@ -243,9 +255,10 @@ class SetVMCondition(Effect):
 @dataclass(frozen=True, slots=True)
 class RemoveVMCondition(Effect):
     """Remove one condition from the VirtualMachine status, as the platform does with
-    `AwaitingRestartToApplyConfiguration` once the change is applied (its only
+    its `AwaitingRestartToApplyConfiguration` once the change is applied (its only
     reasons are `ChangesPendingRestart`, `NoRestartRequired`, `UnexpectedState`:
-    `api/core/v1alpha2/vmcondition/condition.go`), rather than leave it `False`."""
+    `api/core/v1alpha2/vmcondition/condition.go`), rather than leave it `False`:
+    nicplug's `NetworkHotplugRestartRequired` goes the same way."""
 
     TYPE: ClassVar[str] = "RemoveVMCondition"
     namespace: str
@@ -268,7 +281,10 @@ class RestartVM(Effect):
     `by="operation"` (Deckhouse): `halt` creates a `Stop` `VirtualMachineOperation`
     for the VMI `vmi_uid` (only while it is still the VM's VMI), `start` a `Start` one
     for the restart of that VMI; each has a name fixed by the VMI uid and the step, so
-    it is created at most once.
+    it is created at most once. `restart` (a `runPolicy: AlwaysOn` VM, which Deckhouse
+    will not stop but restarts: `restart.go` against `stop.go`) creates one `Restart`
+    operation for that VMI: Deckhouse stops and starts it, and the change is written to
+    the KVVM while it is down, as for a restart the user asks for.
     Never deletes a VMI: under a strategy that recreates it at once, the new VMI would
     come from the template before the change is in it.
     """
@@ -277,7 +293,7 @@ class RestartVM(Effect):
     namespace: str
     name: str
     vmi_uid: str
-    step: Literal["halt", "start"] = "halt"
+    step: Literal["halt", "start", "restart"] = "halt"
     resumes: str = ""
     by: Literal["run-strategy", "operation"] = "run-strategy"
 
@@ -292,7 +308,9 @@ class RestartVM(Effect):
     @classmethod
     def from_payload(cls, p: Mapping[str, Any]) -> RestartVM:
         resumes = str(p.get("resumes", ""))
-        step: Literal["halt", "start"] = "start" if p.get("step") == "start" else "halt"
+        found = p.get("step")
+        step: Literal["halt", "start", "restart"] = (
+            "start" if found == "start" else "restart" if found == "restart" else "halt")
         by: Literal["run-strategy", "operation"] = (
             "operation" if p.get("by") == "operation" else "run-strategy")
         return cls(p["namespace"], p["name"], p["vmi_uid"], step, resumes, by)

@@ -313,6 +313,49 @@ UPDATE_KUBEVIRT = MachineGraph(
     edges=_edges(("InvalidSpec", "Requested", "Failed", "spec_invalid")),
 )
 
+# -- the deckhouse flavour observed (the platform hot-plugs: Deckhouse since #2187) --------
+#
+# Deckhouse's virtualization controller plugs in nicplug's own order (the pod's
+# networks-spec, the SDN's networks-status, then the KVVM: `applyVMChangesToKVVM` in
+# `sync_kvvm.go`), so the plug and update graphs are the drive mode's. It unplugs the
+# other way round: the networks-spec is rewritten without the entry first, the KVVM
+# marks the interface absent once the SDN reports what stays ready (not waiting for the
+# release), KubeVirt detaches it from the guest and forgets it. The SDN lets the link
+# go in its own time, before or after the guest: `SDNReleased` is recorded once both
+# hold, so the path is the same whatever the timing. nicplug writes nothing there: no
+# `PatchRejected`, and no migration of its own.
+
+UNPLUG_OBSERVED_LIVE = ("Requested", "AnnotationPatched", "VMIPatched", "GuestDetached",
+                        "SDNReleased", "RestartRequired")
+
+UNPLUG_OBSERVED = MachineGraph(
+    name="unplug",
+    states=(
+        "Requested", "AnnotationPatched", "VMIPatched", "GuestDetached", "SDNReleased",
+        "Detached", "RestartRequired", "Failed", "Cancelled",
+    ),
+    initial="Requested",
+    edges=_edges(
+        ("VMDeleted", UNPLUG_OBSERVED_LIVE, "Cancelled", "vm_deleted"),
+        ("Reverted", UNPLUG_OBSERVED_LIVE, "Cancelled", "change_reverted"),
+        ("defer", "Requested", "RestartRequired", "restart_needed"),
+        ("write_for_boot", "RestartRequired", "VMIPatched", "change_written"),
+        ("drop_entry", "Requested", "AnnotationPatched", "pod_dropped_entry"),
+        # (Deckhouse writes the KVVM without waiting for the SDN to let go)
+        ("mark_absent", "AnnotationPatched", "VMIPatched", "interface_released_in_spec"),
+        ("detach", "VMIPatched", "GuestDetached", "guest_lost_interface"),
+        ("sdn_released", "GuestDetached", "SDNReleased", "sdn_released"),
+        ("forget", "SDNReleased", "Detached", "nothing_carries_it"),
+        ("DetachTimeout", UNPLUG_OBSERVED_LIVE[:5], "Failed", "deadline_passed"),
+    ),
+)  # fmt: skip
+
+OBSERVED: Mapping[str, Mapping[str, MachineGraph]] = {
+    "deckhouse": {g.name: g for g in (PLUG, UNPLUG_OBSERVED, UPDATE)},
+}
+"""The machines of a flavour in observe mode, where they differ from its drive mode's
+(the kubevirt flavour always observes: its graphs are already KubeVirt's order)."""
+
 FLAVOURS: Mapping[str, Mapping[str, MachineGraph]] = {
     "deckhouse": {g.name: g for g in (PLUG, UNPLUG, UPDATE)},
     "kubevirt": {g.name: g for g in (PLUG_KUBEVIRT, UNPLUG_KUBEVIRT, UPDATE_KUBEVIRT)},
@@ -334,9 +377,31 @@ MOVES_BY_FLAVOUR: Mapping[str, Mapping[str, Mapping[str, tuple[Move, ...]]]] = {
 MOVES: Mapping[str, Mapping[str, tuple[Move, ...]]] = MOVES_BY_FLAVOUR["deckhouse"]
 """direction → state → the allowed moves of the deckhouse flavour."""
 
+MOVES_OBSERVED: Mapping[str, Mapping[str, Mapping[str, tuple[Move, ...]]]] = {
+    flavour: {name: validate(graph.machine()) for name, graph in graphs.items()}
+    for flavour, graphs in OBSERVED.items()
+}
+"""flavour → direction → state → the allowed moves in observe mode, validated at import."""
+
+
+def moves_of(flavour: str, mode: str) -> Mapping[str, Mapping[str, tuple[Move, ...]]]:
+    """The moves an operation of `flavour` walks in `mode` (`observe` | `drive`); an
+    unknown flavour reads as deckhouse, as journals before flavours were recorded."""
+    if mode == "observe" and flavour in MOVES_OBSERVED:
+        return MOVES_OBSERVED[flavour]
+    return MOVES_BY_FLAVOUR.get(flavour, MOVES_BY_FLAVOUR["deckhouse"])
+
+
+def graphs_of(flavour: str, mode: str) -> Mapping[str, MachineGraph]:
+    """The graphs behind `moves_of` (what `nicplug diagram` draws)."""
+    if mode == "observe" and flavour in OBSERVED:
+        return OBSERVED[flavour]
+    return FLAVOURS.get(flavour, FLAVOURS["deckhouse"])
+
+
 ALLOWED: frozenset[tuple[str, str, str]] = frozenset(
     (direction, state, move.dest)
-    for by_direction in MOVES_BY_FLAVOUR.values()
+    for by_direction in (*MOVES_BY_FLAVOUR.values(), *MOVES_OBSERVED.values())
     for direction, by_state in by_direction.items()
     for state, moves in by_state.items()
     for move in moves

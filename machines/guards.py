@@ -99,6 +99,10 @@ def spec_invalid(c: Context) -> bool:
 
 
 def _in_place(c: Context) -> bool:
+    if c.config.observes:
+        # Deckhouse applies a change of its additional networks to the running VM at
+        # once (`compareNetworks`: ActionApplyImmediate): nothing for nicplug to gate
+        return True
     vm = c.facts.world.vm
     if vm is not None and vm.in_template:
         # the user edited the KubeVirt VM, and KubeVirt applies NIC changes to the running
@@ -108,7 +112,24 @@ def _in_place(c: Context) -> bool:
     return hotplug_in_place(c.config.gating, c.facts.world.cluster.rollout_strategy)
 
 
+def id_only(c: Context) -> bool:
+    """The operation is an `update` of a network's id alone (no reorder, not Main): one
+    Deckhouse applies to the running VM with no restart (`compareNetworks` in
+    `vmchange/comparator_pod_placement.go`: only adding or removing Main restarts), so
+    the deckhouse flavour writes it to the KVVM, where it takes effect at the next boot."""
+    comparison = c.facts.comparison
+    if c.config.flavour != "deckhouse" or c.op.direction != "update" or comparison is None:
+        return False
+    change = next((ch for ch in comparison.changes
+                   if ch.identity == c.op.network and ch.direction == "update"), None)
+    if change is None:
+        return True  # written already: nothing is left that a restart would apply
+    return c.op.network != "Main" and change.why.startswith("id ") and "reordered" not in change.why
+
+
 def restart_needed(c: Context) -> bool:
+    if id_only(c):
+        return False
     return c.facts.live and (restart_only(c.op) or not _in_place(c))
 
 

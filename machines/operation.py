@@ -82,7 +82,7 @@ class Operation(NamedTuple):
     operation entered its state; both restart with every state (`deadline_base`).
 
     A named tuple rather than a frozen dataclass: every event folded builds one, and a
-    tuple of these 23 fields is built in an eighth of the time (a rebuild folds a
+    tuple of these 26 fields is built in an eighth of the time (a rebuild folds a
     million events; recovery builds one per snapshot). Immutable all the same.
     """
 
@@ -117,6 +117,9 @@ class Operation(NamedTuple):
     held: tuple[int, int] | None = None
     """(nicplug's migrations in flight cluster-wide, the cap) when the cap last held back
     this operation's migration in its state (`MigrationHeld`); None otherwise."""
+    mode: str = "drive"
+    """`observe` when the platform wrote this operation's steps and nicplug only followed
+    them (`policy.Mode`); recorded when it opens, so `status` and `history` say it."""
 
     @property
     def terminal(self) -> bool:
@@ -158,6 +161,8 @@ class Operation(NamedTuple):
             snapshot["waiting"] = self.waiting
         if self.held is not None:
             snapshot["held"] = list(self.held)
+        if self.mode != "drive":
+            snapshot["mode"] = self.mode
         return snapshot
 
     @classmethod
@@ -191,6 +196,7 @@ class Operation(NamedTuple):
             bypassed_vmi=s.get("bypassed_vmi"),
             waiting=str(s.get("waiting", "")),  # optional: absent means nothing said
             held=_held(s.get("held")),  # optional: absent means not held
+            mode=_intern(str(s.get("mode", "drive"))),  # optional: absent means drive
         )
 
 
@@ -283,7 +289,7 @@ def _folded(
         op.stream, op.vm, op.vm_uid, op.network, if_name, op.direction, op.attempt,
         op.target, state, reason, message, tuple(history), op.opened_at, entered_at, issued,
         issued_at, waived, migration, retry_at, op.flavour, bypassed, paused_at, credit,
-        waiting, held,
+        waiting, held, op.mode,
     )  # fmt: skip
 
 
@@ -321,6 +327,7 @@ def opened(stream: StreamId, p: Mapping[str, Any]) -> Operation:
         opened_at=at,
         entered_at=at,
         flavour=_intern(str(p.get("flavour", "deckhouse"))),
+        mode=_intern(str(p.get("mode", "drive"))),
     )
 
 
@@ -340,7 +347,7 @@ def apply(op: Operation, type_: str, p: Mapping[str, Any]) -> Operation:
             op.target, dest, p.get("reason"), str(p.get("message", "")), (*op.history, dest),
             op.opened_at, at, (), op.issued_at, op.waived,
             p.get("migration", op.migration), p.get("retry_at"), op.flavour, op.bypassed_vmi,
-            at if op.paused_at is not None else None, 0.0,
+            at if op.paused_at is not None else None, 0.0, "", None, op.mode,
         )  # fmt: skip
     if type_ == EFFECTS_ISSUED:
         return Operation(
@@ -348,7 +355,7 @@ def apply(op: Operation, type_: str, p: Mapping[str, Any]) -> Operation:
             op.target, op.state, op.reason, op.message, op.history, op.opened_at,
             op.entered_at, tuple(map(int, p["digests"])), float(p["at"]), op.waived,
             op.migration, op.retry_at, op.flavour, op.bypassed_vmi, op.paused_at, op.credit,
-            op.waiting, op.held,
+            op.waiting, op.held, op.mode,
         )  # fmt: skip
     if type_ == GRACE_EXPIRED:
         return op._replace(waived=True)

@@ -1,4 +1,4 @@
-"""How nicplug is told to behave: gating, migrations, dialect, timeouts (DESIGN §3–4).
+"""How nicplug is told to behave: mode, gating, migrations, dialect, timeouts (DESIGN §3–4).
 
 `MachineConfig` is the one frozen value the decider is built with; the command line
 fills it from flags. The gating table lives here as a function so the machines and the
@@ -30,6 +30,13 @@ RestartMethod = Literal["run-strategy", "operations"]
 FlavourName = Literal["deckhouse", "kubevirt"]
 """Whose cluster nicplug serves; each has its SDN dialect (`kubevirt`: `multus`)."""
 FLAVOUR_OF: dict[DialectKind, FlavourName] = {"deckhouse": "deckhouse", "multus": "kubevirt"}
+Mode = Literal["observe", "drive"]
+"""Who writes the hotplug: `observe` — the platform's own controller does (Deckhouse
+since its native NIC hotplug; KubeVirt always), nicplug takes each transition from what
+the platform writes and adds deadlines, Events, metrics and the journal; `drive` —
+nicplug writes the launcher pods' SDN request and the KVVM itself (a Deckhouse release
+without native hotplug). The setting `auto` is resolved to one of these before the
+machines are built (`adapters/platform_mode.py`)."""
 
 
 def hotplug_in_place(gating: Gating, strategy: RolloutStrategy) -> bool:
@@ -84,6 +91,7 @@ class MachineConfig:
     VM's namespace).
     """
 
+    mode: Mode = "drive"
     gating: Gating = "rollout-strategy"
     migrations: MigrationPolicy = "auto"
     dialect_kind: DialectKind = "deckhouse"
@@ -95,3 +103,12 @@ class MachineConfig:
     def flavour(self) -> FlavourName:
         """The flavour of the dialect: what the journal records on each operation."""
         return FLAVOUR_OF[self.dialect_kind]
+
+    @property
+    def observes(self) -> bool:
+        """nicplug writes none of the platform's objects — no pod, KVVM, KVVMI, migration,
+        VirtualMachineOperation or VM condition — only Events: the deckhouse flavour in
+        observe mode. (The kubevirt flavour always observes the VM — its desired state is
+        the template, `DesiredVM.in_template` — and still creates the migrations KubeVirt
+        asks for and no one else will.)"""
+        return self.mode == "observe" and self.flavour == "deckhouse"

@@ -61,6 +61,10 @@ Ops = Mapping[tuple[str, str], Operation]
 Owned = list[tuple[Operation, AnyEffect]]
 
 RESTART_PREFIX = "Restart the VM to apply network changes: "
+RESTART_ONLY_POLICY = "AlwaysOn"
+"""The run policy under which Deckhouse refuses a `Stop` but runs a `Restart`
+`VirtualMachineOperation` (`IsApplicableForRunPolicy`, `vmop/powerstate/internal/service/
+restart.go` against `stop.go`): nicplug restarts such a VM with one `Restart`."""
 DROPPING = frozenset({"GuestDetached", "AnnotationPatched", "SDNReleased"})
 CONDITIONED = frozenset({"RestartRequired", "MigrationRequired", "Failed"})
 
@@ -71,7 +75,8 @@ def _live(ops: Ops, network: str, direction: str) -> Operation | None:
 
 
 def _request(vm: DesiredVM, spec: NetworkSpec) -> SDNRequest:
-    return SDNRequest(spec.identity, spec.if_name, spec.id, _mac(vm, spec))
+    return SDNRequest(spec.identity, spec.if_name, spec.id, _mac(vm, spec),
+                      spec.ip_assignment_mode, spec.ip_address_names)
 
 
 def _mac(vm: DesiredVM, spec: NetworkSpec) -> str | None:
@@ -83,8 +88,10 @@ def pod_patches(facts: Facts, ops: Ops, vm: DesiredVM, comparison: Comparison) -
     out: Owned = []
     if vm.in_template:
         return out  # KubeVirt's virt-controller writes the pods' networks annotation
-    # a network whose MAC is not allocated yet has no name: nothing is written for it
-    desired = [d for d in comparison.desired if d.type != "Main" and not d.awaits_mac]
+    # a network whose MAC is not allocated yet has no name: nothing is written for it;
+    # nor for one whose IPAM address is not (Deckhouse leaves it out: `ipam.py`)
+    desired = [d for d in comparison.desired
+               if d.type != "Main" and not d.awaits_mac and not d.awaits_address]
     for pod in facts.pods:
         if pod.observation_error is not None:
             continue  # never overwrite an annotation nicplug could not read
@@ -170,12 +177,15 @@ def kvvm_patch(facts: Facts, ops: Ops, vm: DesiredVM, comparison: Comparison) ->
             plug = _live(ops, spec.identity, "plug")
             if plug is None or plug.state == "RestartRequired" or spec.type == "Main":
                 continue
-            if spec.awaits_mac:
+            if spec.awaits_mac or spec.awaits_address:
                 continue
             if spec.if_name in facts.kvvm_present or not facts.sdn_ready(spec.identity):
                 continue
             adding.append((spec, plug))
-        if not adding and not any(
+        # an id-only update Deckhouse applies with no restart (`guards.id_only`): the new
+        # id is written to the KVVM (its acpiIndex and SDN request), for the next boot
+        updating = [op for op in live_ops if op.direction == "update" and op.state == "Requested"]
+        if not adding and not updating and not any(
             op.direction == "unplug" and op.state != "RestartRequired" for op in live_ops
         ):
             return []  # no operation asks anything of a running VM's KVVM
@@ -184,7 +194,8 @@ def kvvm_patch(facts: Facts, ops: Ops, vm: DesiredVM, comparison: Comparison) ->
     owner: Operation | None = None
     if not facts.live:
         entries = [
-            VMNetworkEntry(d.if_name, d.identity) for d in comparison.desired if not d.awaits_mac
+            VMNetworkEntry(d.if_name, d.identity) for d in comparison.desired
+            if not d.awaits_mac and not d.awaits_address
         ]
         entries += [e for e in current if not e.identity]  # not nicplug's to remove
         owner = min(live_ops, key=lambda o: o.stream)
@@ -205,6 +216,7 @@ def kvvm_patch(facts: Facts, ops: Ops, vm: DesiredVM, comparison: Comparison) ->
             elif not entry.absent:
                 entries[entries.index(entry)] = replace(entry, absent=True)
                 owner = owner or unplug
+        owner = owner or (updating[0] if updating else None)
     if owner is None:
         return []
     by_identity = {d.identity: d for d in comparison.desired}
@@ -382,21 +394,22 @@ def restartable(facts: Facts, vm: DesiredVM, config: MachineConfig) -> bool:
     """nicplug may restart this VM: through Deckhouse's operations, its run policy lets
     Deckhouse stop and start it; through the run strategy, that brings a halted VM back."""
     if config.restarts == "operations":
-        return vm.run_policy in STOPPABLE_POLICIES
+        return vm.run_policy in STOPPABLE_POLICIES or vm.run_policy == RESTART_ONLY_POLICY
     kvvm = facts.world.kvvm
     return kvvm is not None and kvvm.run_strategy in RESTARTABLE
 
 
 def why_not_restarted(facts: Facts, vm: DesiredVM, config: MachineConfig) -> str:
-    """What the `AwaitingRestartToApplyConfiguration` message adds when nicplug, asked
+    """What the `NetworkHotplugRestartRequired` message adds when nicplug, asked
     to restart (`Automatic`), cannot: nothing when it can."""
     world = facts.world
     if config.restarts == "operations":
         if not restartable(facts, vm, config):
             return (f"; runPolicy {vm.run_policy} does not let Deckhouse stop and start the"
-                    " VM (only Manual and AlwaysOnUnlessStoppedManually do), so nicplug"
-                    " leaves the restart to you")
-        stop = world.vm_operation("Stop", world.vmi.uid) if world.vmi is not None else None
+                    " VM (only Manual, AlwaysOnUnlessStoppedManually and, with a Restart,"
+                    " AlwaysOn do), so nicplug leaves the restart to you")
+        type_ = "Restart" if vm.run_policy == RESTART_ONLY_POLICY else "Stop"
+        stop = world.vm_operation(type_, world.vmi.uid) if world.vmi is not None else None
         if stop is not None and stop.phase in ("Failed", "Superseded"):
             return (f"; Deckhouse did not stop it (VirtualMachineOperation {stop.name}"
                     f" {stop.phase}: {stop.message or 'no message'}), so nicplug leaves"
@@ -430,7 +443,11 @@ def _halt(facts: Facts, vm: DesiredVM, config: MachineConfig) -> RestartVM | Non
     if vmi is None or kvvm is None or not restartable(facts, vm, config):
         return None
     if config.restarts == "operations":
-        # one Stop per VMI uid, ever: a refused one is not asked again for that VMI
+        # one Stop (or Restart) per VMI uid, ever: a refused one is not asked again
+        if vm.run_policy == RESTART_ONLY_POLICY:
+            if world.vm_operation("Restart", vmi.uid) is not None:
+                return None
+            return RestartVM(vm.namespace, vm.name, vmi.uid, "restart", by="operation")
         if world.vm_operation("Stop", vmi.uid) is not None:
             return None
         return RestartVM(vm.namespace, vm.name, vmi.uid, "halt", by="operation")

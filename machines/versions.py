@@ -32,6 +32,8 @@ today. Versions so far:
 * `Opened` 2 and snapshot 4: the upstream KubeVirt flavour is recorded as `kubevirt`, the
   name the flavour is known by (`Opened` 1 and snapshots up to 3 said `multus`, its SDN
   dialect's name); an older payload saying `multus` reads as `kubevirt`.
+* `Opened` 2 and snapshot 4 carry `mode: observe` for an operation whose steps the
+  platform wrote and nicplug followed (absent: `drive`), so older journals read unchanged.
 """
 
 from __future__ import annotations

@@ -112,6 +112,11 @@ class NetworkSpec:
     address Deckhouse's pool gives the entry (a `VirtualMachineMACAddress`); until one is
     allocated `mac` is None and `if_name` is `""`: the network cannot be written anywhere
     yet. Otherwise nicplug names it (`if_name_of`).
+
+    Deckhouse with IPAM (`ipam.with_ipam`): `ip_address_name` is the spec's own
+    `ipAddressName`; `ip_assignment_mode` / `ip_address_names` what the SDN is asked
+    for; `awaits_address` while the network must not be requested yet (its IPAddress
+    is not allocated, or it names one on a network without a pool).
     """
 
     type: NetworkType
@@ -120,6 +125,10 @@ class NetworkSpec:
     interface: str = ""
     mac: str | None = None
     named_by_mac: bool = False
+    ip_address_name: str = ""
+    ip_assignment_mode: str = ""
+    ip_address_names: tuple[str, ...] = ()
+    awaits_address: bool = False
     identity: str = field(init=False, repr=False, compare=False)
     if_name: str = field(init=False, repr=False, compare=False)
 
@@ -259,12 +268,17 @@ class VMI:
 
 @dataclass(frozen=True, slots=True)
 class SDNRequest:
-    """One entry of the pod's SDN request annotation, dialect-neutral."""
+    """One entry of the pod's SDN request annotation, dialect-neutral.
+
+    Deckhouse with IPAM: `ip_assignment_mode` (`DHCP`) and `ip_address_names` (the
+    network's `IPAddress`) on a network whose object names an address pool."""
 
     identity: str
     if_name: str
     id: int | None = None
     mac: str | None = None
+    ip_assignment_mode: str = ""
+    ip_address_names: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,7 +5,9 @@ start. It owns the order of things — fixtures before actors, actors before the
 answers — and the ways a test looks inside: `settle()` (run until nothing moves),
 `advance(seconds)` (with a virtual clock), `link_not_found` (virt-handler's crashes),
 `actor_errors` (bugs an actor hit; a healthy run has none), `requests` (what the
-HTTP server answered). It never decides behaviour itself: that is the actors'.
+HTTP server answered, each with the username it was taken for). `write_kubeconfig`
+gives a client an identity of its own (a service account), which the deckhouse world's
+admission policy judges. It never decides behaviour itself: that is the actors'.
 """
 
 from __future__ import annotations
@@ -14,12 +16,13 @@ import asyncio
 import contextlib
 import shutil
 import tempfile
-from collections import deque
+from collections import Counter, deque
 from pathlib import Path
 from types import TracebackType
 
 from aiohttp import web
 
+from nicplug.simulator.actors.deckhouse_hotplug import NetworkHotplug
 from nicplug.simulator.actors.deckhouse_macs import MACAddresses
 from nicplug.simulator.actors.deckhouse_operations import VirtualMachineOperations
 from nicplug.simulator.actors.garbage import GarbageCollector
@@ -27,6 +30,7 @@ from nicplug.simulator.actors.kubevirt import KubeVirt
 from nicplug.simulator.actors.multus_dnc import DynamicNetworksController
 from nicplug.simulator.actors.reactor import Reactor
 from nicplug.simulator.actors.sdn_deckhouse import DeckhouseSDN
+from nicplug.simulator.actors.sdn_ipam import DeckhouseIPAM
 from nicplug.simulator.actors.virt_handler import Crash, VirtHandler
 from nicplug.simulator.apis import served_api
 from nicplug.simulator.clock import RealSimClock, SimClock, VirtualSimClock
@@ -36,7 +40,8 @@ from nicplug.simulator.fixtures import Fixtures, populate
 from nicplug.simulator.knobs import Knobs
 from nicplug.simulator.kubeconfig import write_kubeconfig
 from nicplug.simulator.networking import Json
-from nicplug.simulator.resources import CRDS, EVENTS
+from nicplug.simulator.rbac import controller_role
+from nicplug.simulator.resources import CLUSTER_ROLES, CRDS, EVENTS
 from nicplug.simulator.server import REQUEST_LOG, RequestRecord, make_app
 from nicplug.simulator.store import Store
 
@@ -55,6 +60,7 @@ class SimulatedCluster:
         port: int = 0,
         kubeconfig_path: Path | None = None,
         store: Store | None = None,
+        kubeconfig_user: str | None = None,
     ) -> None:
         self.knobs = knobs or Knobs()
         self.clock: SimClock = clock or RealSimClock()
@@ -75,12 +81,16 @@ class SimulatedCluster:
             self.actors.append(DeckhouseSDN(self.store, self.knobs, self.clock))
             self.actors.append(VirtualMachineOperations(self.store, self.knobs, self.clock))
             self.actors.append(MACAddresses(self.store, self.knobs, self.clock))
+            self.actors.append(DeckhouseIPAM(self.store, self.knobs, self.clock))
+            if self.knobs.hotplugs:  # a release with #2187
+                self.actors.append(NetworkHotplug(self.store, self.knobs, self.clock))
         elif self.knobs.dynamic_networks_controller:
             self.actors.append(DynamicNetworksController(self.store, self.knobs, self.clock))
         self._tasks: list[asyncio.Task[None]] = []
         self._runner: web.AppRunner | None = None
         self._own_dir: Path | None = None
         self._kubeconfig_wanted = kubeconfig_path
+        self._kubeconfig_user = kubeconfig_user  # whose requests its kubeconfig makes
 
     # ------------------------------------------------------------- lifecycle
 
@@ -88,6 +98,8 @@ class SimulatedCluster:
         self.vms = populate(self.store, self.knobs, self.fixtures)
         for crd in definitions(served_api(self.knobs.api)):
             self.store.create(CRDS, crd)
+        if self.knobs.dialect == "deckhouse":
+            self.store.create(CLUSTER_ROLES, controller_role(native_hotplug=self.knobs.hotplugs))
         if isinstance(self.clock, VirtualSimClock):
             self.clock.settle = self.settle
         self._tasks = [asyncio.create_task(a.run(), name=type(a).__name__)
@@ -113,8 +125,15 @@ class SimulatedCluster:
             self._own_dir = Path(tempfile.mkdtemp(prefix="nicplug-sim-"))
             path = self._own_dir / "kubeconfig"
         path.parent.mkdir(parents=True, exist_ok=True)
-        write_kubeconfig(path, self.url)
+        write_kubeconfig(path, self.url, user=self._kubeconfig_user)
         self.kubeconfig_path = path
+
+    def write_kubeconfig(self, path: Path, *, user: str, namespace: str = "default") -> Path:
+        """A kubeconfig for this cluster's server whose requests are `user`'s (e.g.
+        `identity.service_account("nicplug-system", "nicplug")`)."""
+        if not self.url:
+            raise RuntimeError("the cluster serves no HTTP: start it with serve=True")
+        return write_kubeconfig(path, self.url, namespace=namespace, user=user)
 
     async def stop(self) -> None:
         for task in self._tasks:
@@ -190,6 +209,13 @@ class SimulatedCluster:
         taken = list(served)
         served.clear()
         return taken
+
+    def request_counts(self, user: str | None = None) -> Counter[tuple[str, str]]:
+        """(verb, `resource[/subresource]`) → how many of the answered requests (of
+        `user`'s alone, if given) asked it: what one client cost the API server."""
+        return Counter(
+            (r.verb, f"{r.resource}/{r.subresource}" if r.subresource else r.resource)
+            for r in self.requests if user is None or r.username == user)
 
     @property
     def actor_errors(self) -> list[str]:

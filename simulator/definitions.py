@@ -15,8 +15,8 @@ from typing import Any
 from nicplug.simulator.apis import ServedApi
 from nicplug.simulator.resources import CRDS, Resource
 
-BUILT_IN_GROUPS = frozenset(
-    {"", "coordination.k8s.io", "apiextensions.k8s.io", "events.k8s.io"})
+BUILT_IN_GROUPS = frozenset({"", "coordination.k8s.io", "apiextensions.k8s.io",
+                             "rbac.authorization.k8s.io", "events.k8s.io"})
 
 Json = dict[str, Any]
 

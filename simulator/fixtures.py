@@ -12,9 +12,11 @@ builders the KubeVirt actor uses.
 from __future__ import annotations
 
 import contextlib
+import json
 import random
 from dataclasses import dataclass
 
+from nicplug.simulator import deckhouse_networks as dn
 from nicplug.simulator import networking as nw
 from nicplug.simulator import objects as ob
 from nicplug.simulator import pod_networks
@@ -48,6 +50,9 @@ class Fixtures:
     rollout_strategy: RolloutStrategy = "LiveUpdate"
     vm_prefix: str = "vm-"
     pod_network_binding: str = "masquerade"  # multus: `bridge` makes the VMs non-migratable
+    # deckhouse: the Networks / ClusterNetworks of these names have an IPAM pool
+    # (`spec.ipam.ipAddressPoolRef`); no VM starts with one (it would need an IPAddress)
+    ipam_networks: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.vms < 0:
@@ -61,6 +66,8 @@ class Fixtures:
             if type_ not in ("Network", "ClusterNetwork") or not name:
                 raise ValueError(f"a VM network is (Network|ClusterNetwork, name), not "
                                  f"{(type_, name)!r}")
+            if name in self.ipam_networks:
+                raise ValueError(f"no VM starts with the IPAM network {name!r}")
 
     def vm_names(self) -> list[tuple[str, str]]:
         """(namespace, name) of every VM, in creation order."""
@@ -140,13 +147,19 @@ def populate(store: Store, knobs: Knobs, fixtures: Fixtures) -> list[tuple[str, 
         "status": {"phase": "Deployed"},
     })
     ready = {"conditions": [{"type": "Ready", "status": "True", "reason": "Ready"}]}
+
+    def spec(name: str) -> Json:
+        if name not in fixtures.ipam_networks:
+            return {"type": "Access"}
+        return {"type": "Access", "ipam": {"ipAddressPoolRef": {"name": f"{name}-pool"}}}
+
     for namespace in fixtures.namespaces:
         for name in fixtures.networks:
             _ensure(store, NETWORKS, {"metadata": {"name": name, "namespace": namespace},
-                                      "spec": {"type": "Access"}, "status": ready})
+                                      "spec": spec(name), "status": ready})
     for name in fixtures.cluster_networks:
         _ensure(store, CLUSTER_NETWORKS, {"metadata": {"name": name},
-                                          "spec": {"type": "Access"}, "status": ready})
+                                          "spec": spec(name), "status": ready})
     names = fixtures.vm_names()
     for namespace, vm in names:
         _create_vm(store, knobs, rng, namespace, vm, fixtures.vm_networks,
@@ -165,12 +178,19 @@ def _create_vm(store: Store, knobs: Knobs, rng: random.Random, namespace: str, v
     macs = {(t, n): fixture_mac(namespace, vm, i) if deckhouse
             else nw.mac_for(namespace, vm, nw.if_name(t, n))
             for i, (t, n) in enumerate(extra, start=2)}
+    built = kvvm_for(knobs, namespace, vm, extra, main_binding)
     if deckhouse:  # upstream KubeVirt: the KubeVirt VM is the user's own
         created = _create_deckhouse_vm(store, namespace, vm, extra, macs)
         for i in range(2, len(extra) + 2):
             store.create(VMMACS, ob.vm_mac_address(
                 created, vmmac_name(vm, i), fixture_mac(namespace, vm, i), phase="Attached"))
-    kvvm = store.create(KVVMS, kvvm_for(knobs, namespace, vm, extra, main_binding))
+        # the spec Deckhouse's controller built the KVVM from (`SetLastAppliedSpec`); a
+        # release with native hotplug also gates the tap provisioning (`kvvm_utils.go`)
+        built["metadata"]["annotations"] = {dn.LAST_APPLIED: json.dumps(
+            created["spec"], separators=(",", ":"))}
+        if extra and knobs.hotplugs:
+            built["spec"]["template"]["metadata"]["annotations"][dn.TAP_PROVISION] = "true"
+    kvvm = store.create(KVVMS, built)
     vmi = store.create(VMIS, ob.vmi_for(kvvm, KVVMS))
     request = (ob.dig(kvvm, "spec", "template", "metadata", "annotations") or {}).get(
         ob.request_annotation(knobs.dialect))

@@ -30,10 +30,11 @@ class Delays:
     migration: float = 2.0  # target pod configured → VMI switched over
     restart: float = 1.0  # VMI gone or failed → the new VMI and pod appear
     mac_allocate: float = 0.2  # deckhouse: a VirtualMachineMACAddress created → its address
+    ip_allocate: float = 0.2  # deckhouse: an IPAddress of an IPAM pool created → allocated
 
     def __post_init__(self) -> None:
         for name in ("sdn_configure", "kubevirt_sync", "attach", "migration", "restart",
-                     "mac_allocate"):
+                     "mac_allocate", "ip_allocate"):
             value = getattr(self, name)
             if not math.isfinite(value) or value < 0:
                 raise ValueError(f"delay {name} must be a finite number >= 0, not {value!r}")
@@ -46,17 +47,19 @@ class Failures:
     `sdn_networks`: identities (`Network/<name>`, `ClusterNetwork/<name>`) the SDN agent
     always fails to configure. `sdn_rate`: the probability that configuring any other
     entry fails, drawn per (pod, entry) from the cluster's seed, so a run is repeatable.
-    `migrations`: every migration ends `Failed`.
+    `migrations`: every migration ends `Failed`. `ip_pools_exhausted`: identities of
+    networks whose IPAM pool has no free address (their IPAddresses stay `Pending`).
     """
 
     sdn_networks: frozenset[str] = frozenset()
     sdn_rate: float = 0.0
     migrations: bool = False
+    ip_pools_exhausted: frozenset[str] = frozenset()
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.sdn_rate <= 1.0:
             raise ValueError(f"sdn failure rate must be within [0, 1], not {self.sdn_rate!r}")
-        for identity in self.sdn_networks:
+        for identity in self.sdn_networks | self.ip_pools_exhausted:
             kind, _, name = identity.partition("/")
             if kind not in ("Network", "ClusterNetwork") or not name:
                 raise ValueError(
@@ -78,6 +81,17 @@ class Knobs:
     network_bindings: Mapping[str, str] = field(default_factory=dict)
     seed: int = 0
     kubevirt_api: str | None = None  # upstream | deckhouse; None: the dialect's
+    # deckhouse: does the virtualization controller hot-plug networks itself (a release
+    # with #2187)? None: yes in a deckhouse world; False: an older release, where a
+    # controller beside it must drive the hotplug
+    native_hotplug: bool | None = None
+
+    @property
+    def hotplugs(self) -> bool:
+        """Does the platform's own controller hot-plug networks in this world?"""
+        if self.native_hotplug is not None:
+            return self.native_hotplug
+        return self.dialect == "deckhouse"
 
     @property
     def api(self) -> str:
@@ -91,6 +105,8 @@ class Knobs:
             raise ValueError(f"dialect must be one of {', '.join(DIALECTS)}, not {self.dialect!r}")
         if self.dynamic_networks_controller and self.dialect != "multus":
             raise ValueError("a dynamic-networks controller exists only in the multus dialect")
+        if self.native_hotplug and self.dialect != "deckhouse":
+            raise ValueError("native_hotplug is a setting of the deckhouse dialect")
         if self.kubevirt_api not in (None, "upstream", "deckhouse"):
             raise ValueError(
                 f"kubevirt_api must be upstream or deckhouse, not {self.kubevirt_api!r}")

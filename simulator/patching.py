@@ -2,7 +2,9 @@
 
 * JSON merge patch (RFC 7386): maps merge, `null` deletes, everything else replaces.
 * JSON patch (RFC 6902): add/remove/replace/move/copy/test over JSON pointers; a failed
-  `test` or a missing path is `Invalid` (422), a malformed document `BadRequest` (400).
+  `test` or a missing path is `Invalid` (422) with the API server's own words for any
+  patch that does not apply (`PATCH_NOT_APPLIED`, no details: it keeps the json-patch
+  error to itself), a malformed document `BadRequest` (400).
   Written here rather than taken from a library: the RFC is small, and the errors must
   be the server's own types with Kubernetes' codes.
 * Strategic merge patch, the subset clients send for built-in kinds: maps merge, lists
@@ -128,8 +130,21 @@ def _add(doc: Any, path: str, value: Any) -> Any:
     return doc
 
 
+PATCH_NOT_APPLIED = "the server rejected our request due to an error in our request"
+"""What the API server says of a JSON patch that does not apply to the object (its
+`NewGenericServerResponse` for 422), whatever the reason: clients tell a lost
+compare-and-swap from a refusal by it."""
+
+
 def json_patch(target: Any, operations: Any) -> Any:
     """RFC 6902; the whole patch applies or none of it does."""
+    try:
+        return _json_patch(target, operations)
+    except Invalid:
+        raise Invalid(PATCH_NOT_APPLIED) from None
+
+
+def _json_patch(target: Any, operations: Any) -> Any:
     if not isinstance(operations, list):
         raise BadRequest("a JSON patch must be a JSON array of operations")
     doc = copy.deepcopy(target)

@@ -91,6 +91,15 @@ CLUSTER_NETWORKS = Resource(
     "network.deckhouse.io", "v1alpha1", "clusternetworks", "ClusterNetwork",
     namespaced=False, has_status=True,
 )
+IP_ADDRESSES = Resource(
+    "network.deckhouse.io", "v1alpha1", "ipaddresses", "IPAddress", namespaced=True,
+    has_status=True,
+)
+"""The SDN's IPAddress: an address of an IPAM pool for one interface of a VM."""
+CLUSTER_ROLES = Resource(
+    "rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", namespaced=False,
+    has_status=False,
+)
 
 OPERATIONS = Resource(
     "nicplug.io", "v1alpha1", "networkinterfaceoperations", "NetworkInterfaceOperation",
@@ -115,5 +124,5 @@ CRDS = Resource(
 ALL: tuple[Resource, ...] = (
     NAMESPACES, PODS, EVENTS, EVENTS_V1, LEASES, CRDS, VMS, KVVMS, VMIS, VMIMS, KUBEVIRTS, VMOPS,
     VMMACS,
-    NETWORKS, CLUSTER_NETWORKS, OPERATIONS,
+    NETWORKS, CLUSTER_NETWORKS, IP_ADDRESSES, CLUSTER_ROLES, OPERATIONS,
 )

@@ -2,8 +2,10 @@
 
 `make_app(store, faults)` builds the aiohttp application: discovery, CRUD and watch on
 every kind of `resources.ALL`, the status subresource, patches by Content-Type, Status
-errors shaped like the real server's, a body limit, injected faults, a log of every
-resource request (`app[REQUEST_LOG]`) and the fault admin endpoint `/_sim/faults`.
+errors shaped like the real server's, a body limit, injected faults, the requester's
+identity from its bearer token (`identity`) and the admission policy that judges it
+(`admission_policy`), a log of every resource request with its username
+(`app[REQUEST_LOG]`) and the fault admin endpoint `/_sim/faults`.
 It binds nothing itself (`serve` does, on loopback only) and holds no state of its own
 beyond that log: objects live in the store.
 """
@@ -29,10 +31,11 @@ from nicplug.simulator.errors import (
     NotFound,
 )
 from nicplug.simulator.faults import FAULT_SPECS, Faults, arm
+from nicplug.simulator.identity import DEFAULT_USER, username_of
 from nicplug.simulator.routing import locate
 from nicplug.simulator.store import Store
 from nicplug.simulator.streaming import DEFAULT_TIMEOUT, WatchParams, serve_watch
-from nicplug.simulator.verbs import VERBS
+from nicplug.simulator.verbs import USERNAME, VERBS
 from nicplug.simulator.watching import Subscription
 from nicplug.simulator.wire import (
     BODY_LIMIT,
@@ -56,6 +59,7 @@ class RequestRecord:
     namespace: str | None
     name: str | None
     user_agent: str = ""  # tells apart the clients of one server (e.g. two controllers)
+    username: str = DEFAULT_USER  # who the bearer token authenticates (`identity`)
 
 
 REQUEST_LOG = web.AppKey("request_log", deque[RequestRecord])
@@ -113,9 +117,11 @@ class _Api:
         call = locate(request.method, request.path, watching=flag(request.query.get("watch")),
                       api=self.api)
         res = call.served
+        username = username_of(request.headers.get("Authorization"))
+        request[USERNAME] = username
         self.requests.append(
             RequestRecord(call.verb, res.group, res.plural, call.subresource, call.namespace,
-                          call.name, request.headers.get("User-Agent", ""))
+                          call.name, request.headers.get("User-Agent", ""), username)
         )
         if request.query.get("dryRun"):
             raise BadRequest("dryRun is not supported by the simulated API server")

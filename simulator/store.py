@@ -51,6 +51,9 @@ from nicplug.simulator.watching import (
 __all__ = ["Store", "WatchEvent"]
 
 _NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
+# RBAC objects take any name that is a valid path segment (`ValidatePathSegmentName`)
+_PATH_SEGMENT_RE = re.compile(r"^(?!\.\.?$)[^/%]+$")
+_PATH_SEGMENT_GROUPS = frozenset({"rbac.authorization.k8s.io"})
 _BUILT_IN_GROUPS = frozenset({"", "coordination.k8s.io"})
 MERGE_PATCH = "application/merge-patch+json"
 JSON_PATCH = "application/json-patch+json"
@@ -276,7 +279,8 @@ class Store:
         if not meta.get("name") and meta.get("generateName"):
             meta["name"] = f"{meta['generateName']}{self._uids().hex[:5]}"
         name = meta.get("name")
-        if not isinstance(name, str) or not _NAME_RE.match(name) or len(name) > 253:
+        valid = _PATH_SEGMENT_RE if res.group in _PATH_SEGMENT_GROUPS else _NAME_RE
+        if not isinstance(name, str) or not valid.match(name) or len(name) > 253:
             raise Invalid(f"metadata.name {name!r} is not a valid name")
         if res.namespaced and not meta.get("namespace"):
             raise Invalid(f"metadata.namespace is required for {res.key}")

@@ -13,6 +13,7 @@ from typing import Any
 
 from aiohttp import web
 
+from nicplug.simulator import admission_policy
 from nicplug.simulator.admission import admit
 from nicplug.simulator.errors import BadRequest
 from nicplug.simulator.routing import Call
@@ -21,6 +22,21 @@ from nicplug.simulator.tables import table, wants_table
 from nicplug.simulator.wire import json_response, place, read_json, require_json
 
 Verb = Callable[[web.Request, Call, Store], Awaitable[web.Response]]
+
+USERNAME = web.RequestKey("username", str)
+"""Who the server took the request for (set before a handler runs)."""
+
+
+def _policy(request: web.Request, call: Call, name: str | None, store: Store | None = None
+            ) -> None:
+    """The admission policies that judge the requester (Deckhouse's, on its groups).
+    Given the `store`, an object that does not exist is not judged: the registry answers
+    404 before admission runs."""
+    if store is not None and name is not None and store.peek(
+            call.resource, call.namespace, name) is None:
+        return
+    admission_policy.check(call.served, call.verb, call.subresource, name,
+                           request.get(USERNAME, ""))
 
 
 def _list_body(call: Call, items: list[dict[str, Any]], rv: str) -> dict[str, Any]:
@@ -97,6 +113,7 @@ async def get(request: web.Request, call: Call, store: Store) -> web.Response:
 async def create(request: web.Request, call: Call, store: Store) -> web.Response:
     require_json(request)
     body = place(call, call.api.inward(await read_json(request)))
+    _policy(request, call, (body.get("metadata") or {}).get("name"))
     admit(store, call.resource, body)
     return json_response(call.api.outward(store.create(call.resource, body, drop_status=True)),
                          201)
@@ -105,12 +122,14 @@ async def create(request: web.Request, call: Call, store: Store) -> web.Response
 async def update(request: web.Request, call: Call, store: Store) -> web.Response:
     require_json(request)
     body = place(call, call.api.inward(await read_json(request)))
+    _policy(request, call, call.name, store)
     return json_response(call.api.outward(
         store.update(call.resource, body, subresource=call.subresource)))
 
 
 async def patch(request: web.Request, call: Call, store: Store) -> web.Response:
     document = call.api.inward(await read_json(request))
+    _policy(request, call, call.name, store)
     patched = store.patch(
         call.resource,
         call.namespace,
@@ -123,6 +142,7 @@ async def patch(request: web.Request, call: Call, store: Store) -> web.Response:
 
 
 async def delete(request: web.Request, call: Call, store: Store) -> web.Response:
+    _policy(request, call, call.name, store)
     options = await read_json(request) if request.can_read_body else {}
     found = options.get("preconditions") if isinstance(options, dict) else None
     preconditions = found if isinstance(found, dict) else {}
@@ -137,6 +157,7 @@ async def delete(request: web.Request, call: Call, store: Store) -> web.Response
 
 
 async def delete_collection(request: web.Request, call: Call, store: Store) -> web.Response:
+    _policy(request, call, None)
     items, _ = _selected(request, call, store)
     doomed = [(i["metadata"].get("namespace"), i["metadata"]["name"]) for i in items]
     deleted = [store.delete(call.resource, ns, name) for ns, name in doomed]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import typer
 
 app = typer.Typer(
@@ -19,3 +21,18 @@ def version() -> None:
     from nicplug.adapters import __version__
 
     typer.echo(__version__)
+
+
+def _print_version(asked: bool) -> None:
+    if asked:
+        version()
+        raise typer.Exit()
+
+
+@app.callback()
+def _options(
+    _version: Annotated[bool, typer.Option(
+        "--version", callback=_print_version, is_eager=True, help="Print nicplug's version.")
+    ] = False,
+) -> None:
+    """Hot-plug and hot-unplug network interfaces of running KubeVirt VMs."""

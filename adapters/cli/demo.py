@@ -21,12 +21,19 @@ def demo(
     budget: Annotated[
         float, typer.Option(min=10, help="Seconds the scenarios may take in all")
     ] = 150.0,
+    mode: Annotated[str, typer.Option(
+        help="observe: the live world's Deckhouse hot-plugs by itself and nicplug follows "
+             "it; drive: a release without native hotplug, nicplug writes the hotplug")
+    ] = "observe",
 ) -> None:
     """Start simulated clusters and controllers, play hotplug scenarios, check outcomes."""
     from nicplug.adapters.cli.console import make_console
     from nicplug.adapters.demo.play import play
 
     console = make_console()
+    if mode not in ("observe", "drive"):
+        typer.echo(f"nicplug: --mode: {mode!r} is neither observe nor drive", err=True)
+        raise typer.Exit(2)
     if directory is None:
         directory = Path(tempfile.mkdtemp(prefix="nicplug-demo-"))
     if directory.exists() and not directory.is_dir():
@@ -38,5 +45,5 @@ def demo(
         typer.echo(f"nicplug: --dir {directory}: cannot create it "
                    f"({error.strerror or error})", err=True)
         raise typer.Exit(2) from None
-    code = asyncio.run(play(directory.resolve(), console, budget=budget))
+    code = asyncio.run(play(directory.resolve(), console, budget=budget, mode=mode))
     raise typer.Exit(code)

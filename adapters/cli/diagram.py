@@ -8,15 +8,16 @@ anything but the registered graphs.
 
 from __future__ import annotations
 
+import copy
 import enum
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from transitions.extensions import GraphMachine
 
 from nicplug.adapters.cli.app import app
-from nicplug.machines.graph import FLAVOURS
+from nicplug.machines.graph import graphs_of
 
 
 class Format(enum.StrEnum):
@@ -44,17 +45,35 @@ class _Canvas:
     """The model `transitions` hangs `get_graph` on; only ever used for drawing."""
 
 
-def render(machine: str, fmt: str, flavour: str = "deckhouse") -> bytes:
-    """The diagram of the registered machine `machine` of `flavour` in `fmt`."""
-    graph = FLAVOURS[flavour][machine]
+_STILL = "s_default"
+
+
+class _StillMachine(GraphMachine):
+    """A machine drawn as a map, not as an operation: its model sits in the initial
+    state only because `transitions` needs one, so that state is drawn like any other
+    (no state of a static diagram is active)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        styles: Any = copy.deepcopy(GraphMachine.style_attributes)
+        styles["node"]["active"] = dict(styles["node"]["inactive"])
+        styles["graph"]["active"] = dict(styles["graph"]["default"])
+        self.style_attributes = styles
+        super().__init__(*args, **kwargs)
+
+
+def render(machine: str, fmt: str, flavour: str = "deckhouse", mode: str = "drive") -> bytes:
+    """The diagram of the registered machine `machine` of `flavour` in `mode`, in `fmt`."""
+    graph = graphs_of(flavour, mode)[machine]
     canvas = _Canvas()
     engine = "mermaid" if fmt == "mermaid" else "graphviz"
     graph.machine(
-        GraphMachine,
+        _StillMachine,
         model=canvas,
         graph_engine=engine,
         show_conditions=True,
-        title=f"nicplug {machine}" if flavour == "deckhouse" else f"nicplug kubevirt {machine}",
+        title=(f"nicplug kubevirt {machine}" if flavour != "deckhouse"
+               else f"nicplug {machine} (observed)" if mode == "observe"
+               else f"nicplug {machine}"),
     )
     drawn = canvas.get_graph()  # type: ignore[attr-defined]
     if fmt == "mermaid":
@@ -67,6 +86,8 @@ def render(machine: str, fmt: str, flavour: str = "deckhouse") -> bytes:
             line.replace("Class ", "class ", 1) if line.lstrip().startswith("Class ") else line
             for line in lines
         ]
+        fixed = [line.replace(" s_active", f" {_STILL}") if line.lstrip().startswith("class ")
+                 else line for line in fixed]
         return ("\n".join(fixed) + "\n").encode()
     data: bytes = drawn.pipe(format=fmt)
     return data
@@ -87,10 +108,15 @@ def diagram(
     output: Annotated[
         Path | None, typer.Option("-o", "--output", help="write here instead of stdout")
     ] = None,
+    mode: Annotated[str, typer.Option(
+        "--mode", help="drive, or observe (deckhouse: the platform's own order)")] = "drive",
 ) -> None:
     """Draw the plug, unplug or update machine (states, triggers, guards)."""
+    if mode not in ("drive", "observe"):
+        typer.echo(f"nicplug: --mode: {mode!r} is neither drive nor observe", err=True)
+        raise typer.Exit(2)
     try:
-        data = render(machine.value, format.value, _GRAPHS_OF[flavour.value])
+        data = render(machine.value, format.value, _GRAPHS_OF[flavour.value], mode)
     except Exception as error:  # graphviz missing its `dot` binary, mostly
         if type(error).__name__ == "ExecutableNotFound":
             typer.echo(

@@ -3,12 +3,15 @@ last observation and the next timer.
 
 An operation is named by its id (`<vm uid>/<network>/<direction>/<attempt>`, as
 `status --json` and `stuck` print it) or by `NS/NAME NETWORK [--direction D]` (its
-latest attempt). Never writes.
+latest attempt); `NS/NAME` alone lists the VM's operations, each with the line that
+explains it. Never writes.
 """
 
 from __future__ import annotations
 
+import re
 import time
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -27,7 +30,14 @@ from nicplug.adapters.cli.querying import (
     print_json,
     styled_state,
 )
-from nicplug.adapters.queries import Explanation, explanation, resolve
+from nicplug.adapters.queries import (
+    Explanation,
+    OperationSummary,
+    Selection,
+    explanation,
+    operations,
+    resolve,
+)
 from nicplug.engine.inspection import JournalInspection
 
 DiagramFlag = Annotated[bool, typer.Option(
@@ -42,6 +52,10 @@ async def _explain(
     if stream is None:
         return None
     return await explanation(journal, stream, now=now)
+
+
+_VM = re.compile(r"[^/\s]+/[^/\s]+")
+"""`NS/NAME`: one slash; an operation id has four (`<uid>/<network>/<dir>/<n>`)."""
 
 
 @app.command()
@@ -59,11 +73,11 @@ def explain(
 ) -> None:
     """Explain one operation: its state, what it waits for, its last observation and timers."""
     now = time.time()
+    if network is None and direction is None and _VM.fullmatch(operation):
+        _list_operations(journal, operation, json_, now)
+        return
     found = ask(journal, lambda j: _explain(j, operation, network, direction, now))
     if found is None:
-        if network is None and operation.count("/") == 1:
-            fail(f"no operation with the id {operation} in journal {journal}; to name one by"
-                 " its VM, give NS/NAME NETWORK", 1)
         named = f"{operation} {network}" if network else operation
         fail(f"no operation {named} in journal {journal}", 1)
     if diagram:
@@ -73,6 +87,34 @@ def explain(
         print_json(found.to_json())
         return
     show_explanation(found)
+
+
+def _list_operations(journal: Path, vm: str, json_: bool, now: float) -> None:
+    """`explain NS/NAME`: which operations there are to explain, and how to name each."""
+    found = ask(journal, lambda j: operations(j, Selection(vm=vm)))
+    if json_:
+        print_json(operation_list_json(vm, found))
+        return
+    if not found:
+        fail(f"no operation of {vm} in journal {journal}", 1)
+    show_operation_list(vm, found, now, command="nicplug explain")
+
+
+def operation_list_json(vm: str, found: list[OperationSummary]) -> dict[str, object]:
+    return {"vm": vm, "operations": [op.to_json() for op in found]}
+
+
+def show_operation_list(vm: str, found: list[OperationSummary], now: float, *,
+                        command: str) -> None:
+    """What `explain NS/NAME` prints (also `kubectl nicplug explain NS/NAME`)."""
+    out = console()
+    count = f"{len(found)} operation" + ("" if len(found) == 1 else "s")
+    out.print(plain(f"{vm}: {count}; explain one with "
+                    f"`{command} {vm} NETWORK [--direction D]` or by its id:"))
+    for op in found:
+        held = "" if op.terminal else f", for {age(now - op.entered_at)}"
+        out.print(f"  {plain(f'{op.network} {op.direction}#{op.attempt}')}: "
+                  f"{styled_state(op.state)}{plain(held)}  {plain(op.id)}")
 
 
 def show_explanation(found: Explanation) -> None:

@@ -30,6 +30,7 @@ import typer
 
 from nicplug.adapters.cli.journal import journal_app
 from nicplug.adapters.cli.querying import DEFAULT_JOURNAL, fail
+from nicplug.adapters.durations import spelled
 from nicplug.adapters.exporting import ArchiveDamaged, read_events
 from nicplug.adapters.queries import duration
 from nicplug.adapters.retention import archive_finished
@@ -146,7 +147,8 @@ def backup(
 def archive(
     into: Annotated[Path, typer.Option(help="Directory the archive file is written to")],
     older_than: Annotated[
-        str, typer.Option(help="Archive operations finished longer ago than this (30d, 12h)")
+        str, typer.Option(
+            help="Archive operations finished longer ago than this (30d, 12h, or seconds)")
     ] = "30d",
     journal: WritableJournal = DEFAULT_JOURNAL,
 ) -> None:
@@ -164,7 +166,7 @@ def archive(
         journal, lambda j: archive_finished(j, window=window, into=directory, now=time.time())
     )
     if done is None:
-        typer.echo(f"{journal}: no operation finished before the last {older_than}")
+        typer.echo(f"{journal}: no operation finished before the last {spelled(window)}")
         return
     typer.echo(f"{journal}: archived {done.events} events of {done.streams} operations to "
                f"{done.file}")

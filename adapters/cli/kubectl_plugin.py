@@ -20,7 +20,12 @@ from typing import Annotated, Any, NoReturn
 
 import typer
 
-from nicplug.adapters.cli.explain import DiagramFlag, show_explanation
+from nicplug.adapters.cli.explain import (
+    DiagramFlag,
+    operation_list_json,
+    show_explanation,
+    show_operation_list,
+)
 from nicplug.adapters.cli.history import FormatOption, history_json, picture_format, show_timelines
 from nicplug.adapters.cli.pictures import operation_diagram, timeline
 from nicplug.adapters.cli.querying import print_json
@@ -172,8 +177,8 @@ def history(
 def explain(
     vm: Annotated[str, typer.Argument(help="The VM, NS/NAME")],
     network: Annotated[
-        str | None, typer.Argument(help="The network (Main, TYPE/NAME); none: each of the "
-                                        "VM's operations")
+        str | None, typer.Argument(help="The network (Main, TYPE/NAME); none: list the VM's "
+                                        "operations")
     ] = None,
     direction: Annotated[
         str | None, typer.Option("--direction", help="plug | unplug | update")
@@ -191,31 +196,30 @@ def explain(
     objects = {summary_of(o).id: o for o in _read(kubeconfig, context, _vm_namespace(vm))}
     mine = [op for op in _summaries(list(objects.values())) if op.vm == vm
             and (direction is None or op.direction == direction)]
-    networks = [network] if network else sorted({op.network for op in mine})
-    chosen: list[str] = []
-    for net in networks:
-        try:
-            found = choose(vm, net, [op for op in mine if op.network == net])
-        except BadSelection as error:
-            _fail(str(error), 2)
-        if found is not None:
-            chosen.append(found)
-    if not chosen:
-        named = f"{vm} {network}" if network else vm
-        _fail(f"no operation of {named} in {_where(_vm_namespace(vm))}", 1)
-    explained = [explanation_of(objects[stream], now=now) for stream in chosen]
+    if network is None:  # as `nicplug explain NS/NAME`: the operations to explain
+        if diagram:
+            _fail("--diagram draws one operation: give NS/NAME NETWORK", 2)
+        if json_:
+            print_json(operation_list_json(vm, mine))
+            return
+        if not mine:
+            _fail(f"no operation of {vm} in {_where(_vm_namespace(vm))}", 1)
+        show_operation_list(vm, mine, now, command="kubectl nicplug explain")
+        return
+    try:
+        chosen = choose(vm, network, [op for op in mine if op.network == network])
+    except BadSelection as error:
+        _fail(str(error), 2)
+    if chosen is None:
+        _fail(f"no operation of {vm} {network} in {_where(_vm_namespace(vm))}", 1)
+    explained = explanation_of(objects[chosen], now=now)
     if diagram:
-        if len(explained) > 1:
-            _fail(f"{vm} has operations on {len(explained)} networks: name one for "
-                  "--diagram", 2)
-        typer.echo(operation_diagram(explained[0].operation), nl=False)
+        typer.echo(operation_diagram(explained.operation), nl=False)
         return
     if json_:
-        print_json(explained[0].to_json() if network else
-                   {"vm": vm, "operations": [e.to_json() for e in explained]})
+        print_json(explained.to_json())
         return
-    for e in explained:
-        show_explanation(e)
+    show_explanation(explained)
 
 
 @plugin.command()
@@ -237,7 +241,7 @@ def stuck(
     if json_:
         print_json(stuck_json(found, seconds, now))
         return
-    show_stuck(found, older_than, now, hint="see why with: kubectl nicplug explain NS/NAME")
+    show_stuck(found, seconds, now, hint="see why with: kubectl nicplug explain NS/NAME")
 
 
 def main() -> None:

@@ -14,6 +14,7 @@ from typing import Annotated
 import typer
 
 from nicplug.adapters.cli.app import app
+from nicplug.adapters.cli.run import duration_arg
 
 
 @app.command()
@@ -23,10 +24,13 @@ def record(
         Path | None, typer.Option(help="Kubeconfig file; default: in-cluster, then $KUBECONFIG")
     ] = None,
     duration: Annotated[
-        float | None, typer.Option(min=0, help="Seconds to record (default: until Ctrl-C)")
+        float | None, typer.Option(
+            parser=duration_arg, metavar="DURATION",
+            help="How long to record: 30s, 5m, or seconds (default: until Ctrl-C)")
     ] = None,
     namespace: Annotated[
-        str | None, typer.Option(help="Record only this namespace (default: all)")
+        str | None, typer.Option("--namespace", "-n",
+                                 help="Record only this namespace (default: all)")
     ] = None,
     request_timeout: Annotated[
         float, typer.Option(min=0.1, help="Client read timeout per API request, seconds")

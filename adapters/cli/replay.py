@@ -1,12 +1,12 @@
 """`nicplug replay TAPE`: feed a recorded tape to the controller's decision code.
 
-Takes the options of `nicplug run` that change decisions (flavour, gating, migrations,
-timeouts), runs on a virtual clock, executes no effect against any server, and prints
-a report, or `--json` (DESIGN §7). `--until TIME|+DURATION` ends the replay at a time
-(later lines are not fed) or lets time pass after the last line, so the timers of a
-tape's quiet end fire. Exit codes: 0 done; 1 `--compare-effects` found a difference,
-or a `--strict` replay met a malformed line or time going backwards, or the journal
-failed; 2 bad options or no tape.
+Takes the options of `nicplug run` that change decisions (flavour, mode, gating,
+migrations, timeouts), runs on a virtual clock, executes no effect against any server,
+and prints a report, or the same report as JSON (`--json`). `--until TIME|+DURATION`
+ends the replay at a time (later lines are not fed) or lets time pass after the last
+line, so the timers of a tape's quiet end fire. Exit codes: 0 done; 1
+`--compare-effects` found a difference, or a `--strict` replay met a malformed line or
+time going backwards, or the journal failed; 2 bad options or no tape.
 """
 
 from __future__ import annotations
@@ -20,16 +20,21 @@ import typer
 from pydantic import ValidationError
 
 from nicplug.adapters.cli.app import app
-from nicplug.adapters.cli.run import _explain, usage_error
+from nicplug.adapters.cli.run import _explain, duration_arg, usage_error
 
 if TYPE_CHECKING:
     from nicplug.adapters.tapes.replaying import Until
 
 
+_TIME = typer.Option(parser=duration_arg, metavar="DURATION")
+
+
 @app.command()
 def replay(
     tape: Annotated[Path, typer.Argument(help="The tape file ('-': standard input)")],
-    json_output: Annotated[bool, typer.Option("--json", help="Print DESIGN §7's JSON")] = False,
+    json_output: Annotated[bool, typer.Option(
+        "--json", help="Print the report as JSON: the operations, their paths and effects"
+    )] = False,
     journal: Annotated[
         Path | None, typer.Option(help="Keep the replay's journal in this SQLite file")
     ] = None,
@@ -50,20 +55,24 @@ def replay(
     kubevirt_api: Annotated[str | None, typer.Option(
         help="KubeVirt API: upstream | deckhouse (default: as the tape's objects name it)"
     )] = None,
+    mode: Annotated[str, typer.Option(
+        help="observe (the platform wrote the tape's hotplug) | drive | auto (a tape holds "
+             "no RBAC to ask: drive, as tapes were recorded before modes; kubevirt: observe)"
+    )] = "auto",
     gating: Annotated[
         str, typer.Option(help="rollout-strategy | always-live")
     ] = "rollout-strategy",
     migrations: Annotated[str, typer.Option(help="auto | opt-in | never | manual")] = "auto",
-    sdn_ready_timeout: Annotated[float, typer.Option()] = 120.0,
-    attach_timeout: Annotated[float, typer.Option()] = 120.0,
-    detach_timeout: Annotated[float, typer.Option()] = 120.0,
-    migration_timeout: Annotated[float, typer.Option()] = 600.0,
-    dynamic_networks_grace: Annotated[float, typer.Option()] = 15.0,
-    effect_reissue_after: Annotated[float, typer.Option()] = 30.0,
-    backoff_base: Annotated[float, typer.Option()] = 5.0,
-    backoff_max: Annotated[float, typer.Option()] = 300.0,
+    sdn_ready_timeout: Annotated[float, _TIME] = 120.0,
+    attach_timeout: Annotated[float, _TIME] = 120.0,
+    detach_timeout: Annotated[float, _TIME] = 120.0,
+    migration_timeout: Annotated[float, _TIME] = 600.0,
+    dynamic_networks_grace: Annotated[float, _TIME] = 15.0,
+    effect_reissue_after: Annotated[float, _TIME] = 30.0,
+    backoff_base: Annotated[float, _TIME] = 5.0,
+    backoff_max: Annotated[float, _TIME] = 300.0,
     cluster_network_namespace: Annotated[str, typer.Option()] = "default",
-) -> None:
+) -> None:  # the timeouts take durations as `nicplug run`'s do (30s, 5m, seconds)
     """Replay a tape on a virtual clock; no effect reaches any server."""
     from nicplug.adapters.cli.console import make_console
     from nicplug.adapters.cli.flavours import dialect_of
@@ -76,7 +85,8 @@ def replay(
     dialect = dialect_of(flavour, dialect)
     try:
         settings = Settings(
-            dialect=dialect, kubevirt_api=kubevirt_api, gating=gating, migrations=migrations,
+            dialect=dialect, kubevirt_api=kubevirt_api, mode=mode, gating=gating,
+            migrations=migrations,
             sdn_ready_timeout=sdn_ready_timeout, attach_timeout=attach_timeout,
             detach_timeout=detach_timeout, migration_timeout=migration_timeout,
             dynamic_networks_grace=dynamic_networks_grace,

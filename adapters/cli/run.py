@@ -18,6 +18,8 @@ import typer
 from pydantic import ValidationError
 
 from nicplug.adapters.cli.app import app
+from nicplug.adapters.durations import parse_duration
+from nicplug.adapters.log_lines import LOG_FORMATS, configure_logging
 from nicplug.engine.errors import JournalError
 
 _STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
@@ -28,16 +30,25 @@ def _env(name: str) -> str:
 
 
 def _seconds(value: str, option: str) -> float:
-    from nicplug.adapters.queries import duration
-
     try:
-        return duration(value)
+        return parse_duration(value)
     except ValueError as exc:
         raise typer.BadParameter(f"{option}: {exc}") from None
 
 
+def duration_arg(value: str | float) -> float:
+    """A duration option's value as typed (`durations.py`), or its default."""
+    return float(value) if isinstance(value, int | float) else parse_duration(value)
+
+
 def _opt(name: str, help_: str) -> Any:
     return typer.Option(f"--{name}", envvar=_env(name), help=help_, show_default=True)
+
+
+def _time(name: str, help_: str) -> Any:
+    """An option that takes a duration: `30s`, `5m`, `1h30m`, or seconds."""
+    return typer.Option(f"--{name}", envvar=_env(name), help=f"{help_} (30s, 5m, or seconds)",
+                        show_default=True, parser=duration_arg, metavar="DURATION")
 
 
 @app.command()
@@ -54,6 +65,12 @@ def run(
     kubevirt_api: Annotated[str | None, _opt(
         "kubevirt-api", "KubeVirt API: upstream | deckhouse (default: the dialect's)"
     )] = None,
+    mode: Annotated[str, _opt(
+        "mode",
+        "auto (ask the cluster whether the platform hot-plugs) | observe (follow the "
+        "platform's hotplug, write only Events) | drive (write the pods and KVVMs: a "
+        "Deckhouse release without native hotplug)",
+    )] = "auto",
     gating: Annotated[
         str, _opt("gating", "rollout-strategy (obey vmRolloutStrategy) | always-live")
     ] = "rollout-strategy",
@@ -68,13 +85,14 @@ def run(
         int, _opt("max-migrations",
                   "At most this many of nicplug's migrations run at once, cluster-wide")
     ] = 5,
-    namespace: Annotated[
-        str | None, _opt("namespace", "Watch only this namespace (default: all)")
-    ] = None,
-    namespaces: Annotated[
-        str, _opt("namespaces", "Manage VMs only in these namespaces, comma-separated "
-                  "(default: all)")
-    ] = "",
+    namespace: Annotated[str | None, typer.Option(
+        "--namespace", "-n", envvar=_env("namespace"), show_default=True,
+        help="Manage VMs only in this namespace, or these (comma-separated); one namespace "
+             "is also the only one watched (default: all)",
+    )] = None,
+    namespaces: Annotated[str, typer.Option(
+        "--namespaces", envvar=_env("namespaces"), hidden=True,
+        help="Deprecated: --namespace takes several, comma-separated")] = "",
     vm_selector: Annotated[
         str, _opt("vm-selector", "Manage only VMs whose labels match this label selector "
                   "(default: all)")
@@ -82,26 +100,39 @@ def run(
     metrics_addr: Annotated[
         str, _opt("metrics-addr", "HOST:PORT of /metrics, /healthz, /readyz")
     ] = "127.0.0.1:8080",
+    query_addr: Annotated[str, typer.Option(
+        "--query-addr", "--query-address", envvar=_env("query-addr"), show_default=True,
+        help="HOST:PORT of the read-only /operations views, apart from /metrics; loopback "
+             "unless you mean every VM of every namespace to be readable there; '' for none",
+    )] = "127.0.0.1:8081",
     sdn_ready_timeout: Annotated[
-        float, _opt("sdn-ready-timeout", "Seconds to wait for the SDN per step")
+        float, _time(
+            "sdn-ready-timeout", "How long to wait for the SDN per step")
     ] = 120.0,
     attach_timeout: Annotated[
-        float, _opt("attach-timeout", "Seconds to wait for the guest to attach")
+        float, _time(
+            "attach-timeout", "How long to wait for the guest to attach")
     ] = 120.0,
     detach_timeout: Annotated[
-        float, _opt("detach-timeout", "Seconds to wait per unplug step")
+        float, _time(
+            "detach-timeout", "How long to wait per unplug step")
     ] = 120.0,
     migration_timeout: Annotated[
-        float, _opt("migration-timeout", "Seconds a migration may take")
+        float, _time(
+            "migration-timeout", "How long a migration may take")
     ] = 600.0,
     dynamic_networks_grace: Annotated[
-        float, _opt("dynamic-networks-grace", "Changes nothing; accepted for old settings")
+        float, _time(
+            "dynamic-networks-grace", "Changes nothing; accepted for old settings")
     ] = 15.0,
     effect_reissue_after: Annotated[
-        float, _opt("effect-reissue-after", "Re-issue an effect when the world did not move")
+        float, _time(
+            "effect-reissue-after", "Re-issue an effect when the world did not move")
     ] = 30.0,
-    backoff_base: Annotated[float, _opt("backoff-base", "First retry delay of a failed op")] = 5.0,
-    backoff_max: Annotated[float, _opt("backoff-max", "Longest retry delay")] = 300.0,
+    backoff_base: Annotated[float, _time(
+            "backoff-base", "First retry delay of a failed op")] = 5.0,
+    backoff_max: Annotated[float, _time(
+            "backoff-max", "Longest retry delay")] = 300.0,
     cluster_network_namespace: Annotated[
         str, _opt("cluster-network-namespace", "multus: namespace of ClusterNetwork NADs")
     ] = "default",
@@ -116,13 +147,16 @@ def run(
         int, _opt("lease-duration", "Seconds a Lease lasts unrenewed; a standby waits it out")
     ] = 15,
     renew_deadline: Annotated[
-        float, _opt("renew-deadline", "Seconds the leader keeps trying to renew before it stops")
+        float, _time(
+            "renew-deadline", "How long the leader keeps trying to renew before it stops")
     ] = 10.0,
     retry_period: Annotated[
-        float, _opt("retry-period", "Seconds between tries to acquire or renew the Lease")
+        float, _time(
+            "retry-period", "How often to try to acquire or renew the Lease")
     ] = 2.0,
     request_timeout: Annotated[
-        float, _opt("request-timeout", "Client read timeout per API request, seconds")
+        float, _time(
+            "request-timeout", "Client read timeout per API request")
     ] = 30.0,
     synchronous: Annotated[
         str, _opt("synchronous", "SQLite durability: FULL | NORMAL")
@@ -141,6 +175,9 @@ def run(
         "(kubectl get nicops) | off: write none"
     )] = "on",
     log_level: Annotated[str, _opt("log-level", "DEBUG | INFO | WARNING | ERROR")] = "INFO",
+    log_format: Annotated[str, _opt(
+        "log-format", "text | json (one JSON object a line, with vm, operation, network, "
+        "state as keys)")] = "text",
 ) -> None:
     """Run the controller: watch VMs and hot-plug/unplug their interfaces."""
     from nicplug.adapters.cli.flavours import dialect_of
@@ -149,13 +186,15 @@ def run(
     dialect = dialect_of(flavour, dialect)
     if operation_objects not in ("on", "off"):
         usage_error(f"--operation-objects: on or off, not {operation_objects!r}")
+    scope = namespace_scope(namespace, namespaces)
     try:
         settings = Settings(
             kubeconfig=kubeconfig, journal=journal, dialect=dialect,
-            kubevirt_api=kubevirt_api, gating=gating,
-            migrations=migrations, max_migrations=max_migrations, namespace=namespace,
-            metrics_addr=metrics_addr,
-            namespaces=tuple(n.strip() for n in namespaces.split(",") if n.strip()),
+            kubevirt_api=kubevirt_api, mode=mode, gating=gating,
+            migrations=migrations, max_migrations=max_migrations,
+            namespace=scope[0] if len(scope) == 1 else None,
+            metrics_addr=metrics_addr, query_addr=query_addr,
+            namespaces=scope,
             vm_selector=vm_selector,
             sdn_ready_timeout=sdn_ready_timeout, attach_timeout=attach_timeout,
             detach_timeout=detach_timeout, migration_timeout=migration_timeout,
@@ -173,7 +212,9 @@ def run(
     level = logging.getLevelName(log_level.upper())
     if not isinstance(level, int):
         usage_error(f"--log-level: unknown level {log_level!r}")
-    configure_logging(level)
+    if log_format not in LOG_FORMATS:
+        usage_error(f"--log-format: expected text or json, got {log_format!r}")
+    configure_logging(level, log_format)
 
     from nicplug.adapters.controller import run_controller
     from nicplug.adapters.kube.client import ClientConfigError
@@ -185,6 +226,15 @@ def run(
     except (JournalError, ClientConfigError, MetricsAddressError, TapeUnwritable) as exc:
         typer.echo(f"nicplug: {exc}", err=True)
         raise typer.Exit(1) from None
+
+
+def namespace_scope(namespace: str | None, namespaces: str) -> tuple[str, ...]:
+    """The namespaces `-n` (and the deprecated `--namespaces`) name, each once, in order."""
+    if namespaces:
+        typer.echo("nicplug: --namespaces is deprecated: say --namespace (-n), which takes "
+                   "several, comma-separated", err=True)
+    named = (n.strip() for n in f"{namespace or ''},{namespaces}".split(","))
+    return tuple(dict.fromkeys(n for n in named if n))
 
 
 async def until_signalled(work: Coroutine[Any, Any, None]) -> None:
@@ -229,10 +279,3 @@ def _explain(exc: ValidationError) -> str:
         parts.append(f"{where}: {message}")
     return "; ".join(parts)
 
-
-def configure_logging(level: int) -> None:
-    """One line per record: time, level, logger, message (which names vm= and op=)."""
-    logging.basicConfig(
-        level=level,
-        format="%(asctime)s %(levelname)s %(name)s %(message)s",
-    )

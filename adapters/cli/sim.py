@@ -22,7 +22,10 @@ if TYPE_CHECKING:
     from nicplug.simulator.fixtures import Fixtures
     from nicplug.simulator.knobs import Knobs
 
-sim_app = typer.Typer(name="sim", help="Run the simulated cluster.", no_args_is_help=True)
+sim_app = typer.Typer(
+    name="sim", no_args_is_help=True,
+    help="A simulated Kubernetes API server with KubeVirt and an SDN, to try nicplug and "
+         "kubectl against (`nicplug dst` is the deterministic simulation testing).")
 app.add_typer(sim_app, name="sim")
 
 _DELAY = {"min": 0.0, "show_default": True}
@@ -31,12 +34,16 @@ _DELAY = {"min": 0.0, "show_default": True}
 @sim_app.command()
 def serve(
     vms: Annotated[int, typer.Option(min=0, help="Running VMs to create.")] = 10,
-    dialect: Annotated[str, typer.Option(help="SDN dialect: deckhouse or multus.")] = "deckhouse",
+    flavour: Annotated[str | None, typer.Option(
+        help="Whose cluster: deckhouse, or kubevirt (upstream KubeVirt with multus), as "
+             "`nicplug run --flavour`  [default: deckhouse]")] = None,
+    dialect: Annotated[str | None, typer.Option(
+        hidden=True, help="Deprecated: deckhouse | multus (= --flavour kubevirt).")] = None,
     kubevirt_api: Annotated[str | None, typer.Option(
-        help="KubeVirt API served: upstream or deckhouse (default: the dialect's).")] = None,
+        help="KubeVirt API served: upstream or deckhouse (default: the flavour's).")] = None,
     dynamic_networks: Annotated[bool, typer.Option(
         "--dynamic-networks/--no-dynamic-networks",
-        help="Deploy the multus dynamic-networks controller (multus only).")] = False,
+        help="Deploy the multus dynamic-networks controller (kubevirt only).")] = False,
     rollout_strategy: Annotated[str, typer.Option(
         help="vmRolloutStrategy of the KubeVirt CR: LiveUpdate or Stage.")] = "LiveUpdate",
     namespaces: Annotated[int, typer.Option(min=1, help="Namespaces ns-1..ns-N for the VMs "
@@ -73,10 +80,22 @@ def serve(
     nad_namespace: Annotated[str, typer.Option(
         help="multus: the namespace of ClusterNetworks' NetworkAttachmentDefinitions.")
     ] = "default",
+    native_hotplug: Annotated[bool | None, typer.Option(
+        help="deckhouse: the virtualization controller hot-plugs networks itself (a "
+             "release with it; the default) or not (an older one, for drive mode).")
+    ] = None,
+    kubeconfig_user: Annotated[str | None, typer.Option(
+        help="The user the kubeconfig's requests are taken for, e.g. "
+             "system:serviceaccount:nicplug-system:nicplug (deckhouse's admission policy "
+             "judges it); default: a kube-system service account it admits.")
+    ] = None,
 ) -> None:
     """Serve a simulated Kubernetes API with KubeVirt and SDN behaviour until Ctrl-C."""
+    from nicplug.adapters.cli.flavours import dialect_of
     from nicplug.simulator.fixtures import Fixtures
     from nicplug.simulator.knobs import Delays, Failures, Knobs
+
+    dialect = dialect_of(flavour, dialect)
 
     try:
         knobs = Knobs(
@@ -91,6 +110,7 @@ def serve(
             cluster_network_nad_namespace=nad_namespace,
             seed=seed,
             kubevirt_api=kubevirt_api,
+            native_hotplug=native_hotplug,
         )
         names = ("default",) if namespaces == 1 else tuple(
             f"ns-{i}" for i in range(1, namespaces + 1))
@@ -102,7 +122,8 @@ def serve(
         typer.echo(f"Error: {e}", err=True)
         raise typer.Exit(2) from e
     try:
-        asyncio.run(_serve(knobs, fixtures, port, kubeconfig.resolve() if kubeconfig else None))
+        asyncio.run(_serve(knobs, fixtures, port, kubeconfig.resolve() if kubeconfig else None,
+                           kubeconfig_user or None))
     except OSError as e:
         typer.echo(f"Error: cannot serve on 127.0.0.1:{port}: {e.strerror or e}", err=True)
         raise typer.Exit(1) from e
@@ -115,7 +136,8 @@ def _network_ref(ref: str) -> tuple[str, str]:
     return type_, name
 
 
-async def _serve(knobs: Knobs, fixtures: Fixtures, port: int, kubeconfig: Path | None) -> None:
+async def _serve(knobs: Knobs, fixtures: Fixtures, port: int, kubeconfig: Path | None,
+                 user: str | None = None) -> None:
     from nicplug.simulator.cluster import SimulatedCluster
 
     stop = asyncio.Event()
@@ -123,7 +145,7 @@ async def _serve(knobs: Knobs, fixtures: Fixtures, port: int, kubeconfig: Path |
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     cluster = SimulatedCluster(knobs, fixtures=fixtures, port=port,
-                               kubeconfig_path=kubeconfig)
+                               kubeconfig_path=kubeconfig, kubeconfig_user=user)
     async with cluster:
         path = cluster.kubeconfig_path
         print(f"simulated cluster ({knobs.dialect}, {knobs.api} KubeVirt API, "

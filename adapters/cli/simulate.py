@@ -1,4 +1,7 @@
-"""`nicplug simulate`: the deterministic simulation of controller and cluster.
+"""`nicplug dst`: deterministic simulation testing of the controller against a
+simulated cluster (not to be confused with `nicplug sim serve`, which serves a
+simulated cluster to try nicplug and kubectl against). `nicplug simulate`, its older
+name, still works and says so on stderr.
 
 `--seed S` plays one schedule exactly (the same seed, faults and steps give the same
 run); `--schedules N` plays seeds S, S+1, … S+N-1. A violation prints the seed and the
@@ -20,8 +23,8 @@ import typer
 from nicplug.adapters.cli.app import app
 
 
-@app.command()
 def simulate(
+    ctx: typer.Context,
     seed: Annotated[int, typer.Option(help="The first seed")] = 0,
     schedules: Annotated[int, typer.Option(min=1, help="How many seeds to play")] = 1,
     faults: Annotated[str, typer.Option(
@@ -34,7 +37,10 @@ def simulate(
     shrink_budget: Annotated[int, typer.Option(min=0, help="Runs spent shrinking")] = 60,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Print every step")] = False,
 ) -> None:
-    """Play seeded schedules against the real controller and a simulated cluster."""
+    """Deterministic simulation testing: play seeded fault schedules against the real
+    controller and a simulated cluster, and shrink any violation to a replayable tape."""
+    if ctx.info_name == "simulate":
+        print("nicplug: `simulate` is deprecated: say `nicplug dst`", file=sys.stderr)
     from nicplug.adapters.simulation.run import simulate as play
     from nicplug.adapters.simulation.schedule import FAULT_CLASSES, Schedule, draw
     from nicplug.adapters.simulation.shrink import shrink
@@ -83,3 +89,7 @@ def simulate(
                   f"{'kubevirt' if plan.setup.dialect == 'multus' else 'deckhouse'})")
     if failed:
         raise typer.Exit(1)
+
+
+app.command("dst")(simulate)
+app.command("simulate", hidden=True)(simulate)  # the older name, deprecated

@@ -65,12 +65,12 @@ def show_operations(found: list[OperationSummary], *, where: str, how: str) -> N
         return
     now = time.time()
     table = Table(title=plain(f"operations in {where}"), caption=plain(how))
-    for column in ("vm", "network", "op", "state", "reason", "in state"):
+    for column in ("vm", "network", "op", "mode", "state", "reason", "in state"):
         table.add_column(column, no_wrap=True)
     table.add_column("path", overflow="fold")
     for op in found:
         table.add_row(
-            plain(op.vm), plain(op.network), f"{op.direction}#{op.attempt}",
+            plain(op.vm), plain(op.network), f"{op.direction}#{op.attempt}", op.mode,
             styled_state(op.state), plain(op.reason or ""),
             "" if op.terminal else age(now - op.entered_at), plain(" → ".join(op.history)),
         )

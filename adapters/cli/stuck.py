@@ -25,6 +25,7 @@ from nicplug.adapters.cli.querying import (
     print_json,
     styled_state,
 )
+from nicplug.adapters.durations import spelled
 from nicplug.adapters.queries import OperationSummary, duration
 from nicplug.adapters.queries import stuck as stuck_operations
 
@@ -32,7 +33,8 @@ from nicplug.adapters.queries import stuck as stuck_operations
 @app.command()
 def stuck(
     older_than: Annotated[
-        str, typer.Option("--older-than", help="How long without moving: 30s, 5m, 1h, 1h30m")
+        str, typer.Option("--older-than",
+                          help="How long without moving: 30s, 5m, 1h30m, 2d, or seconds")
     ] = "5m",
     journal: JournalPath = DEFAULT_JOURNAL,
     json_: JsonFlag = False,
@@ -45,21 +47,21 @@ def stuck(
     if json_:
         print_json(stuck_json(found, seconds, now))
         return
-    show_stuck(found, older_than, now, hint="see why with: nicplug explain ID")
+    show_stuck(found, seconds, now, hint="see why with: nicplug explain ID")
 
 
 def stuck_json(found: list[OperationSummary], seconds: float, now: float) -> dict[str, object]:
     return {"older_than": seconds, "now": now, "operations": [op.to_json() for op in found]}
 
 
-def show_stuck(found: list[OperationSummary], older_than: str, now: float, *,
+def show_stuck(found: list[OperationSummary], seconds: float, now: float, *,
                hint: str) -> None:
     """The table of `stuck` (also `kubectl nicplug stuck`'s)."""
     out = console()
     if not found:
-        out.print(f"no live operation has been still for more than {older_than}")
+        out.print(f"no live operation has been still for more than {spelled(seconds)}")
         return
-    table = Table(title=f"operations still for more than {older_than}")
+    table = Table(title=f"operations still for more than {spelled(seconds)}")
     for column in ("vm", "network", "op", "state", "in state"):
         table.add_column(column, overflow="fold")
     table.add_column("id", no_wrap=True)

@@ -23,7 +23,14 @@ from rich.live import Live
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from nicplug.adapters.demo.board import Board, Row, table
-from nicplug.adapters.demo.scenarios import SCENARIOS, WORLDS, Outcome, Scenario, matches
+from nicplug.adapters.demo.scenarios import (
+    SCENARIOS,
+    WORLDS,
+    Outcome,
+    Scenario,
+    matches,
+    worlds_in,
+)
 from nicplug.adapters.demo.worlds import RunningWorld, start_world, stop_world
 from nicplug.adapters.kube import hotplug_edits as edits
 from nicplug.adapters.kube import resources as kinds
@@ -129,18 +136,24 @@ def _met(outcome: Outcome, world: str, rows: Sequence[Row]) -> bool:
     return any(r["world"] == world and matches(outcome, r) for r in rows)
 
 
-async def play(directory: Path, console: Console, *, budget: float = 150.0) -> int:
-    """Run the demo in `directory`; 0 when every outcome was reached, 1 otherwise."""
+async def play(directory: Path, console: Console, *, budget: float = 150.0,
+               mode: str = "observe") -> int:
+    """Run the demo in `directory`; 0 when every outcome was reached, 1 otherwise.
+    `mode`: whether the live world's Deckhouse hot-plugs (observe) or nicplug does."""
     started = time.monotonic()
     console.print(f"[bold]nicplug demo[/] — journals and logs in {directory}")
+    specs = worlds_in(mode)
     worlds: list[RunningWorld] = []
     connections: list[ApiConnection] = []
-    board = Board({w.name: directory / f"{w.name}.db" for w in WORLDS})
+    board = Board({w.name: directory / f"{w.name}.db" for w in specs})
     try:
         with console.status("starting simulated clusters and controllers…"):
-            worlds = list(await asyncio.gather(*(start_world(w, directory) for w in WORLDS)))
+            worlds = list(await asyncio.gather(*(start_world(w, directory) for w in specs)))
         for w in worlds:
-            console.print(f"  [green]✓[/] world [bold]{w.spec.name}[/]: {w.spec.title} "
+            said = "" if w.spec.dialect != "deckhouse" else (
+                "; Deckhouse hot-plugs, nicplug observes" if w.spec.mode == "observe"
+                else "; nicplug drives the hotplug")
+            console.print(f"  [green]✓[/] world [bold]{w.spec.name}[/]: {w.spec.title}{said} "
                           f"(controller metrics {w.metrics_url}/metrics)")
         deadline = time.monotonic() + budget
         drivers: dict[str, WorldDriver] = {}

@@ -22,7 +22,12 @@ from nicplug.adapters.private_files import open_private
 
 @dataclass(frozen=True, slots=True)
 class WorldSpec:
-    """One cluster: its SDN, its rollout strategy, what fails, the controller's flags."""
+    """One cluster: its SDN, its rollout strategy, what fails, the controller's flags.
+
+    `mode` (deckhouse): `observe` — a Deckhouse release whose controller hot-plugs by
+    itself (today's), `drive` — one without (nicplug writes the hotplug). The
+    controller runs with `--mode auto` and finds out which from the cluster, as in
+    production; the kubevirt flavour always observes."""
 
     name: str
     title: str
@@ -31,6 +36,7 @@ class WorldSpec:
     vms: int = 8
     sim_args: tuple[str, ...] = ()
     controller_args: tuple[str, ...] = ()
+    mode: str = "observe"
 
     @property
     def flavour(self) -> str:
@@ -81,8 +87,11 @@ async def start_world(spec: WorldSpec, directory: Path, *, deadline: float = 30.
         metrics_port=free_port(),
     )
     sim = await _spawn(
-        ["sim", "serve", "--vms", str(spec.vms), "--dialect", spec.dialect,
+        ["sim", "serve", "--vms", str(spec.vms), "--flavour", spec.flavour,
          "--rollout-strategy", spec.rollout_strategy, "--kubeconfig", str(kubeconfig),
+         # observe: today's Deckhouse, which hot-plugs; drive: a release without it
+         *([] if spec.dialect != "deckhouse" else
+           ["--native-hotplug"] if spec.mode == "observe" else ["--no-native-hotplug"]),
          *spec.sim_args],
         directory / f"{spec.name}-cluster.log",
     )
@@ -91,7 +100,9 @@ async def start_world(spec: WorldSpec, directory: Path, *, deadline: float = 30.
     controller = await _spawn(
         ["run", "--kubeconfig", str(kubeconfig), "--journal", str(world.journal),
          "--flavour", spec.flavour, "--metrics-addr", f"127.0.0.1:{world.metrics_port}",
-         "--identity", f"demo-{spec.name}", *spec.controller_args],
+         "--query-addr", "",
+         "--identity", f"demo-{spec.name}",
+         "--mode", "auto", *spec.controller_args],
         directory / f"{spec.name}-controller.log",
     )
     world.processes.append(controller)

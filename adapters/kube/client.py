@@ -11,6 +11,9 @@ kubernetes_asyncio's REST client also builds a TLS context for every client, rea
 the system's CA store (20-90 ms of CPU each, two clients per controller), even when
 the server is plain `http://` (a local proxy, the simulated cluster): such a server
 gets a client that builds none.
+
+Every request any part of the controller sends is reported to `on_request`
+(`requests_seen.py`), when given.
 """
 
 from __future__ import annotations
@@ -28,6 +31,8 @@ from kubernetes_asyncio.client.rest import RESTClientObject
 from kubernetes_asyncio.config import load_incluster_config, load_kube_config
 from kubernetes_asyncio.config.config_exception import ConfigException
 from yarl import URL
+
+from nicplug.adapters.kube.requests_seen import RequestSeen, request_tracing
 
 WATCH_READ_BUFFER = 2**21  # as kubernetes_asyncio: a watch event may carry a large object
 
@@ -50,6 +55,7 @@ class ClientSettings:
     read_timeout: float = 30.0
     max_connections: int = 256
     user_agent: str | None = None  # how the API server's logs name this client
+    on_request: RequestSeen | None = None  # told of every request (metrics)
 
     def __post_init__(self) -> None:
         if self.connect_timeout <= 0 or self.read_timeout <= 0:
@@ -117,6 +123,8 @@ async def connect(settings: ClientSettings) -> ApiConnection:
     if settings.user_agent:
         client.user_agent = settings.user_agent
     _skip_environment_lookups(client, configuration.host or "")
+    if settings.on_request is not None:
+        _trace_requests(client, settings.on_request)
     return ApiConnection(client=client, settings=settings)
 
 
@@ -182,4 +190,18 @@ def _skip_environment_lookups(client: ApiClient, server: str) -> None:
     trusting.detach()
     rest.pool_manager = aiohttp.ClientSession(
         connector=connector, trust_env=False, read_bufsize=WATCH_READ_BUFFER
+    )
+
+
+def _trace_requests(client: ApiClient, seen: RequestSeen) -> None:
+    """The client's session, rebuilt on its own connector with a trace reporting every
+    request to `seen` (a session takes its traces only when built)."""
+    rest = client.rest_client
+    session: aiohttp.ClientSession = rest.pool_manager
+    trust_env = session.trust_env
+    connector = session.connector
+    session.detach()
+    rest.pool_manager = aiohttp.ClientSession(
+        connector=connector, trust_env=trust_env, read_bufsize=WATCH_READ_BUFFER,
+        trace_configs=[request_tracing(seen)],
     )

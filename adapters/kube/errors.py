@@ -10,6 +10,12 @@ after `delay` or the backoff), `Conflict` and `NotFound` are `RetryAfterObservat
 (the world moved: decide again from the next observed world; a failed JSON patch
 `test` is a `TestFailed` conflict), `PatchRejected` is a `PermanentError`.
 
+A refusal is never a conflict: a 403 (RBAC, or an admission policy with reason
+`Forbidden`) and a 422 that is not the API server's answer to a failed `test` op (an
+admission policy without a reason answers 422 Invalid: Deckhouse's
+`virtualization-restricted-access-policy` does) stay `PatchRejected`, so the effect ends
+at once with the server's message instead of being decided again and again.
+
 This module never retries, sleeps or logs; it classifies.
 """
 
@@ -31,11 +37,18 @@ from nicplug.engine.errors import PermanentError, RetryAfterObservation, Tempora
 class KubeError(Exception):
     """A Kubernetes API call failed. `status` is the HTTP status (0 for transport)."""
 
-    def __init__(self, message: str, *, status: int = 0, reason: str = "") -> None:
+    def __init__(
+        self, message: str, *, status: int = 0, reason: str = "", server_message: str = "",
+        causes: tuple[str, ...] = (),
+    ) -> None:
         super().__init__(message)
         self.message = message
         self.status = status
         self.reason = reason
+        self.server_message = server_message
+        """The `message` of the server's `Status` as sent ("" when it sent none)."""
+        self.causes = causes
+        """The messages of the Status' `details.causes` (an admission denial has one)."""
 
 
 class Conflict(KubeError, RetryAfterObservation):
@@ -98,15 +111,36 @@ def translate(exc: BaseException, *, now: float | None = None) -> KubeError:
     raise exc
 
 
+PATCH_NOT_APPLIED = "the server rejected our request due to an error in our request"
+"""The whole `message` of the API server's 422 when a JSON patch does not apply to the
+object (a `test` op that does not hold, a path that is gone): `NewGenericServerResponse`
+of k8s.io/apimachinery, which keeps the json-patch error out of the Status."""
+
+
+def failed_test(error: KubeError) -> bool:
+    """Is this 422 the API server's answer to a JSON patch that did not apply? Its Status
+    says only `PATCH_NOT_APPLIED` (some servers add the json-patch library's words,
+    "testing value /p failed: test failed"), with no causes. An admission denial names
+    its policy and carries a cause; a schema error names the field: neither is a lost
+    compare-and-swap."""
+    if error.status != 422 or error.causes:
+        return False
+    said = error.server_message.strip()
+    if said == PATCH_NOT_APPLIED or said.startswith(PATCH_NOT_APPLIED + " ("):
+        return True
+    return said.startswith("testing value ") and "failed" in said
+
+
 def for_json_patch(error: KubeError, operations: Sequence[Mapping[str, Any]]) -> KubeError:
-    """Refine the error of a JSON patch: a 422 answer to a patch holding a `test` op is
-    read as the test failing (`TestFailed`, decide again), as the API server gives no
-    more specific answer. A patch that is invalid for another reason would be retried
-    after the next observation rather than given up; the patches nicplug builds are
-    computed from the observed object, so that reason would be a bug, not the norm."""
+    """Refine the error of a JSON patch holding a `test` op: a 422 that is the server's
+    answer to a patch that did not apply (`failed_test`) is the test failing
+    (`TestFailed`, decide again from the next observed world). Any other 422 on it (an
+    admission policy's denial, a schema error) stays a refusal (`PatchRejected`): the
+    same request would be refused again."""
     has_test = any(op.get("op") == "test" for op in operations)
-    if isinstance(error, PatchRejected) and error.status == 422 and has_test:
-        return TestFailed(error.message, status=error.status, reason=error.reason)
+    if isinstance(error, PatchRejected) and has_test and failed_test(error):
+        return TestFailed(error.message, status=error.status, reason=error.reason,
+                          server_message=error.server_message)
     return error
 
 
@@ -115,7 +149,8 @@ def _from_status(
 ) -> KubeError:
     details = _status_body(body)
     reason = str(details.get("reason") or reason)
-    message = f"{status} {reason}: {details.get('message') or _text(body)}".strip()
+    said = str(details.get("message") or "")
+    message = f"{status} {reason}: {said or _text(body)}".strip()
     if status == 409:
         if reason == "AlreadyExists":
             return AlreadyExists(message, status=status, reason=reason)
@@ -128,7 +163,17 @@ def _from_status(
         # 401: credentials may be refreshed (a rotated token); 0: no response at all.
         delay = _retry_after(headers, now)
         return Temporary(message, status=status, reason=reason, delay=delay)
-    return PatchRejected(message, status=status, reason=reason)
+    return PatchRejected(message, status=status, reason=reason, server_message=said,
+                         causes=_causes(details))
+
+
+def _causes(details: Mapping[str, Any]) -> tuple[str, ...]:
+    """The messages of a Status' `details.causes`."""
+    inner = details.get("details")
+    causes = inner.get("causes") if isinstance(inner, dict) else None
+    if not isinstance(causes, list):
+        return ()
+    return tuple(str(c.get("message", "")) for c in causes if isinstance(c, dict))
 
 
 def _status_body(body: Any) -> dict[str, Any]:

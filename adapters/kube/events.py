@@ -18,7 +18,7 @@ from __future__ import annotations
 import time
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Final
 
 from nicplug.adapters.kube.calls import EventNote, KubeCalls
@@ -41,12 +41,16 @@ class _Recorded:
 class EventRecorder:
     """Creates an Event, or counts a repeat in the series of the one recorded."""
 
-    def __init__(self, calls: KubeCalls, *, monotonic: Callable[[], float] = time.monotonic):
+    def __init__(self, calls: KubeCalls, *, monotonic: Callable[[], float] = time.monotonic,
+                 instance: str = ""):
         self._calls = calls
         self._monotonic = monotonic
+        self._instance = instance  # `reportingInstance`: the pod's name, where it runs
         self._recent: OrderedDict[_Key, _Recorded] = OrderedDict()  # oldest first
 
     async def record(self, note: EventNote) -> dict[str, Any]:
+        if self._instance and not note.instance:
+            note = replace(note, instance=self._instance)
         now = self._monotonic()
         self._forget_before(now - SERIES_WINDOW)
         key = _isomorphic(note)

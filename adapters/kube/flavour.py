@@ -219,6 +219,8 @@ def rbac_rules(flavour: Flavour) -> tuple[Grant, ...]:
         Grant("", (f.launcher_pods.plural,), ("list", "watch", "patch")),
         Grant(f.events.group, (f.events.plural,), ("create", "patch")),
         Grant("", (NAMESPACES.plural,), ("list", "watch")),  # --migrations opt-in
+        # --mode auto: the platform controller's ClusterRole (that one, `resourceNames`)
+        Grant("rbac.authorization.k8s.io", ("clusterroles",), ("get",)),
         _OPERATION_OBJECTS,
     ) + (() if f.vm_mac_addresses is None else (
         Grant(f.vm_mac_addresses.group, (f.vm_mac_addresses.plural,), ("list", "watch")),

@@ -1,7 +1,7 @@
 """`explain`: what an operation is waiting for, in words, from its state and its graph.
 
 The moves out of the current state come from the machine graph the decider runs on
-(`machines.graph.MOVES_BY_FLAVOUR`, of the operation's flavour), so the answer cannot
+(`machines.graph.moves_of` the operation's flavour and mode), so the answer cannot
 drift from the code: the progress moves
 are what the operation waits for, the moves to `Failed` / `Cancelled` what would end
 it. Every guard name has a phrase here (a test checks that none is missing). The
@@ -21,7 +21,7 @@ from nicplug.adapters.queries.records import (
     rfc3339,
 )
 from nicplug.engine.inspection import StreamRecord
-from nicplug.machines.graph import MOVES_BY_FLAVOUR
+from nicplug.machines.graph import moves_of
 from nicplug.machines.operation import AWAITING_MAC
 from nicplug.machines.targets import migration_slot_wait
 
@@ -122,7 +122,7 @@ def explain(
     if record.view is None:
         return None
     op = OperationSummary.of(record.view)
-    graphs = MOVES_BY_FLAVOUR.get(op.flavour, MOVES_BY_FLAVOUR["deckhouse"])
+    graphs = moves_of(op.flavour, op.mode)
     moves = graphs.get(op.direction, {}).get(op.state, ())
     waits = [_move(m.trigger, m.dest, m.guards) for m in moves if m.dest not in _ENDINGS]
     ends = [_move(m.trigger, m.dest, m.guards) for m in moves if m.dest in _ENDINGS]

@@ -1,6 +1,10 @@
-"""The journal queries over HTTP, on the controller's metrics address (loopback by
-default): `GET /operations` (query parameters `vm`, `state`, `network`, `direction`)
-and `GET /operations/{id}` (timeline and explanation), both JSON.
+"""The journal queries over HTTP, on the controller's query address, apart from
+`/metrics` and bound to loopback by default (`--query-addr`): `GET /operations`
+(query parameters `vm`, `state`, `network`, `direction`) and `GET /operations/{id}`
+(timeline and explanation), both JSON. They name every VM of every namespace and ask
+for no credentials, so they are reached with `kubectl port-forward`, by whoever may
+port-forward to the controller's pod; the metrics address is what scrapers and
+probes reach.
 
 The journal is opened read-only on the first request and kept open while a controller
 holds it (a `shared` reader follows the writer); one nobody holds is read as a
@@ -62,6 +66,13 @@ class JournalSource:
 
 def _error(status: int, message: str) -> web.Response:
     return web.json_response({"error": message}, status=status)
+
+
+def make_query_app(journal: Path | str) -> web.Application:
+    """The query address's application: the operation views of `journal`."""
+    app = web.Application()
+    add_operation_routes(app, journal)
+    return app
 
 
 def add_operation_routes(

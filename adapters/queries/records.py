@@ -47,6 +47,9 @@ class OperationSummary(Answer):
     direction: str
     flavour: str
     attempt: int
+    mode: str = "drive"
+    """`observe`: the platform wrote this operation's steps and nicplug followed them;
+    `drive`: nicplug wrote them."""
     state: str
     terminal: bool
     reason: str | None
@@ -74,7 +77,7 @@ class OperationSummary(Answer):
             id=view.stream, vm=str(s.get("vm") or view.key), vm_uid=str(s.get("vm_uid", "")),
             network=str(s.get("network", "")), if_name=str(s.get("if_name", "")),
             direction=str(s.get("direction", "")), attempt=int(s.get("attempt", 0)),
-            flavour=str(s.get("flavour", "deckhouse")),
+            flavour=str(s.get("flavour", "deckhouse")), mode=_mode_of(s),
             state=view.state, terminal=view.terminal, reason=s.get("reason"),
             message=str(s.get("message", "")),
             history=[str(h) for h in s.get("history", (view.state,))],
@@ -84,6 +87,14 @@ class OperationSummary(Answer):
             held=tuple(s["held"]) if s.get("held") else None,
             updated_wall=rfc3339(stored.updated_wall), archived=stored.archived,
         )
+
+
+def _mode_of(snapshot: Mapping[str, Any]) -> str:
+    """The mode an operation was opened in: recorded when the platform wrote its steps;
+    the kubevirt flavour always observes (KubeVirt writes the VMI and the pod)."""
+    if "mode" in snapshot:
+        return str(snapshot["mode"])
+    return "observe" if snapshot.get("flavour", "deckhouse") != "deckhouse" else "drive"
 
 
 def _message(type_: str, p: Mapping[str, Any]) -> str:

@@ -2,7 +2,7 @@
 
 A VM is `namespace/name`, a network `Main`, `Network/<name>` or `ClusterNetwork/<name>`,
 a state one of the machines' states, a direction `plug`, `unplug` or `update`, a
-duration `30s`, `5m`, `1h30m`. Anything else is a `BadSelection` saying what was expected,
+duration as `durations.py` reads it. Anything else is a `BadSelection` saying what was expected,
 so a typo gives an error instead of an empty answer. Values only ever reach the journal
 as bound parameters. Never reads the journal.
 """
@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from nicplug.adapters.durations import parse_duration
 from nicplug.engine.inspection import Scalar, ViewQuery
 from nicplug.engine.model import Key
 from nicplug.machines.graph import GRAPHS
@@ -22,8 +23,6 @@ DIRECTIONS: tuple[str, ...] = tuple(GRAPHS)
 
 _VM = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?/[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
 _NETWORK = re.compile(r"^(Main|(Network|ClusterNetwork)/[a-z0-9]([-a-z0-9.]*[a-z0-9])?)$")
-_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
-_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 
 
 class BadSelection(ValueError):
@@ -57,20 +56,11 @@ def direction_ref(value: str) -> str:
 
 
 def duration(value: str) -> float:
-    """Seconds in `value`: a bare number of seconds, or units run together (`1h30m`)."""
-    text = value.strip()
+    """Seconds in `value` (`durations.parse_duration`), a `BadSelection` otherwise."""
     try:
-        seconds = float(text)
-    except ValueError:
-        parts = _DURATION.findall(text)
-        if not parts or "".join(n + u for n, u in parts) != text:
-            raise BadSelection(
-                f"a duration is like 30s, 5m, 1h or 1h30m, got {value!r}"
-            ) from None
-        seconds = sum(float(n) * _UNITS[u] for n, u in parts)
-    if seconds < 0 or seconds != seconds or seconds == float("inf"):
-        raise BadSelection(f"a duration must be a finite number of seconds >= 0, got {value!r}")
-    return seconds
+        return parse_duration(value)
+    except ValueError as error:
+        raise BadSelection(str(error)) from None
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,8 +4,12 @@ The request entry names the network by type and name and carries the ifName the
 SDN must create in the pod, plus the uid/gid the SDN hands the tap to (64535, the
 unprivileged user of Deckhouse's virt-launcher). The value is written byte for byte
 as Deckhouse's controller marshals its `InterfaceSpec` (`pkg/common/network/types.go`):
-fields in the order `id,type,name,ifName,uid,gid`, `id` always (0 when unknown), never
-a MAC, `[]` on a pod once only Main remains. Deckhouse compares that string exactly,
+fields in the order `id,type,name,ifName,uid,gid`, then on a network with an IPAM pool
+`ipAssignmentMode` and `ipAddressNames` (each only when set: `omitempty`), `id` always
+(0 when unknown), never a MAC, `[]` on a pod once only Main remains. Which networks are
+written with IPAM's fields, and which are left out until their address is allocated,
+is `machines/ipam.py`'s judgement (`EnrichWithIPAM`); the dialect writes what it is
+given. Deckhouse compares that string exactly,
 so any other spelling of the same list would be rewritten back and forth forever.
 The KVVM interface is Deckhouse's too (`pkg/controller/kvbuilder/kvvm.go`):
 `{name, model: virtio, acpiIndex: <network id>, binding: {name: bpfbridge},
@@ -72,6 +76,8 @@ class DeckhouseDialect(WritingDialect):
                     if_name=entry.interface("ifName", required=True),
                     id=entry.id("id") or None,  # Deckhouse writes 0 for "no id"
                     mac=entry.text("mac"),
+                    ip_assignment_mode=entry.text("ipAssignmentMode") or "",
+                    ip_address_names=_names(entry, "ipAddressNames"),
                 )
             )
         check_unique([r.identity for r in requests], key=key, what="network")
@@ -92,6 +98,10 @@ class DeckhouseDialect(WritingDialect):
                 "uid": SDN_UID,
                 "gid": SDN_GID,
             }
+            if request.ip_assignment_mode:
+                entry["ipAssignmentMode"] = request.ip_assignment_mode
+            if request.ip_address_names:
+                entry["ipAddressNames"] = list(request.ip_address_names)
             entries.append(entry)
         return dump_entries(entries, sort_keys=False) if entries else None
 
@@ -162,6 +172,16 @@ def _network_of(entry: EntryReader) -> tuple[NetworkType, str]:
         raise entry.fail(f"unknown network type {type_!r}")
     name = entry.object_name("name", required=True)
     return ("Network" if type_ == "Network" else "ClusterNetwork"), name
+
+
+def _names(entry: EntryReader, field: str) -> tuple[str, ...]:
+    """A list of object names (absent or null: none)."""
+    value = entry.entry.get(field)
+    if value is None:
+        return ()
+    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+        raise entry.fail(f"{field!r} is not a list of names")
+    return tuple(value)
 
 
 def _readiness(entry: EntryReader) -> tuple[bool, str]:

@@ -444,6 +444,6 @@ def _wants_running(kvvm: Json, vmi: Json | None) -> bool:
 def _restart_left_to_user(vm: Json | None) -> bool:
     """nicplug says on the VM that it leaves the pending restart to the user (a run
     policy Deckhouse will not stop, a Stop the platform refused)."""
-    condition = ob.condition(vm, "AwaitingRestartToApplyConfiguration")
+    condition = ob.condition(vm, "NetworkHotplugRestartRequired")
     return condition is not None and "leaves the restart to you" in str(
         condition.get("message", ""))

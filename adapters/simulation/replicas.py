@@ -123,6 +123,7 @@ class Replica:
                                         f"{self.incarnation}{self._tape.suffix}")
         settings = Settings(
             journal=self.journal, identity=self.identity, metrics_addr="127.0.0.1:0",
+            query_addr="",
             record_tape=tape, **self._settings,
         )
         surroundings = Surroundings(

@@ -134,6 +134,7 @@ async def _play(schedule: Schedule, directory: Path, tape: Path | None) -> Outco
         delays=Delays(sdn_configure=setup.sdn_configure, restart=setup.restart_delay,
                       migration=setup.migration_delay),
         migration_required_grace=5.0, seed=schedule.seed,
+        native_hotplug=False,  # nicplug drives every hotplug of a schedule
     )
     cluster = SimulatedCluster(
         knobs, clock=LoopSimClock(), serve=False, store=store,
@@ -173,7 +174,10 @@ async def _play(schedule: Schedule, directory: Path, tape: Path | None) -> Outco
         return watchman.on_request(replica.identity, replica.listed, method, path,
                                    lambda: issued_effects(replica.journal), replica.seen)
 
-    settings = dict(SETTINGS, dialect=setup.dialect)
+    # nicplug drives (its writes are what the invariants judge); the kubevirt flavour
+    # only observes
+    settings = dict(SETTINGS, dialect=setup.dialect,
+                    mode="drive" if setup.dialect == "deckhouse" else "auto")
     replicas = [Replica("nicplug-a", directory / "a.db", settings, server, requested,
                         landings, tape)]
     if setup.standby:

@@ -8,7 +8,8 @@ ends (`--until`: a time, or `+` a duration). Never reads a clock.
 from __future__ import annotations
 
 import datetime
-import re
+
+from nicplug.adapters.durations import parse_duration
 
 _UTC = datetime.UTC
 
@@ -27,19 +28,7 @@ def epoch_of(moment: datetime.datetime) -> float:
     return moment.timestamp()
 
 
-_UNITS = {"d": 86400.0, "h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
-_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|[dhms])")
-
-
-def parse_duration(text: str) -> float:
-    """`90`, `90s`, `10m`, `1h30m`, `1.5h`, `250ms` → seconds; `ValueError` otherwise."""
-    spelled = text.strip()
-    if re.fullmatch(r"\d+(?:\.\d+)?", spelled):
-        return float(spelled)
-    parts = _DURATION.findall(spelled)
-    if not parts or "".join(n + u for n, u in parts) != spelled:
-        raise ValueError(f"{text!r} is not a duration (like 90s, 10m, 1h30m)")
-    return sum(float(n) * _UNITS[u] for n, u in parts)
+__all__ = ["epoch_of", "format_at", "parse_at", "parse_duration"]
 
 
 def parse_at(text: str) -> float:

@@ -136,7 +136,7 @@ _BIG = b'{"type": "ADDED", "object": {"x": "' + b"a" * (20 * 2**20) + b'"}}\n'
 
 
 def _run(s: Scratch, *flags: str) -> list[str]:
-    return ["run", "--journal", str(s.root / "run.db"), *flags]
+    return ["run", "--journal", str(s.root / "run.db"), "--query-addr", "", *flags]
 
 
 ROWS: tuple[BadInput, ...] = (

@@ -17,6 +17,9 @@ import pytest
 
 from nicplug.adapters.sdn import dialect_for
 from nicplug.adapters.sdn.deckhouse import SDN_GID, SDN_UID
+from nicplug.adapters.sdn.port import MalformedAnnotation
+from nicplug.machines.effects import PatchPodNetworks
+from nicplug.simulator import deckhouse_networks as dn
 
 FIXTURES = json.loads(
     (Path(__file__).parents[1] / "fixtures" / "deckhouse" / "network-annotations.json").read_text()
@@ -55,10 +58,40 @@ def test_only_main_left_is_an_empty_list_on_the_pod_as_deckhouse_writes_it() -> 
     assert DIALECT.parse_requests(value="[]", namespace=NS) == ()
 
 
-def test_ipam_fields_are_read_without_complaint() -> None:
-    (entry,) = [e for e in FIXTURES["networks_spec"] if "ipAssignmentMode" in e["value"]]
-    (request,) = DIALECT.parse_requests(value=entry["value"], namespace=NS)
+IPAM_SPECS = [e for e in FIXTURES["networks_spec"] if "ipAssignmentMode" in e["value"]]
+
+
+@pytest.mark.parametrize("entry", IPAM_SPECS, ids=_case)
+def test_ipam_fields_are_read_and_rendered_back_byte_for_byte(entry: dict[str, Any]) -> None:
+    value = _as_deckhouse_writes_it(entry["value"])
+    (request,) = DIALECT.parse_requests(value=value, namespace=NS)
     assert (request.identity, request.if_name, request.id) == ("Network/n1", "veth_n1", 2)
+    assert (request.ip_assignment_mode, request.ip_address_names) == ("DHCP", ("my-ip",))
+    assert DIALECT.render_requests(requests=(request,), namespace=NS) == value
+    # what a drive-mode effect persists and reads back keeps them
+    patch = PatchPodNetworks("ns", "pod", "uid", (request,))
+    assert PatchPodNetworks.from_payload(patch.to_payload()).entries == (request,)
+
+
+@pytest.mark.parametrize("entry", FIXTURES["networks_spec"], ids=_case)
+def test_the_simulated_platform_marshals_as_deckhouse_does(entry: dict[str, Any]) -> None:
+    """The simulator's own re-derivation of `InterfaceSpecList.ToString` against the
+    same strings: the platform the tests run against writes Deckhouse's bytes."""
+    (wire,) = orjson.loads(entry["value"])
+    spec = dn.InterfaceSpec(
+        wire["id"], wire["type"], wire["name"], wire["ifName"],
+        ip_assignment_mode=wire.get("ipAssignmentMode", ""),
+        ip_address_names=tuple(wire.get("ipAddressNames", ())))
+    main = dn.InterfaceSpec(1, "Main", "", "default")
+    assert dn.to_string([main, spec]) == _as_deckhouse_writes_it(entry["value"])
+    assert dn.to_string([main]) == "[]"
+
+
+def test_a_malformed_ip_address_list_is_a_clear_error() -> None:
+    value = ('[{"id":2,"type":"Network","name":"n1","ifName":"veth_n1","uid":64535,'
+             '"gid":64535,"ipAddressNames":"my-ip"}]')
+    with pytest.raises(MalformedAnnotation, match="ipAddressNames"):
+        DIALECT.parse_requests(value=value, namespace=NS)
 
 
 @pytest.mark.parametrize("entry", FIXTURES["networks_status"], ids=_case)

@@ -27,6 +27,7 @@ from nicplug.simulator.clock import VirtualSimClock
 from nicplug.simulator.cluster import SimulatedCluster
 from nicplug.simulator.fixtures import Fixtures
 from nicplug.simulator.knobs import Knobs
+from nicplug.simulator.resources import VMS
 from tests.contract.structural import check, load_crds
 
 CRDS = Path(__file__).parents[1] / "fixtures" / "deckhouse" / "crds"
@@ -54,7 +55,8 @@ async def _served(session: aiohttp.ClientSession, url: str) -> dict[str, list[di
 async def test_what_the_simulator_and_nicplug_write_fits_the_real_schemas() -> None:
     assert set(PLURALS) == {kind for (_g, _v, kind) in SCHEMAS}
     fixtures = Fixtures(vms=2, vm_networks=(("Network", "user-net"),))
-    async with SimulatedCluster(Knobs(dialect="deckhouse"), clock=VirtualSimClock(),
+    knobs = Knobs(dialect="deckhouse", native_hotplug=False)  # nicplug's writes, alone
+    async with SimulatedCluster(knobs, clock=VirtualSimClock(),
                                 fixtures=fixtures) as cluster, aiohttp.ClientSession() as s:
         assert cluster.kubeconfig_path is not None
         connection = await connect(ClientSettings(kubeconfig=cluster.kubeconfig_path))
@@ -85,6 +87,10 @@ async def test_what_the_simulator_and_nicplug_write_fits_the_real_schemas() -> N
     kvvm = next(o for o in served["InternalVirtualizationVirtualMachine"]
                 if o["metadata"]["name"] == VM)
     assert interface in kvvm["spec"]["template"]["spec"]["domain"]["devices"]["interfaces"]
+    assert _problems(served) == {}
+
+
+def _problems(served: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
     problems = {}
     for (group, version, kind), schema in SCHEMAS.items():
         for obj in served[kind]:
@@ -93,7 +99,25 @@ async def test_what_the_simulator_and_nicplug_write_fits_the_real_schemas() -> N
             if findings:
                 problems[f"{kind} {obj['metadata']['name']}"] = (findings.pruned,
                                                                  findings.invalid)
-    assert problems == {}
+    return problems
+
+
+async def test_what_the_platforms_own_hotplug_writes_fits_the_real_schemas() -> None:
+    fixtures = Fixtures(vms=2, vm_networks=(("Network", "user-net"),))
+    async with SimulatedCluster(Knobs(dialect="deckhouse"), clock=VirtualSimClock(),
+                                fixtures=fixtures) as cluster, aiohttp.ClientSession() as s:
+        vm = cluster.store.get(VMS, NS, VM)
+        vm["spec"]["networks"].append({"type": "ClusterNetwork", "name": "storage", "id": 3})
+        cluster.store.update(VMS, vm)  # storage plugged by the platform
+        await cluster.advance(5.0)
+        served = await _served(s, cluster.url)
+        assert cluster.actor_errors == []
+    kvvm = next(o for o in served["InternalVirtualizationVirtualMachine"]
+                if o["metadata"]["name"] == VM)
+    acpi = [i.get("acpiIndex") for i in kvvm["spec"]["template"]["spec"]["domain"]["devices"][
+        "interfaces"] if i.get("state") != "absent"]
+    assert acpi == [1, 2, 3]
+    assert _problems(served) == {}
 
 
 def test_the_checker_sees_pruned_and_invalid_fields() -> None:

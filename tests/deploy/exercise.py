@@ -53,14 +53,16 @@ class Plan:
 PLANS: dict[str, Plan] = {
     "live": Plan(
         Knobs(delays=Delays(sdn_configure=1.0),
-              failures=Failures(sdn_networks=frozenset({"Network/broken-net"}))),
+              failures=Failures(sdn_networks=frozenset({"Network/broken-net"})),
+              native_hotplug=False),  # nicplug drives the hotplug
         Fixtures(networks=("user-net", "broken-net")),
         # a failed operation is not retried in the run; an SDN that cannot configure a
         # network is waited for until the deadline, as in the demo
-        settings={"backoff_base": 300.0, "sdn_ready_timeout": 8.0},
+        settings={"backoff_base": 300.0, "sdn_ready_timeout": 8.0, "mode": "drive"},
     ),
     "stage": Plan(
-        Knobs(delays=Delays(sdn_configure=0.3, restart=1.0)),
+        # a release without native hotplug: `--mode auto` reads its controller's role
+        Knobs(delays=Delays(sdn_configure=0.3, restart=1.0), native_hotplug=False),
         Fixtures(rollout_strategy="Stage"),
         released_lease=True,
     ),
@@ -193,7 +195,8 @@ async def play_world(name: str, directory: Path, lease: tuple[str, str], *,
         assert cluster.kubeconfig_path is not None
         settings = Settings(
             kubeconfig=cluster.kubeconfig_path, journal=journal, dialect=plan.knobs.dialect,
-            metrics_addr="127.0.0.1:0", lease_name=lease_name, lease_namespace=lease_namespace,
+            metrics_addr="127.0.0.1:0", query_addr="",
+            lease_name=lease_name, lease_namespace=lease_namespace,
             identity=f"rbac-{name}", **plan.settings,
         )
         controller = Controller(settings)

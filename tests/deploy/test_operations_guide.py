@@ -73,3 +73,19 @@ def test_the_tolerations_fragment_parses() -> None:
 
 def test_readme_links_the_operations_guide() -> None:
     assert "docs/operations.md" in (manifests.ROOT / "README.md").read_text()
+
+
+def test_the_rbac_table_grants_what_the_clusterrole_grants() -> None:
+    """Every row of "What it may do (RBAC)" names a resource (`plural.group`) and the
+    verbs the ClusterRole gives on it, and every rule of the ClusterRole has its row."""
+    granted: dict[str, set[str]] = {}
+    for rule in manifests.one("ClusterRole", "nicplug")["rules"]:
+        for group in rule["apiGroups"]:
+            for resource in rule["resources"]:
+                plural, _, sub = resource.partition("/")
+                name = (f"{plural}/{sub}" if sub else plural) + (f".{group}" if group else "")
+                granted.setdefault(name, set()).update(rule["verbs"])
+    section = guide().split("## What it may do (RBAC)")[1].split("\n## ")[0]
+    rows = re.findall(r"^\| `([^`]+)` \| ([a-z, ]+) \|", section, flags=re.M)
+    shown = {name: {v.strip() for v in verbs.split(",")} for name, verbs in rows}
+    assert shown == granted

@@ -69,7 +69,7 @@ def test_sigterm_drains_closes_the_journal_and_exits_0(cluster: Path, tmp_path: 
     journal = tmp_path / "journal.db"
     log = tmp_path / "controller.log"
     controller = _nicplug(["run", "--kubeconfig", str(cluster), "--journal", str(journal),
-                           "--metrics-addr", "127.0.0.1:0"], log)
+                           "--metrics-addr", "127.0.0.1:0", "--query-addr", ""], log)
     try:
         _wait_for(log, "ready:", controller)
         assert Path(f"{journal}-wal").exists()

@@ -130,7 +130,7 @@ def test_an_unknown_action_is_a_harness_error() -> None:
 
 @pytest.mark.parametrize("args", [["--faults", "meteor"], ["--schedules", "0"]])
 def test_the_command_refuses_bad_options(args: list[str]) -> None:
-    result = CliRunner().invoke(app, ["simulate", *args])
+    result = CliRunner().invoke(app, ["dst", *args])
     assert result.exit_code == 2
     assert "Traceback" not in result.output
 
@@ -138,7 +138,7 @@ def test_the_command_refuses_bad_options(args: list[str]) -> None:
 def test_the_command_refuses_an_unreadable_schedule(tmp_path: Path) -> None:
     bad = tmp_path / "s.json"
     bad.write_text("{not json")
-    result = CliRunner().invoke(app, ["simulate", "--schedule", str(bad)])
+    result = CliRunner().invoke(app, ["dst", "--schedule", str(bad)])
     assert result.exit_code == 2
     assert result.output.count("\n") == 1 and "cannot read the schedule" in result.output
 

@@ -133,7 +133,7 @@ def vm_condition(store: Store, vm: str, type_: str) -> Json | None:
 
 def restart_pending(cluster: SimulatedCluster, vm: str) -> bool:
     """The VM says a restart is needed, as the virtualization controller would."""
-    condition = vm_condition(cluster.store, vm, "AwaitingRestartToApplyConfiguration")
+    condition = vm_condition(cluster.store, vm, "NetworkHotplugRestartRequired")
     return condition is not None and (condition["status"], condition["reason"]) == (
         "True", "ChangesPendingRestart"
     )

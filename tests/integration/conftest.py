@@ -21,7 +21,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +34,7 @@ from nicplug.adapters.settings import Settings
 from nicplug.machines.world import if_name_of
 from nicplug.simulator.cluster import SimulatedCluster
 from nicplug.simulator.fixtures import Fixtures
+from nicplug.simulator.identity import service_account
 from nicplug.simulator.knobs import Delays, Knobs
 from nicplug.simulator.resources import Resource
 from tests.integration.cluster_view import Trail, served, split
@@ -41,6 +42,8 @@ from tests.integration.journal_view import JournalView
 
 MERGE = "application/merge-patch+json"
 JSON_PATCH = "application/json-patch+json"
+DRIVE_IDENTITY = service_account("d8-system", "nicplug")
+"""Who nicplug is in a Deckhouse world: the overlay's identity (`deckhouse-drive`)."""
 QUICK = Delays(sdn_configure=0.1, kubevirt_sync=0.0, attach=0.05, migration=0.2, restart=0.2)
 """Small simulated delays: every step still takes a moment, the whole file stays fast."""
 
@@ -79,12 +82,22 @@ async def start_cluster(tmp_path: Path) -> AsyncIterator[ClusterFactory]:
     started: list[SimulatedCluster] = []
 
     async def start(
-        knobs: Knobs | None = None, fixtures: Fixtures | None = None
+        knobs: Knobs | None = None, fixtures: Fixtures | None = None, user: str | None = None
     ) -> SimulatedCluster:
+        knobs = knobs or Knobs(delays=QUICK)
+        if knobs.dialect == "deckhouse" and knobs.native_hotplug is None:
+            # nicplug drives the hotplug in these tests: a Deckhouse release without its
+            # own (a test of the platform's own hotplug says native_hotplug=True)
+            knobs = replace(knobs, native_hotplug=False)
         cluster = SimulatedCluster(
-            knobs or Knobs(delays=QUICK),
+            knobs,
             fixtures=fixtures or Fixtures(vms=1),
             kubeconfig_path=tmp_path / f"kubeconfig-{len(started)}",
+            # the controller's identity; in a Deckhouse world by default the drive overlay's
+            # (deploy/overlays/deckhouse-drive: a d8-system service account, which
+            # Deckhouse's admission policy admits to the internal KubeVirt groups)
+            kubeconfig_user=user if user is not None or knobs.dialect != "deckhouse"
+            else DRIVE_IDENTITY,
         )
         await cluster.start()
         started.append(cluster)
@@ -166,8 +179,12 @@ async def start_controller(tmp_path: Path) -> AsyncIterator[ControllerFactory]:
             "kubeconfig": cluster.kubeconfig_path,
             "journal": journal or tmp_path / f"journal-{len(running)}.db",
             "dialect": cluster.knobs.dialect,
+            # the suites written for nicplug driving the order say so; observe-mode tests
+            # pass `mode`
+            "mode": "drive" if cluster.knobs.dialect == "deckhouse" else "auto",
             "cluster_network_namespace": cluster.knobs.cluster_network_nad_namespace,
             "metrics_addr": "127.0.0.1:0",
+            "query_addr": "127.0.0.1:0",
             "identity": f"itest-{len(running)}",
             "synchronous": "NORMAL",
             "request_timeout": 5.0,

@@ -116,6 +116,15 @@ class JournalView:
                 )
             await asyncio.sleep(0.02)
 
+    async def opened(self, stream: str) -> dict[str, object]:
+        """The payload of the operation's `Opened` event (what the journal recorded of
+        it when it opened: its flavour and mode among them)."""
+        journal = await self._opened()
+        assert journal is not None, "no journal yet"
+        events = await journal.history(stream=StreamId(stream))
+        assert events and events[0].type == "Opened", f"{stream} does not start with Opened"
+        return dict(events[0].payload)
+
     async def explain(self, stream: str) -> str:
         """What `nicplug explain` says of the operation (its summary)."""
         journal = await self._opened()

@@ -155,12 +155,20 @@ async def start_controller(
         process = await asyncio.create_subprocess_exec(
             *wrapper, sys.executable, "-m", "nicplug.adapters.cli", "run",
             "--kubeconfig", str(config), "--journal", str(journal),
-            "--identity", identity, "--metrics-addr", f"127.0.0.1:{port}",
-            "--synchronous", "NORMAL", *FAST_LEASE, *extra,
+            "--identity", identity, "--metrics-addr", f"127.0.0.1:{port}", "--query-addr", "",
+            "--synchronous", "NORMAL", *FAST_LEASE, *_mode(extra), *extra,
             cwd=REPO, env=env, stdin=asyncio.subprocess.DEVNULL, stdout=out,
             stderr=asyncio.subprocess.STDOUT,
         )
     return ControllerProcess(identity, journal, log, port, process)
+
+
+def _mode(extra: Sequence[str]) -> list[str]:
+    """`--mode drive` (these tests judge nicplug's own writes) unless the flags choose a
+    mode or the kubevirt flavour, which only observes."""
+    if "--mode" in extra or "kubevirt" in extra or "multus" in extra:
+        return []
+    return ["--mode", "drive"]
 
 
 class Launcher:

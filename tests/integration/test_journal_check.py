@@ -29,7 +29,7 @@ async def test_a_journal_with_damaged_history_stops_the_controller_with_one_line
     controller = Controller(Settings(
         kubeconfig=cluster.kubeconfig_path, journal=damaged, dialect=cluster.knobs.dialect,
         cluster_network_namespace=cluster.knobs.cluster_network_nad_namespace,
-        metrics_addr="127.0.0.1:0", identity="itest-check", synchronous="NORMAL",
+        metrics_addr="127.0.0.1:0", query_addr="", identity="itest-check", synchronous="NORMAL",
         request_timeout=5.0,
     ))
     with pytest.raises(JournalRefused, match="is corrupt or not an SQLite journal") as refused:

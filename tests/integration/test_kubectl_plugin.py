@@ -80,7 +80,8 @@ async def test_the_plugin_answers_as_the_cli_does(start_cluster, start_controlle
     code, out, err = await _run(plugin, "history", VM, "--format", "mermaid", env=env,
                                 cwd=tmp_path)
     assert code == 0 and out.startswith("gantt\n") and "  Attached :milestone," in out, err
-    code, out, err = await _run(plugin, "explain", VM, "--diagram", env=env, cwd=tmp_path)
+    code, out, err = await _run(plugin, "explain", VM, "Network/user-net", "--diagram",
+                                env=env, cwd=tmp_path)
     assert code == 0 and "  class Attached s_active" in out, err
     code, out, err = await _run(plugin, "stuck", "--older-than", "1s", "--json",
                                 env=env, cwd=tmp_path)
@@ -97,8 +98,12 @@ async def test_kubectl_runs_the_plugin_with_only_a_kubeconfig(start_cluster, sta
     cluster = await start_cluster()
     await _attached(cluster, start_controller, user_of)
     assert KUBECTL is not None
-    code, out, err = await _run(KUBECTL, "nicplug", "explain", VM, env=_only_a_kubeconfig(
-        cluster, tmp_path), cwd=tmp_path)
+    env = _only_a_kubeconfig(cluster, tmp_path)
+    code, out, err = await _run(KUBECTL, "nicplug", "explain", VM, env=env, cwd=tmp_path)
+    assert code == 0, err  # as `nicplug explain NS/NAME`: the VM's operations
+    assert "default/vm-00000: 1 operation" in out and "Network/user-net plug#1" in out
+    code, out, err = await _run(KUBECTL, "nicplug", "explain", VM, "Network/user-net",
+                                env=env, cwd=tmp_path)
     assert code == 0, err
     assert "default/vm-00000 Network/user-net plug#1" in out
     assert "state: Attached" in out and "done: Attached is terminal" in out

@@ -64,7 +64,8 @@ async def cluster(tmp_path: Path) -> AsyncIterator[SimulatedCluster]:
     """Four VMs with Network/net-a, a quick SDN (0.2 s) and virt-handler (0.1 s)."""
     fixtures = Fixtures(vms=4, networks=("net-a", "net-b"), cluster_networks=("storage",),
                         vm_networks=(("Network", "net-a"),))
-    cluster = SimulatedCluster(Knobs(delays=Delays(sdn_configure=0.2, attach=0.1)),
+    cluster = SimulatedCluster(Knobs(delays=Delays(sdn_configure=0.2, attach=0.1),
+                                     native_hotplug=False),  # nicplug drives
                                fixtures=fixtures, kubeconfig_path=tmp_path / "kubeconfig")
     await cluster.start()
     try:
@@ -176,6 +177,7 @@ async def serve_cluster(tmp_path: Path) -> tuple[asyncio.subprocess.Process, Pat
     with (tmp_path / "sim.log").open("wb") as out:
         server = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "nicplug.adapters.cli", "sim", "serve", "--vms", "2",
+            "--no-native-hotplug",  # nicplug drives
             "--kubeconfig", str(kubeconfig), cwd=REPO, env=env,
             stdin=asyncio.subprocess.DEVNULL, stdout=out, stderr=asyncio.subprocess.STDOUT)
     await eventually(lambda: kubeconfig.exists() and kubeconfig.stat().st_size > 0,

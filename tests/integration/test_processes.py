@@ -14,6 +14,7 @@ from __future__ import annotations
 import time
 from collections import Counter
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -54,6 +55,7 @@ SETTLE = 30.0  # seconds for the in-flight operations to finish
 async def _cluster(tmp_path: Path, knobs: Knobs, vms: int) -> SimulatedCluster:
     fixtures = Fixtures(vms=vms, networks=("net-a", "net-b"), cluster_networks=("storage",),
                         vm_networks=(("Network", "net-a"),))
+    knobs = replace(knobs, native_hotplug=False)  # nicplug drives the hotplug
     cluster = SimulatedCluster(knobs, fixtures=fixtures, kubeconfig_path=tmp_path / "kubeconfig")
     await cluster.start()
     return cluster

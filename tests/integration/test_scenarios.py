@@ -253,12 +253,20 @@ async def test_removing_main_requires_a_restart(knobs, start_cluster, start_cont
     assert await ctl.journal.path_of(op.stream) == ["Requested", "RestartRequired"]
     if knobs.dialect == "deckhouse":
         await eventually(lambda: restart_pending(cluster, VM), what="the restart condition")
-        condition = vm_condition(cluster.store, VM, "AwaitingRestartToApplyConfiguration")
+        condition = vm_condition(cluster.store, VM, "NetworkHotplugRestartRequired")
         assert "Main" in condition["message"]
     else:  # KubeVirt removes a condition it did not set from a VM that has a VMI
         await eventually(lambda: any(e.get("reason") == "UnplugRestartRequired"
                                      for e in cluster.events()), what="the restart Event")
         assert _condition_writes(cluster) == 0
+    # the Event's note reads as an operator would say it, not as the machine's states
+    await eventually(lambda: cluster.events(reason="UnplugRestartRequired") != [],
+                     what="the UnplugRestartRequired Event")
+    (told,) = cluster.events(reason="UnplugRestartRequired")
+    assert told["message"].startswith(
+        "Removing the Main network takes effect at the VM's next restart"), told["message"]
+    assert "→" not in told["message"] and "RestartRequired" not in told["message"]
+    assert told["reportingInstance"] == f"itest-{0}"  # the pod's name (NICPLUG_IDENTITY)
     assert_requests(cluster, VM, [USER_NET])
     assert_interface(cluster, VM, USER_NET, present=True)
     if knobs.dialect == "deckhouse":
@@ -276,9 +284,9 @@ def _vmi_uid(cluster: SimulatedCluster) -> str:
 
 
 def _restart_flagged(trail: Trail) -> bool:
-    """Some version of the VM said AwaitingRestartToApplyConfiguration=True."""
+    """Some version of the VM said NetworkHotplugRestartRequired=True."""
     for change in trail.changes:
-        condition = ob.condition(change.obj, "AwaitingRestartToApplyConfiguration")
+        condition = ob.condition(change.obj, "NetworkHotplugRestartRequired")
         if condition and (condition["status"], condition["reason"]) == (
             "True", "ChangesPendingRestart"
         ):
@@ -342,7 +350,7 @@ async def test_stage_with_manual_approval_waits_for_the_users_restart(
 
     assert await ctl.journal.path_of(op.stream) == ["Requested", "RestartRequired"]
     await eventually(lambda: restart_pending(cluster, VM), what="the restart condition")
-    condition = vm_condition(cluster.store, VM, "AwaitingRestartToApplyConfiguration")
+    condition = vm_condition(cluster.store, VM, "NetworkHotplugRestartRequired")
     assert "Network/user-net" in condition["message"]
     assert _vmi_uid(cluster) == before  # Manual: nicplug does not restart on its own
     assert_requests(cluster, VM, [])  # nothing applied to the running VM
@@ -371,7 +379,7 @@ async def test_always_live_gating_hotplugs_in_place_under_stage(
 
     assert await ctl.journal.path_of(op.stream) == list(PLUG_PATHS[knobs.dialect])
     assert _vmi_uid(cluster) == before
-    assert vm_condition(cluster.store, VM, "AwaitingRestartToApplyConfiguration") is None
+    assert vm_condition(cluster.store, VM, "NetworkHotplugRestartRequired") is None
     assert_requests(cluster, VM, [USER_NET])
     assert_interface(cluster, VM, USER_NET, present=True)
     # what the strategy hid is reported: on the VM, as an Event, in the metrics

@@ -148,7 +148,7 @@ def test_the_engine_decides_from_the_type_alone(
 
 
 def test_a_failed_test_op_is_a_conflict_only_for_a_json_patch_with_a_test() -> None:
-    invalid = translate(_api(422, "Invalid"))
+    invalid = translate(_api(422, body=PATCH_DID_NOT_APPLY))
     swap = [{"op": "test", "path": "/a", "value": 1}, {"op": "replace", "path": "/a", "value": 2}]
     refined = for_json_patch(invalid, swap)
     assert isinstance(refined, TestFailed)
@@ -157,3 +157,76 @@ def test_a_failed_test_op_is_a_conflict_only_for_a_json_patch_with_a_test() -> N
     assert for_json_patch(invalid, [{"op": "remove", "path": "/a"}]) is invalid
     bad_request = translate(_api(400, "BadRequest"))
     assert for_json_patch(bad_request, swap) is bad_request
+
+
+# Status bodies as the API server sends them. A JSON patch that does not apply:
+# `NewGenericServerResponse(422, ...)` of k8s.io/apimachinery, which drops the json-patch
+# error; a ValidatingAdmissionPolicy denial without a `reason` (Deckhouse's
+# `virtualization-restricted-access-policy`, templates/admission-policy.yaml): 422
+# Invalid, the policy and binding named, one cause (the celAdmissionController's
+# `admission.NewForbidden` with the reason and code replaced).
+PATCH_DID_NOT_APPLY = {
+    "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+    "message": "the server rejected our request due to an error in our request",
+    "reason": "Invalid", "details": {}, "code": 422,
+}
+_DENIAL = ("ValidatingAdmissionPolicy 'virtualization-restricted-access-policy' with binding "
+           "'virtualization-restricted-access-policy' denied request: Operation forbidden for "
+           "this user.")
+POLICY_DENIAL = {
+    "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+    "message": 'internalvirtualizationvirtualmachines.internal.virtualization.deckhouse.io '
+               f'"vm1" is forbidden: {_DENIAL}',
+    "reason": "Invalid",
+    "details": {"name": "vm1", "group": "internal.virtualization.deckhouse.io",
+                "kind": "internalvirtualizationvirtualmachines",
+                "causes": [{"message": _DENIAL}]},
+    "code": 422,
+}
+RBAC_DENIAL = {
+    "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+    "message": 'pods "virt-launcher-vm1-abcde" is forbidden: User '
+               '"system:serviceaccount:nicplug-system:nicplug" cannot patch resource "pods" '
+               'in API group "" in the namespace "ns1"',
+    "reason": "Forbidden", "details": {"name": "virt-launcher-vm1-abcde", "kind": "pods"},
+    "code": 403,
+}
+SCHEMA_INVALID = {
+    "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+    "message": 'VirtualMachine.kubevirt.io "vm1" is invalid: spec.template.spec.domain.'
+               'devices.interfaces[1].name: Invalid value: "": must not be empty',
+    "reason": "Invalid",
+    "details": {"name": "vm1", "group": "kubevirt.io", "kind": "VirtualMachine",
+                "causes": [{"reason": "FieldValueInvalid", "message": 'Invalid value: ""',
+                            "field": "spec.template.spec.domain.devices.interfaces[1].name"}]},
+    "code": 422,
+}
+SWAP = [{"op": "test", "path": "/spec/template/spec/networks", "value": []},
+        {"op": "replace", "path": "/spec/template/spec/networks", "value": [{"name": "x"}]}]
+
+
+def test_the_servers_answer_to_a_patch_that_did_not_apply_is_a_lost_swap() -> None:
+    error = for_json_patch(translate(_api(422, body=PATCH_DID_NOT_APPLY)), SWAP)
+    assert isinstance(error, TestFailed)
+    assert isinstance(error, RetryAfterObservation)
+    # some servers keep the json-patch library's words
+    worded = {**PATCH_DID_NOT_APPLY,
+              "message": "testing value /spec/template/spec/networks failed: test failed"}
+    assert isinstance(for_json_patch(translate(_api(422, body=worded)), SWAP), TestFailed)
+
+
+@pytest.mark.parametrize("body", [POLICY_DENIAL, SCHEMA_INVALID, RBAC_DENIAL],
+                         ids=["admission policy 422", "schema 422", "rbac 403"])
+def test_a_refusal_of_a_swap_is_permanent_with_the_servers_message(body: dict[str, object]) -> None:
+    error = for_json_patch(translate(_api(int(str(body["code"])), body=body)), SWAP)
+    assert type(error) is PatchRejected
+    assert isinstance(error, PermanentError)
+    assert not isinstance(error, RetryAfterObservation)
+    assert str(body["message"]) in str(error)
+    assert error.server_message == body["message"]
+
+
+def test_a_policy_denial_keeps_its_cause() -> None:
+    error = translate(_api(422, body=POLICY_DENIAL))
+    assert error.causes == (_DENIAL,)
+    assert "Operation forbidden for this user." in str(error)

@@ -19,7 +19,7 @@ from nicplug.adapters.settings import Settings
 from nicplug.engine.schema import latest_version
 
 OPERATION_KEYS = {
-    "id", "vm", "vm_uid", "network", "if_name", "direction", "flavour", "attempt", "state",
+    "id", "vm", "vm_uid", "network", "if_name", "direction", "flavour", "mode", "attempt", "state",
     "terminal", "reason", "message", "history", "opened_at", "entered_at", "retry_at",
     "bypassed_vmi", "waiting", "held", "updated_wall", "archived",
 }
@@ -298,6 +298,27 @@ def test_the_commands_the_demo_prints_are_valid(standard_journal: Path, tmp_path
         assert "Traceback" not in result.output
 
 
-def test_explain_a_vm_without_a_network_says_how_to_name_one(standard_journal: Path) -> None:
-    one_line_error(nicplug("explain", "ns/plugged", "--journal", str(standard_journal)), 1,
-                   "give NS/NAME NETWORK")
+def test_explain_a_vm_alone_lists_its_operations(standard_journal: Path) -> None:
+    j = str(standard_journal)
+    listed = as_json("explain", "ns/silent", "--journal", j)
+    assert listed["vm"] == "ns/silent"
+    assert [op["id"] for op in listed["operations"]] == ["uid-silent/ClusterNetwork/y/plug/1"]
+    shown = nicplug("explain", "ns/silent", "--journal", j, env=WIDE)
+    assert shown.exit_code == 0, shown.output
+    assert "nicplug explain ns/silent NETWORK" in shown.stdout
+    assert "ClusterNetwork/y plug#1: AnnotationPatched" in shown.stdout
+    one_line_error(nicplug("explain", "ns/nobody", "--journal", j), 1, "no operation of ns/nobody")
+
+
+def test_stuck_says_the_unit_of_a_bare_number(standard_journal: Path) -> None:
+    shown = nicplug("stuck", "--older-than", "5", "--journal", str(standard_journal), env=WIDE)
+    assert shown.exit_code == 0, shown.output
+    assert "still for more than 5s" in shown.stdout
+    later = nicplug("stuck", "--older-than", "30d", "--journal", str(standard_journal), env=WIDE)
+    assert "still for more than 30d" in later.stdout
+
+
+def test_replay_help_cites_no_document_users_lack() -> None:
+    helped = nicplug("replay", "--help", env=WIDE)
+    assert helped.exit_code == 0
+    assert "DESIGN" not in helped.stdout and "§" not in helped.stdout

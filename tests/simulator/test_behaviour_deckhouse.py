@@ -18,7 +18,9 @@ from nicplug.simulator.store import Store
 from tests.simulator import driving as d
 
 NS, VM = "default", "vm-00000"
-KNOBS = Knobs(dialect="deckhouse", delays=Delays(sdn_configure=0.5, attach=0.1, restart=1.0))
+# these tests drive the hotplug by hand: a release without the platform's own
+KNOBS = Knobs(dialect="deckhouse", delays=Delays(sdn_configure=0.5, attach=0.1, restart=1.0),
+              native_hotplug=False)
 
 
 async def started(knobs: Knobs = KNOBS, **fixtures: object) -> SimulatedCluster:

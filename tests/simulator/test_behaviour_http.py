@@ -28,7 +28,8 @@ VM_NAME = "vm.kubevirt.internal.virtualization.deckhouse.io/name"
 
 
 async def test_a_controller_over_http_plugs_in_the_right_order() -> None:
-    knobs = Knobs(dialect="deckhouse", delays=Delays(sdn_configure=0.5, attach=0.1))
+    knobs = Knobs(dialect="deckhouse", delays=Delays(sdn_configure=0.5, attach=0.1),
+                  native_hotplug=False)  # the test is the controller that plugs
     async with SimulatedCluster(knobs, clock=VirtualSimClock(),
                                 fixtures=Fixtures(vms=2)) as cluster:
         assert cluster.kubeconfig_path is not None
@@ -112,7 +113,7 @@ def sim_serve(kubeconfig: Path, *argv: str) -> Iterator[list[str]]:
 @pytest.mark.slow
 def test_sim_serve_prints_where_it_is_and_stops_on_ctrl_c(tmp_path: Path) -> None:
     kubeconfig = tmp_path / "kubeconfig"
-    with sim_serve(kubeconfig, "--vms", "3", "--dialect", "multus") as lines:
+    with sim_serve(kubeconfig, "--vms", "3", "--flavour", "kubevirt") as lines:
         assert lines[0].startswith(
             "simulated cluster (multus, upstream KubeVirt API, 3 VMs) at http://127.0.0.1:"
         ), lines

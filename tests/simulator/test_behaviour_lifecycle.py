@@ -43,7 +43,7 @@ async def test_fixtures_create_running_vms_that_the_actors_leave_alone() -> None
 
 
 async def test_a_restart_starts_the_vm_from_the_current_template() -> None:
-    knobs = Knobs(dialect="deckhouse", delays=DELAYS)
+    knobs = Knobs(dialect="deckhouse", delays=DELAYS, native_hotplug=False)  # edits the KVVM
     cluster = SimulatedCluster(knobs, clock=VirtualSimClock(), serve=False,
                                fixtures=Fixtures(vms=1))
     await cluster.start()

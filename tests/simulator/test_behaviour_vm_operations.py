@@ -13,7 +13,9 @@ from nicplug.simulator.resources import KVVMS, VMIS, VMOPS, VMS
 from nicplug.simulator.store import Store
 from tests.simulator import driving as d
 
-KNOBS = Knobs(dialect="deckhouse", delays=Delays(sdn_configure=0.5, attach=0.1, restart=1.0))
+# the tests write KVVMs by hand: a release without the platform's own hotplug
+KNOBS = Knobs(dialect="deckhouse", delays=Delays(sdn_configure=0.5, attach=0.1, restart=1.0),
+              native_hotplug=False)
 
 
 async def _cluster() -> SimulatedCluster:

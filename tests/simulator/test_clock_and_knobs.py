@@ -76,6 +76,7 @@ def test_bad_settings_are_refused_with_a_clear_message(build: object, message: s
     (["--vms", "-2"], "greater than or equal to 0"),
     (["--vm-network", "Main"], "Network/<name> or ClusterNetwork/<name>"),
     (["--nad-namespace", ""], "must not be empty"),
+    (["--dialect", "multus", "--native-hotplug"], "native_hotplug is a setting of the deckhouse"),
 ])
 def test_sim_serve_refuses_bad_options_before_starting(argv: list[str], message: str) -> None:
     result = CliRunner().invoke(app, ["sim", "serve", *argv])

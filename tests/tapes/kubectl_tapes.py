@@ -96,6 +96,7 @@ async def make_tape(directory: Path) -> bytes:
     """The tape's bytes: a capture before the controller runs, and one after."""
     kubeconfig = directory / "kubeconfig"
     sim = await _nicplug("sim", "serve", "--vms", "1", "--sdn-delay", "0.2",
+                         "--no-native-hotplug",  # the controller drives
                          "--kubeconfig", str(kubeconfig), log=directory / "sim.log")
     processes = [sim]
     try:
@@ -110,7 +111,8 @@ async def make_tape(directory: Path) -> bytes:
         before = await _capture(kubeconfig)
         controller = await _nicplug(
             "run", "--kubeconfig", str(kubeconfig), "--journal", str(directory / "j.db"),
-            "--metrics-addr", "127.0.0.1:0", log=directory / "controller.log")
+            "--metrics-addr", "127.0.0.1:0", "--query-addr", "", "--mode", "drive",
+            log=directory / "controller.log")
         processes.append(controller)
         await _attached(kubeconfig, 30.0)
         await _stop(controller)

@@ -62,6 +62,9 @@ async def record(scenario: Scenario, directory: Path, tape: Path, *, budget: flo
     spec = dataclasses.replace(
         spec, name=slug(scenario), vms=index + 1,
         controller_args=(*spec.controller_args, "--record-tape", str(raw)),
+        # the samples record nicplug's own writes (a replay's `--mode auto` is drive);
+        # the platform's own hotplug has its tape in platform_tape.py
+        mode="drive",
     )
     world = await start_world(spec, directory)
     board = Board({spec.name: world.journal})

@@ -11,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from nicplug.adapters.cli import app
-from nicplug.adapters.cli.run import until_signalled
+from nicplug.adapters.cli.run import namespace_scope, until_signalled
 from nicplug.adapters.kube.lease import LeaseTiming
 from nicplug.adapters.settings import Settings
 
@@ -75,3 +75,50 @@ async def test_without_a_signal_the_work_ends_as_it_ends() -> None:
         await until_signalled(work())
     # the handlers are gone with it: the default SIGTERM disposition is back
     assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
+
+
+def test_durations_are_read_the_same_way_in_every_option(tmp_path: Path) -> None:
+    """`2m` is two minutes for a timeout as for `--retention`; a bad one names itself."""
+    journal = tmp_path / "journal.db"
+    invoke = CliRunner().invoke
+    bad = invoke(app, ["run", "--journal", str(journal), "--attach-timeout", "2x"])
+    assert bad.exit_code == 2
+    assert "--attach-timeout" in _unboxed(bad.output)
+    assert "a duration is like 30s, 5m" in _unboxed(bad.output)
+    # a good one gets as far as the lease check, which reads the renew deadline parsed
+    good = invoke(app, ["run", "--journal", str(journal), "--attach-timeout", "2m",
+                        "--retention", "30d", "--renew-deadline", "1m", "--retry-period", "5s"])
+    assert good.exit_code == 2
+    assert "--lease-duration 15, --renew-deadline 60.0, --retry-period 5.0" in _unboxed(
+        good.output)
+    assert not journal.exists()
+
+
+def test_version_and_the_short_namespace_option() -> None:
+    from nicplug.adapters import __version__
+
+    shown = CliRunner().invoke(app, ["--version"])
+    assert (shown.exit_code, shown.output) == (0, f"{__version__}\n")
+    helped = _unboxed(CliRunner().invoke(app, ["run", "--help"]).output)
+    assert "--namespace -n" in helped
+    assert "--namespaces" not in helped  # the deprecated spelling is accepted, not offered
+
+
+@pytest.mark.parametrize(("namespace", "namespaces", "scope"), [
+    ("ns1", "", ("ns1",)),
+    ("ns1, ns2,ns1", "", ("ns1", "ns2")),
+    (None, "ns1", ("ns1",)),
+    (None, "", ()),
+])
+def test_one_namespace_option_for_the_scope(
+    namespace: str | None, namespaces: str, scope: tuple[str, ...]
+) -> None:
+    assert namespace_scope(namespace, namespaces) == scope
+
+
+def test_the_older_namespaces_option_still_works_and_says_so(tmp_path: Path) -> None:
+    journal = tmp_path / "journal.db"  # a bad lease timing stops it before it connects
+    result = CliRunner().invoke(app, ["run", "--journal", str(journal), "--namespaces", "a,b",
+                                      "--lease-duration", "5"])
+    assert result.exit_code == 2
+    assert "--namespaces is deprecated: say --namespace (-n)" in _unboxed(result.output)

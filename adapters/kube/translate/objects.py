@@ -240,6 +240,7 @@ class VMNetworkModel(Model):
     id: int | None = Field(default=None, ge=0)
     virtual_machine_mac_address_name: str = Field(
         default="", alias="virtualMachineMACAddressName")
+    ip_address_name: str = Field(default="", alias="ipAddressName")  # IPAM's static address
 
     @model_validator(mode="after")
     def _named_unless_main(self) -> VMNetworkModel:

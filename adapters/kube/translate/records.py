@@ -72,7 +72,8 @@ def desired_vm(vm: VirtualMachineObject, macs: Mapping[str, str] | None = None) 
         resource_version=vm.metadata.resource_version,
         networks=None
         if networks is None
-        else tuple(NetworkSpec(n.type, n.name, n.id) for n in networks),
+        else tuple(NetworkSpec(n.type, n.name, n.id, ip_address_name=n.ip_address_name)
+                   for n in networks),
         approval=vm.spec.disruptions.restart_approval_mode,
         macs={
             identity_of(n.type, n.name): n.mac_address
@@ -93,7 +94,8 @@ def named_by_mac(vm: DesiredVM, macs: Mapping[str, str]) -> DesiredVM:
     if vm.networks is None:
         return vm
     return replace(vm, networks=tuple(
-        NetworkSpec(n.type, n.name, n.id, mac=macs.get(n.identity), named_by_mac=True)
+        NetworkSpec(n.type, n.name, n.id, mac=macs.get(n.identity), named_by_mac=True,
+                    ip_address_name=n.ip_address_name)
         for n in vm.networks))
 
 
@@ -263,7 +265,7 @@ def launcher_pod(
 def vm_operation(obj: VMOPObject) -> VMOperation | None:
     """nicplug's own restart step, or None for an operation it did not create for one."""
     vmi_uid = obj.metadata.annotations.get(VMOP_VMI_UID_ANNOTATION)
-    if vmi_uid is None or obj.spec.type not in ("Stop", "Start"):
+    if vmi_uid is None or obj.spec.type not in ("Stop", "Start", "Restart"):
         return None
     completed = next((c for c in obj.status.conditions if c.type == "Completed"), None)
     return VMOperation(obj.metadata.name, obj.spec.type, vmi_uid, obj.status.phase,

@@ -277,12 +277,14 @@ class Sim:
 
     def operation(self, effect: RestartVM) -> None:
         """Deckhouse runs a `Stop` (the VMI deleted; under its `Manual` run strategy the
-        VM stays stopped) or a `Start` VirtualMachineOperation; one name per VMI and step."""
-        type_ = "Stop" if effect.step == "halt" else "Start"
+        VM stays stopped), a `Start`, or a `Restart` VirtualMachineOperation (stopped, and
+        started again two steps later); one name per VMI and step."""
+        type_ = {"halt": "Stop", "start": "Start", "restart": "Restart"}[effect.step]
         name = f"{type_.lower()}-{effect.vmi_uid}"
         if any(o.name == name for o in self.vm_operations):
             return  # AlreadyExists: ours
-        if type_ == "Stop" and (effect.vmi_uid != self.vmi_uid or self.vmop_phase != "Completed"):
+        if type_ in ("Stop", "Restart") and (
+                effect.vmi_uid != self.vmi_uid or self.vmop_phase != "Completed"):
             self.vm_operations.append(VMOperation(name, type_, effect.vmi_uid, "Failed", "refused",
                                                   f"{len(self.vm_operations):04d}"))
             return
@@ -291,6 +293,9 @@ class Sim:
         if type_ == "Stop":
             self.stop()
             self.running = False
+        elif type_ == "Restart":
+            self.stop()
+            self.restarting = 2
         else:
             self.running = True
             self.start()

@@ -205,7 +205,7 @@ def test_a_manual_run_strategy_vm_is_never_stopped_by_nicplug() -> None:
     assert restarts(d) == []
     assert d.sim.vmi_uid == "vmi-1"  # still running
     assert d.op("Network/x", "plug").state == "RestartRequired"
-    message = d.sim.vm_conditions["AwaitingRestartToApplyConfiguration"].message
+    message = d.sim.vm_conditions["NetworkHotplugRestartRequired"].message
     assert "runStrategy Manual" in message
 
 

@@ -71,13 +71,25 @@ def test_a_stop_is_asked_once_per_vmi_even_when_deckhouse_refuses_it() -> None:
 
 
 def test_a_run_policy_deckhouse_will_not_stop_waits_for_the_user_and_says_why() -> None:
-    sim = deckhouse_vm(run_policy="AlwaysOn")
+    sim = deckhouse_vm(run_policy="AlwaysOff")
     d = driver(sim)
     d.run(20)
     assert steps(d) == []
     assert sim.vmi_uid == "vmi-1"
     message = sim.vm_conditions[CONDITION_RESTART].message
-    assert "runPolicy AlwaysOn" in message and "runStrategy" not in message
+    assert "runPolicy AlwaysOff" in message and "runStrategy" not in message
+
+
+def test_an_always_on_vm_is_restarted_with_one_restart_operation() -> None:
+    # Deckhouse refuses to Stop an AlwaysOn VM but runs a Restart (restart.go, stop.go)
+    sim = deckhouse_vm(run_policy="AlwaysOn")
+    d = driver(sim)
+    d.run(12)
+    assert d.op(*PLUG).state == "Attached"
+    assert list(d.op(*PLUG).history) == ["Requested", "RestartRequired", "VMIPatched", "Attached"]
+    assert steps(d) == [("RestartVM", "restart", "vmi-1"),
+                        ("PatchVirtualMachine", "stopped", "")]
+    assert [(o.type, o.vmi_uid) for o in sim.vm_operations] == [("Restart", "vmi-1")]
 
 
 def test_manual_approval_stops_nothing() -> None:

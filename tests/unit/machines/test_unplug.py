@@ -189,13 +189,29 @@ def test_reorder_and_id_change_are_updates_applied_at_restart() -> None:
 
 
 def test_an_update_reverted_before_the_restart_is_cancelled() -> None:
-    d = plugged(X)
-    d.sim.networks = (MAIN, net("x", 7))
+    d = plugged(X, Y)
+    d.sim.networks = (MAIN, Y, X)
     d.run(2)
-    d.sim.networks = (MAIN, X)
+    assert d.op("Network/x", "update").state == "RestartRequired"
+    d.sim.networks = (MAIN, X, Y)
     d.run(2)
     op = d.op("Network/x", "update")
     assert (op.state, op.reason) == ("Cancelled", "Reverted")
+
+
+def test_an_id_only_change_is_written_to_the_running_vm_without_a_restart() -> None:
+    # Deckhouse's comparator: only adding or removing Main restarts; an id change of an
+    # additional network is applied at once (to the KVVM, for the next boot)
+    d = plugged(X)
+    mark = len(d.effects)
+    d.sim.networks = (MAIN, net("x", 7))
+    d.run(4)
+    op = d.op("Network/x", "update")
+    assert op.state == "Attached"
+    assert "RestartRequired" not in op.history
+    assert "RestartVM" not in types(d, mark)
+    assert [(r.identity, r.id) for r in d.sim.template] == [("Network/x", 7)]
+    assert CONDITION_RESTART not in d.sim.vm_conditions
 
 
 def test_an_invalid_spec_applies_nothing_and_says_why() -> None:

@@ -321,12 +321,13 @@ def test_the_vms_restart_operations_and_run_policy_are_read() -> None:
             _vmop("stop", "Stop", b.VM, vmi_uid="vmi-1", phase="Failed", message="blocked"),
             _vmop("start", "Start", b.VM, vmi_uid="vmi-1"),
             _vmop("someone-elses", "Stop", b.VM, vmi_uid=None),  # no restart of nicplug's
-            _vmop("restart", "Restart", b.VM, vmi_uid="vmi-1"),  # not a step nicplug takes
+            _vmop("restart", "Restart", b.VM, vmi_uid="vmi-1"),  # an AlwaysOn VM's restart
             _vmop("other-vm", "Stop", "db", vmi_uid="vmi-9"),
         ])
     world = assemble_world(objects, dialect=DECKHOUSE).world
     assert [(o.name, o.type, o.vmi_uid, o.phase, o.message) for o in world.vm_operations] == [
-        ("start", "Start", "vmi-1", "", ""), ("stop", "Stop", "vmi-1", "Failed", "blocked")]
+        ("restart", "Restart", "vmi-1", "", ""), ("start", "Start", "vmi-1", "", ""),
+        ("stop", "Stop", "vmi-1", "Failed", "blocked")]
     assert world.vm is not None and world.vm.run_policy == "AlwaysOn"
     assert world.stopped_for_restart is None  # a failed Stop stopped nothing
 
