@@ -60,6 +60,7 @@ from nicplug.adapters.observability import (
     parse_addr,
 )
 from nicplug.adapters.observing import Observing
+from nicplug.adapters.operation_objects import OperationObjects
 from nicplug.adapters.platform_mode import ModeFinding, find_mode
 from nicplug.adapters.queries.http import make_query_app
 from nicplug.adapters.reporting import MetricsListener
@@ -456,6 +457,10 @@ class Controller:
         informers = self._warm if self._warm is not None else self._informers(connection)
         self._found_mode(await find_mode(self.settings, connection))
         assert self.mode is not None
+        objects = OperationObjects(
+            KubeCalls(connection, fence=term.check), journal, self.surroundings.clock,
+            namespace=self.settings.namespace,
+        ) if self.settings.operation_objects else None
         runtime: Runtime[VMState, World] = Runtime(
             HotplugDecider(self.settings.machine_config(self.mode.mode)),
             journal,
@@ -476,7 +481,8 @@ class Controller:
             slices=None if self.surroundings.loop_slice is None else LoopSlices(
                 self.surroundings.loop_slice, now=self.surroundings.work_clock),
             listeners=[listener, self._journal_health,
-                       *([EffectTaping(self._tape)] if self._tape else [])],
+                       *([EffectTaping(self._tape)] if self._tape else []),
+                       *([objects] if objects is not None else [])],
             claim=self._shared.claim if self._shared is not None else None,
         )
         tasks: list[asyncio.Task[None]] = []
@@ -504,7 +510,10 @@ class Controller:
                 for key in self._observing.index.vm_keys():
                     self._mark(key, "initial list")
                 if isinstance(journal, SQLiteJournal):  # PostgreSQL: not yet (docs)
-                    tasks.append(asyncio.create_task(self._retain(journal), name="retention"))
+                    tasks.append(asyncio.create_task(self._retain(journal, objects),
+                                                     name="retention"))
+                if objects is not None:
+                    tasks.append(asyncio.create_task(objects.run(), name="operation objects"))
                 self._ready = True
                 log.info("ready: %d VMs listed, recovery done", self._observing.pending)
                 await self._observing.feed(runtime)
@@ -535,9 +544,10 @@ class Controller:
             raise corrupt(journal.path, "; ".join(problems[:3]))
         log.info("journal %s: the whole file is checked and healthy", journal.path)
 
-    async def _retain(self, journal: SQLiteJournal) -> None:
+    async def _retain(self, journal: SQLiteJournal, objects: OperationObjects | None) -> None:
         """Archive what finished before the retention window, once an hour (the first
-        time at once). A failed run is logged and tried again the next hour."""
+        time at once), and delete the objects of what it archived. A failed run is
+        logged and tried again the next hour."""
         into = self.settings.archives()
         while True:
             try:
@@ -548,6 +558,8 @@ class Controller:
                 if done is not None:
                     log.info("archived %d events of %d finished operations to %s",
                              done.events, done.streams, done.file)
+                    if objects is not None:
+                        await objects.reconcile()
             except (JournalError, OSError) as error:
                 log.error("retention: archiving failed, tried again in an hour: %s", error)
             await asyncio.sleep(RETENTION_EVERY)

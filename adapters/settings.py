@@ -79,6 +79,8 @@ class Settings(BaseModel):
     """Seconds after which a finished operation's events are archived."""
     archive_dir: Path | None = None
     """Where archives go; None: beside the journal."""
+    operation_objects: bool = True
+    """Project each operation to a `NetworkInterfaceOperation` object (`operation_objects`)."""
 
     @field_validator("vm_selector")
     @classmethod

@@ -59,6 +59,7 @@ from nicplug.machines.guards import (
     budget,
     budget_when,
     is_swap,
+    network_problem,
     not_hot_pluggable,
     restart_only,
 )
@@ -378,6 +379,8 @@ class HotplugDecider:
             return f"nicplug will not migrate the VM: {blocked}" if blocked else ""
         if move.trigger == "SDNError":
             return facts.errors.get(op.network, "")
+        if move.trigger in ("NetworkNotFound", "NetworkNotReady"):
+            return network_problem(op.network, move.trigger, facts.world.vm)
         if move.trigger.endswith("Timeout"):
             limit = budget(op, facts, self.config) or 0.0
             reason = f"no progress in {op.state} within {limit:g}s"

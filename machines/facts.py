@@ -342,8 +342,8 @@ _READ: Mapping[type, Callable[[Any], tuple[Any, ...]]] = {
     cls: _decision_fields(cls) for cls in (DesiredVM, KVVM, VMI, LauncherPod)
 }
 COMPARED_WORLD_FIELDS = (
-    "vm", "kvvm", "vmi", "pods", "migrations", "cluster", "networks_ready", "observation_errors",
-    "namespace_labels", "vm_operations",
+    "vm", "kvvm", "vmi", "pods", "migrations", "cluster", "networks_ready", "networks_missing",
+    "observation_errors", "namespace_labels", "vm_operations",
 )  # fmt: skip
 """What `same_for_decisions` compares: every field of `World` (a test checks it)."""
 
@@ -371,6 +371,7 @@ def same_for_decisions(a: World, b: World) -> bool:
         and a.migrations == b.migrations
         and a.cluster == b.cluster
         and a.networks_ready == b.networks_ready
+        and a.networks_missing == b.networks_missing
         and a.observation_errors == b.observation_errors
         and a.namespace_labels == b.namespace_labels
         and a.vm_operations == b.vm_operations

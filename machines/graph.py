@@ -135,6 +135,9 @@ PLUG = MachineGraph(
     edges=_edges(
         ("VMDeleted", PLUG_LIVE, "Cancelled", "vm_deleted"),
         ("Reverted", PLUG_LIVE, "Cancelled", "change_reverted"),
+        # (a network the cluster lacks, or that is not Ready: said at once, nothing written)
+        ("NetworkNotFound", "Requested", "Failed", "network_missing"),
+        ("NetworkNotReady", "Requested", "Failed", "network_not_ready"),
         ("defer", "Requested", "RestartRequired", "restart_needed"),
         ("go_live", "RestartRequired", "Requested", "hotplug_allowed"),
         ("annotate", "Requested", "AnnotationPatched", "pod_holds_entry"),

@@ -16,7 +16,7 @@ from nicplug.machines.facts import Facts
 from nicplug.machines.operation import Operation
 from nicplug.machines.policy import MachineConfig, hotplug_in_place
 from nicplug.machines.targets import kubevirt_migrates, migration_blocked, own_failed_migration
-from nicplug.machines.world import nad_identity
+from nicplug.machines.world import DesiredVM, nad_identity
 
 REJECTABLE = frozenset({"PatchPodNetworks", "PatchVirtualMachine", "RestartVM"})
 
@@ -313,6 +313,26 @@ def sdn_reports_error(c: Context) -> bool:
     return c.op.network in c.facts.errors
 
 
+def network_missing(c: Context) -> bool:
+    """The cluster has no Network/ClusterNetwork of that name: nothing will configure it."""
+    return c.op.network in c.facts.world.networks_missing
+
+
+def network_not_ready(c: Context) -> bool:
+    """The network exists but is not `Ready=True`: the SDN would not configure it."""
+    return c.facts.world.networks_ready.get(c.op.network) is False
+
+
+def network_problem(network: str, trigger: str, vm: DesiredVM | None) -> str:
+    """What a `NetworkNotFound` / `NetworkNotReady` failure says, for people."""
+    kind, _, name = network.partition("/")
+    where = f"in namespace {vm.namespace}" if kind == "Network" and vm else "in the cluster"
+    if trigger == "NetworkNotFound":
+        return (f"{kind} {name} does not exist {where}: check the name in the VM's "
+                f"spec.networks (a new attempt follows it once it exists)")
+    return f"{kind} {name} {where} is not Ready: the SDN would not configure it yet"
+
+
 def deadline_passed(c: Context) -> bool:
     limit = budget(c.op, c.facts, c.config)
     if limit is None or c.now < c.op.deadline_base + limit:
@@ -360,6 +380,8 @@ GUARDS: Mapping[str, Callable[[Context], bool]] = {
         vmi_names_new_nad,
         pod_on_new_nad,
         sdn_reports_error,
+        network_missing,
+        network_not_ready,
         deadline_passed,
         effect_rejected,
     )

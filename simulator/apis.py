@@ -140,6 +140,10 @@ class ServedApi:
             return [self._operation(op) for op in document]
         return self._object(document, outward=False)
 
+    def inward_fields(self, selector: str | None) -> str | None:
+        """A field selector in the store's names (fields are never renamed here)."""
+        return selector
+
     def inward_selector(self, selector: str | None) -> str | None:
         """A label selector in the store's names. A key in KubeVirt's own domains
         matches nothing, as on a Deckhouse cluster where no stored label has one."""

@@ -25,6 +25,7 @@ from aiohttp import web
 from nicplug.simulator.actors.deckhouse_hotplug import NetworkHotplug
 from nicplug.simulator.actors.deckhouse_macs import MACAddresses
 from nicplug.simulator.actors.deckhouse_operations import VirtualMachineOperations
+from nicplug.simulator.actors.garbage import GarbageCollector
 from nicplug.simulator.actors.kubevirt import KubeVirt
 from nicplug.simulator.actors.multus_dnc import DynamicNetworksController
 from nicplug.simulator.actors.reactor import Reactor
@@ -40,7 +41,7 @@ from nicplug.simulator.knobs import Knobs
 from nicplug.simulator.kubeconfig import write_kubeconfig
 from nicplug.simulator.networking import Json
 from nicplug.simulator.rbac import controller_role
-from nicplug.simulator.resources import CLUSTER_ROLES, CRDS, EVENTS, EVENTS_V1
+from nicplug.simulator.resources import CLUSTER_ROLES, CRDS, EVENTS
 from nicplug.simulator.server import REQUEST_LOG, RequestRecord, make_app
 from nicplug.simulator.store import Store
 
@@ -74,7 +75,8 @@ class SimulatedCluster:
         self.vms: list[tuple[str, str]] = []
         self.virt_handler = VirtHandler(self.store, self.knobs, self.clock)
         self.kubevirt = KubeVirt(self.store, self.knobs, self.clock)
-        self.actors: list[Reactor] = [self.kubevirt, self.virt_handler]
+        self.actors: list[Reactor] = [self.kubevirt, self.virt_handler,
+                                      GarbageCollector(self.store, self.knobs, self.clock)]
         if self.knobs.dialect == "deckhouse":
             self.actors.append(DeckhouseSDN(self.store, self.knobs, self.clock))
             self.actors.append(VirtualMachineOperations(self.store, self.knobs, self.clock))
@@ -220,9 +222,9 @@ class SimulatedCluster:
         return [e for a in self.actors for e in a.errors]
 
     def events(self, *, reason: str | None = None) -> list[Json]:
-        """Every Event, core/v1 and `events.k8s.io/v1` alike, as core/v1 shows them."""
+        """Every Event, core/v1 and `events.k8s.io/v1` alike (one object behind both
+        views), as core/v1 shows them, `count` taken from a series where there is one."""
         items, _ = self.store.list(EVENTS)
-        newer, _ = self.store.list(EVENTS_V1)
-        items += [{**e, "message": e.get("note"), "involvedObject": e.get("regarding"),
-                   "count": (e.get("series") or {}).get("count", 1)} for e in newer]
+        items = [{**e, "count": e.get("count") or (e.get("series") or {}).get("count", 1)}
+                 for e in items]
         return [e for e in items if reason is None or e.get("reason") == reason]

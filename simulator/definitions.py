@@ -16,7 +16,7 @@ from nicplug.simulator.apis import ServedApi
 from nicplug.simulator.resources import CRDS, Resource
 
 BUILT_IN_GROUPS = frozenset({"", "coordination.k8s.io", "apiextensions.k8s.io",
-                             "rbac.authorization.k8s.io"})
+                             "rbac.authorization.k8s.io", "events.k8s.io"})
 
 Json = dict[str, Any]
 
@@ -40,6 +40,10 @@ def _definition(res: Resource) -> Json:
     }
     if res.has_status:
         version["subresources"] = {"status": {}}
+    if res.columns:
+        version["additionalPrinterColumns"] = [
+            {"name": c.name, "type": c.type, "jsonPath": c.json_path,
+             **({"priority": c.priority} if c.priority else {})} for c in res.columns]
     return {
         "apiVersion": CRDS.api_version, "kind": CRDS.kind,
         "metadata": {"name": res.key},

@@ -10,6 +10,16 @@ from dataclasses import dataclass
 
 
 @dataclass(frozen=True, slots=True)
+class Column:
+    """A column of `kubectl get`'s table, as a CRD's `additionalPrinterColumns` has it."""
+
+    name: str
+    json_path: str  # dotted, from the object's root: `.status.state`
+    type: str = "string"  # string | integer | date
+    priority: int = 0  # 0: always shown; 1: with `-o wide`
+
+
+@dataclass(frozen=True, slots=True)
 class Resource:
     group: str  # "" for the core group
     version: str
@@ -19,6 +29,7 @@ class Resource:
     has_status: bool  # a /status subresource; the main endpoint ignores .status
     short_names: tuple[str, ...] = ()  # as the kind's CRD (or the built-in) declares them
     categories: tuple[str, ...] = ()
+    columns: tuple[Column, ...] = ()  # besides Name; none: Name and Age, as for a CRD
 
     @property
     def api_version(self) -> str:
@@ -38,8 +49,9 @@ EVENTS = Resource("", "v1", "events", "Event", namespaced=True, has_status=False
                   short_names=("ev",))
 EVENTS_V1 = Resource("events.k8s.io", "v1", "events", "Event", namespaced=True,
                      has_status=False)
-"""The `events.k8s.io/v1` view of Events: a table of its own here (a real API server
-keeps one object behind both views); `SimulatedCluster.events()` reads both."""
+"""The `events.k8s.io/v1` view of Events: served, never stored. The store keeps every
+Event as core/v1 (`EVENTS`), and `event_views` shows it through either group, as a
+real API server keeps one object behind both views."""
 LEASES = Resource(
     "coordination.k8s.io", "v1", "leases", "Lease", namespaced=True, has_status=False
 )
@@ -89,6 +101,21 @@ CLUSTER_ROLES = Resource(
     has_status=False,
 )
 
+OPERATIONS = Resource(
+    "nicplug.io", "v1alpha1", "networkinterfaceoperations", "NetworkInterfaceOperation",
+    namespaced=True, has_status=False, short_names=("nicops", "nicop"), categories=("nicplug",),
+    columns=(
+        Column("VM", ".spec.virtualMachine"), Column("Interface", ".spec.interface"),
+        Column("Network", ".spec.network"), Column("Direction", ".spec.direction"),
+        Column("State", ".status.state"), Column("Reason", ".status.reason"),
+        Column("Age", ".metadata.creationTimestamp", "date"),
+    ),
+)
+"""nicplug's own kind: one read-only object per interface operation, the journal's
+projection (`adapters/kube/operation_objects.py`); `deploy/base/crd-networkinterfaceoperations
+.yaml` is its definition. No status subresource: nicplug writes the whole object in one
+request, and nobody else writes it."""
+
 CRDS = Resource(
     "apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition",
     namespaced=False, has_status=True, short_names=("crd", "crds"),
@@ -97,5 +124,5 @@ CRDS = Resource(
 ALL: tuple[Resource, ...] = (
     NAMESPACES, PODS, EVENTS, EVENTS_V1, LEASES, CRDS, VMS, KVVMS, VMIS, VMIMS, KUBEVIRTS, VMOPS,
     VMMACS,
-    NETWORKS, CLUSTER_NETWORKS, IP_ADDRESSES, CLUSTER_ROLES,
+    NETWORKS, CLUSTER_NETWORKS, IP_ADDRESSES, CLUSTER_ROLES, OPERATIONS,
 )

@@ -9,11 +9,28 @@ nothing here touches the store or the faults.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any, Protocol
 
 from nicplug.simulator.apis import ServedApi
 from nicplug.simulator.errors import MethodNotAllowed, NotFound
+from nicplug.simulator.event_views import EventsView
 from nicplug.simulator.faults import Target
-from nicplug.simulator.resources import Resource
+from nicplug.simulator.resources import EVENTS, EVENTS_V1, Resource
+
+
+class Naming(Protocol):
+    """How a call's bodies and selectors are renamed between client and store."""
+
+    @property
+    def renames(self) -> bool: ...
+
+    def outward(self, obj: Any) -> Any: ...
+
+    def inward(self, document: Any) -> Any: ...
+
+    def inward_selector(self, selector: str | None) -> str | None: ...
+
+    def inward_fields(self, selector: str | None) -> str | None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -21,7 +38,8 @@ class Call:
     """One request to a resource endpoint, as the API server's RBAC would name it.
 
     `resource` is the kind as stored; `served` the face the API shows clients (its
-    group, kind and plural renamed in the deckhouse API); `api` renames bodies."""
+    group, kind and plural renamed in the deckhouse API; `events.k8s.io` Events are
+    stored as core/v1 ones); `api` renames bodies."""
 
     verb: str  # get list watch create update patch delete deletecollection
     resource: Resource
@@ -29,7 +47,7 @@ class Call:
     name: str | None
     subresource: str | None
     served: Resource
-    api: ServedApi
+    api: Naming
 
     def target(self) -> Target:
         names = {self.served.plural, self.served.key}
@@ -86,4 +104,6 @@ def locate(method: str, path: str, *, watching: bool, api: ServedApi) -> Call:
     verb = _verb(method, name, watching)
     if verb == "create" and res.namespaced and namespace is None:
         raise MethodNotAllowed(f"{res.key} are created in a namespace")
+    if res == EVENTS_V1:  # one Event behind both groups, stored as core/v1
+        return Call(verb, EVENTS, namespace, name, subresource, res, EventsView(api))
     return Call(verb, res, namespace, name, subresource, api.served(res), api)

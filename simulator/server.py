@@ -139,7 +139,7 @@ class _Api:
             params = WatchParams(
                 resource_version=query.get("resourceVersion"),
                 label_selector=call.api.inward_selector(query.get("labelSelector")),
-                field_selector=query.get("fieldSelector"),
+                field_selector=call.api.inward_fields(query.get("fieldSelector")),
                 bookmarks=flag(query.get("allowWatchBookmarks")),
                 timeout=_timeout(query.get("timeoutSeconds")),
                 send_initial_events=flag(query.get("sendInitialEvents")),

@@ -126,6 +126,10 @@ class Store:
 
     # ------------------------------------------------------------------ reading
 
+    def now(self) -> float:
+        """The time on the clock that stamps objects (tables print ages from it)."""
+        return self._clock()
+
     def _table(self, res: Resource) -> dict[tuple[str, str], Obj]:
         return self._objects.setdefault(res, {})
 

@@ -18,6 +18,7 @@ from nicplug.simulator.admission import admit
 from nicplug.simulator.errors import BadRequest
 from nicplug.simulator.routing import Call
 from nicplug.simulator.store import Store
+from nicplug.simulator.tables import table, wants_table
 from nicplug.simulator.wire import json_response, place, read_json, require_json
 
 Verb = Callable[[web.Request, Call, Store], Awaitable[web.Response]]
@@ -53,7 +54,7 @@ def _selected(request: web.Request, call: Call, store: Store) -> tuple[list[dict
         call.resource,
         call.namespace,
         label_selector=call.api.inward_selector(request.query.get("labelSelector")),
-        field_selector=request.query.get("fieldSelector"),
+        field_selector=call.api.inward_fields(request.query.get("fieldSelector")),
     )
 
 
@@ -62,21 +63,33 @@ def _name(call: Call) -> str:
     return call.name
 
 
+def _answer(request: web.Request, call: Call, store: Store, body: dict[str, Any]) -> web.Response:
+    """The list (or one object) as JSON, or as the Table `kubectl get` asks for."""
+    if not wants_table(request.headers.get("Accept", "")):
+        return json_response(body)
+    items = body.get("items", [body])
+    answer = table(call.served, items, str(store.resource_version), now=store.now(),
+                   include_object=request.query.get("includeObject", "Metadata"))
+    if "items" in body:
+        answer["metadata"] = body["metadata"]
+    return json_response(answer)
+
+
 async def list_objects(request: web.Request, call: Call, store: Store) -> web.Response:
     limit = _limit(request.query.get("limit"))
     token = request.query.get("continue")
     if limit is None and not token:
         items, rv = _selected(request, call, store)  # the stored dicts: serialised, not copied
-        return json_response(_list_body(call, items, rv))
+        return _answer(request, call, store, _list_body(call, items, rv))
     items, rv, next_token, remaining = store.page(
         call.resource, call.namespace, limit=limit or 500, token=token,
         label_selector=call.api.inward_selector(request.query.get("labelSelector")),
-        field_selector=request.query.get("fieldSelector"),
+        field_selector=call.api.inward_fields(request.query.get("fieldSelector")),
     )
     body = _list_body(call, items, rv)
     if next_token is not None:
         body["metadata"] |= {"continue": next_token, "remainingItemCount": remaining}
-    return json_response(body)
+    return _answer(request, call, store, body)
 
 
 def _limit(value: str | None) -> int | None:
@@ -93,7 +106,8 @@ def _limit(value: str | None) -> int | None:
 
 
 async def get(request: web.Request, call: Call, store: Store) -> web.Response:
-    return json_response(call.api.outward(store.get(call.resource, call.namespace, _name(call))))
+    found = call.api.outward(store.get(call.resource, call.namespace, _name(call)))
+    return _answer(request, call, store, found)
 
 
 async def create(request: web.Request, call: Call, store: Store) -> web.Response:

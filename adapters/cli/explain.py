@@ -17,6 +17,7 @@ from typing import Annotated
 import typer
 
 from nicplug.adapters.cli.app import app
+from nicplug.adapters.cli.pictures import operation_diagram
 from nicplug.adapters.cli.querying import (
     DEFAULT_JOURNAL,
     JournalPath,
@@ -29,8 +30,18 @@ from nicplug.adapters.cli.querying import (
     print_json,
     styled_state,
 )
-from nicplug.adapters.queries import Explanation, Selection, explanation, operations, resolve
+from nicplug.adapters.queries import (
+    Explanation,
+    OperationSummary,
+    Selection,
+    explanation,
+    operations,
+    resolve,
+)
 from nicplug.engine.inspection import JournalInspection
+
+DiagramFlag = Annotated[bool, typer.Option(
+    "--diagram", help="Print the machine as mermaid, the operation's path and state highlighted")]
 
 
 async def _explain(
@@ -58,6 +69,7 @@ def explain(
     ] = None,
     journal: JournalPath = DEFAULT_JOURNAL,
     json_: JsonFlag = False,
+    diagram: DiagramFlag = False,
 ) -> None:
     """Explain one operation: its state, what it waits for, its last observation and timers."""
     now = time.time()
@@ -68,31 +80,45 @@ def explain(
     if found is None:
         named = f"{operation} {network}" if network else operation
         fail(f"no operation {named} in journal {journal}", 1)
+    if diagram:
+        typer.echo(operation_diagram(found.operation), nl=False)
+        return
     if json_:
         print_json(found.to_json())
         return
-    _show(found)
+    show_explanation(found)
 
 
 def _list_operations(journal: Path, vm: str, json_: bool, now: float) -> None:
     """`explain NS/NAME`: which operations there are to explain, and how to name each."""
     found = ask(journal, lambda j: operations(j, Selection(vm=vm)))
     if json_:
-        print_json({"vm": vm, "operations": [op.to_json() for op in found]})
+        print_json(operation_list_json(vm, found))
         return
     if not found:
         fail(f"no operation of {vm} in journal {journal}", 1)
+    show_operation_list(vm, found, now, command="nicplug explain")
+
+
+def operation_list_json(vm: str, found: list[OperationSummary]) -> dict[str, object]:
+    return {"vm": vm, "operations": [op.to_json() for op in found]}
+
+
+def show_operation_list(vm: str, found: list[OperationSummary], now: float, *,
+                        command: str) -> None:
+    """What `explain NS/NAME` prints (also `kubectl nicplug explain NS/NAME`)."""
     out = console()
     count = f"{len(found)} operation" + ("" if len(found) == 1 else "s")
     out.print(plain(f"{vm}: {count}; explain one with "
-                    f"`nicplug explain {vm} NETWORK [--direction D]` or by its id:"))
+                    f"`{command} {vm} NETWORK [--direction D]` or by its id:"))
     for op in found:
         held = "" if op.terminal else f", for {age(now - op.entered_at)}"
         out.print(f"  {plain(f'{op.network} {op.direction}#{op.attempt}')}: "
                   f"{styled_state(op.state)}{plain(held)}  {plain(op.id)}")
 
 
-def _show(found: Explanation) -> None:
+def show_explanation(found: Explanation) -> None:
+    """What `explain` prints (also `kubectl nicplug explain`)."""
     op = found.operation
     out = console()
     out.print(f"[bold]{plain(f'{op.vm} {op.network} {op.direction}#{op.attempt}')}[/]"

@@ -7,12 +7,14 @@ from the journal's events and outbox. Never writes.
 
 from __future__ import annotations
 
+import time
 from typing import Annotated
 
 import typer
 from rich.table import Table
 
 from nicplug.adapters.cli.app import app
+from nicplug.adapters.cli.pictures import timeline as gantt
 from nicplug.adapters.cli.querying import (
     DEFAULT_JOURNAL,
     JournalPath,
@@ -28,6 +30,15 @@ from nicplug.adapters.cli.querying import (
 from nicplug.adapters.queries import Selection, Timeline, operations, timeline
 from nicplug.adapters.queries.selection import network_ref, vm_ref
 from nicplug.engine.inspection import JournalInspection
+
+FormatOption = Annotated[str, typer.Option(
+    "--format", help="table, or mermaid: a gantt of the VM's operations in time")]
+
+
+def picture_format(value: str) -> str:
+    if value not in ("table", "mermaid"):
+        raise ValueError(f"table or mermaid, not {value!r}")
+    return value
 
 
 async def _timelines(journal: JournalInspection, selection: Selection) -> list[Timeline]:
@@ -78,18 +89,32 @@ def history(
         str | None, typer.Option("--network", help="Only this network (Main, TYPE/NAME)")
     ] = None,
     json_: JsonFlag = False,
+    format_: FormatOption = "table",
 ) -> None:
     """Show each operation of a VM: steps with their times and causes, effects with outcomes."""
+    format_ = checked(picture_format, format_, "--format") or "table"
     selection = Selection(
         vm=checked(vm_ref, vm, "NS/NAME"), network=checked(network_ref, network, "--network")
     )
     lines = ask(journal, lambda j: _timelines(j, selection))
     if json_:
-        print_json({"vm": vm, "operations": [line.to_json() for line in lines]})
+        print_json(history_json(vm, lines))
         return
+    if format_ == "mermaid":
+        typer.echo(gantt(vm, lines, now=time.time()), nl=False)
+        return
+    show_timelines(lines, empty=f"no operations of {vm} in {journal}")
+
+
+def history_json(vm: str, lines: list[Timeline]) -> dict[str, object]:
+    return {"vm": vm, "operations": [line.to_json() for line in lines]}
+
+
+def show_timelines(lines: list[Timeline], *, empty: str) -> None:
+    """The tables of `history` (also `kubectl nicplug history`'s), one per operation."""
     out = console()
     if not lines:
-        out.print(plain(f"no operations of {vm} in {journal}"))
+        out.print(plain(empty))
         return
     for line in lines:
         op = line.operation

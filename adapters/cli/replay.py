@@ -30,7 +30,8 @@ if TYPE_CHECKING:
 
 NOT_DECIDING = frozenset({
     # where and how the controller runs, not what it decides
-    "kubeconfig", "journal", "journal-dsn", "metrics-addr", "lease-name", "lease-namespace", "identity",
+    "kubeconfig", "journal", "journal-dsn", "metrics-addr", "lease-name", "lease-namespace",
+    "identity",
     "lease-duration", "renew-deadline", "retry-period", "request-timeout", "synchronous",
     "record-tape", "retention", "archive-dir", "log-level", "log-format", "query-addr",
     "query-address",

@@ -180,6 +180,10 @@ def run(
     archive_dir: Annotated[
         Path | None, _opt("archive-dir", "Directory for archives (default: the journal's)")
     ] = None,
+    operation_objects: Annotated[str, _opt(
+        "operation-objects", "on: show each operation as a NetworkInterfaceOperation object "
+        "(kubectl get nicops) | off: write none"
+    )] = "on",
     log_level: Annotated[str, _opt("log-level", "DEBUG | INFO | WARNING | ERROR")] = "INFO",
     log_format: Annotated[str, _opt(
         "log-format", "text | json (one JSON object a line, with vm, operation, network, "
@@ -193,6 +197,8 @@ def run(
     dialect = dialect_of(flavour, dialect)
     if is_dsn(journal):
         journal_dsn, journal = journal, "nicplug-journal.db"
+    if operation_objects not in ("on", "off"):
+        usage_error(f"--operation-objects: on or off, not {operation_objects!r}")
     scope = namespace_scope(namespace, namespaces)
     try:
         settings = Settings(
@@ -214,7 +220,7 @@ def run(
             lease_duration=lease_duration, renew_deadline=renew_deadline,
             retry_period=retry_period, request_timeout=request_timeout, synchronous=synchronous,
             record_tape=record_tape, retention=_seconds(retention, "--retention"),
-            archive_dir=archive_dir,
+            archive_dir=archive_dir, operation_objects=operation_objects == "on",
         )
     except ValidationError as exc:
         usage_error(_explain(exc))

@@ -26,7 +26,7 @@ from nicplug.adapters.cli.querying import (
     print_json,
     styled_state,
 )
-from nicplug.adapters.queries import Selection, operations
+from nicplug.adapters.queries import OperationSummary, Selection, operations
 from nicplug.adapters.queries.selection import network_ref, state_ref, vm_ref
 
 
@@ -47,15 +47,24 @@ def status(
     )
     found, mode = ask_saying_how(journal, lambda j: operations(j, selection))
     if json_:
-        print_json({"operations": [op.to_json() for op in found]})
+        print_json(status_json(found))
         return
+    show_operations(found, where=str(journal), how=f"read {READ_MODES[mode]}")
+
+
+def status_json(found: list[OperationSummary]) -> dict[str, object]:
+    return {"operations": [op.to_json() for op in found]}
+
+
+def show_operations(found: list[OperationSummary], *, where: str, how: str) -> None:
+    """The table of `status` (also `kubectl nicplug status`'s): `where` the operations
+    were read from, `how` (the caption)."""
     out = console()
     if not found:
-        out.print(plain(f"no operations match in {journal} (read {READ_MODES[mode]})"))
+        out.print(plain(f"no operations match in {where} ({how})"))
         return
     now = time.time()
-    table = Table(title=plain(f"operations in {journal}"),
-                  caption=plain(f"read {READ_MODES[mode]}"))
+    table = Table(title=plain(f"operations in {where}"), caption=plain(how))
     for column in ("vm", "network", "op", "mode", "state", "reason", "in state"):
         table.add_column(column, no_wrap=True)
     table.add_column("path", overflow="fold")

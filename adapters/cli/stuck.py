@@ -26,7 +26,7 @@ from nicplug.adapters.cli.querying import (
     styled_state,
 )
 from nicplug.adapters.durations import spelled
-from nicplug.adapters.queries import duration
+from nicplug.adapters.queries import OperationSummary, duration
 from nicplug.adapters.queries import stuck as stuck_operations
 
 
@@ -45,9 +45,18 @@ def stuck(
     now = time.time()
     found = ask(journal, lambda j: stuck_operations(j, older_than=seconds, now=now))
     if json_:
-        print_json({"older_than": seconds, "now": now,
-                    "operations": [op.to_json() for op in found]})
+        print_json(stuck_json(found, seconds, now))
         return
+    show_stuck(found, seconds, now, hint="see why with: nicplug explain ID")
+
+
+def stuck_json(found: list[OperationSummary], seconds: float, now: float) -> dict[str, object]:
+    return {"older_than": seconds, "now": now, "operations": [op.to_json() for op in found]}
+
+
+def show_stuck(found: list[OperationSummary], seconds: float, now: float, *,
+               hint: str) -> None:
+    """The table of `stuck` (also `kubectl nicplug stuck`'s)."""
     out = console()
     if not found:
         out.print(f"no live operation has been still for more than {spelled(seconds)}")
@@ -60,4 +69,4 @@ def stuck(
         table.add_row(plain(op.vm), plain(op.network), f"{op.direction}#{op.attempt}",
                       styled_state(op.state), age(now - op.entered_at), plain(op.id))
     out.print(table)
-    out.print("see why with: nicplug explain ID")
+    out.print(hint)

@@ -217,6 +217,23 @@ class KubeCalls:
         items = listed.get("items")
         return [i for i in items if isinstance(i, dict)] if isinstance(items, list) else []
 
+    async def create_object(self, kind: KindRef, body: JsonObject) -> JsonObject:
+        """Create a namespaced object nicplug owns whole (its operation objects)."""
+        namespace = _required(body.get("metadata", {}).get("namespace"), kind)
+        self._fenced()
+        return await write(self._connection, "POST", path_of(kind, namespace), body)
+
+    async def list_objects(self, kind: KindRef, namespace: str | None) -> list[JsonObject]:
+        """Every object of a custom `kind`, in `namespace` or (None) cluster-wide."""
+        if namespace is None:
+            listed = await fetch_object(self._custom.list_cluster_custom_object(
+                kind.group, kind.version, kind.plural, **self._options()))
+        else:
+            listed = await fetch_object(self._custom.list_namespaced_custom_object(
+                kind.group, kind.version, namespace, kind.plural, **self._options()))
+        items = listed.get("items")
+        return [i for i in items if isinstance(i, dict)] if isinstance(items, list) else []
+
     async def create_event(self, note: EventNote) -> JsonObject:
         """Record an `events.k8s.io/v1` Event in the namespace of the object it regards."""
         metadata = note.involved.get("metadata") or {}

@@ -26,6 +26,7 @@ from nicplug.adapters.kube.resources import (
     LEASES,
     NAMESPACES,
     NETWORKS,
+    OPERATIONS,
     VIRTUAL_MACHINE_OPERATIONS,
     VIRTUAL_MACHINES,
     VM_MAC_ADDRESSES,
@@ -177,6 +178,12 @@ class Grant:
     verbs: tuple[str, ...]
 
 
+_OPERATION_OBJECTS = Grant(OPERATIONS.group, (OPERATIONS.plural,),
+                           ("list", "create", "patch", "delete"))
+"""nicplug's own objects (`--operation-objects on`): listed at a term's start, written
+on each step, deleted with the retention."""
+
+
 def rbac_rules(flavour: Flavour) -> tuple[Grant, ...]:
     """What the controller does to each kind, named as `flavour` names the kinds.
 
@@ -196,6 +203,7 @@ def rbac_rules(flavour: Flavour) -> tuple[Grant, ...]:
             Grant("", (f.launcher_pods.plural,), ("list", "watch")),
             Grant(f.events.group, (f.events.plural,), ("create", "patch")),
             Grant("", (NAMESPACES.plural,), ("list", "watch")),  # --migrations opt-in
+            _OPERATION_OBJECTS,
         )
     return (
         # get: a condition write refused with a 409 is read again from the server
@@ -213,6 +221,7 @@ def rbac_rules(flavour: Flavour) -> tuple[Grant, ...]:
         Grant("", (NAMESPACES.plural,), ("list", "watch")),  # --migrations opt-in
         # --mode auto: the platform controller's ClusterRole (that one, `resourceNames`)
         Grant("rbac.authorization.k8s.io", ("clusterroles",), ("get",)),
+        _OPERATION_OBJECTS,
     ) + (() if f.vm_mac_addresses is None else (
         Grant(f.vm_mac_addresses.group, (f.vm_mac_addresses.plural,), ("list", "watch")),
     )) + (() if f.vm_operations is None else (

@@ -58,6 +58,8 @@ GUARD_PHRASES: Mapping[str, str] = {
     "pod_on_new_nad": "the pod the VM runs in is plumbed on the new NAD (after a migration "
                       "or a restart)",
     "sdn_reports_error": "the SDN reports an error for the entry",
+    "network_missing": "the cluster has no Network/ClusterNetwork of that name",
+    "network_not_ready": "the network exists but is not Ready",
     "deadline_passed": "the state's deadline passes (counting only time the VM was live)",
     "effect_rejected": "the API server rejects one of its patches for good",
 }

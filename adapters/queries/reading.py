@@ -129,8 +129,15 @@ async def resolve(
         direction=direction_ref(direction) if direction is not None else None,
     )
     found = await journal.find_views(selection.query())
+    return choose(operation, network, [OperationSummary.of(v) for v in found])
+
+
+def choose(vm: str, network: str, found: list[OperationSummary]) -> str | None:
+    """Of the operations of `vm` on `network` in `found`, the one `explain` means: the
+    latest attempt; when both directions have one, the live one, else the one that
+    changed last. None when nothing fits."""
     latest: dict[str, OperationSummary] = {}
-    for op in (OperationSummary.of(v) for v in found):
+    for op in found:
         if op.direction not in latest or latest[op.direction].attempt < op.attempt:
             latest[op.direction] = op
     if not latest:
@@ -140,6 +147,6 @@ async def resolve(
         return live[0].id
     if len(live) > 1:
         names = ", ".join(sorted(op.direction for op in live))
-        raise Ambiguous(f"{operation} {network} has live operations in {names}: "
+        raise Ambiguous(f"{vm} {network} has live operations in {names}: "
                         "choose one with --direction")
     return max(latest.values(), key=lambda op: (op.updated_wall, op.entered_at)).id

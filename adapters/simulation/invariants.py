@@ -40,7 +40,8 @@ the end of a step that may hide it:
   condition effect of that VM, a VirtualMachineOperation to a `RestartVM`, a migration
   to a `CreateMigration`, an Event to an `EmitEvent`, in that namespace). A write sent
   before its decision committed, after its outcome was recorded, or by no decision at
-  all is untraceable.
+  all is untraceable. The `NetworkInterfaceOperation` objects are no effect (the
+  journal's projection, `operation_objects.py`): judged by the Lease alone.
 
 At the end (`liveness.py`) every journal must verify, and every operation must have
 come to rest.
@@ -61,6 +62,7 @@ from nicplug.simulator import objects as ob
 from nicplug.simulator.resources import (
     KVVMS,
     LEASES,
+    OPERATIONS,
     PODS,
     VMIMS,
     VMIS,
@@ -301,6 +303,8 @@ class Watchman:
 
     def _traced(self, identity: str, method: str, path: str,
                 issued: Callable[[], Iterable[tuple[str, str]]]) -> None:
+        if f"/{OPERATIONS.plural}" in path:
+            return  # the journal's projection, written by no effect
         wanted = effects_for(method, path)
         if wanted is not None:
             types, namespace, name = wanted

@@ -23,7 +23,15 @@ from nicplug.simulator.clock import SimClock
 from nicplug.simulator.errors import ApiError, Conflict, NotFound
 from nicplug.simulator.knobs import Knobs
 from nicplug.simulator.networking import VM_NAME_LABEL, Json
-from nicplug.simulator.resources import IP_ADDRESSES, PODS, VMIMS, VMMACS, VMOPS, Resource
+from nicplug.simulator.resources import (
+    IP_ADDRESSES,
+    OPERATIONS,
+    PODS,
+    VMIMS,
+    VMMACS,
+    VMOPS,
+    Resource,
+)
 from nicplug.simulator.store import Store
 from nicplug.simulator.watching import WatchEvent
 
@@ -44,7 +52,7 @@ def vm_key(res: Resource, obj: Json) -> VMKey | None:
         name = (obj.get("spec") or {}).get("vmiName")
     elif res == VMOPS:
         name = (obj.get("spec") or {}).get("virtualMachineName")
-    elif res in (VMMACS, IP_ADDRESSES):  # owned by its VM (Deckhouse creates them so)
+    elif res in (VMMACS, IP_ADDRESSES, OPERATIONS):  # owned by its VM (made so)
         owners = meta.get("ownerReferences") or []
         name = next((o.get("name") for o in owners if o.get("kind") == "VirtualMachine"), None)
         if name is None and res == IP_ADDRESSES:

@@ -3,7 +3,8 @@
 On a running pod it reads `network.deckhouse.io/networks-spec` and, `delays.sdn_configure`
 after an entry appears, reports it in `network.deckhouse.io/networks-status` with
 `Configured` and `Negotiated` conditions — True, or False with a reason when the knobs
-fail that network (by identity, or at the seeded rate). A reported-ready entry is a link
+fail that network (by identity, or at the seeded rate), or the network does not exist or
+is not `Ready` (nothing configures those). A reported-ready entry is a link
 that exists: that is what virt-handler checks. An entry gone from the spec leaves the
 status after the same delay; when nothing is requested the status annotation goes.
 
@@ -19,7 +20,7 @@ from nicplug.simulator import networking as nw
 from nicplug.simulator import objects as ob
 from nicplug.simulator.actors.reactor import Reactor, VMKey
 from nicplug.simulator.networking import Json
-from nicplug.simulator.resources import PODS
+from nicplug.simulator.resources import CLUSTER_NETWORKS, NETWORKS, PODS
 
 
 class DeckhouseSDN(Reactor):
@@ -68,6 +69,19 @@ class DeckhouseSDN(Reactor):
         for action, if_name in done:
             self.forget((uid, action, if_name))
 
+    def _unusable(self, pod: Json, request: Json) -> str | None:
+        """Why the SDN will not configure the entry's network: it does not exist, or it
+        is not Ready (the agent configures only networks it has and has readied)."""
+        kind, name = str(request.get("type")), str(request.get("name"))
+        network = (self.store.peek(NETWORKS, pod["metadata"]["namespace"], name)
+                   if kind == "Network" else self.store.peek(CLUSTER_NETWORKS, None, name))
+        if network is None:
+            return f"{kind} {name} not found"
+        conditions = ob.dig(network, "status", "conditions") or []
+        if not any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions):
+            return f"{kind} {name} is not ready"
+        return None
+
     @staticmethod
     def _mac(pod: Json, if_name: str) -> str:
         """The MAC of the link the agent made: the one the VM's fixtures give it."""
@@ -77,6 +91,9 @@ class DeckhouseSDN(Reactor):
 
     def _failure(self, pod: Json, request: Json) -> str | None:
         identity = f"{request.get('type')}/{request.get('name')}"
+        missing = self._unusable(pod, request)
+        if missing is not None:
+            return missing
         failures = self.knobs.failures
         if identity in failures.sdn_networks:
             return f"the SDN cannot configure {identity} (configured to fail)"

@@ -88,7 +88,8 @@ def test_kubectl_kustomize_renders_valid_objects_in_one_namespace() -> None:
     docs = [d for d in yaml.safe_load_all(rendered.stdout) if d]
     assert {d["kind"] for _, d in manifests.documents()} == {d["kind"] for d in docs}
     ns = manifests.namespace()
-    cluster_scoped = {"Namespace", "ClusterRole", "ClusterRoleBinding"}
+    cluster_scoped = {"Namespace", "ClusterRole", "ClusterRoleBinding",
+                      "CustomResourceDefinition"}
     for doc in docs:
         validate(doc, KUBERNETES_VERSIONS[0], strict=True)
         if doc["kind"] not in cluster_scoped:

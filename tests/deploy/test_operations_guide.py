@@ -79,7 +79,7 @@ def test_the_rbac_table_grants_what_the_clusterrole_grants() -> None:
     """Every row of "What it may do (RBAC)" names a resource (`plural.group`) and the
     verbs the ClusterRole gives on it, and every rule of the ClusterRole has its row."""
     granted: dict[str, set[str]] = {}
-    for rule in manifests.one("ClusterRole")["rules"]:
+    for rule in manifests.one("ClusterRole", "nicplug")["rules"]:
         for group in rule["apiGroups"]:
             for resource in rule["resources"]:
                 plural, _, sub = resource.partition("/")

@@ -33,6 +33,7 @@ from nicplug.adapters.kube.resources import (
     VIRTUAL_MACHINES,
 )
 from nicplug.simulator import resources as sim
+from nicplug.simulator.event_views import as_v1
 from tests.kube.conftest import ApiServer
 
 SPEC_ANNOTATION = "network.deckhouse.io/networks-spec"
@@ -190,7 +191,7 @@ async def test_event_about_an_object(api_server: ApiServer, calls: KubeCalls) ->
     assert event["eventTime"] == "2026-01-02T03:04:05.000000Z"
     assert (event["note"], event["action"]) == ("Network/user-net attached", "NetworkHotplug")
     assert event["reportingController"] == event["reportingInstance"] == "nicplug"
-    stored, _ = api_server.store.list(sim.EVENTS_V1, "ns1")
+    stored = [as_v1(e) for e in api_server.store.list(sim.EVENTS, "ns1")[0]]
     assert [e["reason"] for e in stored] == ["Attached"]
 
     again = await calls.patch_event_series("ns1", event["metadata"]["name"], 2)

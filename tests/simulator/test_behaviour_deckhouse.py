@@ -143,7 +143,7 @@ async def test_a_failure_rate_fails_the_same_entries_for_the_same_seed() -> None
     async def outcome(seed: int) -> list[bool]:
         knobs = Knobs(dialect="deckhouse", seed=seed, failures=Failures(sdn_rate=0.5),
                       delays=Delays(sdn_configure=0))
-        cluster = await started(knobs)
+        cluster = await started(knobs, networks=tuple(f"net-{i}" for i in range(12)))
         for i in range(12):
             d.plug_pod(cluster.store, knobs, NS, VM, "Network", f"net-{i}", i + 2)
         await cluster.settle()

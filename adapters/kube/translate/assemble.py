@@ -249,7 +249,9 @@ def assemble_world(
     cluster = _cluster_config(objects.kubevirts, errors, memo)
 
     wanted = [n.identity for n in (vm.networks or ()) if n.type != "Main"] if vm else []
-    networks_ready = _ready_networks(objects, wanted, errors, memo)
+    # (the kubevirt flavour's networks are NADs, which nicplug does not watch)
+    networks_ready, missing = ({}, frozenset()) if in_template else _ready_networks(
+        objects, wanted, errors, memo)
 
     world = World(
         vm=vm,
@@ -259,6 +261,7 @@ def assemble_world(
         migrations=migrations,
         cluster=cluster,
         networks_ready=networks_ready,
+        networks_missing=missing,
         observation_errors=tuple(errors),
         namespace_labels=_labels_of(objects.namespace_object),
         vm_operations=operations,
@@ -459,22 +462,26 @@ def _cluster_config(
 
 def _ready_networks(
     objects: VMObjects, wanted: Iterable[str], errors: list[str], memo: ReadMemo | None
-) -> dict[str, bool]:
-    """Readiness of each wanted identity: its Network (in the VM's namespace) or
-    ClusterNetwork has `Ready=True`; missing or unreadable counts as not ready."""
-    ready = dict.fromkeys(wanted, False)
+) -> tuple[dict[str, bool], frozenset[str]]:
+    """Readiness of each wanted identity whose Network (in the VM's namespace) or
+    ClusterNetwork is read (`Ready=True` or not), and the wanted identities the cluster
+    has no object for. An unreadable one is in neither: nothing is known of it."""
+    wanted = set(wanted)
+    ready: dict[str, bool] = {}
+    found: set[str] = set()
     kinds = (("Network", objects.networks), ("ClusterNetwork", objects.cluster_networks))
     for kind, bodies in kinds:
         for body in bodies:
             namespace, name = address_of(body)
             identity = f"{kind}/{name}"
-            if identity not in ready or (kind == "Network" and namespace != objects.namespace):
+            if identity not in wanted or (kind == "Network" and namespace != objects.namespace):
                 continue
+            found.add(identity)
             try:
                 ready[identity] = _memoized(memo, kind, body, partial(_read_ready, body, kind))
             except MalformedObject as e:
                 errors.append(str(e))
-    return ready
+    return ready, frozenset(w for w in wanted if w not in found)
 
 
 def _read_ready(body: Body, kind: str) -> bool:

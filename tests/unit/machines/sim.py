@@ -81,6 +81,8 @@ class Sim:
     live_migratable: bool = True
     sdn_fails: frozenset[str] = frozenset()
     sdn_silent: frozenset[str] = frozenset()
+    networks_missing: frozenset[str] = frozenset()  # no Network/ClusterNetwork of the name
+    networks_not_ready: frozenset[str] = frozenset()  # one whose Ready is not True
     running: bool = True
     vm_conditions: dict[str, Condition] = field(default_factory=dict)
     kvvm_ifaces: list[KVVMInterface] = field(default_factory=lambda: [KVVMInterface("default")])
@@ -254,6 +256,8 @@ class Sim:
         methods = ("LiveMigrate",) if self.workload_update else ()
         cluster = ClusterConfig(self.strategy, methods)  # type: ignore[arg-type]
         return World(vm, kvvm, vmi, pods, tuple(self.migrations), cluster,
+                     networks_ready=dict.fromkeys(self.networks_not_ready, False),
+                     networks_missing=self.networks_missing,
                      vm_operations=tuple(self.vm_operations))
 
     # -- effects --------------------------------------------------------------------------

@@ -100,6 +100,15 @@ def plug_failures() -> Driver:
     return d
 
 
+def plug_network_problems() -> Driver:
+    d = make(Sim(networks=(MAIN, X), networks_missing=frozenset({"Network/x"})))
+    d.run(4)  # NetworkNotFound, at once
+    d.sim.networks_missing, d.sim.networks_not_ready = frozenset(), frozenset({"Network/x"})
+    d.now += 200
+    d.run(4)  # NetworkNotReady, the next attempt
+    return d
+
+
 def plug_attach_timeout() -> Driver:
     d = make(Sim(networks=(MAIN, X), handler_stuck=True))
     d.run(12)
@@ -375,6 +384,7 @@ SCENARIOS: dict[str, Callable[[], Driver]] = {
     "plug attached without migration": plug_attached_without_migration,
     "plug, KubeVirt stuck": plug_kubevirt_stuck,
     "plug failures": plug_failures,
+    "plug, network missing or not ready": plug_network_problems,
     "plug attach timeout": plug_attach_timeout,
     "plug rejected": plug_rejected,
     "plug restarts": plug_restarts,

@@ -72,7 +72,8 @@ def test_world_of_a_vm_hot_plugging_a_cluster_network() -> None:
     assert [r.identity for r in pod.requested] == ["Network/user-net", "ClusterNetwork/storage"]
     assert [m.name for m in world.migrations] == ["web-m1", "web-m2"]
     assert world.cluster == ClusterConfig("Stage", ("LiveMigrate",))
-    assert world.networks_ready == {"Network/user-net": True, "ClusterNetwork/storage": False}
+    assert world.networks_ready == {"Network/user-net": True}
+    assert world.networks_missing == {"ClusterNetwork/storage"}  # no such ClusterNetwork
     assert world.observation_errors == ()
     assert translation.network_identities == {
         "default": "Main",
@@ -158,7 +159,8 @@ def test_other_malformed_objects_are_left_out_and_named() -> None:
     assert [p.name for p in world.pods] == ["virt-launcher-web-x7k2p"]
     assert [m.name for m in world.migrations] == ["web-m1", "web-m2"]
     assert world.cluster == ClusterConfig()
-    assert world.networks_ready == {"Network/user-net": False, "ClusterNetwork/storage": False}
+    assert world.networks_ready == {}  # the broken Network is unreadable: nothing known
+    assert world.networks_missing == {"ClusterNetwork/storage"}
     prefixes = sorted(e.split(":")[0] for e in world.observation_errors)
     assert prefixes == [
         "KubeVirt VirtualMachine ns1/web",
