@@ -34,7 +34,7 @@ NOT_DECIDING = frozenset({
     "identity",
     "lease-duration", "renew-deadline", "retry-period", "request-timeout", "synchronous",
     "record-tape", "retention", "archive-dir", "log-level", "log-format", "query-addr",
-    "query-address",
+    "query-address", "operation-objects",
     # the executor's cap on migrations in flight: a replay executes no effect
     "max-migrations",
 })
