@@ -53,6 +53,7 @@ from nicplug.adapters.observability import (
     parse_addr,
 )
 from nicplug.adapters.observing import Observing
+from nicplug.adapters.queries.http import JournalSource
 from nicplug.adapters.reporting import MetricsListener
 from nicplug.adapters.retention import archive_finished
 from nicplug.adapters.sdn import dialect_for
@@ -226,6 +227,8 @@ class Controller:
         self._last_progress: dict[str, float] = {}
         self.loop_lag = LoopLag(on_lag=self._lagged)
         self.metrics_port: int | None = None  # the bound port (`metrics_addr` may say 0)
+        # The query API's reader of the journal, closed before the writer closes.
+        self._queries = JournalSource(settings.journal)
 
     @property
     def listed(self) -> bool:
@@ -318,7 +321,7 @@ class Controller:
 
     async def _serve_http(self) -> web.AppRunner:
         host, port = parse_addr(self.settings.metrics_addr)
-        app = make_http_app(self.metrics, self.health, journal=self.settings.journal)
+        app = make_http_app(self.metrics, self.health, journal=self._queries)
         runner = web.AppRunner(app, access_log=None)
         await runner.setup()
         try:
@@ -391,7 +394,8 @@ class Controller:
                 await asyncio.gather(*tasks, return_exceptions=True)
                 await _stop(runtime, term)
             finally:
-                await journal.close()
+                async with self._queries.withheld():
+                    await journal.close()
 
     async def _check_journal(self, journal: SQLiteJournal) -> None:
         """The whole journal file checked once, beside the work: opening checked only the

@@ -19,7 +19,7 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
-from nicplug.adapters.queries.http import add_operation_routes
+from nicplug.adapters.queries.http import JournalSource, add_operation_routes
 
 _LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
 
@@ -120,7 +120,7 @@ class Health:
 
 
 def make_http_app(
-    metrics: Metrics, health: Health, *, journal: Path | str | None = None
+    metrics: Metrics, health: Health, *, journal: Path | str | JournalSource | None = None
 ) -> web.Application:
     async def metrics_view(_: web.Request) -> web.Response:
         body = metrics.render()
