@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import signal
 from collections.abc import Coroutine
 from pathlib import Path
@@ -34,6 +35,23 @@ def _seconds(value: str, option: str) -> float:
         return duration(value)
     except ValueError as exc:
         raise typer.BadParameter(f"{option}: {exc}") from None
+
+
+def _namespaces(value: str | None) -> tuple[str, ...]:
+    """The scope's namespaces; not given: every one. A value given but naming none (an
+    empty environment variable, `,,,`) or with an empty name in it is refused: a typo
+    must not widen the controller's reach to the whole cluster."""
+    if value is None:
+        if os.environ.get(_env("namespaces")) != "":  # click reads an empty one as unset
+            return ()
+        value = ""
+    names = tuple(n.strip() for n in value.split(","))
+    if not any(names):
+        usage_error(f"--namespaces: {value!r} names no namespace; leave the option out to "
+                    "manage every namespace")
+    if not all(names):
+        usage_error(f"--namespaces: an empty name in {value!r}")
+    return names
 
 
 def _opt(name: str, help_: str) -> Any:
@@ -72,9 +90,9 @@ def run(
         str | None, _opt("namespace", "Watch only this namespace (default: all)")
     ] = None,
     namespaces: Annotated[
-        str, _opt("namespaces", "Manage VMs only in these namespaces, comma-separated "
-                  "(default: all)")
-    ] = "",
+        str | None, _opt("namespaces", "Manage VMs only in these namespaces, comma-separated "
+                         "(default: all)")
+    ] = None,
     vm_selector: Annotated[
         str, _opt("vm-selector", "Manage only VMs whose labels match this label selector "
                   "(default: all)")
@@ -149,7 +167,7 @@ def run(
             kubevirt_api=kubevirt_api, gating=gating,
             migrations=migrations, max_migrations=max_migrations, namespace=namespace,
             metrics_addr=metrics_addr,
-            namespaces=tuple(n.strip() for n in namespaces.split(",") if n.strip()),
+            namespaces=_namespaces(namespaces),
             vm_selector=vm_selector,
             sdn_ready_timeout=sdn_ready_timeout, attach_timeout=attach_timeout,
             detach_timeout=detach_timeout, migration_timeout=migration_timeout,
@@ -170,11 +188,16 @@ def run(
     configure_logging(level)
 
     from nicplug.adapters.controller import run_controller
+    from nicplug.adapters.journal_verdict import refused_at_start
     from nicplug.adapters.kube.client import ClientConfigError
     from nicplug.adapters.observability import MetricsAddressError
     from nicplug.adapters.tapes.writer import TapeUnwritable
 
     try:
+        if settings.journal.is_file():  # before anything connects: verify's verdict
+            refused = asyncio.run(refused_at_start(settings.journal))
+            if refused is not None:
+                raise refused
         asyncio.run(until_signalled(run_controller(settings)))
     except (JournalError, ClientConfigError, MetricsAddressError, TapeUnwritable) as exc:
         typer.echo(f"nicplug: {exc}", err=True)
