@@ -28,6 +28,8 @@ the end of a step that may hide it:
 * `restart-repeated` — more than one restart (a VMI deleted, or nicplug's `Stop`
   VirtualMachineOperation) for one VMI uid, or a VM restarted more than twice for one
   change of its desired networks;
+* `user-overridden` — a replica starts (a `Start` VirtualMachineOperation) a VM whose
+  user's latest operation was a `Stop`;
 * `migrations-in-flight` — a replica creates a migration while one is unfinished;
 * `untraceable-effect` — a replica sent a write (anything but the Lease) that no effect
   its journal holds as issued at that instant asks for: each write is matched, when it
@@ -111,6 +113,7 @@ class Watchman:
     malformed: dict[tuple[str, str], list[Spoiled]] = field(default_factory=dict)
     malformed_pods: set[tuple[str, str]] = field(default_factory=set)  # (namespace, pod)
     restarts_by_uid: Counter[str] = field(default_factory=Counter)
+    user_asked: dict[str, str] = field(default_factory=dict)  # VM key -> the user's last op
     restarts_by_change: Counter[tuple[str, int]] = field(default_factory=Counter)
     changes: dict[str, int] = field(default_factory=lambda: defaultdict(int))
     linked: dict[str, set[str]] = field(default_factory=dict)  # pod uid -> ifNames with a tap
@@ -209,12 +212,20 @@ class Watchman:
 
     def _operation_created(self, operation: Json) -> None:
         """A replica asked Deckhouse to stop a VM (the first step of its restart): once
-        per VMI uid, and at most twice per change of the VM's networks."""
+        per VMI uid, and at most twice per change of the VM's networks. A replica's
+        `Start` must not follow a `Stop` the user asked for (`user-overridden`)."""
         name = operation["metadata"]["name"]
-        if name.startswith(USER_OPERATION) or ob.dig(operation, "spec", "type") != "Stop":
-            return
         ns = operation["metadata"].get("namespace", "")
         vm = str(ob.dig(operation, "spec", "virtualMachineName"))
+        kind = ob.dig(operation, "spec", "type")
+        if name.startswith(USER_OPERATION):
+            self.user_asked[f"{ns}/{vm}"] = str(kind)
+            return
+        if kind == "Start" and self.user_asked.get(f"{ns}/{vm}") == "Stop":
+            self.report("user-overridden",
+                        f"{ns}/{vm}: {name} starts the VM the user stopped")
+        if kind != "Stop":
+            return
         uid = str((operation["metadata"].get("annotations") or {}).get(
             VMOP_VMI_UID_ANNOTATION, "unknown"))
         self._restarted(ns, vm, uid, counted=True)

@@ -53,9 +53,12 @@ async def _open(path: Path) -> SQLiteJournal:
 
 
 async def at_rest(path: Path, world: dict[str, dict[str, Any]], *,
-                  manual_restarts: bool, acting: bool = True) -> list[Problem]:
+                  manual_restarts: bool, acting: bool = True,
+                  clock_ahead: float = 0.0) -> list[Problem]:
     """The problems of one journal at the end of a run; `manual_restarts`: a
     `RestartRequired` operation waits for the user, who never comes, which is no fault.
+    `clock_ahead`: the furthest the replicas' clock ran ahead of the loop's (a step):
+    the journal's times are the replica's, the watchman's the loop's.
     `acting`: the replica leads, or none does. A standby's journal is judged as a
     record only (whole, every transition from where the last one left, every failure
     with a reason): what it says stopped when its term ended, and it acts on none of
@@ -117,7 +120,8 @@ async def at_rest(path: Path, world: dict[str, dict[str, Any]], *,
         # only the latest attempt of each interface: an earlier one may have failed
         # before the SDN began to report the error, and could not say it
         for view in latest.values():
-            lost = _sdn_error_lost(view, failed_at[str(view.stream)], world.get(str(view.key)))
+            lost = _sdn_error_lost(view, failed_at[str(view.stream)] - clock_ahead,
+                                   world.get(str(view.key)))
             if lost is not None:
                 problems.append(lost)
         for (key, network, direction), view in latest.items():

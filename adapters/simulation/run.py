@@ -193,7 +193,7 @@ async def _play(schedule: Schedule, directory: Path, tape: Path | None) -> Outco
             progress[0] = index + 1
             await asyncio.sleep(0)
         await hands.heal()
-        await hands.wait(QUIET)
+        await hands.wait(QUIET + hands.clock_debt)
         await _judge(hands, replicas, watchman)
 
     driver = asyncio.ensure_future(script())
@@ -232,6 +232,7 @@ async def _judge(hands: Hands, replicas: list[Replica], watchman: Watchman) -> N
             continue
         problems = await at_rest(replica.journal, hands.world(),
                                  manual_restarts=hands.setup.approval == "Manual",
-                                 acting=replica.leading or not leader)
+                                 acting=replica.leading or not leader,
+                                 clock_ahead=hands.clock_debt)
         for invariant, detail in problems:
             watchman.report(invariant, f"{replica.identity}: {detail}")

@@ -120,6 +120,7 @@ class Sim:
     # `vmop_phase` is how Deckhouse ends a Stop (Completed, or Failed: refused)
     run_policy: str = ""
     vm_operations: list[VMOperation] = field(default_factory=list)
+    user_vm_operations: list[VMOperation] = field(default_factory=list)  # the user's own
     vmop_phase: str = "Completed"
     # the kubevirt flavour: the desired state is the KVVM template, which the user edits
     # (`user_plugs`, `user_unplugs`); `networks` is not read
@@ -231,7 +232,8 @@ class Sim:
             )  # fmt: skip
         cluster = ClusterConfig(self.strategy)  # type: ignore[arg-type]
         return World(vm, kvvm, vmi, pods, tuple(self.migrations), cluster,
-                     vm_operations=tuple(self.vm_operations))
+                     vm_operations=tuple(self.vm_operations),
+                     user_vm_operations=tuple(self.user_vm_operations))
 
     # -- effects --------------------------------------------------------------------------
 
