@@ -22,9 +22,11 @@ the end of a step that may hide it:
   heard of the change (a stalled watch, a race) fails its precondition. A write to
   another of the VM's objects counts once the replica's informers hold the malformed
   version: no patch can pin an object it does not address, and a controller cannot
-  hold still for what it has not been shown. Judged on what the server did: a write it
-  refused, or never handled (the connection cut while it waited), changed nothing;
-  one it answered 2xx counts, as of the instant it was sent;
+  hold still for what it has not been shown; such a write counts when it is sent,
+  whatever the server did with it (the fence must keep it from leaving). A write to
+  the malformed object is judged on what the server did: one it refused, or never
+  handled (the connection cut while it waited), changed nothing; one it answered 2xx
+  counts, as of the instant it was sent;
 * `restart-repeated` — more than one restart (a VMI deleted, or nicplug's `Stop`
   VirtualMachineOperation) for one VMI uid, or a VM restarted more than twice for one
   change of its desired networks;
@@ -280,11 +282,18 @@ class Watchman:
                         f"{identity} sent {method} {path} before its informers had listed")
         target = _vm_target(path)
         unreadable: list[str] = []
-        if target is not None and "/events" not in path and any(
-                _addresses(path, spoiled) or _knew(seen, target[0], spoiled)
-                for spoiled in self.malformed.get(target, ())):
-            unreadable.append(f"{identity} sent {method} {path} while {target[0]}/{target[1]}'s "
-                              f"objects are malformed")
+        spoiled_now = self.malformed.get(target, ()) if target is not None else ()
+        if target is not None and "/events" not in path:
+            if any(not _addresses(path, spoiled) and _knew(seen, target[0], spoiled)
+                   for spoiled in spoiled_now):
+                # another object: nothing pins what it was not shown, so the fence must
+                # keep the write from leaving at all; refused or cut off, it was sent
+                self.report("write-while-unreadable",
+                            f"{identity} sent {method} {path} while its informers hold "
+                            f"{target[0]}/{target[1]}'s malformed objects")
+            elif any(_addresses(path, spoiled) for spoiled in spoiled_now):
+                unreadable.append(f"{identity} sent {method} {path} while "
+                                  f"{target[0]}/{target[1]}'s objects are malformed")
         if _pod_target(path) in self.malformed_pods:
             unreadable.append(
                 f"{identity} sent {method} {path} over an SDN annotation it cannot read")
