@@ -98,6 +98,7 @@ def simulate(schedule: Schedule, *, workdir: Path | None = None,
             directory = workdir or Path(scratch)
             return loop.run_until_complete(_play(schedule, directory, tape))
     finally:
+        _cancel_what_is_left(loop)
         loop.run_until_complete(loop.shutdown_asyncgens())
         loop.close()
         if collecting:
@@ -107,6 +108,18 @@ def simulate(schedule: Schedule, *, workdir: Path | None = None,
             # when given back to the collector: now and then, one walk of everything
             gc.unfreeze()
         gc.collect()
+
+
+def _cancel_what_is_left(loop: asyncio.AbstractEventLoop) -> None:
+    """Cancel every task the run left (as `asyncio.run` does) and let each end: a task
+    destroyed while pending (an effect's attempts when a replica's stop was cut short)
+    says so on stderr and never runs its `finally`, which closes sessions and files."""
+    left = [task for task in asyncio.all_tasks(loop) if not task.done()]
+    if not left:
+        return
+    for task in left:
+        task.cancel()
+    loop.run_until_complete(asyncio.gather(*left, return_exceptions=True))
 
 
 THAW_EVERY = 1024
