@@ -116,6 +116,9 @@ class Watchman:
     malformed_pods: set[tuple[str, str]] = field(default_factory=set)  # (namespace, pod)
     restarts_by_uid: Counter[str] = field(default_factory=Counter)
     user_asked: dict[str, str] = field(default_factory=dict)  # VM key -> the user's last op
+    journals: dict[str, Callable[[], list[tuple[int, str, str]]]] = field(default_factory=dict)
+    """Each replica's issued effects (id, type, target), by identity: what backs a create."""
+    backed: set[tuple[str, int]] = field(default_factory=set)  # (replica, effect id) used
     restarts_by_change: Counter[tuple[str, int]] = field(default_factory=Counter)
     changes: dict[str, int] = field(default_factory=lambda: defaultdict(int))
     linked: dict[str, set[str]] = field(default_factory=dict)  # pod uid -> ifNames with a tap
@@ -138,8 +141,14 @@ class Watchman:
             self._released(change)
         if change.resource is VMIMS and change.type == "ADDED":
             self._migration_created(change.obj)
+            if not change.obj["metadata"]["name"].startswith(USER_MIGRATION):
+                # (its effect's target is the migration itself, named from the VM)
+                self._backed(change.obj, "CreateMigration", change.obj["metadata"]["name"])
         if change.resource is VMOPS and change.type == "ADDED":
             self._operation_created(change.obj)
+            if not change.obj["metadata"]["name"].startswith(USER_OPERATION):
+                self._backed(change.obj, "RestartVM",
+                             ob.dig(change.obj, "spec", "virtualMachineName"))
         if change.resource is PODS and self.dialect == "deckhouse":
             self._tap(change)
             self._sdn_errors(change)
@@ -211,6 +220,24 @@ class Watchman:
                 self.report("link-before-sdn",
                             f"{ns}/{vm}: the running VMI holds {sorted(missing)} but its launcher "
                             f"pod {pod['metadata']['name']} has no link (ready SDN entry) for them")
+
+    def _backed(self, created: Json, effect_type: str, vm: object) -> None:
+        """A migration or VirtualMachineOperation the controller created is backed by
+        exactly one issued effect of that type for that object (the VM; a migration's
+        own name), which backs no other create: one for another VM, or a second one for
+        the same effect, is `untraceable-effect`."""
+        if not self.journals:
+            return
+        target = f"{created['metadata'].get('namespace', '')}/{vm}"
+        for identity, issued in self.journals.items():
+            for effect_id, kind, effect_target in issued():
+                if kind == effect_type and effect_target == target \
+                        and (identity, effect_id) not in self.backed:
+                    self.backed.add((identity, effect_id))
+                    return
+        self.report("untraceable-effect",
+                    f"{created['metadata']['name']} was created for {target}, which no issued "
+                    f"{effect_type} asks for that has not made one already")
 
     def _operation_created(self, operation: Json) -> None:
         """A replica asked Deckhouse to stop a VM (the first step of its restart): once

@@ -27,12 +27,13 @@ import tempfile
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from nicplug.adapters.simulation.actions import Hands
 from nicplug.adapters.simulation.invariants import Violation, Watchman
-from nicplug.adapters.simulation.journal import issued_effects
+from nicplug.adapters.simulation.journal import issued_effect_rows, issued_effects
 from nicplug.adapters.simulation.liveness import at_rest
 from nicplug.adapters.simulation.loop import (
     EPOCH,
@@ -193,6 +194,7 @@ async def _play(schedule: Schedule, directory: Path, tape: Path | None) -> Outco
         replicas.append(Replica("nicplug-b", directory / "b.db", settings, server, requested,
                                 landings))
     for replica in replicas:
+        watchman.journals[replica.identity] = partial(issued_effect_rows, replica.journal)
         replica.start()
     hands = Hands(cluster, replicas, watchman, setup)
     progress = [0]

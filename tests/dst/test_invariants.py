@@ -270,3 +270,26 @@ def test_the_watchman_knows_since_when_the_sdn_reports_each_error() -> None:
     change("MODIFIED", pod("again"))
     change("DELETED", pod("again"))
     assert watchman.sdn_error_since == {}
+
+
+def test_a_create_is_backed_by_one_issued_effect_of_its_own_vm() -> None:
+    """A VirtualMachineOperation the controller creates needs an issued `RestartVM` of
+    that VM, and one effect backs one create: a second create for it (a double write),
+    or one for another VM, is untraceable, whatever else the namespace has issued."""
+    from nicplug.simulator.resources import VMOPS
+    from nicplug.simulator.watching import Change
+
+    watchman = Watchman(Store(), "deckhouse", ("nicplug-system", "nicplug"), lambda: 0.0)
+    watchman.journals["nicplug-a"] = lambda: [(7, "RestartVM", "ns1/vm1")]
+
+    def created(name: str, vm: str) -> list[str]:
+        watchman.on_change(Change(1, VMOPS, "ADDED", {
+            "metadata": {"name": name, "namespace": "ns1"},
+            "spec": {"type": "Stop", "virtualMachineName": vm}}, None))
+        found = [v.detail for v in watchman.violations if v.invariant == "untraceable-effect"]
+        watchman.violations.clear()
+        return found
+
+    assert created("nicplug-stop-vm2", "vm2"), "another VM's effect backs nothing of vm1's"
+    assert created("nicplug-stop-vm1", "vm1") == []
+    assert created("nicplug-stop-vm1-again", "vm1"), "one effect, two creates"
