@@ -62,7 +62,7 @@ from nicplug.adapters.observability import (
 from nicplug.adapters.observing import Observing
 from nicplug.adapters.operation_objects import OperationObjects
 from nicplug.adapters.platform_mode import ModeFinding, find_mode
-from nicplug.adapters.queries.http import make_query_app
+from nicplug.adapters.queries.http import JournalSource, make_query_app
 from nicplug.adapters.reporting import MetricsListener
 from nicplug.adapters.retention import archive_finished
 from nicplug.adapters.sdn import dialect_for
@@ -261,6 +261,8 @@ class Controller:
         self.loop_lag = LoopLag(on_lag=self._lagged)
         self.metrics_port: int | None = None  # the bound port (`metrics_addr` may say 0)
         self.query_port: int | None = None  # the bound port of `/operations`, if served
+        # The query API's reader of the journal, closed before the writer closes.
+        self._queries = JournalSource(settings.journal_dsn or settings.journal)
 
     @property
     def listed(self) -> bool:
@@ -391,7 +393,7 @@ class Controller:
             return [runner]
         try:
             queries = await _serve(
-                make_query_app(self.settings.journal_dsn or self.settings.journal),
+                make_query_app(self._queries),
                 self.settings.query_addr, "--query-addr")
         except BaseException:
             await runner.cleanup()
@@ -531,7 +533,8 @@ class Controller:
                 if journal is self._shared:
                     self._start_following()  # a standby again
                 else:
-                    await journal.close()
+                    async with self._queries.withheld():
+                        await journal.close()
 
     async def _check_journal(self, journal: SQLiteJournal) -> None:
         """The whole journal file checked once, beside the work: opening checked only the

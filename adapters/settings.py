@@ -8,6 +8,7 @@ turns them into the records the engine and the machines take. A bad value is a
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Literal
 
@@ -27,6 +28,7 @@ from nicplug.engine.locations import is_dsn, shown
 from nicplug.machines.policy import MachineConfig, Mode, Timeouts
 
 Dialect = Literal["deckhouse", "multus"]
+_NAMESPACE = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 Gating = Literal["rollout-strategy", "always-live"]
 Migrations = Literal["auto", "opt-in", "never", "manual"]
 ModeSetting = Literal["auto", "observe", "drive"]
@@ -36,7 +38,8 @@ ModeSetting = Literal["auto", "observe", "drive"]
 
 
 class Settings(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    # every duration a finite number of seconds: `inf` would be a wait without a deadline
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
     kubeconfig: Path | None = None
     journal: Path = Path("nicplug-journal.db")
@@ -81,6 +84,24 @@ class Settings(BaseModel):
     """Where archives go; None: beside the journal."""
     operation_objects: bool = True
     """Project each operation to a `NetworkInterfaceOperation` object (`operation_objects`)."""
+
+    @field_validator("journal")
+    @classmethod
+    def _journal(cls, value: Path) -> Path:
+        if value.is_dir():
+            raise ValueError(f"{value} is a directory; name the journal file in it")
+        if not value.absolute().parent.is_dir():
+            raise ValueError(f"no directory {value.absolute().parent} for the journal")
+        return value
+
+    @field_validator("namespaces")
+    @classmethod
+    def _namespaces(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for name in value:
+            if not _NAMESPACE.fullmatch(name):
+                raise ValueError(f"{name!r} is not a namespace name (lower-case letters, "
+                                 "digits and '-', at most 63)")
+        return value
 
     @field_validator("vm_selector")
     @classmethod

@@ -15,7 +15,14 @@ import asyncio
 import heapq
 import itertools
 import time
+from collections.abc import Awaitable, Callable
 from typing import Protocol
+
+NAP = 30.0
+"""The longest a sleeper waits before it reads the wall clock again. A deadline is wall
+time, but a sleep runs on the loop's monotonic clock: a wall clock stepped forward
+during it is seen within one nap (the timer fires at most `NAP` late), and one stepped
+back makes the sleeper wake early, read the clock and sleep again."""
 
 
 class Clock(Protocol):
@@ -26,19 +33,41 @@ class Clock(Protocol):
     async def sleep_until(self, deadline: float) -> None: ...
 
 
+async def sleep_past(
+    deadline: float,
+    *,
+    now: Callable[[], float],
+    nap: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    longest: float = NAP,
+) -> None:
+    """Return once `now()` has reached `deadline`, however the clock behind `now` was
+    stepped meanwhile: every wake reads it again, and an early wake sleeps again. Never
+    returns before the deadline; a timer that fired early would be decided as not yet
+    due, its cancellation journaled, and the deadline lost."""
+    while (delay := deadline - now()) > 0:
+        await nap(min(delay, longest))
+
+
 class RealClock:
-    """Epoch seconds for both: durable deadlines keep their meaning across processes."""
+    """Epoch seconds for both: durable deadlines keep their meaning across processes.
+    `wall` and `nap` are the system's; a test injects its own to step the wall clock."""
+
+    def __init__(
+        self,
+        wall: Callable[[], float] = time.time,
+        nap: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    ) -> None:
+        self._wall = wall
+        self._nap = nap
 
     def now(self) -> float:
-        return time.time()
+        return self._wall()
 
     def wall(self) -> float:
-        return time.time()
+        return self._wall()
 
     async def sleep_until(self, deadline: float) -> None:
-        delay = deadline - time.time()
-        if delay > 0:
-            await asyncio.sleep(delay)
+        await sleep_past(deadline, now=self._wall, nap=self._nap)
 
 
 class VirtualClock:

@@ -391,6 +391,8 @@ class World:
     """The labels of the VM's namespace, where read (`--migrations opt-in`)."""
     vm_operations: tuple[VMOperation, ...] = ()
     """The `VirtualMachineOperation`s nicplug created for this VM (Deckhouse)."""
+    user_vm_operations: tuple[VMOperation, ...] = ()
+    """The ones others (the user: `d8 v start|stop|restart`) created, `vmi_uid` empty."""
 
     def vm_operation(self, type_: str, vmi_uid: str) -> VMOperation | None:
         """nicplug's operation of `type_` for the restart of VMI `vmi_uid`, if any."""
@@ -401,12 +403,15 @@ class World:
     def stopped_for_restart(self) -> VMOperation | None:
         """nicplug's latest `Stop`, when Deckhouse completed it and no `Start` of
         nicplug's followed: the VM is stopped for a restart of nicplug's, to be started
-        again. (An older `Stop` left without a `Start` was overtaken: the VM ran again.)"""
+        again. (An older `Stop` left without a `Start` was overtaken: the VM ran again;
+        so was one the user's own operation followed.)"""
         stops = [o for o in self.vm_operations if o.type == "Stop"]
         if not stops:
             return None
         latest = max(stops, key=lambda o: (o.created, o.name))
         if latest.phase != "Completed" or self.vm_operation("Start", latest.vmi_uid):
             return None
+        if any(o.created >= latest.created for o in self.user_vm_operations):
+            return None  # the user started, stopped or restarted it since: theirs now
         return latest
 

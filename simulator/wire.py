@@ -21,6 +21,10 @@ from nicplug.simulator.errors import (
 from nicplug.simulator.routing import Call
 
 BODY_LIMIT = 3 * 1024 * 1024  # the real server's default request size limit
+MAX_DEPTH = 100
+"""How deep a request body may nest. Kubernetes' JSON decoder stops at 10,000
+(apimachinery `util/json`, "exceeded max depth") with a 400; the patches here recurse
+once or twice a level, so the simulated server refuses far less deep, the same way."""
 
 
 def json_response(body: Any, status: int = 200) -> web.Response:
@@ -45,9 +49,28 @@ async def read_json(request: web.Request) -> Any:
     if not data:
         raise BadRequest("the request has no body")
     try:
-        return orjson.loads(data)
+        body = orjson.loads(data)
     except orjson.JSONDecodeError as e:
         raise BadRequest(f"the request body is not valid JSON: {e}") from e
+    if _depth(body) > MAX_DEPTH:
+        raise BadRequest(f"the request body is nested deeper than {MAX_DEPTH} levels")
+    return body
+
+
+def _depth(value: Any) -> int:
+    """How deep maps and lists nest in `value`, counted without recursing."""
+    deepest, level = 0, [(value, 1)]
+    while level:
+        item, depth = level.pop()
+        if isinstance(item, dict):
+            children: Any = item.values()
+        elif isinstance(item, list):
+            children = item
+        else:
+            continue
+        deepest = max(deepest, depth)
+        level.extend((child, depth + 1) for child in children)
+    return deepest
 
 
 def require_json(request: web.Request) -> None:

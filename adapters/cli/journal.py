@@ -16,9 +16,8 @@ from __future__ import annotations
 import os
 import sys
 import tempfile
-from dataclasses import asdict
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Annotated, Any
+from typing import IO, Annotated
 
 import typer
 
@@ -37,16 +36,9 @@ from nicplug.adapters.cli.querying import (
     print_json,
 )
 from nicplug.adapters.exporting import event_line
-from nicplug.engine.audit import Mismatch, audit, folder
-from nicplug.engine.errors import JournalRefused
+from nicplug.adapters.journal_verdict import mismatches_found, verified
+from nicplug.engine.audit import Mismatch
 from nicplug.engine.inspection import JournalInspection
-from nicplug.engine.schema import latest_version
-from nicplug.engine.sqlite_journal import SQLiteJournal
-
-if TYPE_CHECKING:
-    from nicplug.engine.postgres_journal import PostgresJournal
-from nicplug.machines.decider import HotplugDecider
-from nicplug.machines.operation import fold_view, retrying
 
 journal_app = typer.Typer(
     name="journal", help="Check, export, rebuild, archive or back up the journal.",
@@ -57,47 +49,11 @@ app.add_typer(journal_app)
 _PAGE = 1000
 
 
-async def _verify(journal: SQLiteJournal | PostgresJournal) -> dict[str, Any]:
-    """The report of `journal verify`, for either backend."""
-    try:
-        problems = await journal.integrity()
-    except JournalRefused as error:  # so damaged that the check itself gives up
-        return {"ok": False, "integrity": [error.problem]}
-    report: dict[str, Any] = {"ok": problems == ["ok"], "integrity": problems}
-    try:
-        census = await journal.census()
-    except JournalRefused as error:  # damaged pages may fail the counts too
-        report["ok"] = False
-        report["integrity"] = [*problems, error.problem] if problems != ["ok"] else [
-            error.problem]
-        return report
-    report.update(
-        schema_version=census.schema_version, schema_supported=_supported(journal),
-        events=census.events, last_position=census.last_position, streams=census.streams,
-        live_streams=census.live_streams, effects=dict(census.effects), timers=census.timers,
-    )
-    if report["ok"]:
-        decider = HotplugDecider()
-        given = await journal.audit_input(folder(fold_view))
-        mismatches = audit(decider, given, retrying)
-        report["mismatches"] = [asdict(m) for m in mismatches]
-        report["ok"] = not mismatches
-    return report
-
-
-def _supported(journal: SQLiteJournal | PostgresJournal) -> int:
-    if isinstance(journal, SQLiteJournal):
-        return latest_version()
-    from nicplug.engine.postgres_opening import latest_version as postgres_latest
-
-    return postgres_latest()
-
-
 @journal_app.command()
 def verify(journal: JournalPath = DEFAULT_JOURNAL, json_: JsonFlag = False) -> None:
     """Check the journal's integrity and that its read model, outbox and timers agree
     with its events; print its schema version and counts."""
-    report, mode = ask_saying_how(journal, _verify, integrity="none")
+    report, mode = ask_saying_how(journal, verified, integrity="none")
     name = named(journal)
     report = {"journal": name, "read_mode": mode, **report}
     if json_:
@@ -109,9 +65,7 @@ def verify(journal: JournalPath = DEFAULT_JOURNAL, json_: JsonFlag = False) -> N
         if report["ok"]:
             out.print(plain(f"{name}: ok"))
         elif mismatches:
-            out.print(plain(f"{name}: {len(mismatches)} mismatches between the events and "
-                            "what the journal keeps from them; `nicplug journal rebuild` "
-                            "(controller stopped) rewrites the read model from the events"))
+            out.print(plain(f"{name}: {mismatches_found(len(mismatches))}"))
             for mismatch in mismatches[:50]:
                 out.print(plain(f"  {mismatch.line()}"))
         else:

@@ -201,7 +201,7 @@ def copy(
 ) -> None:
     """Copy a whole journal between SQLite and PostgreSQL (stop the controller first),
     then verify both sides."""
-    from nicplug.adapters.cli.journal import _verify
+    from nicplug.adapters.journal_verdict import verified as verdict
     from nicplug.engine import journal_copy
     from nicplug.engine.locations import is_dsn, shown
     from nicplug.engine.postgres_journal import PostgresJournal
@@ -217,7 +217,7 @@ def copy(
             if is_dsn(location) else
             await SQLiteJournal.open(location, read_only=True, schemas=schemas()))
         try:
-            return await _verify(journal)
+            return await verdict(journal)
         finally:
             await journal.close()
 

@@ -83,8 +83,8 @@ def replay(
         "--namespace", "-n",
         help="Replay only the VMs in this namespace, or these (comma-separated), as "
              "`run --namespace` manages them (default: all)")] = None,
-    namespaces: Annotated[str, typer.Option(
-        hidden=True, help="Deprecated: --namespace takes several, comma-separated")] = "",
+    namespaces: Annotated[str | None, typer.Option(
+        hidden=True, help="Deprecated: --namespace takes several, comma-separated")] = None,
     vm_selector: Annotated[str, typer.Option(
         help="Replay only the VMs whose labels match this label selector (default: all)")] = "",
     sdn_ready_timeout: Annotated[float, _TIME] = 120.0,

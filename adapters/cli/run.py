@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import signal
 from collections.abc import Coroutine
 from pathlib import Path
@@ -100,9 +101,9 @@ def run(
         help="Manage VMs only in this namespace, or these (comma-separated); one namespace "
              "is also the only one watched (default: all)",
     )] = None,
-    namespaces: Annotated[str, typer.Option(
+    namespaces: Annotated[str | None, typer.Option(
         "--namespaces", envvar=_env("namespaces"), hidden=True,
-        help="Deprecated: --namespace takes several, comma-separated")] = "",
+        help="Deprecated: --namespace takes several, comma-separated")] = None,
     vm_selector: Annotated[
         str, _opt("vm-selector", "Manage only VMs whose labels match this label selector "
                   "(default: all)")
@@ -232,24 +233,44 @@ def run(
     configure_logging(level, log_format)
 
     from nicplug.adapters.controller import run_controller
+    from nicplug.adapters.journal_verdict import refused_at_start
     from nicplug.adapters.kube.client import ClientConfigError
     from nicplug.adapters.observability import MetricsAddressError
     from nicplug.adapters.tapes.writer import TapeUnwritable
 
     try:
+        if settings.journal_dsn is None and settings.journal.is_file():  # verify's verdict, first
+            refused = asyncio.run(refused_at_start(settings.journal))
+            if refused is not None:
+                raise refused
         asyncio.run(until_signalled(run_controller(settings)))
     except (JournalError, ClientConfigError, MetricsAddressError, TapeUnwritable) as exc:
         typer.echo(f"nicplug: {exc}", err=True)
         raise typer.Exit(1) from None
 
 
-def namespace_scope(namespace: str | None, namespaces: str) -> tuple[str, ...]:
-    """The namespaces `-n` (and the deprecated `--namespaces`) name, each once, in order."""
-    if namespaces:
+def namespace_scope(namespace: str | None, namespaces: str | None) -> tuple[str, ...]:
+    """The namespaces `-n` (and the deprecated `--namespaces`) name, each once, in order;
+    neither given: every namespace. A value given but naming none (`,,,`, an empty
+    environment variable) or with an empty name in it is refused: a typo must not widen
+    the controller's reach to the whole cluster."""
+    if namespaces is not None:
         typer.echo("nicplug: --namespaces is deprecated: say --namespace (-n), which takes "
                    "several, comma-separated", err=True)
-    named = (n.strip() for n in f"{namespace or ''},{namespaces}".split(","))
-    return tuple(dict.fromkeys(n for n in named if n))
+    names: list[str] = []
+    for option, value in (("namespace", namespace), ("namespaces", namespaces)):
+        if value is None and os.environ.get(_env(option)) == "":
+            value = ""  # click reads an empty environment variable as unset
+        if value is None:
+            continue
+        given = [n.strip() for n in value.split(",")]
+        if not any(given):
+            usage_error(f"--{option}: {value!r} names no namespace; leave the option out to "
+                        "manage every namespace")
+        if not all(given):
+            usage_error(f"--{option}: an empty name in {value!r}")
+        names += given
+    return tuple(dict.fromkeys(names))
 
 
 async def until_signalled(work: Coroutine[Any, Any, None]) -> None:

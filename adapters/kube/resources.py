@@ -54,10 +54,11 @@ WORKLOAD_UPDATE_ANNOTATION = "kubevirt.io/workloadUpdateMigration"
 """On a migration KubeVirt's workload updater created (`workload-updater.go`)."""
 VIRTUAL_MACHINE_OPERATIONS = KindRef(
     "virtualization.deckhouse.io", "v1alpha2", "virtualmachineoperations",
-    "VirtualMachineOperation", True, label_selector=MANAGED_BY_NICPLUG,
+    "VirtualMachineOperation", True,
 )
-"""How Deckhouse asks its controller to start, stop or restart a VM; nicplug watches
-only its own (the restarts it began)."""
+"""How Deckhouse asks its controller to start, stop or restart a VM. nicplug watches
+its own (the restarts it began) and the user's: a start or stop the user asked for
+after nicplug's `Stop` takes the VM back, and nicplug never starts it again."""
 VMOP_VMI_UID_ANNOTATION = "nicplug.io/restart-of-vmi"
 """On a VirtualMachineOperation nicplug created: the uid of the VMI whose restart it is
 part of (its name holds only a digest of it)."""

@@ -63,16 +63,29 @@ class JournalSource:
 
     async def close(self) -> None:
         async with self._lock:
-            if self._journal is not None:
-                await self._journal.close()
-                self._journal = None
+            await self._close()
+
+    async def _close(self) -> None:
+        if self._journal is not None:
+            await self._journal.close()
+            self._journal = None
+
+    @contextlib.asynccontextmanager
+    async def withheld(self) -> AsyncIterator[None]:
+        """No reader open while the body runs (requests wait): the writer's close is
+        then the last connection's, and SQLite checkpoints the WAL into the main file
+        and removes it. A reader still open would leave the whole journal in the `-wal`
+        file and the `.db` alone unreadable as a journal."""
+        async with self._lock:
+            await self._close()
+            yield
 
 
 def _error(status: int, message: str) -> web.Response:
     return web.json_response({"error": message}, status=status)
 
 
-def make_query_app(journal: Path | str) -> web.Application:
+def make_query_app(journal: Path | str | JournalSource) -> web.Application:
     """The query address's application: the operation views of `journal`."""
     app = web.Application()
     add_operation_routes(app, journal)
@@ -80,10 +93,14 @@ def make_query_app(journal: Path | str) -> web.Application:
 
 
 def add_operation_routes(
-    app: web.Application, journal: Path | str, *, now: Callable[[], float] = time.time
-) -> None:
-    """Serve the operation views of the journal at `journal` from `app`."""
-    source = JournalSource(journal)
+    app: web.Application,
+    journal: Path | str | JournalSource,
+    *,
+    now: Callable[[], float] = time.time,
+) -> JournalSource:
+    """Serve the operation views of the journal at `journal` from `app`; the source
+    read, for its writer to withhold while it closes."""
+    source = journal if isinstance(journal, JournalSource) else JournalSource(journal)
 
     async def list_view(request: web.Request) -> web.Response:
         unknown = sorted(set(request.query) - _PARAMETERS)
@@ -117,3 +134,4 @@ def add_operation_routes(
     app.router.add_get("/operations", list_view)
     app.router.add_get("/operations/{id:.+}", detail_view)
     app.on_cleanup.append(closing)
+    return source

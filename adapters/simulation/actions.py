@@ -58,6 +58,7 @@ class Hands:
         self._previous: dict[str, list[str]] = {}
         self._spoiled: dict[tuple[Resource, str, str], Json] = {}
         self._later: list[asyncio.Task[None]] = []
+        self.clock_debt = 0.0  # the furthest any wall clock ran ahead
         self._migrations = 0
         self._operations = 0
 
@@ -413,8 +414,18 @@ class Hands:
 
     # -- the end of faults ---------------------------------------------------------------
 
+    def _do_clock_step(self, _ns: str, _name: str, seconds: float) -> None:
+        """The controllers' wall clock stepped by `seconds` (NTP, an operator)."""
+        for replica in self.replicas:
+            replica.clock.step += seconds
+            self.clock_debt = max(self.clock_debt, replica.clock.step)
+
     async def heal(self) -> None:
-        """Every fault ends: HTTP, watches, network, journal; the dead restart."""
+        """Every fault ends: HTTP, watches, network, journal; the dead restart; the wall
+        clocks are set right (a deadline armed while one ran ahead lies that much
+        further: `clock_debt` is added to the quiet period)."""
+        for replica in self.replicas:
+            replica.clock.step = 0.0
         for task in self._later:
             task.cancel()
         await asyncio.gather(*self._later, return_exceptions=True)

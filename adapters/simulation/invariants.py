@@ -22,12 +22,16 @@ the end of a step that may hide it:
   heard of the change (a stalled watch, a race) fails its precondition. A write to
   another of the VM's objects counts once the replica's informers hold the malformed
   version: no patch can pin an object it does not address, and a controller cannot
-  hold still for what it has not been shown. Judged on what the server did: a write it
-  refused, or never handled (the connection cut while it waited), changed nothing;
-  one it answered 2xx counts, as of the instant it was sent;
+  hold still for what it has not been shown; such a write counts when it is sent,
+  whatever the server did with it (the fence must keep it from leaving). A write to
+  the malformed object is judged on what the server did: one it refused, or never
+  handled (the connection cut while it waited), changed nothing; one it answered 2xx
+  counts, as of the instant it was sent;
 * `restart-repeated` — more than one restart (a VMI deleted, or nicplug's `Stop`
   VirtualMachineOperation) for one VMI uid, or a VM restarted more than twice for one
   change of its desired networks;
+* `user-overridden` — a replica starts (a `Start` VirtualMachineOperation) a VM whose
+  user's latest operation was a `Stop`;
 * `migrations-in-flight` — a replica creates a migration while one is unfinished;
 * `migrations-per-operation` — more migrations a replica created for one operation
   (`nicplug.io/operation` on the migration, over its attempts, between two user edits
@@ -117,6 +121,10 @@ class Watchman:
     malformed: dict[tuple[str, str], list[Spoiled]] = field(default_factory=dict)
     malformed_pods: set[tuple[str, str]] = field(default_factory=set)  # (namespace, pod)
     restarts_by_uid: Counter[str] = field(default_factory=Counter)
+    user_asked: dict[str, str] = field(default_factory=dict)  # VM key -> the user's last op
+    journals: dict[str, Callable[[], list[tuple[int, str, str]]]] = field(default_factory=dict)
+    """Each replica's issued effects (id, type, target), by identity: what backs a create."""
+    backed: set[tuple[str, int]] = field(default_factory=set)  # (replica, effect id) used
     restarts_by_change: Counter[tuple[str, int]] = field(default_factory=Counter)
     changes: dict[str, int] = field(default_factory=lambda: defaultdict(int))
     linked: dict[str, set[str]] = field(default_factory=dict)  # pod uid -> ifNames with a tap
@@ -140,10 +148,16 @@ class Watchman:
             self._released(change)
         if change.resource is VMIMS and change.type == "ADDED":
             self._migration_created(change.obj)
+            if not change.obj["metadata"]["name"].startswith(USER_MIGRATION):
+                # (its effect's target is the migration itself, named from the VM)
+                self._backed(change.obj, "CreateMigration", change.obj["metadata"]["name"])
         if change.resource is VMIMS:
             self.migration_count.on_change(self, change)
         if change.resource is VMOPS and change.type == "ADDED":
             self._operation_created(change.obj)
+            if not change.obj["metadata"]["name"].startswith(USER_OPERATION):
+                self._backed(change.obj, "RestartVM",
+                             ob.dig(change.obj, "spec", "virtualMachineName"))
         if change.resource is PODS and self.dialect == "deckhouse":
             self._tap(change)
             self._sdn_errors(change)
@@ -216,14 +230,40 @@ class Watchman:
                             f"{ns}/{vm}: the running VMI holds {sorted(missing)} but its launcher "
                             f"pod {pod['metadata']['name']} has no link (ready SDN entry) for them")
 
+    def _backed(self, created: Json, effect_type: str, vm: object) -> None:
+        """A migration or VirtualMachineOperation the controller created is backed by
+        exactly one issued effect of that type for that object (the VM; a migration's
+        own name), which backs no other create: one for another VM, or a second one for
+        the same effect, is `untraceable-effect`."""
+        if not self.journals:
+            return
+        target = f"{created['metadata'].get('namespace', '')}/{vm}"
+        for identity, issued in self.journals.items():
+            for effect_id, kind, effect_target in issued():
+                if kind == effect_type and effect_target == target \
+                        and (identity, effect_id) not in self.backed:
+                    self.backed.add((identity, effect_id))
+                    return
+        self.report("untraceable-effect",
+                    f"{created['metadata']['name']} was created for {target}, which no issued "
+                    f"{effect_type} asks for that has not made one already")
+
     def _operation_created(self, operation: Json) -> None:
         """A replica asked Deckhouse to stop a VM (the first step of its restart): once
-        per VMI uid, and at most twice per change of the VM's networks."""
+        per VMI uid, and at most twice per change of the VM's networks. A replica's
+        `Start` must not follow a `Stop` the user asked for (`user-overridden`)."""
         name = operation["metadata"]["name"]
-        if name.startswith(USER_OPERATION) or ob.dig(operation, "spec", "type") != "Stop":
-            return
         ns = operation["metadata"].get("namespace", "")
         vm = str(ob.dig(operation, "spec", "virtualMachineName"))
+        kind = ob.dig(operation, "spec", "type")
+        if name.startswith(USER_OPERATION):
+            self.user_asked[f"{ns}/{vm}"] = str(kind)
+            return
+        if kind == "Start" and self.user_asked.get(f"{ns}/{vm}") == "Stop":
+            self.report("user-overridden",
+                        f"{ns}/{vm}: {name} starts the VM the user stopped")
+        if kind != "Stop":
+            return
         uid = str((operation["metadata"].get("annotations") or {}).get(
             VMOP_VMI_UID_ANNOTATION, "unknown"))
         self._restarted(ns, vm, uid, counted=True)
@@ -278,11 +318,18 @@ class Watchman:
                         f"{identity} sent {method} {path} before its informers had listed")
         target = _vm_target(path)
         unreadable: list[str] = []
-        if target is not None and "/events" not in path and any(
-                _addresses(path, spoiled) or _knew(seen, target[0], spoiled)
-                for spoiled in self.malformed.get(target, ())):
-            unreadable.append(f"{identity} sent {method} {path} while {target[0]}/{target[1]}'s "
-                              f"objects are malformed")
+        spoiled_now = self.malformed.get(target, ()) if target is not None else ()
+        if target is not None and "/events" not in path:
+            if any(not _addresses(path, spoiled) and _knew(seen, target[0], spoiled)
+                   for spoiled in spoiled_now):
+                # another object: nothing pins what it was not shown, so the fence must
+                # keep the write from leaving at all; refused or cut off, it was sent
+                self.report("write-while-unreadable",
+                            f"{identity} sent {method} {path} while its informers hold "
+                            f"{target[0]}/{target[1]}'s malformed objects")
+            elif any(_addresses(path, spoiled) for spoiled in spoiled_now):
+                unreadable.append(f"{identity} sent {method} {path} while "
+                                  f"{target[0]}/{target[1]}'s objects are malformed")
         if _pod_target(path) in self.malformed_pods:
             unreadable.append(
                 f"{identity} sent {method} {path} over an SDN annotation it cannot read")

@@ -94,6 +94,25 @@ def journal_opener(faults: CommitFaults) -> Callable[..., Any]:
     return open_journal
 
 
+def issued_effect_rows(path: Path) -> list[tuple[int, str, str]]:
+    """(id, type, target) of every effect issued and not finished (`issued_effects`)."""
+    if not path.exists():
+        return []
+    try:
+        conn = sqlite3.connect(f"file:{quote(str(path))}?mode=ro", uri=True)
+    except sqlite3.Error:
+        return []
+    try:
+        rows = conn.execute("SELECT id, type, idempotency_key FROM effects"
+                            " WHERE status = 'issued'").fetchall()
+    except sqlite3.OperationalError:
+        return []
+    finally:
+        conn.close()
+    return [(int(i), str(kind), str(key).split(":", 1)[-1].rsplit(":", 1)[0])
+            for i, kind, key in rows]
+
+
 def issued_effects(path: Path) -> list[tuple[str, str]]:
     """(type, target) of every effect the journal at `path` holds as issued and not yet
     finished: what its controller may be sending now. Read through a read-only

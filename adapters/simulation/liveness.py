@@ -28,7 +28,13 @@ file itself (opened on the loop's thread, as the controller opened it):
   waits: the wait ends in the timeout, whose message must hold the SDN's);
 * `not-converged` — a running VM whose guest interfaces differ from what the user asks,
   with no live operation on the difference (nor a failed one whose next attempt is
-  armed, nor one that gave up after `--migration-attempts` failed migrations).
+  armed, nor one that gave up after `--migration-attempts` failed migrations);
+* `effects-unbounded` — an operation issued more effects of a type than
+  `bounds.EFFECTS_PER_OPERATION` allows, or an effect was tried more than
+  `bounds.ATTEMPTS_PER_EFFECT` times; `attempts-unbounded` — more operations on one
+  interface and direction than `bounds.ATTEMPTS_PER_INTERFACE`; `effect-livelock` — an
+  effect that failed and is still being retried after the quiet period (its faults
+  gone that long, and the longest backoff shorter): a timer is armed, nothing rests.
 """
 
 from __future__ import annotations
@@ -37,6 +43,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from nicplug.adapters.simulation import bounds
 from nicplug.adapters.simulation.journal import CommitFaults, InlineConnection
 from nicplug.engine.sqlite_journal import SQLiteJournal
 
@@ -53,9 +60,12 @@ async def _open(path: Path) -> SQLiteJournal:
 
 
 async def at_rest(path: Path, world: dict[str, dict[str, Any]], *,
-                  manual_restarts: bool, acting: bool = True) -> list[Problem]:
+                  manual_restarts: bool, acting: bool = True,
+                  clock_ahead: float = 0.0) -> list[Problem]:
     """The problems of one journal at the end of a run; `manual_restarts`: a
     `RestartRequired` operation waits for the user, who never comes, which is no fault.
+    `clock_ahead`: the furthest the replicas' clock ran ahead of the loop's (a step):
+    the journal's times are the replica's, the watchman's the loop's.
     `acting`: the replica leads, or none does. A standby's journal is judged as a
     record only (whole, every transition from where the last one left, every failure
     with a reason): what it says stopped when its term ended, and it acts on none of
@@ -117,7 +127,8 @@ async def at_rest(path: Path, world: dict[str, dict[str, Any]], *,
         # only the latest attempt of each interface: an earlier one may have failed
         # before the SDN began to report the error, and could not say it
         for view in latest.values():
-            lost = _sdn_error_lost(view, failed_at[str(view.stream)], world.get(str(view.key)))
+            lost = _sdn_error_lost(view, failed_at[str(view.stream)] - clock_ahead,
+                                   world.get(str(view.key)))
             if lost is not None:
                 problems.append(lost)
         for (key, network, direction), view in latest.items():
@@ -135,6 +146,38 @@ async def at_rest(path: Path, world: dict[str, dict[str, Any]], *,
         problems += _converged(views, world, armed)
     finally:
         await journal.close()
+    return problems + (_unbounded(path) if acting else [])
+
+
+def _unbounded(path: Path) -> list[Problem]:
+    """The bounds of `bounds.py`, read from the journal's effects and streams."""
+    import sqlite3
+
+    problems: list[Problem] = []
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        for stream, type_, count in conn.execute(
+                "SELECT stream, type, count(*) FROM effects GROUP BY stream, type"):
+            if count > bounds.EFFECTS_PER_OPERATION.get(str(type_), 0):
+                problems.append(("effects-unbounded", f"{stream} issued {count} {type_}"))
+        for stream, type_, attempts, status in conn.execute(
+                "SELECT stream, type, attempts, status FROM effects WHERE attempts > ?"
+                " OR (status = 'issued' AND attempts > 1)", (bounds.ATTEMPTS_PER_EFFECT,)):
+            if attempts > bounds.ATTEMPTS_PER_EFFECT:
+                problems.append(("effects-unbounded",
+                                 f"{stream}: {type_} tried {attempts} times"))
+            elif status == "issued":
+                problems.append(("effect-livelock", f"{stream}: {type_} failed {attempts} "
+                                 "times and is retried still, the faults long gone"))
+        slots: dict[str, int] = defaultdict(int)
+        for (stream,) in conn.execute("SELECT stream FROM streams"):
+            slot, _, attempt = str(stream).rpartition("/")
+            if attempt.isdigit():
+                slots[slot] += 1
+        problems += [("attempts-unbounded", f"{slot}: {n} operations")
+                     for slot, n in slots.items() if n > bounds.ATTEMPTS_PER_INTERFACE]
+    finally:
+        conn.close()
     return problems
 
 

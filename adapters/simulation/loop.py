@@ -23,6 +23,8 @@ import types
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVarTuple
 
+from nicplug.engine.clock import sleep_past
+
 EPOCH = 1_800_000_000.5  # what `wall()` reads at virtual time 0 (January 2027); the half
 # second keeps the Lease library off whole seconds, whose timestamps it cannot parse back
 
@@ -135,16 +137,25 @@ def virtual_now() -> float:
 
 class LoopClock:
     """The engine's `Clock` on the virtual loop: logical and wall time are loop time
-    (wall offset by `EPOCH`, so recorded times look like dates)."""
+    (wall offset by `EPOCH`, so recorded times look like dates); the logical time, in
+    which deadlines are journaled, plus `step`: the machine's clock stepped back or
+    forward (NTP, an operator). A sleep runs on
+    the loop's time, as a real one runs on the monotonic clock, and reads the wall
+    clock again when it wakes (`engine.clock.sleep_past`, as `RealClock` does)."""
+
+    def __init__(self) -> None:
+        self.step = 0.0
 
     def now(self) -> float:
-        return virtual_now()
+        return virtual_now() + self.step
 
     def wall(self) -> float:
+        # unstepped: what it stamps is for people (and the Lease's times, which the
+        # watchman reads as the truth of a term; electors judge by when they observed)
         return EPOCH + virtual_now()
 
     async def sleep_until(self, deadline: float) -> None:
-        await asyncio.sleep(max(0.0, deadline - virtual_now()))
+        await sleep_past(deadline, now=self.now)
 
 
 class LoopSimClock:

@@ -74,6 +74,7 @@ class Replica:
         self.commit_faults = CommitFaults()
         self.reachable = True
         self.incarnation = 0
+        self.clock = LoopClock()  # the machine's: a step outlives the process
         self._settings = settings
         self._server = server
         self._on_request = on_request
@@ -127,7 +128,7 @@ class Replica:
             record_tape=tape, **self._settings,
         )
         surroundings = Surroundings(
-            clock=LoopClock(), monotonic=virtual_now, work_clock=virtual_now,
+            clock=self.clock, monotonic=virtual_now, work_clock=virtual_now,
             connect=self._connect,
             open_journal=journal_opener(self.commit_faults), serve_http=False,
             check_journal=False,  # no thread beside the loop: the liveness check reads it

@@ -27,12 +27,13 @@ import tempfile
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from nicplug.adapters.simulation.actions import Hands
 from nicplug.adapters.simulation.invariants import Violation, Watchman
-from nicplug.adapters.simulation.journal import issued_effects
+from nicplug.adapters.simulation.journal import issued_effect_rows, issued_effects
 from nicplug.adapters.simulation.liveness import at_rest
 from nicplug.adapters.simulation.loop import (
     EPOCH,
@@ -98,6 +99,7 @@ def simulate(schedule: Schedule, *, workdir: Path | None = None,
             directory = workdir or Path(scratch)
             return loop.run_until_complete(_play(schedule, directory, tape))
     finally:
+        _cancel_what_is_left(loop)
         loop.run_until_complete(loop.shutdown_asyncgens())
         loop.close()
         if collecting:
@@ -107,6 +109,18 @@ def simulate(schedule: Schedule, *, workdir: Path | None = None,
             # when given back to the collector: now and then, one walk of everything
             gc.unfreeze()
         gc.collect()
+
+
+def _cancel_what_is_left(loop: asyncio.AbstractEventLoop) -> None:
+    """Cancel every task the run left (as `asyncio.run` does) and let each end: a task
+    destroyed while pending (an effect's attempts when a replica's stop was cut short)
+    says so on stderr and never runs its `finally`, which closes sessions and files."""
+    left = [task for task in asyncio.all_tasks(loop) if not task.done()]
+    if not left:
+        return
+    for task in left:
+        task.cancel()
+    loop.run_until_complete(asyncio.gather(*left, return_exceptions=True))
 
 
 THAW_EVERY = 1024
@@ -184,6 +198,7 @@ async def _play(schedule: Schedule, directory: Path, tape: Path | None) -> Outco
         replicas.append(Replica("nicplug-b", directory / "b.db", settings, server, requested,
                                 landings))
     for replica in replicas:
+        watchman.journals[replica.identity] = partial(issued_effect_rows, replica.journal)
         replica.start()
     hands = Hands(cluster, replicas, watchman, setup)
     progress = [0]
@@ -197,7 +212,7 @@ async def _play(schedule: Schedule, directory: Path, tape: Path | None) -> Outco
             progress[0] = index + 1
             await asyncio.sleep(0)
         await hands.heal()
-        await hands.wait(QUIET)
+        await hands.wait(QUIET + hands.clock_debt)
         await _judge(hands, replicas, watchman)
 
     driver = asyncio.ensure_future(script())
@@ -236,6 +251,7 @@ async def _judge(hands: Hands, replicas: list[Replica], watchman: Watchman) -> N
             continue
         problems = await at_rest(replica.journal, hands.world(),
                                  manual_restarts=hands.setup.approval == "Manual",
-                                 acting=replica.leading or not leader)
+                                 acting=replica.leading or not leader,
+                                 clock_ahead=hands.clock_debt)
         for invariant, detail in problems:
             watchman.report(invariant, f"{replica.identity}: {detail}")

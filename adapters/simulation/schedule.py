@@ -19,11 +19,14 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal
 
 FaultClass = Literal["vm", "user", "migration", "api", "watch", "crash", "journal",
-                     "lease", "malformed", "sdn"]
+                     "lease", "malformed", "sdn", "clock"]
 FAULT_CLASSES: tuple[FaultClass, ...] = (
     "vm", "user", "migration", "api", "watch", "crash", "journal", "lease",
-    "malformed", "sdn",
+    "malformed", "sdn", "clock",
 )
+CLOCK_STEPS: tuple[float, ...] = (-7200.0, -600.0, -90.0, -5.0, 5.0, 90.0, 600.0, 3600.0)
+"""Seconds the controllers' wall clock is stepped by (back and forward, seconds to
+hours): a timer asleep across a step wakes early or late."""
 
 # The networks a user may ask for, with the id each keeps (ids never change here: an id
 # change is a restart-only update, which the `vm` class reaches through restarts).
@@ -142,5 +145,13 @@ def draw(seed: int, *, faults: tuple[FaultClass, ...] = FAULT_CLASSES,
         migration_delay=rng.choice((0.5, 2.0, 10.0)),
     )
     count = steps if steps is not None else rng.randint(3, 12)
-    return Schedule(seed=seed, setup=setup,
-                    steps=tuple(_step(rng, setup, faults) for _ in range(count)), faults=faults)
+    drawn = [_step(rng, setup, faults) for _ in range(count)]
+    if "clock" in faults:
+        # from a stream of its own: a seed's other steps stay what they were before
+        # the clock stepped in the schedules
+        clock = random.Random(f"clock/{seed}")
+        for index in reversed(range(count)):
+            if clock.random() < 0.15:
+                drawn.insert(index, Step(wait=0.0, action="clock_step",
+                                         arg=clock.choice(CLOCK_STEPS)))
+    return Schedule(seed=seed, setup=setup, steps=tuple(drawn), faults=faults)

@@ -114,12 +114,12 @@ def _texts(lines: Iterable[bytes | Overlong]) -> Iterator[tuple[int, bytes | Non
         yield start, None, "a JSON object that never closes (end of tape)"
 
 
-def _split(text: bytes) -> list[object] | None:
-    """Values concatenated in one text, or None when it is not JSON at all."""
+def _split(text: bytes) -> list[object] | str:
+    """Values concatenated in one text, or why it cannot be read as JSON."""
     try:
         decoded = text.decode()
     except UnicodeDecodeError:
-        return None
+        return "not valid JSON"
     values: list[object] = []
     index, end = 0, len(decoded)
     try:
@@ -129,7 +129,9 @@ def _split(text: bytes) -> list[object] | None:
             while index < end and decoded[index].isspace():
                 index += 1
     except json.JSONDecodeError:
-        return None
+        return "not valid JSON"
+    except RecursionError:
+        return "JSON nested too deeply to read"
     return values
 
 
@@ -159,8 +161,8 @@ class TapeReader:
                     yield self._malformed(number, _explain(exc))
                     continue
                 values = _split(text)
-                if values is None:
-                    yield self._malformed(number, "not valid JSON")
+                if isinstance(values, str):
+                    yield self._malformed(number, values)
                     continue
                 for value in values:
                     try:

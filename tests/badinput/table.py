@@ -125,6 +125,8 @@ class BadInput:
     outcome: str
     as_nobody: bool = False
     """Run without root's power to write anywhere (a read-only place means one)."""
+    env: tuple[tuple[str, str], ...] = ()
+    """Environment variables the process is given besides the test's."""
 
 
 def _line(type_: str, obj: object, at: str | None = None) -> dict[str, object]:
@@ -132,6 +134,7 @@ def _line(type_: str, obj: object, at: str | None = None) -> dict[str, object]:
 
 
 _REVERSED = [json.loads(line) for line in PLUG_TAPE.read_text().splitlines()][::-1]
+_DEEP = b'{"type": "ADDED", "object": ' + b'{"a": ' * 100_000 + b"{}" + b"}" * 100_001 + b"\n"
 _BIG = b'{"type": "ADDED", "object": {"x": "' + b"a" * (20 * 2**20) + b'"}}\n'
 
 
@@ -181,6 +184,9 @@ ROWS: tuple[BadInput, ...] = (
     BadInput("tape", "binary garbage, `--strict`",
              lambda s: ["replay", "--strict", s.file("t10", bytes(range(256)) * 64)],
              1, "line 1: not a JSON object", "refused with its line number"),
+    BadInput("tape", "a line nested 100,000 deep, `--strict`",
+             lambda s: ["replay", "--strict", s.file("t11", _DEEP)],
+             1, "line 1: JSON nested too deeply to read", "refused with its line number"),
     BadInput("tape", "a tape that does not exist",
              lambda s: ["replay", str(s.root / "nowhere.jsonl")],
              2, "cannot read the tape", "nothing replayed"),
@@ -224,6 +230,48 @@ ROWS: tuple[BadInput, ...] = (
              lambda s: _run(s, "--metrics-addr", "127.0.0.1:0", "--kubeconfig", s.kubeconfig(),
                             "--record-tape", "/proc/run.tape.jsonl"),
              1, "cannot write the tape /proc/run.tape.jsonl", "exits before it leads"),
+    BadInput("controller", "`--namespaces` naming none (`,,,`)",
+             lambda s: _run(s, "--metrics-addr", "127.0.0.1:0", "--kubeconfig", s.kubeconfig(),
+                            "--namespaces", ",,,"),
+             2, "--namespaces: ',,,' names no namespace", "usage error, not every namespace"),
+    BadInput("controller", "`--namespaces` empty",
+             lambda s: _run(s, "--metrics-addr", "127.0.0.1:0", "--kubeconfig", s.kubeconfig(),
+                            "--namespaces", ""),
+             2, "--namespaces: '' names no namespace", "usage error, not every namespace"),
+    BadInput("controller", "`NICPLUG_NAMESPACES` set and empty",
+             lambda s: _run(s, "--metrics-addr", "127.0.0.1:0", "--kubeconfig", s.kubeconfig()),
+             2, "--namespaces: '' names no namespace", "usage error, not every namespace",
+             env=(("NICPLUG_NAMESPACES", ""),)),
+    BadInput("controller", "`--namespaces` with an empty name (`ns1,,ns2`)",
+             lambda s: _run(s, "--metrics-addr", "127.0.0.1:0", "--kubeconfig", s.kubeconfig(),
+                            "--namespaces", "ns1,,ns2"),
+             2, "--namespaces: an empty name in 'ns1,,ns2'", "usage error"),
+    BadInput("controller", "`--namespaces` not a namespace name",
+             lambda s: _run(s, "--metrics-addr", "127.0.0.1:0", "--kubeconfig", s.kubeconfig(),
+                            "--namespaces", "ns1,Prod_2"),
+             2, "'Prod_2' is not a namespace name", "usage error"),
+    *(BadInput("controller", f"`--attach-timeout {value}`",
+               lambda s, value=value: _run(s, "--metrics-addr", "127.0.0.1:0", "--kubeconfig",
+                                           s.kubeconfig(), "--attach-timeout", value),
+               2, f"--attach-timeout: {says}", "usage error")
+      for value, says in (("inf", "Input should be a finite number"),
+                          ("nan", "Input should be a finite number"),
+                          ("-5", "Input should be greater than 0"))),
+    BadInput("controller", "`--journal` a directory",
+             lambda s: ["run", "--journal", s.directory("journal-dir"), "--metrics-addr",
+                        "127.0.0.1:0", "--kubeconfig", s.kubeconfig()],
+             2, "is a directory; name the journal file in it", "usage error, before the Lease"),
+    BadInput("controller", "`--journal` in a directory that does not exist",
+             lambda s: ["run", "--journal", str(s.root / "nowhere" / "j.db"), "--metrics-addr",
+                        "127.0.0.1:0", "--kubeconfig", s.kubeconfig()],
+             2, "no directory", "usage error, before the Lease"),
+    BadInput("journal", "`run` on a journal `journal verify` rejects (read model off its events)",
+             lambda s: ["run", "--journal", s.journal_copy(
+                 "unverified.db", "UPDATE streams SET state = 'Cancelled' "
+                 "WHERE key = 'ns/staged'"), "--metrics-addr", "127.0.0.1:0",
+                        "--kubeconfig", s.kubeconfig()],
+             1, "mismatches between the events and what the journal keeps from them",
+             "exits before anything connects; the journal left as it was"),
     # -- files the CLI writes ---------------------------------------------------------------
     BadInput("files", "`record -o` a directory",
              lambda s: ["record", "--kubeconfig", s.kubeconfig(), "-o", s.directory("tape-dir")],

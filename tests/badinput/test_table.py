@@ -63,7 +63,7 @@ def test_bad_input(row: BadInput, scratch: Scratch) -> None:
         scratch.root.chmod(0o755)
     done = subprocess.run(
         [*NICPLUG, *argv], capture_output=True, timeout=120,
-        stdin=subprocess.DEVNULL, env={**os.environ, "COLUMNS": "200"},
+        stdin=subprocess.DEVNULL, env={**os.environ, "COLUMNS": "200", **dict(row.env)},
         preexec_fn=_without_root if row.as_nobody and os.geteuid() == 0 else None,
     )
     stderr = done.stderr.decode(errors="replace")

@@ -8,10 +8,13 @@ and removes the -wal and -shm files on a clean close) and exit 0 well within it.
 from __future__ import annotations
 
 import os
+import re
+import shutil
 import signal
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -82,3 +85,39 @@ def test_sigterm_drains_closes_the_journal_and_exits_0(cluster: Path, tmp_path: 
     assert code == 0, log.read_text()
     assert not Path(f"{journal}-wal").exists(), "the journal was not closed"
     assert "stopped by SIGTERM" in log.read_text()
+
+
+@pytest.mark.slow
+def test_sigterm_after_a_query_leaves_one_self_contained_journal_file(
+    cluster: Path, tmp_path: Path
+) -> None:
+    """The query API's reader of the journal is closed before the writer: SQLite then
+    checkpoints the WAL into the `.db`, which a copy or snapshot of that file alone
+    holds whole."""
+    journal = tmp_path / "journal.db"
+    log = tmp_path / "controller.log"
+    controller = _nicplug(["run", "--kubeconfig", str(cluster), "--journal", str(journal),
+                           "--metrics-addr", "127.0.0.1:0"], log)
+    try:
+        _wait_for(log, "ready:", controller)
+        served = re.search(r"metrics and health on (http://[\d.]+:\d+)", log.read_text())
+        assert served is not None, log.read_text()
+        with urllib.request.urlopen(f"{served[1]}/operations", timeout=10) as answer:
+            assert answer.status == 200
+        controller.send_signal(signal.SIGTERM)
+        code = controller.wait(GRACE)
+    finally:
+        if controller.poll() is None:
+            controller.kill()
+            controller.wait()
+    assert code == 0, log.read_text()
+    wal = Path(f"{journal}-wal")
+    assert not wal.exists() or wal.stat().st_size == 0, "the journal was left in its WAL"
+    alone = tmp_path / "copy" / "journal.db"
+    alone.parent.mkdir()
+    shutil.copyfile(journal, alone)
+    verified = subprocess.run(
+        [sys.executable, "-m", "nicplug.adapters.cli", "journal", "verify", "--journal",
+         str(alone)], cwd=manifests.ROOT, env={**os.environ, "PYTHONPATH": str(manifests.ROOT)},
+        capture_output=True, text=True, timeout=60, check=False)
+    assert verified.returncode == 0, verified.stdout + verified.stderr

@@ -39,3 +39,33 @@ async def test_bad_watch_parameters_are_plain_errors() -> None:
                     assert (response.status, body["reason"]) == (400, "BadRequest"), query
     finally:
         await runner.cleanup()
+
+
+async def test_a_body_nested_too_deep_is_a_400_not_a_500() -> None:
+    """Kubernetes refuses JSON nested deeper than its limit with a 400; the simulated
+    server's limit is lower (its patches recurse), and a body over it is refused the
+    same way instead of failing the handler."""
+    store = Store()
+    store.create(PODS, {"metadata": {"name": "p", "namespace": "n"}})
+    runner, url = await serve(make_app(store, Faults()))
+    deep = "{}"
+    for _ in range(900):
+        deep = '{"a": ' + deep + "}"
+    try:
+        async with aiohttp.ClientSession(url) as http:
+            for media in ("application/merge-patch+json",
+                          "application/strategic-merge-patch+json"):
+                async with http.patch(
+                    "/api/v1/namespaces/n/pods/p", data='{"metadata": {"labels": ' + deep + "}}",
+                    headers={"Content-Type": media},
+                ) as response:
+                    body = await response.json()
+                    assert (response.status, body["reason"]) == (400, "BadRequest"), media
+                    assert "nested" in body["message"]
+            async with http.post("/api/v1/namespaces/n/pods", data=(
+                    '{"metadata": {"name": "q"}, "spec": ' + deep + "}"),
+                    headers={"Content-Type": "application/json"}) as response:
+                assert response.status == 400
+    finally:
+        await runner.cleanup()
+    assert store.get(PODS, "n", "p")["metadata"].get("labels") is None

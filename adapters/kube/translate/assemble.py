@@ -245,7 +245,8 @@ def assemble_world(
         inputs = (by_mac, vmmacs, written, requested)
         vm = named_by_mac() if memo is None else memo.derive("vm", vm_body, inputs, named_by_mac)
     migrations = _migrations(objects, errors, memo)
-    operations = _vm_operations(objects, errors, memo)
+    every_operation = _vm_operations(objects, errors, memo)
+    operations = tuple(o for o in every_operation if o.vmi_uid)
     cluster = _cluster_config(objects.kubevirts, errors, memo)
 
     wanted = [n.identity for n in (vm.networks or ()) if n.type != "Main"] if vm else []
@@ -265,6 +266,7 @@ def assemble_world(
         observation_errors=tuple(errors),
         namespace_labels=_labels_of(objects.namespace_object),
         vm_operations=operations,
+        user_vm_operations=tuple(o for o in every_operation if not o.vmi_uid),
     )
     return Translation(world=world, dialect=dialect)
 
@@ -399,7 +401,8 @@ def _read_mac(body: Body) -> macs.MACAddress:
 def _vm_operations(
     objects: VMObjects, errors: list[str], memo: ReadMemo | None
 ) -> tuple[VMOperation, ...]:
-    """The restart steps nicplug asked of Deckhouse for this VM, by name."""
+    """The restart steps nicplug asked of Deckhouse for this VM, and the operations
+    others (the user) asked (no VMI uid), by name."""
     found = []
     for body in objects.vm_operations:
         spec = body.get("spec") if isinstance(body, _MAPPING) else None

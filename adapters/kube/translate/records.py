@@ -13,7 +13,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from functools import lru_cache
 
-from nicplug.adapters.kube.resources import VMOP_VMI_UID_ANNOTATION, WORKLOAD_UPDATE_ANNOTATION
+from nicplug.adapters.kube.resources import (
+    MANAGED_BY_LABEL,
+    VMOP_VMI_UID_ANNOTATION,
+    WORKLOAD_UPDATE_ANNOTATION,
+)
 from nicplug.adapters.kube.translate.objects import (
     ConditionModel,
     KubeVirtObject,
@@ -267,9 +271,13 @@ def launcher_pod(
 
 
 def vm_operation(obj: VMOPObject) -> VMOperation | None:
-    """nicplug's own restart step, or None for an operation it did not create for one."""
+    """nicplug's own restart step; another's (the user's) operation, with no VMI uid;
+    None for one nicplug created that is not a restart step."""
     vmi_uid = obj.metadata.annotations.get(VMOP_VMI_UID_ANNOTATION)
-    if vmi_uid is None or obj.spec.type not in ("Stop", "Start", "Restart"):
+    if vmi_uid is None:
+        ours = obj.metadata.labels.get(MANAGED_BY_LABEL) == "nicplug"
+        vmi_uid = None if ours else ""
+    if vmi_uid is None or (vmi_uid and obj.spec.type not in ("Stop", "Start", "Restart")):
         return None
     completed = next((c for c in obj.status.conditions if c.type == "Completed"), None)
     return VMOperation(obj.metadata.name, obj.spec.type, vmi_uid, obj.status.phase,

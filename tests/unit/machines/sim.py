@@ -138,6 +138,7 @@ class Sim:
     # `vmop_phase` is how Deckhouse ends a Stop (Completed, or Failed: refused)
     run_policy: str = ""
     vm_operations: list[VMOperation] = field(default_factory=list)
+    user_vm_operations: list[VMOperation] = field(default_factory=list)  # the user's own
     vmop_phase: str = "Completed"
     # the kubevirt flavour: the desired state is the KVVM template, which the user edits
     # (`user_plugs`, `user_unplugs`); `networks` is not read
@@ -258,7 +259,8 @@ class Sim:
         return World(vm, kvvm, vmi, pods, tuple(self.migrations), cluster,
                      networks_ready=dict.fromkeys(self.networks_not_ready, False),
                      networks_missing=self.networks_missing,
-                     vm_operations=tuple(self.vm_operations))
+                     vm_operations=tuple(self.vm_operations),
+                     user_vm_operations=tuple(self.user_vm_operations))
 
     # -- effects --------------------------------------------------------------------------
 

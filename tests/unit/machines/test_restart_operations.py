@@ -129,6 +129,22 @@ def test_a_vm_the_user_stopped_is_not_started() -> None:
     assert sim.vmi_uid is None
 
 
+def test_a_vm_the_user_started_and_stopped_after_nicplugs_stop_is_not_started() -> None:
+    """nicplug stopped vmi-1 for a restart; the user started the VM before nicplug did
+    (`d8 v start`), and stopped it later (`d8 v stop`). The old `Stop` has no `Start` of
+    nicplug's, but the VM is the user's now: nicplug starts nothing."""
+    sim = deckhouse_vm()
+    sim.vm_operations = [VMOperation("stop-vmi-1", "Stop", "vmi-1", "Completed", "", "0000")]
+    sim.user_vm_operations = [VMOperation("d8-start", "Start", "", "Completed", "", "0001"),
+                              VMOperation("d8-stop", "Stop", "", "Completed", "", "0002")]
+    sim.stop()
+    sim.running = False
+    d = driver(sim)
+    d.run(12)
+    assert [s for s in steps(d) if s[0] == "RestartVM"] == []
+    assert sim.vmi_uid is None
+
+
 def test_a_stop_the_user_overtook_does_not_hold_back_the_next_restart() -> None:
     """nicplug stopped vmi-1; the user started the VM themselves (vmi-2) before nicplug's
     Start: a later change restarts vmi-2 and starts it again."""

@@ -1,0 +1,34 @@
+"""How much one operation may do: the bounds the invariants hold every run to, in one
+place.
+
+An operation that retries a failing effect for ever, or creates a migration on every
+observation, always has a timer armed: judged only by "is something armed", it looks
+at rest. These bounds make such a livelock a violation (`effects-unbounded`,
+`effect-livelock`, `attempts-unbounded`, `liveness.py`). Each is what a correct
+controller needs in the worst schedule the simulation draws, with room: over seeds
+0–119 no operation came near them (the most seen is in the comment).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+EFFECTS_PER_OPERATION: Mapping[str, int] = {
+    "CreateMigration": 2,  # one, and one more after it failed (seen: 1)
+    "RestartVM": 4,  # halt and start, twice for one change (`restart-repeated`)
+    "PatchPodNetworks": 4,  # the request, one re-decided after a 409 (seen: 2)
+    "PatchVirtualMachine": 6,  # attach or detach, for the next boot, re-decided (seen: 4)
+    "SetVMCondition": 8,  # a condition kept current through the waits (seen: 5)
+    "RemoveVMCondition": 4,  # (seen: 1)
+    "EmitEvent": 8,  # one per transition worth a person's notice (seen: 3)
+}
+"""Effects of each type one operation (one attempt: one stream) may issue."""
+
+ATTEMPTS_PER_EFFECT = 10
+"""Tries of one effect (the outbox's retries of a temporary failure; seen: 7, under a
+fault answering 500 five times). An effect still retrying once the faults have been
+gone for the quiet period is a livelock whatever its count (`effect-livelock`)."""
+
+ATTEMPTS_PER_INTERFACE = 6
+"""Operations (attempts) on one interface of one VM in one direction, over a whole
+run: a failed one is retried with a backoff, a user's change starts another (seen: 3)."""
