@@ -16,7 +16,9 @@ last step, never their later outcome). Pure: no I/O, no clock.
 from __future__ import annotations
 
 import hashlib
-from typing import Any
+from typing import Any, get_args, get_origin
+
+from pydantic import BaseModel
 
 from nicplug.adapters.queries.explaining import Explanation, explain
 from nicplug.adapters.queries.records import Cause, OperationSummary, Step, Timeline
@@ -142,7 +144,32 @@ def _explanation(obj: Json) -> Json:
     if not isinstance(found, dict):
         name = obj.get("metadata", {}).get("name", "?")
         raise NotAnOperation(f"{KIND} {name} carries no status.explanation")
-    return found
+    restored: Json = _nulls_restored(Explanation, found)
+    return restored
+
+
+def _nulls_restored(model: type[BaseModel], data: Any) -> Any:
+    """`data` with None put back for every field of `model` (and of the models it holds)
+    that allows None and is missing: a merge patch (RFC 7386) cannot write a null, it
+    deletes the key, so an object patched after its create lost its nulls."""
+    if not isinstance(data, dict):
+        return data
+    out = dict(data)
+    for name, field in model.model_fields.items():
+        key = field.alias or name
+        args = get_args(field.annotation)
+        if key not in out:
+            if field.is_required() and type(None) in args:
+                out[key] = None
+            continue
+        for inner in (field.annotation, *args):
+            if isinstance(inner, type) and issubclass(inner, BaseModel):
+                out[key] = _nulls_restored(inner, out[key])
+            elif get_origin(inner) is list and isinstance(out[key], list):
+                (item,) = get_args(inner) or (None,)
+                if isinstance(item, type) and issubclass(item, BaseModel):
+                    out[key] = [_nulls_restored(item, x) for x in out[key]]
+    return out
 
 
 def summary_of(obj: Json) -> OperationSummary:
