@@ -11,7 +11,7 @@ import asyncio
 import logging
 import os
 import signal
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
@@ -37,9 +37,21 @@ def _seconds(value: str, option: str) -> float:
         raise typer.BadParameter(f"{option}: {exc}") from None
 
 
-def duration_arg(value: str | float) -> float:
-    """A duration option's value as typed (`durations.py`), or its default."""
-    return float(value) if isinstance(value, int | float) else parse_duration(value)
+def duration_arg(value: str | float, option: str | None = None) -> float:
+    """A duration option's value as typed (`durations.py`), or its default. Named
+    (`option`), a value that is no duration is a usage error of one line."""
+    if isinstance(value, int | float):
+        return float(value)
+    if option is None:
+        return parse_duration(value)
+    try:
+        return parse_duration(value)
+    except ValueError as exc:
+        usage_error(f"--{option}: {exc}")
+
+
+def _duration_of(option: str) -> Callable[[str | float], float]:
+    return lambda value: duration_arg(value, option)
 
 
 def _opt(name: str, help_: str) -> Any:
@@ -49,7 +61,7 @@ def _opt(name: str, help_: str) -> Any:
 def _time(name: str, help_: str) -> Any:
     """An option that takes a duration: `30s`, `5m`, `1h30m`, or seconds."""
     return typer.Option(f"--{name}", envvar=_env(name), help=f"{help_} (30s, 5m, or seconds)",
-                        show_default=True, parser=duration_arg, metavar="DURATION")
+                        show_default=True, parser=_duration_of(name), metavar="DURATION")
 
 
 @app.command()

@@ -254,9 +254,10 @@ ROWS: tuple[BadInput, ...] = (
                lambda s, value=value: _run(s, "--metrics-addr", "127.0.0.1:0", "--kubeconfig",
                                            s.kubeconfig(), "--attach-timeout", value),
                2, f"--attach-timeout: {says}", "usage error")
-      for value, says in (("inf", "Input should be a finite number"),
-                          ("nan", "Input should be a finite number"),
-                          ("-5", "Input should be greater than 0"))),
+      for value, says in (("inf", "a duration is like 30s"),
+                          ("nan", "a duration is like 30s"),
+                          ("-5", "a duration is like 30s"),
+                          ("0", "Input should be greater than 0"))),
     BadInput("controller", "`--journal` a directory",
              lambda s: ["run", "--journal", s.directory("journal-dir"), "--metrics-addr",
                         "127.0.0.1:0", "--kubeconfig", s.kubeconfig()],

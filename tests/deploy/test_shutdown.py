@@ -97,10 +97,10 @@ def test_sigterm_after_a_query_leaves_one_self_contained_journal_file(
     journal = tmp_path / "journal.db"
     log = tmp_path / "controller.log"
     controller = _nicplug(["run", "--kubeconfig", str(cluster), "--journal", str(journal),
-                           "--metrics-addr", "127.0.0.1:0"], log)
+                           "--metrics-addr", "127.0.0.1:0", "--query-addr", "127.0.0.1:0"], log)
     try:
         _wait_for(log, "ready:", controller)
-        served = re.search(r"metrics and health on (http://[\d.]+:\d+)", log.read_text())
+        served = re.search(r"operation queries on (http://[\d.]+:\d+)", log.read_text())
         assert served is not None, log.read_text()
         with urllib.request.urlopen(f"{served[1]}/operations", timeout=10) as answer:
             assert answer.status == 200

@@ -105,13 +105,13 @@ def test_version_and_the_short_namespace_option() -> None:
 
 
 @pytest.mark.parametrize(("namespace", "namespaces", "scope"), [
-    ("ns1", "", ("ns1",)),
-    ("ns1, ns2,ns1", "", ("ns1", "ns2")),
+    ("ns1", None, ("ns1",)),
+    ("ns1, ns2,ns1", None, ("ns1", "ns2")),
     (None, "ns1", ("ns1",)),
-    (None, "", ()),
+    (None, None, ()),
 ])
 def test_one_namespace_option_for_the_scope(
-    namespace: str | None, namespaces: str, scope: tuple[str, ...]
+    namespace: str | None, namespaces: str | None, scope: tuple[str, ...]
 ) -> None:
     assert namespace_scope(namespace, namespaces) == scope
 
