@@ -14,6 +14,11 @@
   their counts: the way an installation moves from one journal to the other.
 * `backup OUT` copies the journal with SQLite's online backup API, beside a running
   controller, into a new file (never over an existing one), through a temporary file.
+  From PostgreSQL it writes an SQLite journal of one snapshot (`journal copy`'s code).
+
+On PostgreSQL (`--journal postgresql://...`) `archive` and `rebuild` are fenced like
+every write; `rebuild` takes a term of its own, so a controller left running is fenced
+out (docs/decisions/postgres-journal.md).
 
 Every refusal is one line on stderr and exit 1 (the journal) or 2 (the input); a
 refused command changes nothing.
