@@ -14,9 +14,9 @@ from pathlib import Path
 import asyncpg
 import pytest
 
-from nicplug.adapters.exporting import read_events
+from nicplug.adapters.exporting import event_line, read_events
 from nicplug.adapters.retention import archive_finished
-from nicplug.engine.errors import Superseded
+from nicplug.engine.errors import JournalError, Superseded
 from nicplug.engine.postgres_journal import PostgresJournal
 from nicplug.machines.versions import schemas
 from tests.queries.test_cli import as_json, nicplug, one_line_error
@@ -175,3 +175,53 @@ def test_a_backup_is_an_sqlite_journal_of_one_moment(database: str, tmp_path: Pa
     one_line_error(nicplug("journal", "backup", str(tmp_path / "b2.db"), "--journal", gone), 1,
                    "no_such_database")
     assert not (tmp_path / "b2.db").exists()
+
+
+class _Racing:
+    """An archive file whose first write lets another writer append an event to the
+    first stream being archived (the sink is written from a worker thread)."""
+
+    def __init__(self, path: Path, dsn: str, stream: str) -> None:
+        self.file = path.open("wb")
+        self.dsn, self.stream, self.raced = dsn, stream, False
+
+    def write(self, data: bytes) -> int:
+        if not self.raced:
+            self.raced = True
+            asyncio.run(_sql(
+                self.dsn, "INSERT INTO events SELECT (SELECT MAX(position) + 1 FROM events),"
+                " stream, key, version + 1, type, schema_version, payload, cause_kind,"
+                " cause_ref, NULL, wall_time, logical_time, term FROM events"
+                " WHERE stream = $1 ORDER BY version DESC LIMIT 1", self.stream))
+        return self.file.write(data)
+
+    def flush(self) -> None:
+        self.file.flush()
+
+    def fileno(self) -> int:
+        return self.file.fileno()
+
+
+async def test_a_stream_that_grows_while_archived_is_not_deleted(
+    database: str, tmp_path: Path,
+) -> None:
+    journal = await PostgresJournal.open(database, schemas=schemas())
+    try:
+        streams = [row.view.stream for row in await journal.archivable(4e9)]
+        before = await _sql(database, "SELECT COUNT(*) FROM events")
+        sink = await asyncio.to_thread(_Racing, tmp_path / "archive.jsonl", database, streams[0])
+        published: list[bool] = []
+        try:
+            with pytest.raises(JournalError, match=f"stream {streams[0]} gained events"):
+                await journal.archive(
+                    streams=streams, keep=[], superseded=[], sink=sink,
+                    publish=lambda: published.append(True), file="archive.jsonl",
+                    line=event_line, cutoff_wall=4e9, now_wall=4e9)
+        finally:
+            await asyncio.to_thread(sink.file.close)
+        assert published == [True]  # durable first: the events are in both places
+        after = await _sql(database, "SELECT COUNT(*) FROM events")
+        assert after[0][0] == before[0][0] + 1
+        assert await journal.archives() == []
+    finally:
+        await journal.close()
