@@ -19,6 +19,8 @@ from nicplug.adapters.retention import archive_finished
 from nicplug.engine.errors import JournalError, Superseded
 from nicplug.engine.postgres_journal import PostgresJournal
 from nicplug.machines.versions import schemas
+from nicplug.simulator.postgres_server import LocalPostgres
+from tests.postgres_support import fresh_database
 from tests.queries.test_cli import as_json, nicplug, one_line_error
 
 PLUGGED = "uid-plugged/Network/x/plug/1"
@@ -154,7 +156,9 @@ def test_rebuild_refuses_an_event_it_cannot_read_and_changes_nothing(database: s
     assert contents(database) == before
 
 
-def test_a_backup_is_an_sqlite_journal_of_one_moment(database: str, tmp_path: Path) -> None:
+def test_a_backup_is_an_sqlite_journal_of_one_moment(
+    database: str, tmp_path: Path, postgres_server: LocalPostgres,
+) -> None:
     out = tmp_path / "backup.db"
     done = nicplug("journal", "backup", str(out), "--journal", database)
     assert done.exit_code == 0, done.output
@@ -168,6 +172,10 @@ def test_a_backup_is_an_sqlite_journal_of_one_moment(database: str, tmp_path: Pa
     for field in ("events", "last_position", "streams", "live_streams", "effects", "timers"):
         assert ours[field] == theirs[field], field
     assert as_json("status", "--journal", str(out)) == as_json("status", "--journal", database)
+    restored = asyncio.run(fresh_database(postgres_server))  # a restore: into a new database
+    back = nicplug("journal", "copy", str(out), restored)
+    assert back.exit_code == 0 and back.output.count("verify ok") == 2, back.output
+    assert as_json("status", "--journal", restored) == as_json("status", "--journal", database)
 
     one_line_error(nicplug("journal", "backup", str(out), "--journal", database), 2,
                    "exists", "choose a new file")
