@@ -511,7 +511,9 @@ class Controller:
                     self._mark(str(stored.view.key), "recovery")
                 for key in self._observing.index.vm_keys():
                     self._mark(key, "initial list")
-                if isinstance(journal, SQLiteJournal):  # PostgreSQL: not yet (docs)
+                # PostgreSQL: only into a directory named for it (a replica's own disk
+                # would lose the archives with the pod; docs/operations.md)
+                if isinstance(journal, SQLiteJournal) or self.settings.archive_dir is not None:
                     tasks.append(asyncio.create_task(self._retain(journal, objects),
                                                      name="retention"))
                 if objects is not None:
@@ -547,7 +549,9 @@ class Controller:
             raise corrupt(journal.path, "; ".join(problems[:3]))
         log.info("journal %s: the whole file is checked and healthy", journal.path)
 
-    async def _retain(self, journal: SQLiteJournal, objects: OperationObjects | None) -> None:
+    async def _retain(
+        self, journal: SQLiteJournal | PostgresJournal, objects: OperationObjects | None
+    ) -> None:
         """Archive what finished before the retention window, once an hour (the first
         time at once), and delete the objects of what it archived. A failed run is
         logged and tried again the next hour."""

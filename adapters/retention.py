@@ -7,7 +7,10 @@ pending and no timer), writes their events in `journal export`'s format to a new
 in `into`, makes it durable, and only then deletes them in one transaction; the newest
 attempt of each (VM, network, direction) keeps its read-model row as a summary that
 names the file (`machines.operation.summaries_to_keep`). Used by `nicplug journal
-archive`, by the controller on its retention schedule, and by the benchmark.
+archive`, by the controller on its retention schedule, and by the benchmark. Either
+journal: on PostgreSQL the deleting transaction is fenced by the journal's term, so a
+deposed leader's run deletes nothing (its archive file, already durable, only repeats
+what the journal still holds).
 """
 
 from __future__ import annotations
@@ -17,17 +20,21 @@ import os
 import tempfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from nicplug.adapters.exporting import event_line
 from nicplug.engine.sqlite_journal import SQLiteJournal
 from nicplug.engine.sqlite_upkeep import Archived
 from nicplug.machines.operation import summaries_to_keep
 
+if TYPE_CHECKING:
+    from nicplug.engine.postgres_journal import PostgresJournal  # the `postgres` extra
+
 DEFAULT_WINDOW = 30 * 86400.0
 
 
 async def archive_finished(
-    journal: SQLiteJournal, *, window: float, into: Path, now: float
+    journal: SQLiteJournal | PostgresJournal, *, window: float, into: Path, now: float
 ) -> Archived | None:
     """Archive what finished before `now - window` into a new file in the directory
     `into` (an absolute path); None when nothing is old enough."""

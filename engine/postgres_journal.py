@@ -23,6 +23,7 @@ from typing import Any, TypeVar
 import asyncpg
 
 from nicplug.engine import postgres_reads as reads
+from nicplug.engine import postgres_upkeep as upkeep
 from nicplug.engine.audit import AuditInput
 from nicplug.engine.errors import JournalClosed, JournalError, JournalRefused
 from nicplug.engine.inspection import Census, JournalInspection, StreamRecord, ViewQuery
@@ -53,7 +54,7 @@ from nicplug.engine.sqlite_reads import (
     event_of,
     view_of,
 )
-from nicplug.engine.sqlite_upkeep import Fold
+from nicplug.engine.sqlite_upkeep import Archived, Fold, Rebuilt
 from nicplug.engine.standby import Changes
 from nicplug.engine.upcasting import Schemas, Upcasters
 
@@ -386,6 +387,30 @@ class PostgresJournal:
         """Every row an audit compares, each stream folded by `fold`, in one snapshot."""
         async with self._reader() as conn:
             return await self._guard(reads.audit_input(conn, self.schemas, fold))
+
+    # -- keeping (`postgres_upkeep`): fenced by this journal's term like every write -------
+
+    async def rebuild(self, fold: Fold) -> Rebuilt:
+        """The read model rewritten from the events where it differs, in one transaction
+        (`postgres_upkeep.rebuild`); take a term first (`lead`) to fence out a leader."""
+        self._writable()
+        async with self._pool.acquire() as conn:
+            return await self._guard(upkeep.rebuild(conn, self.schemas, fold, term=self.term))
+
+    async def archivable(self, cutoff_wall: float) -> list[StoredView]:
+        async with self._reader() as conn:
+            return await self._guard(upkeep.archivable(conn, cutoff_wall))
+
+    async def archive(self, **job: Any) -> Archived:
+        """`postgres_upkeep.archive` on this journal, in its term (see there)."""
+        self._writable()
+        async with self._pool.acquire() as conn:
+            return await self._guard(
+                upkeep.archive(conn, term=self.term, schemas=self.schemas, **job))
+
+    async def archives(self) -> list[tuple[str, int, int, float]]:
+        async with self._reader() as conn:
+            return await self._guard(upkeep.archives(conn))
 
     def _reader(self) -> Any:
         if self._closed:

@@ -168,20 +168,37 @@ def rebuild(conn: sqlite3.Connection, schemas: Schemas, fold: Fold) -> Rebuilt:
 
 def _rebuild(conn: sqlite3.Connection, schemas: Schemas, fold: Fold) -> Rebuilt:
     folded = fold_streams(conn, schemas, fold)
-    problems = {s: f.problem for s, f in folded.items() if f.problem is not None}
-    rows = events = 0
-    differing: list[StreamView] = []
-    for r in conn.execute(
+    rebuilt, differing = compare(conn.execute(
         f"SELECT {VIEW_COLUMNS} FROM streams WHERE state IS NOT NULL AND archived IS NULL"
-        " ORDER BY key, stream"
-    ):
+        " ORDER BY key, stream"), folded, schemas)
+    if rebuilt.problems:
+        return rebuilt
+    conn.executemany(
+        "UPDATE streams SET state = ?, terminal = ?, snapshot = ?, snapshot_schema = ?,"
+        " snapshot_through = version WHERE stream = ?",
+        [(v.state, int(v.terminal), to_json(v.snapshot), v.schema, v.stream) for v in differing],
+    )
+    return rebuilt
+
+
+def compare(
+    rows: Iterable[sqlite3.Row | tuple[Any, ...]], folded: dict[StreamId, Folded],
+    schemas: Schemas,
+) -> tuple[Rebuilt, list[StreamView]]:
+    """The read-model rows (`VIEW_COLUMNS`, snapshot as JSON text, any backend's) held
+    against their streams' folds: what a rebuild reports, and the folded views of the
+    rows that differ (none when some stream cannot be folded: nothing is to be written)."""
+    problems = {s: f.problem for s, f in folded.items() if f.problem is not None}
+    count = 0
+    differing: list[StreamView] = []
+    for r in rows:
         result = folded.get(r[0])
         if result is None or result.problem is not None or result.view is None:
             continue
         view = result.view
         if (r[2] == view.state and r[3] == view.terminal and r[8] == view.schema
                 and r[9] == r[5] and r[4] == to_json(view.snapshot)):
-            rows += 1
+            count += 1
             continue
         try:
             stored = view_of(r, schemas.snapshots)
@@ -189,22 +206,17 @@ def _rebuild(conn: sqlite3.Connection, schemas: Schemas, fold: Fold) -> Rebuilt:
             problems[view.stream] = f"unreadable snapshot ({error})"
             continue
         except (ValueError, TypeError, KeyError):  # not even a snapshot: the fold replaces it
-            rows += 1
+            count += 1
             differing.append(view)
             continue
-        rows += 1
+        count += 1
         if (stored.view != view or stored.through != stored.version
                 or stored.stored_schema != view.schema):
             differing.append(view)
     events = sum(f.events for f in folded.values())
     if problems:
-        return Rebuilt(rows, events, 0, problems)
-    conn.executemany(
-        "UPDATE streams SET state = ?, terminal = ?, snapshot = ?, snapshot_schema = ?,"
-        " snapshot_through = version WHERE stream = ?",
-        [(v.state, int(v.terminal), to_json(v.snapshot), v.schema, v.stream) for v in differing],
-    )
-    return Rebuilt(rows, events, len(differing), {})
+        return Rebuilt(count, events, 0, problems), []
+    return Rebuilt(count, events, len(differing), {}), differing
 
 
 @dataclass(frozen=True, slots=True)

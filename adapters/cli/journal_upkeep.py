@@ -14,6 +14,11 @@
   their counts: the way an installation moves from one journal to the other.
 * `backup OUT` copies the journal with SQLite's online backup API, beside a running
   controller, into a new file (never over an existing one), through a temporary file.
+  From PostgreSQL it writes an SQLite journal of one snapshot (`journal copy`'s code).
+
+On PostgreSQL (`--journal postgresql://...`) `archive` and `rebuild` are fenced like
+every write; `rebuild` takes a term of its own, so a controller left running is fenced
+out (docs/decisions/postgres-journal.md).
 
 Every refusal is one line on stderr and exit 1 (the journal) or 2 (the input); a
 refused command changes nothing.
@@ -23,16 +28,17 @@ from __future__ import annotations
 
 import asyncio
 import os
+import sqlite3
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Annotated, TypeVar
+from typing import TYPE_CHECKING, Annotated, TypeVar
 
 import typer
 
 from nicplug.adapters.cli.journal import journal_app
-from nicplug.adapters.cli.querying import DEFAULT_JOURNAL, fail
+from nicplug.adapters.cli.querying import DEFAULT_JOURNAL, fail, location_of, named
 from nicplug.adapters.durations import spelled
 from nicplug.adapters.exporting import ArchiveDamaged, read_events
 from nicplug.adapters.queries import duration
@@ -44,28 +50,43 @@ from nicplug.engine.sqlite_opening import IntegrityCheck
 from nicplug.machines.operation import fold_view
 from nicplug.machines.versions import schemas
 
+if TYPE_CHECKING:
+    from nicplug.engine.postgres_journal import PostgresJournal  # the `postgres` extra
+
 T = TypeVar("T")
 
 WritableJournal = Annotated[
     Path,
     typer.Option("--journal", envvar="NICPLUG_JOURNAL", show_default=True,
-                 help="SQLite journal file"),
+                 help="SQLite journal file or PostgreSQL DSN"),
 ]
 
 
 def _with(
-    path: Path, job: Callable[[SQLiteJournal], Awaitable[T]], *, read_only: bool = False,
-    exclusive: bool = False, integrity: IntegrityCheck = "quick",
+    path: Path, job: Callable[[SQLiteJournal | PostgresJournal], Awaitable[T]], *,
+    read_only: bool = False, exclusive: bool = False, integrity: IntegrityCheck = "quick",
+    term: str | None = None,
 ) -> T:
-    if not path.is_file():
+    """`job` on the journal at `path` (a file, or a DSN: opened for writing, and when
+    `term` names the holder, in a term of its own taken first)."""
+    location = location_of(path)
+    if isinstance(location, Path) and not location.is_file():
         fail(f"journal {path}: no journal file here; give the path of an existing journal", 1)
 
     async def run() -> T:
-        journal = await SQLiteJournal.open(
-            path, read_only=read_only, exclusive=exclusive, schemas=schemas(),
-            integrity=integrity,
-        )
+        journal: SQLiteJournal | PostgresJournal
+        if isinstance(location, str):
+            from nicplug.engine.postgres_journal import PostgresJournal
+
+            journal = await PostgresJournal.open(location, schemas=schemas(), readers=1)
+        else:
+            journal = await SQLiteJournal.open(
+                location, read_only=read_only, exclusive=exclusive, schemas=schemas(),
+                integrity=integrity,
+            )
         try:
+            if term is not None and not isinstance(journal, SQLiteJournal):
+                await journal.lead(term)
             return await job(journal)
         finally:
             await journal.close()
@@ -82,7 +103,7 @@ class _Unreadable(JournalError):
     pass
 
 
-async def rebuild_read_model(journal: SQLiteJournal) -> tuple[int, int, int]:
+async def rebuild_read_model(journal: SQLiteJournal | PostgresJournal) -> tuple[int, int, int]:
     """Fold every read-model row from its stream's events and write those the fold
     changes (a row equal to its fold, in the current schema and through the stream's
     last event, is left as it is): (rows rebuilt, events, rows that differed and were
@@ -100,12 +121,19 @@ async def rebuild_read_model(journal: SQLiteJournal) -> tuple[int, int, int]:
 
 @journal_app.command()
 def rebuild(journal: WritableJournal = DEFAULT_JOURNAL) -> None:
-    """Rewrite the read model from the events (stop the controller first)."""
+    """Rewrite the read model from the events (stop the controller first; on PostgreSQL
+    it takes a term of its own, which fences out a controller left running)."""
     # it reads every event and every row itself; the whole file: `journal verify`
-    rows, events, differed = _with(journal, rebuild_read_model, exclusive=True,
-                                   integrity="bounded")
-    typer.echo(f"{journal}: {rows} read-model rows rebuilt from {events} events "
-               f"({differed} differed from the fold)")
+    async def rebuilt(opened: SQLiteJournal | PostgresJournal) -> tuple[int, ...]:
+        fenced = 0 if isinstance(opened, SQLiteJournal) else opened.term or 0
+        return (*await rebuild_read_model(opened), fenced)
+
+    rows, events, differed, term = _with(journal, rebuilt, exclusive=True,
+                                         integrity="bounded", term="journal rebuild")
+    typer.echo(f"{named(journal)}: {rows} read-model rows rebuilt from {events} events "
+               f"({differed} differed from the fold)" + (
+                   f" in term {term}: a controller still writing is fenced out" if term
+                   else ""))
 
 
 @journal_app.command()
@@ -128,11 +156,16 @@ def backup(
              "choose a writable place", 2)
     os.close(handle)
 
-    async def copy(source: SQLiteJournal) -> int:
+    async def copy(source: SQLiteJournal | PostgresJournal) -> int:
+        assert isinstance(source, SQLiteJournal)
         return await source.backup(Path(temporary))
 
+    location = location_of(journal)
     try:
-        pages = _with(journal, copy, read_only=True)
+        if isinstance(location, str):
+            rows = _snapshot(location, Path(temporary))
+        else:
+            pages = _with(journal, copy, read_only=True)
         fd = os.open(temporary, os.O_RDONLY)
         try:
             os.fsync(fd)
@@ -143,7 +176,31 @@ def backup(
         fail(f"backup target {out} appeared meanwhile; nothing was written to it", 2)
     finally:
         Path(temporary).unlink(missing_ok=True)
-    typer.echo(f"{journal}: backed up to {out} ({pages} pages)")
+    if isinstance(location, str):
+        typer.echo(f"{named(journal)}: backed up to {out} (an SQLite journal of {rows} rows)")
+    else:
+        typer.echo(f"{journal}: backed up to {out} ({pages} pages)")
+
+
+def _snapshot(dsn: str, target: Path) -> int:
+    """The database's journal as of one moment (one REPEATABLE READ transaction, as
+    `journal copy` reads it) written into the new, empty SQLite file `target`, left
+    self-contained (no write-ahead log beside it); the rows written."""
+    from nicplug.engine import journal_copy
+
+    async def run() -> int:
+        tables = await journal_copy.read(dsn)
+        await journal_copy.write(str(target), tables)
+        return sum(tables.counts().values())
+
+    try:
+        rows = asyncio.run(run())
+        with sqlite3.connect(target) as conn:
+            conn.execute("PRAGMA journal_mode = DELETE")
+        conn.close()
+    except JournalError as error:
+        fail(str(error), 1)
+    return rows
 
 
 @journal_app.command()
@@ -169,9 +226,9 @@ def archive(
         journal, lambda j: archive_finished(j, window=window, into=directory, now=time.time())
     )
     if done is None:
-        typer.echo(f"{journal}: no operation finished before the last {spelled(window)}")
+        typer.echo(f"{named(journal)}: no operation finished before the last {spelled(window)}")
         return
-    typer.echo(f"{journal}: archived {done.events} events of {done.streams} operations to "
+    typer.echo(f"{named(journal)}: archived {done.events} events of {done.streams} operations to "
                f"{done.file}")
 
 
