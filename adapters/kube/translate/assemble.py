@@ -4,7 +4,8 @@ The machines decide from everything observed about a VM at once, so this gathers
 it: the VirtualMachine, its KVVM and VMI (same name), the virt-launcher pods
 (those its VMI lists in `status.activePods` or that carry its uid in the
 created-by label), the migrations of its VMI (`spec.vmiName`), the
-KubeVirt configuration and the readiness of the networks it asks for. It is a pure
+KubeVirt configuration and the readiness of the networks it asks for (in the kubevirt
+flavour: whether their NetworkAttachmentDefinitions exist). It is a pure
 function of raw API bodies: no I/O, no clock, the same input gives the same World.
 
 A malformed VM raises `MalformedObject` (there is nothing to decide from); any other
