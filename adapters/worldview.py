@@ -6,11 +6,11 @@ cluster's KubeVirt `Flavour` names them), so assembling one
 VM's world never scans a namespace, and for each Network and ClusterNetwork the VMs
 whose `spec.networks` ask for it, so a Network's change touches only those VMs and a
 world holds only the networks its VM asks for; in the kubevirt flavour the same for
-each NetworkAttachmentDefinition a KubeVirt VM's template names. A KubeVirt CR's change touches every
-VM, but only when something nicplug reads of it changed (its status churns). It holds
-each object as its JSON encoding (`kube/encoded.py`), decoded when a VM's objects are
-asked for, and never decides anything: it only answers "which VMs does this
-change touch" and "what are the objects of this VM".
+each NetworkAttachmentDefinition a KubeVirt VM's template names. A KubeVirt CR's
+change touches every VM, but only when something nicplug reads of it changed (its
+status churns). It holds each object as its JSON encoding (`kube/encoded.py`), decoded
+when a VM's objects are asked for, and never decides anything: it only answers "which
+VMs does this change touch" and "what are the objects of this VM".
 """
 
 from __future__ import annotations

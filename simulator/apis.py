@@ -105,7 +105,8 @@ class ServedApi:
         """The stored kind a public (group, version, plural) addresses, or None."""
         return next(
             (r for r in ALL
-             if (self.nads or r is not NADS) and (s := self.served(r)).group == group and s.version == version
+             if (self.nads or r is not NADS)
+             and (s := self.served(r)).group == group and s.version == version
              and s.plural == plural),
             None,
         )

@@ -113,7 +113,8 @@ class SimulatedCluster:
             raise
 
     async def _serve(self) -> None:
-        app = make_app(self.store, self.faults, api=served_api(self.knobs.api, nads=self.knobs.nads_served))
+        api = served_api(self.knobs.api, nads=self.knobs.nads_served)
+        app = make_app(self.store, self.faults, api=api)
         self._runner = web.AppRunner(app)
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, self.port)

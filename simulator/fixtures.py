@@ -188,8 +188,8 @@ def populate(store: Store, knobs: Knobs, fixtures: Fixtures) -> list[tuple[str, 
 
 def _nad_config(name: str) -> str:
     """A NAD's CNI configuration (multus passes it on; nothing here reads it)."""
-    return ('{"cniVersion": "0.3.1", "name": "%s", "type": "bridge", "bridge": "br-%s"}'
-            % (name, name[:11]))
+    return json.dumps({"cniVersion": "0.3.1", "name": name, "type": "bridge",
+                       "bridge": f"br-{name[:11]}"})
 
 
 def _ensure(store: Store, res: Resource, obj: Json) -> None:
