@@ -580,6 +580,7 @@ class Controller:
                 namespace=scope.namespace_for(kind),
                 on_change=self._changed,
                 on_progress=self._progress,
+                on_presence=self._observing.presence,
                 settings=WatchSettings(),
                 clock=self.surroundings.monotonic,
                 # a recorded tape keeps whole objects; otherwise only what is read

@@ -99,6 +99,12 @@ class Observing:
         for vm_key in sorted(touched) if len(touched) > 1 else touched:
             self.mark(vm_key, ref)
 
+    def presence(self, kind: KindRef, present: bool) -> None:
+        """The server serves an optional kind now, or no longer (multus's NADs)."""
+        touched = self.index.presence(kind, present)
+        for vm_key in sorted(touched):
+            self.mark(vm_key, f"{kind.name} {'served' if present else 'not served'}")
+
     def mark(self, vm_key: str, ref: str) -> None:
         self._dirty[vm_key] = ref
         self.wake.set()

@@ -5,11 +5,12 @@ The informers keep every object of a kind; this index keeps, for each VM
 cluster's KubeVirt `Flavour` names them), so assembling one
 VM's world never scans a namespace, and for each Network and ClusterNetwork the VMs
 whose `spec.networks` ask for it, so a Network's change touches only those VMs and a
-world holds only the networks its VM asks for. A KubeVirt CR's change touches every
-VM, but only when something nicplug reads of it changed (its status churns). It holds
-each object as its JSON encoding (`kube/encoded.py`), decoded when a VM's objects are
-asked for, and never decides anything: it only answers "which VMs does this
-change touch" and "what are the objects of this VM".
+world holds only the networks its VM asks for; in the kubevirt flavour the same for
+each NetworkAttachmentDefinition a KubeVirt VM's template names. A KubeVirt CR's
+change touches every VM, but only when something nicplug reads of it changed (its
+status churns). It holds each object as its JSON encoding (`kube/encoded.py`), decoded
+when a VM's objects are asked for, and never decides anything: it only answers "which
+VMs does this change touch" and "what are the objects of this VM".
 """
 
 from __future__ import annotations
@@ -35,7 +36,8 @@ Body = dict[str, Any]
 _VMS = kinds.VIRTUAL_MACHINES.name
 _NETWORKS, _CLUSTER_NETWORKS = kinds.NETWORKS.name, kinds.CLUSTER_NETWORKS.name
 _NAMESPACES = kinds.NAMESPACES.name
-_ASKED = frozenset({_NETWORKS, _CLUSTER_NETWORKS})
+_NADS = kinds.NADS.name
+_ASKED = frozenset({_NETWORKS, _CLUSTER_NETWORKS, _NADS})
 
 NetworkRef = tuple[str, str]
 """(kind name, object key) of a Network (`namespace/name`) or ClusterNetwork (`name`)."""
@@ -70,6 +72,8 @@ class WorldIndex:
         self._operations_of: dict[str, set[str]] = defaultdict(set)  # VM key → VMOp keys
         self._owner: dict[tuple[str, str], str] = {}
         self._asks: dict[str, frozenset[NetworkRef]] = {}  # VM → the networks it asks for
+        self._nad_asks: dict[str, frozenset[NetworkRef]] = {}  # KubeVirt VM → its NADs
+        self._nads_known = False  # listed, or one seen: else multus's NADs are unknown
         self._askers: dict[NetworkRef, set[str]] = defaultdict(set)  # network → VMs
         self._pods_by_creator: dict[str, set[str]] = defaultdict(set)  # VMI uid → pod keys
         self._pod_by_uid: dict[str, str] = {}  # pod uid → pod key
@@ -130,7 +134,13 @@ class WorldIndex:
         if kind.name == _VMS and vm_key is not None:
             self._ask(vm_key, None if event_type == "DELETED" else obj)
             self._link_vm_uid(vm_key, event_type, obj)
+        elif kind.name == self._kvvms and vm_key is not None:
+            asks = frozenset(_asked_nads(vm_key, obj)) if event_type != "DELETED" else frozenset()
+            self._index_asks(vm_key, asks, self._nad_asks)
         elif kind.name in _ASKED:
+            if kind.name == _NADS and not self._nads_known:
+                self._nads_known = True
+                touched.update(self._nad_asks)
             touched.update(self._askers.get((kind.name, key), ()))
         elif kind.name == self._kubevirts and (
             before is None or event_type == "DELETED"
@@ -212,10 +222,23 @@ class WorldIndex:
         keys.update(k for u in active_pod_uids(vmi) if (k := self._pod_by_uid.get(u)))
         return sorted(keys)
 
+    def presence(self, kind: KindRef, present: bool) -> set[str]:
+        """The server serves `kind` (or stopped serving it); return the VMs whose world
+        that changes: for multus's NADs, every VM whose template names one."""
+        if kind.name != _NADS or present == self._nads_known:
+            return set()
+        self._nads_known = present
+        return set(self._nad_asks)
+
     def _ask(self, vm_key: str, vm: Body | None) -> None:
         """Keep the network → VMs index current for one VM's (new) spec."""
         asks = frozenset(_asked_networks(vm_key, vm)) if vm is not None else frozenset()
-        old = self._asks.get(vm_key, frozenset())
+        self._index_asks(vm_key, asks, self._asks)
+
+    def _index_asks(
+        self, vm_key: str, asks: frozenset[NetworkRef], table: dict[str, frozenset[NetworkRef]]
+    ) -> None:
+        old = table.get(vm_key, frozenset())
         if asks == old:
             return
         for ref in old - asks:
@@ -227,9 +250,9 @@ class WorldIndex:
         for ref in asks - old:
             self._askers[ref].add(vm_key)
         if asks:
-            self._asks[vm_key] = asks
+            table[vm_key] = asks
         else:
-            self._asks.pop(vm_key, None)
+            table.pop(vm_key, None)
 
     def _vm_of(self, kind: KindRef, namespace: str, obj: Mapping[str, Any]) -> str | None:
         name: object = None
@@ -280,6 +303,8 @@ class WorldIndex:
             namespace_object=_decoded(table[_NAMESPACES].get(namespace)),
             vm_mac_addresses=self._vm_mac_addresses_of(vm_key),
             vm_operations=self._vm_operations_of(vm_key),
+            nads=self._decoded_all(_NADS, sorted(k for _, k in self._nad_asks.get(vm_key, ())))
+            if self._nads_known else None,
         )
 
     def _decoded_all(self, kind_name: str, keys: Iterable[str]) -> list[Body]:
@@ -334,6 +359,24 @@ def _asked_networks(vm_key: str, vm: Body) -> list[NetworkRef]:
     return found
 
 
+def _asked_nads(vm_key: str, kvvm: Body) -> list[NetworkRef]:
+    """The NADs a raw KubeVirt VM's template names (`multus.networkName`: `name` in the
+    VM's namespace or `namespace/name`, as KubeVirt's `NetAttachDefNamespacedName`)."""
+    spec = kvvm.get("spec")
+    template = spec.get("template") if isinstance(spec, _MAPPING) else None
+    inner = template.get("spec") if isinstance(template, _MAPPING) else None
+    networks = inner.get("networks") if isinstance(inner, _MAPPING) else None
+    if not isinstance(networks, list):
+        return []
+    found: list[NetworkRef] = []
+    for entry in networks:
+        multus = entry.get("multus") if isinstance(entry, _MAPPING) else None
+        name = multus.get("networkName") if isinstance(multus, _MAPPING) else None
+        if isinstance(name, str) and name:
+            found.append((_NADS, name if "/" in name else f"{vm_key.partition('/')[0]}/{name}"))
+    return found
+
+
 def kubevirt_reads(body: Body) -> object:
     """What nicplug reads of a KubeVirt CR (its resourceVersion aside): equal before and
     after a change, the change concerns no VM."""
@@ -361,6 +404,7 @@ _READ_AS: dict[str, type[read.KubeObject]] = {
     },
     kinds.VM_MAC_ADDRESSES.name: read.VMMACObject,
     kinds.VIRTUAL_MACHINE_OPERATIONS.name: read.VMOPObject,
+    _NADS: read.KubeObject,  # only whether it exists: its metadata
 }
 _ENVELOPE: Shape = {"apiVersion": None, "kind": None}  # how tapes and logs tell kinds apart
 

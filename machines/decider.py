@@ -380,7 +380,7 @@ class HotplugDecider:
         if move.trigger == "SDNError":
             return facts.errors.get(op.network, "")
         if move.trigger in ("NetworkNotFound", "NetworkNotReady"):
-            return network_problem(op.network, move.trigger, facts.world.vm)
+            return network_problem(op.network, move.trigger, facts.world.vm, facts.world.kvvm)
         if move.trigger.endswith("Timeout"):
             limit = budget(op, facts, self.config) or 0.0
             reason = f"no progress in {op.state} within {limit:g}s"

@@ -240,6 +240,10 @@ PLUG_KUBEVIRT = MachineGraph(
     edges=_edges(
         ("VMDeleted", PLUG_LIVE, "Cancelled", "vm_deleted"),
         ("Reverted", PLUG_LIVE, "Cancelled", "change_reverted"),
+        # (a NAD the cluster lacks: KubeVirt syncs the VMI and the pod's annotation
+        # without looking, and multus would never attach it; said at once instead)
+        ("NetworkNotFound", ("Requested", "VMIPatched", "AnnotationPatched"), "Failed",
+         "network_missing"),
         # (only a restart-only change defers, and it never goes live: KubeVirt gates nothing)
         ("defer", "Requested", "RestartRequired", "restart_needed"),
         ("sync_vmi", "Requested", "VMIPatched",

@@ -16,7 +16,7 @@ from nicplug.machines.facts import Facts
 from nicplug.machines.operation import Operation
 from nicplug.machines.policy import MachineConfig, hotplug_in_place
 from nicplug.machines.targets import kubevirt_migrates, migration_blocked, own_failed_migration
-from nicplug.machines.world import DesiredVM, nad_identity
+from nicplug.machines.world import KVVM, DesiredVM, nad_identity
 
 REJECTABLE = frozenset({"PatchPodNetworks", "PatchVirtualMachine", "RestartVM"})
 
@@ -323,14 +323,33 @@ def network_not_ready(c: Context) -> bool:
     return c.facts.world.networks_ready.get(c.op.network) is False
 
 
-def network_problem(network: str, trigger: str, vm: DesiredVM | None) -> str:
-    """What a `NetworkNotFound` / `NetworkNotReady` failure says, for people."""
+def network_problem(
+    network: str, trigger: str, vm: DesiredVM | None, kvvm: KVVM | None = None
+) -> str:
+    """What a `NetworkNotFound` / `NetworkNotReady` failure says, for people: in the
+    kubevirt flavour, which NetworkAttachmentDefinition the template names."""
+    nad = _nad_of(network, vm, kvvm) if trigger == "NetworkNotFound" else None
+    if nad is not None:
+        nad_namespace, _, nad_name = nad.rpartition("/")
+        return (f"NetworkAttachmentDefinition {nad_name} does not exist in namespace "
+                f"{nad_namespace or (vm.namespace if vm else '')} (multus.networkName "
+                f"{nad!r} of the VM's template): check the name (a new attempt follows "
+                f"it once it exists)")
     kind, _, name = network.partition("/")
     where = f"in namespace {vm.namespace}" if kind == "Network" and vm else "in the cluster"
     if trigger == "NetworkNotFound":
         return (f"{kind} {name} does not exist {where}: check the name in the VM's "
                 f"spec.networks (a new attempt follows it once it exists)")
     return f"{kind} {name} {where} is not Ready: the SDN would not configure it yet"
+
+
+def _nad_of(network: str, vm: DesiredVM | None, kvvm: KVVM | None) -> str | None:
+    """The `multus.networkName` the template gives the interface of `network`."""
+    if vm is None or not vm.in_template or kvvm is None:
+        return None
+    interfaces = {n.if_name for n in vm.networks or () if n.identity == network}
+    return next((n.multus_network for n in kvvm.networks
+                 if n.name in interfaces and n.multus_network), None)
 
 
 def deadline_passed(c: Context) -> bool:

@@ -384,8 +384,8 @@ class World:
     """Each desired network's Network/ClusterNetwork read: `Ready=True` or not. A network
     the cluster lacks, or whose object cannot be read, is not listed."""
     networks_missing: frozenset[str] = frozenset()
-    """Desired networks the cluster has no Network/ClusterNetwork for (only where the
-    flavour watches them: deckhouse; empty elsewhere)."""
+    """Desired networks the cluster has no Network/ClusterNetwork for (deckhouse), or no
+    NetworkAttachmentDefinition (kubevirt; empty while NADs cannot be listed)."""
     observation_errors: tuple[str, ...] = ()
     namespace_labels: Mapping[str, str] = field(default_factory=dict)
     """The labels of the VM's namespace, where read (`--migrations opt-in`)."""

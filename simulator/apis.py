@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
-from nicplug.simulator.resources import ALL, Resource
+from nicplug.simulator.resources import ALL, NADS, Resource
 
 ApiName = Literal["upstream", "deckhouse"]
 API_NAMES: tuple[ApiName, ...] = ("upstream", "deckhouse")
@@ -75,6 +75,7 @@ class ServedApi:
     """How the API server names the kinds of `resources.ALL` and their metadata."""
 
     name: ApiName
+    nads: bool = True  # multus installed: its NetworkAttachmentDefinitions are served
 
     @property
     def renames(self) -> bool:
@@ -98,13 +99,14 @@ class ServedApi:
 
     @property
     def all_served(self) -> tuple[Resource, ...]:
-        return tuple(self.served(r) for r in ALL)
+        return tuple(self.served(r) for r in ALL if self.nads or r is not NADS)
 
     def internal(self, group: str, version: str, plural: str) -> Resource | None:
         """The stored kind a public (group, version, plural) addresses, or None."""
         return next(
             (r for r in ALL
-             if (s := self.served(r)).group == group and s.version == version
+             if (self.nads or r is not NADS)
+             and (s := self.served(r)).group == group and s.version == version
              and s.plural == plural),
             None,
         )
@@ -216,7 +218,7 @@ class ServedApi:
         return out
 
 
-def served_api(name: str) -> ServedApi:
+def served_api(name: str, *, nads: bool = True) -> ServedApi:
     if name not in API_NAMES:
         raise ValueError(f"the KubeVirt API is upstream or deckhouse, not {name!r}")
-    return ServedApi(name)
+    return ServedApi(name, nads=nads)

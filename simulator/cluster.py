@@ -96,7 +96,7 @@ class SimulatedCluster:
 
     async def start(self) -> None:
         self.vms = populate(self.store, self.knobs, self.fixtures)
-        for crd in definitions(served_api(self.knobs.api)):
+        for crd in definitions(served_api(self.knobs.api, nads=self.knobs.nads_served)):
             self.store.create(CRDS, crd)
         if self.knobs.dialect == "deckhouse":
             self.store.create(CLUSTER_ROLES, controller_role(native_hotplug=self.knobs.hotplugs))
@@ -113,7 +113,8 @@ class SimulatedCluster:
             raise
 
     async def _serve(self) -> None:
-        app = make_app(self.store, self.faults, api=served_api(self.knobs.api))
+        api = served_api(self.knobs.api, nads=self.knobs.nads_served)
+        app = make_app(self.store, self.faults, api=api)
         self._runner = web.AppRunner(app)
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, self.port)

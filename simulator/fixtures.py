@@ -27,6 +27,7 @@ from nicplug.simulator.resources import (
     CLUSTER_NETWORKS,
     KUBEVIRTS,
     KVVMS,
+    NADS,
     NAMESPACES,
     NETWORKS,
     PODS,
@@ -171,11 +172,24 @@ def populate(store: Store, knobs: Knobs, fixtures: Fixtures) -> list[tuple[str, 
     for name in fixtures.cluster_networks:
         _ensure(store, CLUSTER_NETWORKS, {"metadata": {"name": name},
                                           "spec": spec(name), "status": ready})
+    if knobs.dialect == "multus" and knobs.nads_served:  # the NADs the networks stand for
+        nads = [(namespace, name) for namespace in fixtures.namespaces
+                for name in fixtures.networks]
+        nads += [(knobs.cluster_network_nad_namespace, n) for n in fixtures.cluster_networks]
+        for namespace, name in nads:
+            _ensure(store, NADS, {"metadata": {"name": name, "namespace": namespace},
+                                  "spec": {"config": _nad_config(name)}})
     names = fixtures.vm_names()
     for namespace, vm in names:
         _create_vm(store, knobs, rng, namespace, vm, fixtures.vm_networks,
                    fixtures.pod_network_binding)
     return names
+
+
+def _nad_config(name: str) -> str:
+    """A NAD's CNI configuration (multus passes it on; nothing here reads it)."""
+    return json.dumps({"cniVersion": "0.3.1", "name": name, "type": "bridge",
+                       "bridge": f"br-{name[:11]}"})
 
 
 def _ensure(store: Store, res: Resource, obj: Json) -> None:

@@ -77,6 +77,7 @@ class Knobs:
     failures: Failures = field(default_factory=Failures)
     migration_required_grace: float = 15.0  # KubeVirt's wait before AutoMigrationDueToLiveUpdate
     cluster_network_nad_namespace: str = "default"  # multus: where ClusterNetworks' NADs live
+    nads_served: bool = True  # is multus installed (its NetworkAttachmentDefinition kind)?
     # multus: KubeVirt's registered network binding plugins and their NAD ("" for none),
     # as in the KubeVirt CR's `spec.configuration.network.binding`
     network_bindings: Mapping[str, str] = field(default_factory=dict)

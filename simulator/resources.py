@@ -96,6 +96,13 @@ IP_ADDRESSES = Resource(
     has_status=True,
 )
 """The SDN's IPAddress: an address of an IPAM pool for one interface of a VM."""
+NADS = Resource(
+    "k8s.cni.cncf.io", "v1", "network-attachment-definitions", "NetworkAttachmentDefinition",
+    namespaced=True, has_status=False, short_names=("net-attach-def",),
+)
+"""multus's network (its CRD: `tests/fixtures/multus/`): KubeVirt's `multus.networkName`
+names one, in the VM's namespace or as `namespace/name`. Unserved where multus is not
+installed (`Knobs.nads_served`)."""
 CLUSTER_ROLES = Resource(
     "rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", namespaced=False,
     has_status=False,
@@ -124,5 +131,5 @@ CRDS = Resource(
 ALL: tuple[Resource, ...] = (
     NAMESPACES, PODS, EVENTS, EVENTS_V1, LEASES, CRDS, VMS, KVVMS, VMIS, VMIMS, KUBEVIRTS, VMOPS,
     VMMACS,
-    NETWORKS, CLUSTER_NETWORKS, IP_ADDRESSES, CLUSTER_ROLES, OPERATIONS,
+    NETWORKS, CLUSTER_NETWORKS, IP_ADDRESSES, CLUSTER_ROLES, OPERATIONS, NADS,
 )

@@ -24,6 +24,7 @@ from nicplug.adapters.kube.resources import (
     CLUSTER_NETWORKS,
     EVENTS,
     LEASES,
+    NADS,
     NAMESPACES,
     NETWORKS,
     OPERATIONS,
@@ -104,12 +105,13 @@ class Flavour:
     ) -> tuple[KindRef, ...]:
         """What a controller watches: in the kubevirt flavour (the desired state is the
         KubeVirt VM's template) no Deckhouse kind, which an upstream cluster lacks; the
-        Namespaces too where a namespace's label opts its VMs in to migrations."""
+        Namespaces too where a namespace's label opts its VMs in to migrations. There
+        the networks are multus's NetworkAttachmentDefinitions (`NADS`)."""
         kinds = self.watched
         if desired_in_template:
             deckhouse = (self.virtual_machines, self.networks, self.cluster_networks,
                          self.vm_operations)
-            kinds = tuple(k for k in kinds if k not in deckhouse)
+            kinds = (*(k for k in kinds if k not in deckhouse), NADS)
         return (*kinds, NAMESPACES) if namespace_opt_in else kinds
 
 
@@ -201,6 +203,7 @@ def rbac_rules(flavour: Flavour) -> tuple[Grant, ...]:
             Grant(f.vmims.group, (f.vmims.plural,), ("list", "watch", "create")),
             Grant(f.kubevirts.group, (f.kubevirts.plural,), ("list", "watch")),
             Grant("", (f.launcher_pods.plural,), ("list", "watch")),
+            Grant(NADS.group, (NADS.plural,), ("list", "watch")),  # a missing one: at once
             Grant(f.events.group, (f.events.plural,), ("create", "patch")),
             Grant("", (NAMESPACES.plural,), ("list", "watch")),  # --migrations opt-in
             _OPERATION_OBJECTS,
@@ -232,5 +235,5 @@ def rbac_rules(flavour: Flavour) -> tuple[Grant, ...]:
 
 
 ALL_WATCHED: tuple[KindRef, ...] = tuple(
-    dict.fromkeys((*UPSTREAM.watched, *DECKHOUSE.watched, NAMESPACES)))
+    dict.fromkeys((*UPSTREAM.watched, *DECKHOUSE.watched, NAMESPACES, NADS)))
 """The watched kinds of every flavour: a tape is read by whichever names it holds."""

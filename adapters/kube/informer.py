@@ -11,6 +11,10 @@ bookmarks, and keeps going for as long as it runs:
   (kubernetes_asyncio's own Watch retries a 410 once, with the same stale version; it
   is not used for that reason, and because it builds models nicplug does not need.)
 * no event nor bookmark for `inactivity` seconds: the watch is abandoned and resumed;
+* a kind marked `optional` (a NetworkAttachmentDefinition: multus may not be
+  installed) whose list answers 404 is absent: the informer says so once
+  (`on_presence(kind, False)`), counts as synced, and lists again at the longest
+  backoff; a list that succeeds says `on_presence(kind, True)`;
 * other failures back off exponentially (the sleep is injected), honouring
   `Retry-After`; a watch that delivered nothing before ending backs off too, so a
   server that keeps closing streams cannot drive a hot loop.
@@ -41,7 +45,7 @@ from kubernetes_asyncio.client.api.custom_objects_api import CustomObjectsApi
 
 from nicplug.adapters.kube.client import ApiConnection
 from nicplug.adapters.kube.encoded import decode, encode
-from nicplug.adapters.kube.errors import Expired, KubeError, Temporary, translate
+from nicplug.adapters.kube.errors import Expired, KubeError, NotFound, Temporary, translate
 from nicplug.adapters.kube.resources import KindRef, object_key
 from nicplug.adapters.kube.wire import JsonObject, failure, fetch_object, send
 
@@ -113,9 +117,11 @@ class Informer:
         clock: Clock = time.monotonic,
         transform: Callable[[JsonObject], JsonObject] | None = None,
         keep_objects: bool = True,
+        on_presence: Callable[[KindRef, bool], None] | None = None,
     ) -> None:
         """`transform` is applied to each object as it arrives, before it is cached or
-        handed on: a projection keeps only what the consumer reads."""
+        handed on: a projection keeps only what the consumer reads. `on_presence` hears
+        whether the server serves the kind, after each first list and each change."""
         self.kind = kind
         self._transform = transform
         self._keep_objects = keep_objects
@@ -128,6 +134,8 @@ class Informer:
         self._cache: dict[str, bytes] = {}  # key → the object, encoded
         self._on_change = on_change
         self._on_progress = on_progress
+        self._on_presence = on_presence
+        self.absent: bool | None = None  # None: not listed yet
         self._sleep = sleep
         self._clock = clock
         self._delivered = False
@@ -167,6 +175,10 @@ class Informer:
                 log.warning("%s: watch silent for %.1fs; watching again",
                             self.kind.name, self.settings.inactivity)
             except KubeError as exc:
+                if isinstance(exc, NotFound) and self.kind.optional:
+                    self._absent(exc)
+                    await self._sleep(self.settings.backoff_max)
+                    continue
                 self.stats.errors += 1
                 log.warning("%s: %s", self.kind.name, exc)
                 # Retry-After is honoured, but never below the backoff: a server that
@@ -178,6 +190,20 @@ class Informer:
                 self._backoff = self.settings.backoff_initial
             else:
                 await self._sleep(self._next_backoff())
+
+    def _absent(self, exc: NotFound) -> None:
+        """The server does not serve the optional kind: said once, not an error."""
+        self.resource_version = None
+        if self.absent is not True:
+            log.warning("%s: not served by this cluster (%s); what it would tell is unknown "
+                     "until it is", self.kind.name, exc)
+            self._presence(absent=True)
+        self.synced.set()
+
+    def _presence(self, *, absent: bool) -> None:
+        self.absent = absent
+        if self._on_presence is not None:
+            self._on_presence(self.kind, not absent)
 
     def _next_backoff(self) -> float:
         delay = self._backoff
@@ -229,6 +255,10 @@ class Informer:
             emitted += 1
             if emitted % EMIT_SLICE == 0:
                 await asyncio.sleep(0)  # a list of 10,000 objects must not stall the loop
+        if self.absent is not False:
+            if self.absent:
+                log.info("%s: served by this cluster now", self.kind.name)
+            self._presence(absent=False)
         self.synced.set()
 
     def _list_call(self, **kwargs: Any) -> Awaitable[Any]:

@@ -26,6 +26,7 @@ class KindRef:
     namespaced: bool
     label_selector: str | None = None  # what nicplug watches of it, when not everything
     follows_scope: bool = True  # False: watched in every namespace even when restricted
+    optional: bool = False  # a 404 on its list means "not installed", not an error
     name: str = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -75,6 +76,12 @@ CLUSTER_NETWORKS = KindRef(
     "network.deckhouse.io", "v1alpha1", "clusternetworks", "ClusterNetwork", False
 )
 EVENTS = KindRef("events.k8s.io", "v1", "events", "Event", True)
+NADS = KindRef("k8s.cni.cncf.io", "v1", "network-attachment-definitions",
+               "NetworkAttachmentDefinition", True, follows_scope=False, optional=True)
+"""multus's network of the kubevirt flavour: a Network's NAD is in the VM's namespace, a
+ClusterNetwork's in the cluster network NAD namespace (so watched in every namespace).
+Optional: a cluster without multus answers its list with a 404, and then nicplug cannot
+tell a missing NAD from a present one (`docs/decisions/missing-networks.md`)."""
 OPERATIONS = KindRef("nicplug.io", "v1alpha1", "networkinterfaceoperations",
                      "NetworkInterfaceOperation", True)
 """nicplug's own kind: one object per interface operation, the journal's projection

@@ -7,8 +7,9 @@ When `k8s.v1.cni.cncf.io/networks` of a running pod changes, it rewrites
 controller rebuilds the status through a Go map, so the order of the attachments is
 not kept: here they come in a seeded shuffle, and only a change of the set rewrites. Without it
 (the knob off, the actor not started) the status only shows the networks the pod was
-created with. A malformed request annotation is ignored. It writes only the status
-annotation.
+created with. A malformed request annotation is ignored. A request whose
+NetworkAttachmentDefinition does not exist is never configured (multus fails to
+attach it): it stays out of the status. It writes only the status annotation.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from nicplug.simulator import networking as nw
 from nicplug.simulator import objects as ob
 from nicplug.simulator.actors.reactor import Reactor, VMKey
 from nicplug.simulator.networking import Json
-from nicplug.simulator.resources import PODS
+from nicplug.simulator.resources import NADS, PODS
 
 
 class DynamicNetworksController(Reactor):
@@ -35,6 +36,7 @@ class DynamicNetworksController(Reactor):
         requests = nw.parse_list(annotations.get(nw.MULTUS_REQUEST))
         if requests is None:
             return
+        requests = [r for r in requests if self._nad_exists(r)]
         meta = pod["metadata"]
         vm = key[1]
         current = nw.parse_list(annotations.get(nw.MULTUS_STATUS)) or []
@@ -54,6 +56,12 @@ class DynamicNetworksController(Reactor):
         self.merge_patch(PODS, pod, {"metadata": {"annotations": {
             nw.MULTUS_STATUS: nw.dump_list(wanted)}}})
         self.forget(token)
+
+
+    def _nad_exists(self, request: Json) -> bool:
+        namespace, name = request.get("namespace"), request.get("name")
+        return (isinstance(namespace, str) and isinstance(name, str)
+                and self.store.peek(NADS, namespace, name) is not None)
 
 
 def _as_set(entries: list[Json]) -> set[str]:

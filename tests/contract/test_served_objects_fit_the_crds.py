@@ -204,3 +204,39 @@ def test_kubevirts_schemas_prune_and_refuse_as_the_api_server_would() -> None:
     assert findings.pruned == [".spec.made"]
     assert any(".spec.template.spec.domain.devices.interfaces[0].name" in f
                for f in findings.invalid), findings.invalid
+
+
+MULTUS_CRDS = Path(__file__).parents[1] / "fixtures" / "multus" / "networks-crd.yaml"
+
+
+async def test_the_served_nads_fit_multus_own_schema() -> None:
+    """The NetworkAttachmentDefinitions a simulated upstream cluster creates for its
+    networks fit the CRD of the network-attachment-definition-client, nothing pruned;
+    served under multus's group, version and plural."""
+    (schema,) = load_crds(MULTUS_CRDS).values()
+    fixtures = Fixtures(vms=1, networks=("user-net", "lab"))
+    async with SimulatedCluster(Knobs(dialect="multus"), clock=VirtualSimClock(),
+                                fixtures=fixtures) as cluster, aiohttp.ClientSession() as s:
+        url = f"{cluster.url}/apis/k8s.cni.cncf.io/v1/network-attachment-definitions"
+        async with s.get(url) as response:
+            assert response.status == 200
+            served = (await response.json())["items"]
+    assert sorted((o["metadata"]["namespace"], o["metadata"]["name"]) for o in served) == [
+        ("default", "lab"), ("default", "storage"), ("default", "user-net")]
+    for obj in served:
+        assert (obj["apiVersion"], obj["kind"]) == ("k8s.cni.cncf.io/v1",
+                                                    "NetworkAttachmentDefinition")
+        findings = check(obj, schema)
+        assert (findings.pruned, findings.invalid) == ([], []), obj
+
+
+async def test_a_cluster_without_multus_serves_no_nads() -> None:
+    async with SimulatedCluster(Knobs(dialect="multus", nads_served=False),
+                                clock=VirtualSimClock(), fixtures=Fixtures(vms=1)) as cluster, \
+            aiohttp.ClientSession() as s:
+        url = f"{cluster.url}/apis/k8s.cni.cncf.io/v1/network-attachment-definitions"
+        async with s.get(url) as response:
+            assert response.status == 404
+        async with s.get(f"{cluster.url}/apis") as response:
+            groups = [g["name"] for g in (await response.json())["groups"]]
+        assert "k8s.cni.cncf.io" not in groups

@@ -1,8 +1,7 @@
 """A network the cluster lacks, or that is not Ready, answers at once with its own
 reason (`NetworkNotFound`, `NetworkNotReady`): nothing is written for it, the VM's
 condition says which, and the simulated SDN agent would not have configured it either.
-(The kubevirt flavour's networks are NetworkAttachmentDefinitions, which nicplug does
-not watch: there a missing one still ends in the SDN's timeout.)"""
+(The kubevirt flavour's networks are NetworkAttachmentDefinitions: `test_missing_nads`.)"""
 
 from __future__ import annotations
 

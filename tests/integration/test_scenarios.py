@@ -679,6 +679,10 @@ async def test_with_live_migrate_kubevirt_migrates_and_nicplug_creates_none(
     assert_healthy(cluster)
 
 
+SWAPPED = Fixtures(vms=1, networks=("user-net", "other-net"))
+"""A world with the NAD a swap points the interface at (a missing one fails its render)."""
+
+
 async def test_a_nad_swap_is_its_own_change_through_kubevirts_migration(
     start_cluster, start_controller, user_of
 ):
@@ -687,7 +691,7 @@ async def test_a_nad_swap_is_its_own_change_through_kubevirts_migration(
     migration at once; nicplug tracks it as one `update` of the new network (the old one
     in its target and messages), migrates, and follows it to the new pod."""
     knobs = DIALECTS["multus"]
-    cluster = await start_cluster(knobs)
+    cluster = await start_cluster(knobs, SWAPPED)
     ctl = await start_controller(cluster)
     user = user_of(cluster)
     await user.add_network(VM, *USER_NET)
@@ -781,7 +785,7 @@ async def test_a_nad_swap_on_a_vm_that_cannot_migrate_waits_for_its_restart(
     only into a migratable VMI): the swap waits in RestartRequired, saying so, and the
     user's restart brings the new NAD."""
     knobs = DIALECTS["multus"]
-    cluster = await start_cluster(knobs, Fixtures(vms=1, pod_network_binding="bridge"))
+    cluster = await start_cluster(knobs, replace(SWAPPED, pod_network_binding="bridge"))
     ctl = await start_controller(cluster)
     user = user_of(cluster)
     await user.add_network(VM, *USER_NET)

@@ -22,6 +22,7 @@ from nicplug.adapters.kube.informer import Informer, WatchProgress, WatchSetting
 from nicplug.adapters.kube.informers import Informers
 from nicplug.adapters.kube.resources import (
     CLUSTER_NETWORKS,
+    NADS,
     VIRTUAL_MACHINES,
     KindRef,
     Scope,
@@ -367,3 +368,35 @@ async def test_without_keeping_objects_a_relist_hands_on_whole_objects(
     deleted = [obj for t, obj in handed if t == "DELETED"]
     assert [(d["kind"], d["metadata"]["name"], d["metadata"]["namespace"]) for d in deleted] == [
         ("VirtualMachine", "vm1", "ns1")]
+
+
+async def test_an_optional_kind_not_served_is_absent_said_once_then_listed_when_served(
+    api_server: ApiServer, connection: ApiConnection, caplog: pytest.LogCaptureFixture
+) -> None:
+    """multus not installed: its NADs answer 404. The informer is synced (nothing
+    waits for it), tells `on_presence` once and logs once, and lists again at the
+    longest backoff; once served, the NADs are listed and present."""
+    api_server.store.create(sim.NADS, {"metadata": {"name": "user-net", "namespace": "ns1"}})
+    api_server.faults.fail_requests(404, verb="list", resource=NADS.plural, times=3)
+    presence: list[bool] = []
+    sleeps = Sleeps()
+    informer = Informer(connection, NADS, sleep=sleeps,
+                        on_presence=lambda kind, present: presence.append(present))
+    async with running(informer):
+        assert informer.absent is not None  # synced though nothing was listed
+        await eventually(lambda: informer.stats.watches == 1)
+        assert cached_names(informer) == {"ns1/user-net"}
+    assert presence == [False, True]
+    assert sleeps.delays == [WatchSettings().backoff_max] * 3
+    assert informer.stats.errors == 0
+    said = [r for r in caplog.records if "not served by this cluster" in r.getMessage()]
+    assert len(said) == 1 and said[0].levelname == "WARNING"
+
+
+async def test_a_kind_not_optional_answering_404_is_an_error_retried(
+    api_server: ApiServer, connection: ApiConnection
+) -> None:
+    api_server.faults.fail_requests(404, verb="list", times=1)
+    informer = Informer(connection, KVVMS, sleep=Sleeps())
+    async with running(informer):
+        assert informer.stats.errors == 1 and informer.absent is False

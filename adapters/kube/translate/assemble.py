@@ -4,7 +4,8 @@ The machines decide from everything observed about a VM at once, so this gathers
 it: the VirtualMachine, its KVVM and VMI (same name), the virt-launcher pods
 (those its VMI lists in `status.activePods` or that carry its uid in the
 created-by label), the migrations of its VMI (`spec.vmiName`), the
-KubeVirt configuration and the readiness of the networks it asks for. It is a pure
+KubeVirt configuration and the readiness of the networks it asks for (in the kubevirt
+flavour: whether their NetworkAttachmentDefinitions exist). It is a pure
 function of raw API bodies: no I/O, no clock, the same input gives the same World.
 
 A malformed VM raises `MalformedObject` (there is nothing to decide from); any other
@@ -83,6 +84,10 @@ class VMObjects:
     their MAC (Deckhouse); None where it does not (upstream KubeVirt)."""
     vm_operations: Iterable[Body] = ()
     """nicplug's `VirtualMachineOperation`s (Deckhouse) of the VM."""
+    nads: Iterable[Body] | None = None
+    """The kubevirt flavour's networks: the multus NetworkAttachmentDefinitions the
+    VM's template names (more are fine); None where they are not known (not watched,
+    or the cluster serves no such kind: multus is not installed)."""
 
 
 def active_pod_uids(vmi: Body) -> tuple[str, ...]:
@@ -250,9 +255,11 @@ def assemble_world(
     cluster = _cluster_config(objects.kubevirts, errors, memo)
 
     wanted = [n.identity for n in (vm.networks or ()) if n.type != "Main"] if vm else []
-    # (the kubevirt flavour's networks are NADs, which nicplug does not watch)
-    networks_ready, missing = ({}, frozenset()) if in_template else _ready_networks(
-        objects, wanted, errors, memo)
+    if in_template:  # the networks are NADs: they exist or not, none is "not ready"
+        networks_ready: dict[str, bool] = {}
+        missing = _missing_nads(objects, wanted, dialect.cluster_nad_namespace)
+    else:
+        networks_ready, missing = _ready_networks(objects, wanted, errors, memo)
 
     world = World(
         vm=vm,
@@ -485,6 +492,20 @@ def _ready_networks(
             except MalformedObject as e:
                 errors.append(str(e))
     return ready, frozenset(w for w in wanted if w not in found)
+
+
+def _missing_nads(
+    objects: VMObjects, wanted: Iterable[str], cluster_nad_namespace: str
+) -> frozenset[str]:
+    """The wanted identities whose NAD the cluster lacks: a `Network/x`'s is `x` in the
+    VM's namespace, a `ClusterNetwork/x`'s `x` in the cluster network NAD namespace
+    (`world.nad_identity`, read backwards). Nothing is missing while NADs are unknown."""
+    if objects.nads is None:
+        return frozenset()
+    present = {address_of(body) for body in objects.nads}
+    where = {"Network": objects.namespace, "ClusterNetwork": cluster_nad_namespace}
+    return frozenset(w for w in wanted
+                     if (where.get(w.partition("/")[0], ""), w.partition("/")[2]) not in present)
 
 
 def _read_ready(body: Body, kind: str) -> bool:

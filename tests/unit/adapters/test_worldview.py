@@ -117,3 +117,35 @@ def test_a_vm_operation_belongs_to_the_vm_it_names() -> None:
     assert index.apply(vmops, "DELETED", vmop("stop-a", "a")) == {"ns/a"}
     assert list(index.objects_of("ns/a").vm_operations) == []
     assert list(WorldIndex(UPSTREAM).objects_of("ns/a").vm_operations) == []
+
+
+def test_a_nad_touches_the_kubevirt_vms_whose_template_names_it_once_nads_are_known() -> None:
+    index = WorldIndex(UPSTREAM)
+
+    def kvvm(ns: str, name: str, *nads: str) -> dict[str, Any]:
+        networks = [{"name": f"n{i}", "multus": {"networkName": n}} for i, n in enumerate(nads)]
+        return {"metadata": {"namespace": ns, "name": name, "uid": name},
+                "spec": {"template": {"spec": {"networks": networks}}}}
+
+    def nad(ns: str, name: str) -> dict[str, Any]:
+        return {"metadata": {"namespace": ns, "name": name, "uid": f"{ns}-{name}"}}
+
+    index.apply(UPSTREAM.kvvms, "ADDED", kvvm("a", "web", "user-net", "shared/storage"))
+    index.apply(UPSTREAM.kvvms, "ADDED", kvvm("b", "db", "user-net"))
+    assert index.objects_of("a/web").nads is None  # not listed yet: unknown
+    assert index.presence(kinds.NADS, True) == {"a/web", "b/db"}
+    assert list(index.objects_of("a/web").nads or ()) == []  # known: none exists
+    assert index.apply(kinds.NADS, "ADDED", nad("a", "user-net")) == {"a/web"}
+    assert index.apply(kinds.NADS, "ADDED", nad("shared", "storage")) == {"a/web"}
+    assert index.apply(kinds.NADS, "ADDED", nad("a", "unused")) == set()
+    assert [address(n) for n in index.objects_of("a/web").nads or ()] == [
+        ("a", "user-net"), ("shared", "storage")]
+    index.apply(UPSTREAM.kvvms, "MODIFIED", kvvm("a", "web"))
+    assert index.apply(kinds.NADS, "DELETED", nad("a", "user-net")) == set()
+    assert index.presence(kinds.NADS, True) == set()
+    assert index.presence(kinds.NADS, False) == {"b/db"}
+    assert index.objects_of("b/db").nads is None
+
+
+def address(body: dict[str, Any]) -> tuple[str, str]:
+    return body["metadata"]["namespace"], body["metadata"]["name"]

@@ -437,6 +437,8 @@ class Sim:
         for identity, r in wanted.items():
             if identity in self.sdn_silent or any(s.identity == identity for s in self.reported):
                 continue
+            if self.kubevirt_owns_pod and identity in self.networks_missing:
+                continue  # multus: no NetworkAttachmentDefinition, nothing attached
             error = "link setup failed" if identity in self.sdn_fails else None
             self.reported.append(SDNStatus(identity, r.if_name, error is None, error))
         # KubeVirt syncs the KVVM to the VMI spec; virt-handler attaches / detaches

@@ -293,6 +293,40 @@ def test_the_kubevirt_flavour_reads_what_users_write_into_the_template() -> None
     assert [n.identity for n in world.vm.networks or ()] == ["Main"]
 
 
+def _nad(namespace: str, name: str) -> dict[str, Any]:
+    return {"apiVersion": "k8s.cni.cncf.io/v1", "kind": "NetworkAttachmentDefinition",
+            "metadata": {"namespace": namespace, "name": name, "uid": f"nad-{name}"}}
+
+
+def test_the_kubevirt_flavour_tells_a_missing_nad_where_nads_are_known() -> None:
+    """A template's network whose NAD the cluster lacks is missing: a Network's in the
+    VM's namespace, a ClusterNetwork's in the cluster network NAD namespace (a NAD of
+    the same name elsewhere is not it); with NADs unknown nothing is."""
+    networks = [
+        {"name": "default", "pod": {}},
+        {"name": "a", "multus": {"networkName": "user-net"}},
+        {"name": b.STORAGE_IF, "multus": {"networkName": "cluster-nets/storage"}},
+        {"name": "c", "multus": {"networkName": f"{b.NS}/typo-net"}},
+    ]
+    interfaces = [{"name": "default", "masquerade": {}},
+                  *({"name": n["name"], "bridge": {}} for n in networks[1:])]
+    kvvm = b.kvvm(networks=networks, interfaces=interfaces)
+    objects = VMObjects(namespace=b.NS, name=b.VM, vm=None, kvvm=kvvm,
+                        nads=[_nad(b.NS, "user-net"), _nad(b.NS, "storage"),
+                              _nad("elsewhere", "typo-net")])
+    world = assemble_world(objects, dialect=MULTUS).world
+    assert world.vm is not None
+    assert [n.identity for n in world.vm.networks or ()] == [
+        "Main", "Network/user-net", "ClusterNetwork/storage", "Network/typo-net"]
+    assert world.networks_missing == {"ClusterNetwork/storage", "Network/typo-net"}
+    assert world.networks_ready == {}  # a NAD has no readiness
+    nads = [_nad(b.NS, "user-net"), _nad("cluster-nets", "storage"), _nad(b.NS, "typo-net")]
+    assert assemble_world(_with(objects, nads=nads), dialect=MULTUS).world.networks_missing \
+        == frozenset()
+    unknown = assemble_world(_with(objects, nads=None), dialect=MULTUS).world
+    assert unknown.networks_missing == frozenset()
+
+
 def _with(objects: VMObjects, **changes: Any) -> VMObjects:
     return replace(objects, **changes)
 
