@@ -54,6 +54,7 @@ NEXT_BOOT = (
     "it is applied at the VM's next restart (a migration does not bring it: the target "
     "runs the VMI's spec, which KubeVirt never gave it)"
 )
+
 Guard = Callable[[Context], bool]
 CompiledMoves = Mapping[str, Mapping[str, tuple[tuple[Move, tuple[Guard, ...]], ...]]]
 
@@ -75,6 +76,8 @@ class Walker:
     def walk(
         self, session: Session, op: Operation, facts: Facts, now: float, trigger: Trigger
     ) -> None:
+        """Move `op` while a move's guards hold, journaling each move; a plug first
+        takes the interface name its MAC allocation gave it."""
         by_state = self._moves[op.direction]
         if op.direction == "plug" and facts.comparison is not None:
             spec = facts.comparison.desired_entry(op.network)
