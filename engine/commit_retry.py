@@ -23,7 +23,8 @@ from nicplug.engine.model import Key, Observed, Trigger
 
 COMMIT_RETRY = RetryPolicy(initial=0.2, factor=2.0, max_delay=5.0, jitter=0.1)
 """A failed commit costs one rolled-back transaction: trying every few seconds is cheap,
-and a journal that takes writes again is noticed within `max_delay`."""
+and a journal that takes writes again is noticed within `max_delay`. (The schedule is
+`backoff.py`'s, drawn from the runtime's seeded generator.)"""
 
 
 class CommitRetries:

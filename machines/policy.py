@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+from nicplug.engine.backoff import Backoff
 from nicplug.machines.world import RolloutStrategy
 
 Gating = Literal["rollout-strategy", "always-live"]
@@ -78,8 +79,9 @@ class Timeouts:
     backoff_max: float = 300.0
 
     def backoff(self, attempt: int) -> float:
-        exponent = max(0, min(attempt - 1, 30))
-        return float(min(self.backoff_base * (2**exponent), self.backoff_max))
+        """The engine's `Backoff` with these figures, doubling, without jitter: a
+        decision must be the same on every replay, so nothing random enters it."""
+        return Backoff(base=self.backoff_base, cap=self.backoff_max).delay(attempt)
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,10 +11,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 from nicplug.simulator import networking as nw
+from nicplug.simulator.documents import deep_copy
 from nicplug.simulator.networking import Json
 from nicplug.simulator.pod_networks import network_migratable
 from nicplug.simulator.resources import VMS, Resource
-from nicplug.simulator.store import deep_copy
 
 
 def wall_time() -> str:

@@ -48,6 +48,7 @@ from nicplug.adapters.kube.encoded import decode, encode
 from nicplug.adapters.kube.errors import Expired, KubeError, NotFound, Temporary, translate
 from nicplug.adapters.kube.resources import KindRef, object_key
 from nicplug.adapters.kube.wire import JsonObject, failure, fetch_object, send
+from nicplug.engine.backoff import Backoff
 
 log = logging.getLogger(__name__)
 
@@ -139,7 +140,8 @@ class Informer:
         self._sleep = sleep
         self._clock = clock
         self._delivered = False
-        self._backoff = settings.backoff_initial
+        self._backoff = Backoff(base=settings.backoff_initial, cap=settings.backoff_max)
+        self._failures = 0  # rounds in a row that delivered nothing
         self._core = CoreV1Api(connection.client)
         self._custom = CustomObjectsApi(connection.client)
 
@@ -187,7 +189,7 @@ class Informer:
                 await self._sleep(max(self._next_backoff(), hint or 0.0))
                 continue
             if self._delivered:
-                self._backoff = self.settings.backoff_initial
+                self._failures = 0
             else:
                 await self._sleep(self._next_backoff())
 
@@ -206,9 +208,10 @@ class Informer:
             self._on_presence(self.kind, not absent)
 
     def _next_backoff(self) -> float:
-        delay = self._backoff
-        self._backoff = min(self._backoff * 2, self.settings.backoff_max)
-        return delay
+        """The engine's schedule, doubling from `backoff_initial` to `backoff_max`, no
+        jitter; a round that delivers something starts it over."""
+        self._failures += 1
+        return self._backoff.delay(self._failures)
 
     # -- list --------------------------------------------------------------------------
 

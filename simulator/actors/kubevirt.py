@@ -57,6 +57,7 @@ import random
 from nicplug.simulator import networking as nw
 from nicplug.simulator import objects as ob
 from nicplug.simulator import pod_networks
+from nicplug.simulator.actors.launchers import Launchers, migrating
 from nicplug.simulator.actors.migrations import Migrations
 from nicplug.simulator.actors.reactor import Reactor, VMKey
 from nicplug.simulator.actors.workload_updater import WorkloadUpdater
@@ -66,8 +67,6 @@ from nicplug.simulator.networking import Json
 from nicplug.simulator.resources import KVVMS, PODS, VMIMS, VMIS
 from nicplug.simulator.store import Store
 
-NODES = ("node-a", "node-b", "node-c")
-
 
 class KubeVirt(Reactor):
     watches = (KVVMS, VMIS, PODS, VMIMS)
@@ -76,7 +75,8 @@ class KubeVirt(Reactor):
     def __init__(self, store: Store, knobs: Knobs, clock: SimClock) -> None:
         super().__init__(store, knobs, clock)
         self.rng = random.Random(knobs.seed)
-        self.migrations = Migrations(self)
+        self.launchers = Launchers(store, knobs, self.rng)
+        self.migrations = Migrations(self, self.launchers)
         self.workload_updater = WorkloadUpdater(self)
         # Deckhouse's KubeVirt also hot-plugs interfaces bound by its bpfbridge plugin; it
         # is the KubeVirt under Deckhouse's SDN whatever names it is served under (a
@@ -167,46 +167,11 @@ class KubeVirt(Reactor):
                 del obj["status"]["stateChangeRequests"]
         return self.edit(KVVMS, kvvm, drop, status=True)
 
-    def new_pod(self, vmi: Json, request: str | None, *, avoid: str = "",
-                migration_uid: str | None = None) -> Json:
-        """Create a launcher pod for `vmi` on a node other than `avoid`. Its name is
-        generated (`generateName`): a name already taken is drawn again, as KubeVirt
-        creates the pod again when the API server answers AlreadyExists."""
-        node = self.rng.choice([n for n in NODES if n != avoid])
-        namespace, vm = vmi["metadata"]["namespace"], vmi["metadata"]["name"]
-        name = ""
-        while not name or self.store.peek(PODS, namespace, name) is not None:
-            suffix = "".join(self.rng.choice("bcdfghjklmnpqrstvwxz2456789") for _ in range(5))
-            name = f"virt-launcher-{vm}-{suffix}"
-        pod = ob.launcher_pod(
-            vmi, VMIS, name=name, node=node,
-            dialect=self.knobs.dialect, request=request, migration_uid=migration_uid,
-        )
-        return self.store.create(PODS, pod)
-
-    def pod_request(self, kvvm: Json, vmi: Json, source: Json | None = None) -> str | None:
-        """The request annotation of a new launcher pod: deckhouse's from the KVVM
-        template; multus' generated from the VMI spec by virt-controller (a migration
-        target of an ordinal `source` pod keeps the ordinal names)."""
-        if self.knobs.dialect == "multus":
-            try:
-                generated = pod_networks.generate(
-                    vmi.get("spec") or {}, vmi["metadata"]["namespace"],
-                    bindings=self.knobs.network_bindings,
-                    ordinal=pod_networks.ordinal_pod(source),
-                )
-            except KeyError:
-                return None  # an unregistered binding plugin: KubeVirt writes nothing
-            return generated or None
-        annotations = ob.dig(kvvm, "spec", "template", "metadata", "annotations") or {}
-        value = annotations.get(ob.request_annotation(self.knobs.dialect))
-        return value if isinstance(value, str) else None
-
     def _start(self, kvvm: Json, key: VMKey) -> Json:
         for pod in self.members(PODS, key):
             self.delete(PODS, pod)
         vmi = self.store.create(VMIS, ob.vmi_for(kvvm, KVVMS))
-        pod = self.new_pod(vmi, self.pod_request(kvvm, vmi))
+        pod = self.launchers.new_pod(vmi, self.launchers.pod_request(kvvm, vmi))
         node = pod["spec"]["nodeName"]
 
         def scheduled(obj: Json) -> None:
@@ -272,11 +237,6 @@ class KubeVirt(Reactor):
         self.edit(KVVMS, kvvm, report, status=True)
 
     # ------------------------------------------------------------- hotplug
-
-    @staticmethod
-    def _migrating(vmi: Json) -> bool:
-        """`migrations.IsMigrating`: a migration of the VMI started and has not ended."""
-        return _migrating_state(vmi)
 
     def _clear_absent(self, kvvm: Json) -> Json:
         """With no VMI, every interface marked absent leaves the template, with its
@@ -410,7 +370,7 @@ class KubeVirt(Reactor):
         asks for it at once. Not evaluated while the VMI migrates; `True` stays."""
         if self.knobs.dialect != "multus":
             return
-        if self._migrating(vmi):
+        if migrating(vmi):
             return
         status = vmi.get("status") or {}
         uid = vmi["metadata"]["uid"]
@@ -446,12 +406,6 @@ class KubeVirt(Reactor):
             state, reason = "False", "AutoMigrationPending"
         self.edit(VMIS, vmi, lambda o: ob.set_condition(
             o.setdefault("status", {}), "MigrationRequired", state, reason, message), status=True)
-
-
-def _migrating_state(vmi: Json) -> bool:
-    state = ob.dig(vmi, "status", "migrationState")
-    return (isinstance(state, dict) and bool(state.get("startTimestamp"))
-            and not state.get("endTimestamp") and not state.get("completed"))
 
 
 def _nad_swaps(template: Json, spec: Json) -> dict[str, str]:

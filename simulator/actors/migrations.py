@@ -17,23 +17,20 @@ per VMI at a time: KubeVirt's webhook refuses a second one (`simulator/admission
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from nicplug.simulator import networking as nw
 from nicplug.simulator import objects as ob
-from nicplug.simulator.actors.reactor import VMKey
+from nicplug.simulator.actors.launchers import Launchers
+from nicplug.simulator.actors.reactor import Reactor, VMKey
 from nicplug.simulator.networking import Json
 from nicplug.simulator.resources import PODS, VMIMS, VMIS
-
-if TYPE_CHECKING:
-    from nicplug.simulator.actors.kubevirt import KubeVirt
 
 FINISHED = ("Succeeded", "Failed")
 
 
 class Migrations:
-    def __init__(self, kubevirt: KubeVirt) -> None:
+    def __init__(self, kubevirt: Reactor, launchers: Launchers) -> None:
         self.kv = kubevirt
+        self.launchers = launchers
 
     def reconcile(self, key: VMKey, kvvm: Json, vmi: Json) -> None:
         migrations = self.kv.members(VMIMS, key)
@@ -100,8 +97,8 @@ class Migrations:
         source = ob.domain_pod(vmi, pods)
         target = next((p for p in pods if _labels(p).get(nw.MIGRATION_LABEL) == uid), None)
         if target is None:
-            target = self.kv.new_pod(
-                vmi, self.kv.pod_request(kvvm, vmi, source), migration_uid=uid,
+            target = self.launchers.new_pod(
+                vmi, self.launchers.pod_request(kvvm, vmi, source), migration_uid=uid,
                 avoid=source["spec"]["nodeName"] if source else "",
             )
         state = {

@@ -16,16 +16,12 @@ of date here, so hotplug is all it migrates for.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from nicplug.simulator import objects as ob
-from nicplug.simulator.actors.reactor import VMKey
+from nicplug.simulator.actors.launchers import migrating
+from nicplug.simulator.actors.reactor import Reactor, VMKey
 from nicplug.simulator.errors import AlreadyExists
 from nicplug.simulator.networking import Json
 from nicplug.simulator.resources import KUBEVIRTS, VMIMS
-
-if TYPE_CHECKING:
-    from nicplug.simulator.actors.kubevirt import KubeVirt
 
 PARALLEL_DEFAULT = 5
 """`ParallelMigrationsPerClusterDefault` (`pkg/virt-config/virt-config.go`)."""
@@ -46,7 +42,7 @@ def parallel(kubevirt: Json | None) -> int:
 
 
 class WorkloadUpdater:
-    def __init__(self, kubevirt: KubeVirt) -> None:
+    def __init__(self, kubevirt: Reactor) -> None:
         self.kv = kubevirt
         self._counted: tuple[float, int] | None = None  # (when, migrations running then)
         self._waiting: dict[VMKey, None] = {}  # VMIs that qualify, in the order they did
@@ -78,7 +74,7 @@ class WorkloadUpdater:
         cap = parallel(kubevirt)
         if (not live_migrate(kubevirt)
                 or ob.dig(vmi, "status", "phase") != "Running"
-                or self.kv._migrating(vmi)
+                or migrating(vmi)
                 or required is None or required.get("status") != "True"
                 or migratable is None or migratable.get("status") != "True"
                 or any(ob.dig(m, "status", "phase") not in FINISHED

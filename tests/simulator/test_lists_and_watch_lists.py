@@ -32,7 +32,7 @@ async def test_a_list_in_pages_is_the_whole_list_and_an_old_token_is_gone() -> N
     async with SimulatedCluster(Knobs(dialect="deckhouse"), clock=VirtualSimClock(),
                                 fixtures=Fixtures(vms=5)) as cluster:
         assert cluster.kubeconfig_path is not None
-        cluster.store._history = History(50)  # a short history: compaction comes soon
+        cluster.store.fanout.history = History(50)  # a short history: compaction comes soon
         api = await config.new_client_from_config(str(cluster.kubeconfig_path))
         async with api:
             core = client.CoreV1Api(api)

@@ -1,0 +1,91 @@
+"""Opening operations: for a change nobody handles, or a desired spec nicplug refuses.
+
+`candidates.py` says which changes need an operation; here each is opened (`Opened`,
+its stream numbered by attempt) unless one is live for the same network and direction,
+or the last one failed and its retry time (`Timeouts.backoff`) has not come, or its
+migrations failed as often as nicplug allows — in both cases unless the world already
+shows the goal, which an attempt then adopts. An invalid desired spec opens an `update`
+operation that fails at once, so `explain` and the Events say why. Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+from nicplug.machines.candidates import Candidate
+from nicplug.machines.comparator import Comparison, Direction
+from nicplug.machines.operation import OPENED, Operation, stream_of
+from nicplug.machines.policy import MachineConfig
+from nicplug.machines.session import Session
+
+
+def open_operation(
+    config: MachineConfig, session: Session, c: Candidate, now: float) -> Operation | None:
+    latest = session.state.ops.get((c.network, c.direction))
+    if latest is not None:
+        if not latest.terminal:
+            return None
+        if _gave_up(config, session, latest) and not c.goal_shown:
+            return None
+        if (
+            latest.state == "Failed"
+            and latest.retry_at is not None
+            and now < latest.retry_at
+            and not c.goal_shown
+        ):
+            return None
+    return _append_opened(
+        config, session, c.network, c.direction, c.if_name, c.target, latest, now
+    )
+
+
+def _gave_up(config: MachineConfig, session: Session, latest: Operation) -> bool:
+    """Did the change's migrations fail as often as nicplug allows? Then it is not
+    tried again, until the user changes their mind (the opposite operation opened
+    since) or the world shows it done (a restart applied it)."""
+    if latest.state != "Failed" or latest.migrations_failed < config.migration_attempts:
+        return False
+    opposite = "unplug" if latest.direction == "plug" else "plug"
+    other = session.state.ops.get((latest.network, opposite))
+    return other is None or other.opened_at <= latest.entered_at
+
+
+def open_invalid(
+    config: MachineConfig, session: Session, comparison: Comparison, now: float) -> None:
+    network = comparison.invalid_network
+    target = f"invalid:{comparison.invalid}"
+    latest = session.state.ops.get((network, "update"))
+    if latest is not None and (not latest.terminal or latest.target == target):
+        return
+    spec = comparison.desired_entry(network)
+    if_name = spec.if_name if spec else ""
+    _append_opened(config, session, network, "update", if_name, target, latest, now)
+
+
+def _append_opened(
+    config: MachineConfig,
+    session: Session,
+    network: str,
+    direction: Direction,
+    if_name: str,
+    target: str,
+    latest: Operation | None,
+    now: float,
+) -> Operation:
+    attempt = latest.attempt + 1 if latest else 1
+    stream = stream_of(session.vm_uid, network, direction, attempt)
+    payload = {
+        "vm": session.vm,
+        "vm_uid": session.vm_uid,
+        "network": network,
+        "if_name": if_name,
+        "direction": direction,
+        "attempt": attempt,
+        "target": target,
+        "at": now,
+    }
+    if config.flavour != "deckhouse":
+        payload["flavour"] = config.flavour
+    if config.observes:
+        payload["mode"] = "observe"
+    if latest is not None and latest.state == "Failed" and latest.migrations_failed:
+        payload["migrations_failed"] = latest.migrations_failed  # the change's, so far
+    return session.append(stream, OPENED, payload)
