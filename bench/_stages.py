@@ -6,9 +6,9 @@ e2e --sample FILE`: every thread of `nicplug run`, sampled over the window whose
 (the CPU ms per hotplug of the same run) its ms per hotplug. A stack belongs to the
 stage of its innermost frame that names one: a log line inside a decision is the log
 line's, pydantic inside an observation world assembly's; a stack through the Event
-recorder is the Event's (its HTTP request too). Libraries used by several stages (aiohttp, asyncio, json) name none, so
-their frames count for the caller's stage; a stack that reaches no stage is the event
-loop's own (select, callbacks, transports) or start-up's.
+recorder is the Event's (its HTTP request too). Libraries used by several stages
+(aiohttp, asyncio, json) name none, so their frames count for the caller's stage; a
+stack that reaches no stage is the event loop's own (select, callbacks, transports).
 
 Sampling without pausing the process skews nothing by call count, unlike cProfile;
 its error is the sample count's (a stage of 1% over 2,000 samples is ±0.2%). py-spy
