@@ -1,11 +1,11 @@
 """End to end: nicplug and the kopf peer, one after the other, on one simulated cluster.
 
 `python -m bench e2e [--quick] [--size 1k|10k] [--no-peer] [--peer DIR] [--profile FILE]
-[--stalls FILE]` (`--help` says each). For each size (plugging + idle VMs:
-100 + 1,000 and 1,000 + 10,000; `--quick`: 20 + 200 with 100 unused Networks), one
-simulated cluster process (`bench._timed_cluster`: every simulated delay zero, upstream
-KubeVirt API names, which the peer speaks) serves plugging + idle running VMs. Then,
-each in its own process and measured from outside the same way:
+[--stalls FILE] [--sample FILE] [--observe]` (`--help` says each). For each size
+(plugging + idle VMs: 100 + 1,000 and 1,000 + 10,000; `--quick`: 20 + 200 with 100
+unused Networks), one simulated cluster process (`bench._timed_cluster`: every
+simulated delay zero, upstream KubeVirt API names, which the peer speaks) serves
+plugging + idle running VMs. Then, each in its own process and measured from outside the same way:
 
 1. `nicplug run` starts, lists everything and settles; the first `plugging` VMs each
    ask for two networks (`Network/user-net` and `ClusterNetwork/storage` in one merge
@@ -37,7 +37,12 @@ profile of its whole life to FILE (`.<size>` appended when there are two sizes):
 `python -m pstats FILE` reads it. `--stalls FILE` runs it under a sampler that names
 what stalls its event loop (`bench._stalls`: one JSON line per stall over 30 ms, with
 its most sampled stacks). `--no-peer` runs nicplug alone (no ratios): a cheaper way to
-follow nicplug's own figures, with `--size` to run one size only.
+follow nicplug's own figures, with `--size` to run one size only. `--sample FILE` has
+py-spy sample nicplug over the window its CPU is counted in (`python -m bench._stages
+FILE` splits it into the per-hotplug budget's stages). By default the cluster's
+Deckhouse does not hot-plug (`native_hotplug` off) and nicplug runs `--mode drive`,
+writing what the peer writes; `--observe` turns the platform's hotplug on and runs
+`--mode observe` (no peer): nicplug's CPU per hotplug it only tracks.
 
 The steady pace follows the burst's throughput, which swings with the machine's load
 (100-400 hotplugs/s at 10,000 VMs on one quiet machine), and the latency added per step
