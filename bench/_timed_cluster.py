@@ -12,7 +12,7 @@ benchmark can follow them. It prints the server's URL once it serves and exits o
 SIGTERM / SIGINT. It measures nothing itself and never acts on the cluster.
 
 `python -m bench._timed_cluster --vms N --kubeconfig PATH --writes PATH --requests PATH
-[--networks N]`
+[--networks N] [--native-hotplug]`
 """
 
 from __future__ import annotations
@@ -99,14 +99,15 @@ def network_names(extra: int) -> tuple[str, ...]:
 
 
 async def serve(vms: int, kubeconfig: Path, writes: Path, requests: Path,
-                networks: int = 0) -> None:
+                networks: int = 0, native_hotplug: bool = False) -> None:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     cluster = SimulatedCluster(
-        # the names the peer speaks; the peer drives the hotplug
-        Knobs(delays=ZERO_DELAYS, kubevirt_api="upstream", native_hotplug=False),
+        # the names the peer speaks; the peer (or nicplug in drive mode) drives the
+        # hotplug, unless the platform's own controller does (observe mode)
+        Knobs(delays=ZERO_DELAYS, kubevirt_api="upstream", native_hotplug=native_hotplug),
         fixtures=Fixtures(vms=vms, networks=network_names(networks)),
         kubeconfig_path=kubeconfig,
     )
@@ -133,10 +134,13 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--requests", type=Path, required=True)
     parser.add_argument("--networks", type=int, default=0,
                         help="Networks nobody asks for, beside user-net")
+    parser.add_argument("--native-hotplug", action="store_true",
+                        help="Deckhouse's controller hot-plugs itself (a controller observes)")
     args = parser.parse_args(argv)
     args.writes.write_bytes(b"")
     args.requests.write_bytes(b"")
-    asyncio.run(serve(args.vms, args.kubeconfig, args.writes, args.requests, args.networks))
+    asyncio.run(serve(args.vms, args.kubeconfig, args.writes, args.requests, args.networks,
+                      args.native_hotplug))
     return 0
 
 

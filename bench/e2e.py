@@ -1,11 +1,11 @@
 """End to end: nicplug and the kopf peer, one after the other, on one simulated cluster.
 
 `python -m bench e2e [--quick] [--size 1k|10k] [--no-peer] [--peer DIR] [--profile FILE]
-[--stalls FILE]` (`--help` says each). For each size (plugging + idle VMs:
-100 + 1,000 and 1,000 + 10,000; `--quick`: 20 + 200 with 100 unused Networks), one
-simulated cluster process (`bench._timed_cluster`: every simulated delay zero, upstream
-KubeVirt API names, which the peer speaks) serves plugging + idle running VMs. Then,
-each in its own process and measured from outside the same way:
+[--stalls FILE] [--sample FILE] [--observe]` (`--help` says each). For each size
+(plugging + idle VMs: 100 + 1,000 and 1,000 + 10,000; `--quick`: 20 + 200 with 100
+unused Networks), one simulated cluster process (`bench._timed_cluster`: every
+simulated delay zero, upstream KubeVirt API names, which the peer speaks) serves
+plugging + idle running VMs. Then, each in its own process and measured from outside the same way:
 
 1. `nicplug run` starts, lists everything and settles; the first `plugging` VMs each
    ask for two networks (`Network/user-net` and `ClusterNetwork/storage` in one merge
@@ -37,7 +37,12 @@ profile of its whole life to FILE (`.<size>` appended when there are two sizes):
 `python -m pstats FILE` reads it. `--stalls FILE` runs it under a sampler that names
 what stalls its event loop (`bench._stalls`: one JSON line per stall over 30 ms, with
 its most sampled stacks). `--no-peer` runs nicplug alone (no ratios): a cheaper way to
-follow nicplug's own figures, with `--size` to run one size only.
+follow nicplug's own figures, with `--size` to run one size only. `--sample FILE` has
+py-spy sample nicplug over the window its CPU is counted in (`python -m bench._stages
+FILE` splits it into the per-hotplug budget's stages). By default the cluster's
+Deckhouse does not hot-plug (`native_hotplug` off) and nicplug runs `--mode drive`,
+writing what the peer writes; `--observe` turns the platform's hotplug on and runs
+`--mode observe` (no peer): nicplug's CPU per hotplug it only tracks.
 
 The steady pace follows the burst's throughput, which swings with the machine's load
 (100-400 hotplugs/s at 10,000 VMs on one quiet machine), and the latency added per step
@@ -56,6 +61,7 @@ import asyncio
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -170,12 +176,14 @@ class Cluster:
     requests: Path
 
 
-def start_cluster(vms: int, directory: Path, *, networks: int = 0) -> Cluster:
+def start_cluster(vms: int, directory: Path, *, networks: int = 0,
+                  native_hotplug: bool = False) -> Cluster:
     kubeconfig, writes, requests = (directory / n for n in
                                     ("kubeconfig", "writes.jsonl", "requests.jsonl"))
     process = _spawn(["-m", "bench._timed_cluster", "--vms", str(vms), "--kubeconfig",
                       str(kubeconfig), "--writes", str(writes), "--requests", str(requests),
-                      "--networks", str(networks)],
+                      "--networks", str(networks),
+                      *(["--native-hotplug"] if native_hotplug else [])],
                      subprocess.PIPE)
     assert process.stdout is not None
     line = process.stdout.readline().decode()
@@ -198,7 +206,7 @@ class Controller:
 
 
 def nicplug(cluster: Cluster, directory: Path, profile: Path | None = None,
-            stalls: Path | None = None) -> Controller:
+            stalls: Path | None = None, mode: str = "drive") -> Controller:
     port = _free_port()
     metrics = f"http://127.0.0.1:{port}"
     cli = (["-m", "bench._profiled", str(profile)] if profile
@@ -209,7 +217,7 @@ def nicplug(cluster: Cluster, directory: Path, profile: Path | None = None,
         [*cli, "run", "--kubeconfig", str(cluster.kubeconfig),
          "--journal", str(directory / "journal.db"), "--metrics-addr", f"127.0.0.1:{port}",
          "--query-addr", "",
-         "--identity", "bench", "--kubevirt-api", "upstream", "--mode", "drive"],
+         "--identity", "bench", "--kubevirt-api", "upstream", "--mode", mode],
         ROOT, {}, lambda: _get(metrics + "/readyz") is not None,
         lambda agent: agent.startswith("nicplug/"),
     )
@@ -302,13 +310,25 @@ class Side:
         return sum(self.requests.values()) / max(self.plugs.done, 1)
 
 
+def _sampler(pid: int, out: Path) -> subprocess.Popen[bytes]:
+    """py-spy sampling `pid` (every thread, 500 Hz, without pausing it) into `out`, as
+    collapsed stacks (`bench._stages` groups them); it writes `out` on SIGINT."""
+    spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
+    return subprocess.Popen(
+        [spy, "record", "--pid", str(pid), "--rate", "500", "--nonblocking", "--threads",
+         "--format", "raw", "--output", str(out)],
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
 def run_side(cluster: Cluster, controller: Controller, names: list[str], log: Path, *,
              deadline: float, steady: list[str] | None = None, networks: int = 0,
              metrics: Callable[[], dict[str, float]] | None = None,
-             steady_rate: float | None = None, paced: bool = False) -> Side:
+             steady_rate: float | None = None, paced: bool = False,
+             sample: Path | None = None) -> Side:
     """One controller's phase: `names` ask all at once (`PATCHING` in flight), then the
     `steady` ones at `steady_rate` hotplugs/s (None: half the burst's throughput). With
-    `paced`, `names` are the steady ones: they ask at `steady_rate` from the start."""
+    `paced`, `names` are the steady ones: they ask at `steady_rate` from the start.
+    With `sample`, py-spy samples the controller over the window its CPU is counted."""
     started = time.monotonic()
     with log.open("wb") as out:
         process = _spawn(controller.argv, out, cwd=controller.cwd, env=controller.env)
@@ -333,6 +353,7 @@ def run_side(cluster: Cluster, controller: Controller, names: list[str], log: Pa
                                                - extra["lag_ticks_over_50ms"])
         vms = {f"default/{n}" for n in names}
         pace = PER_VM / steady_rate if paced and steady_rate else 0.0
+        sampler = _sampler(process.pid, sample) if sample else None
         cpu0, since = cpu_seconds(process.pid), time.time()
         asyncio.run(_patch(cluster.url, names, pace=pace))
         if pace:
@@ -341,6 +362,9 @@ def run_side(cluster: Cluster, controller: Controller, names: list[str], log: Pa
         _wait_attached(cluster, vms, since, deadline)
         settle(process.pid)
         cpu, end = cpu_seconds(process.pid) - cpu0, time.time()
+        if sampler is not None:
+            sampler.send_signal(signal.SIGINT)
+            sampler.wait(60)
         rss_peak = _status_mb(process.pid, "VmHWM")
         plugs = hotplugs(writes_of(cluster.writes), vms, since, PER_VM)
         if steady:
@@ -403,7 +427,8 @@ class SizeRun:
 def run_size(plugging: int, idle: int, directory: Path, peer: Path | None, *,
              networks: int = 0, profile: Path | None = None,
              stalls: Path | None = None, steady_rate: float | None = None,
-             steady_only: bool = False) -> SizeRun:
+             steady_only: bool = False, observe: bool = False,
+             sample: Path | None = None) -> SizeRun:
     steady_n = max(plugging // 2, 10)
     total = plugging + idle
     if idle < plugging + steady_n:
@@ -412,16 +437,17 @@ def run_size(plugging: int, idle: int, directory: Path, peer: Path | None, *,
     ours, theirs = names[:plugging], names[plugging:2 * plugging]
     steady = names[2 * plugging:2 * plugging + steady_n]
     deadline = 600.0 + total / 10
-    cluster = start_cluster(total, directory, networks=networks)
+    cluster = start_cluster(total, directory, networks=networks, native_hotplug=observe)
     try:
-        ctl = nicplug(cluster, directory, profile, stalls)
+        ctl = nicplug(cluster, directory, profile, stalls,
+                      mode="observe" if observe else "drive")
         port = ctl.argv[ctl.argv.index("--metrics-addr") + 1]
         side = run_side(cluster, ctl, steady if steady_only else ours,
                         directory / "nicplug.log", deadline=deadline,
                         steady=None if steady_only else steady,
                         networks=0 if steady_only else networks,
                         metrics=lambda: _scrape(f"http://{port}"),
-                        steady_rate=steady_rate, paced=steady_only)
+                        steady_rate=steady_rate, paced=steady_only, sample=sample)
         other = NOT_RUN if peer is None or steady_only else run_side(
             cluster, kopf_peer(cluster, peer, total), theirs, directory / "peer.log",
             deadline=deadline)
@@ -488,6 +514,13 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--steady-only", action="store_true",
                         help="no burst, no Network burst, no peer: only the steady VMs "
                              "ask, at --steady-rate (the step latency alone, quickly)")
+    parser.add_argument("--observe", action="store_true",
+                        help="the platform hot-plugs (the simulated Deckhouse's "
+                             "native_hotplug) and nicplug runs --mode observe: its CPU per "
+                             "observed hotplug; no peer (compare with a drive run's)")
+    parser.add_argument("--sample", type=Path, default=None, metavar="FILE",
+                        help="py-spy samples nicplug over the burst's window into FILE "
+                             "(collapsed stacks; `python -m bench._stages FILE` splits them)")
     tools = parser.add_mutually_exclusive_group()
     tools.add_argument("--profile", type=Path, default=None, metavar="FILE",
                        help="run nicplug under cProfile (CPU time) and write its profile here")
@@ -498,7 +531,8 @@ def main(argv: list[str]) -> int:
         parser.error("--steady-rate must be positive")
     if args.steady_only and args.steady_rate is None:
         parser.error("--steady-only needs --steady-rate")
-    peer: Path | None = None if args.no_peer or args.steady_only else args.peer
+    peer: Path | None = (None if args.no_peer or args.steady_only or args.observe
+                         else args.peer)
     if peer is not None and not (peer / "operator.py").is_file():
         print(f"bench e2e: no kopf peer at {peer} (give --peer DIR)", file=sys.stderr)
         return 2
@@ -522,12 +556,14 @@ def main(argv: list[str]) -> int:
                                  profile=output(args.profile, plugging, idle),
                                  stalls=output(args.stalls, plugging, idle),
                                  steady_rate=args.steady_rate,
-                                 steady_only=args.steady_only))
+                                 steady_only=args.steady_only, observe=args.observe,
+                                 sample=output(args.sample, plugging, idle)))
     load_after = os.getloadavg()[0]
     for run in runs:
         print(f"\n{run.plugging} plugging + {run.idle} idle VMs "
               f"(each asks for {PER_VM} networks)"
-              + ("; steady phase only: the figures are its own" if run.steady_only else ""))
+              + ("; steady phase only: the figures are its own" if run.steady_only else "")
+              + ("; observe mode: the platform hot-plugs" if args.observe else ""))
         rows = [("", "nicplug", "kopf peer", "ratio"), *report(run)]
         width = max(len(r[0]) for r in rows)
         for name, x, y, r in rows:
