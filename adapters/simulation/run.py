@@ -91,7 +91,8 @@ def simulate(schedule: Schedule, *, workdir: Path | None = None,
     collecting = gc.isenabled()
     gc.disable()
     loop = VirtualTimeLoop()
-    for name in ("nicplug", "kubernetes_asyncio"):
+    quieted = {name: logging.getLogger(name).level for name in ("nicplug", "kubernetes_asyncio")}
+    for name in quieted:
         logging.getLogger(name).setLevel(logging.CRITICAL)
     try:
         with lease_time(), tempfile.TemporaryDirectory(prefix="nicplug-dst-",
@@ -102,6 +103,8 @@ def simulate(schedule: Schedule, *, workdir: Path | None = None,
         _cancel_what_is_left(loop)
         loop.run_until_complete(loop.shutdown_asyncgens())
         loop.close()
+        for name, level in quieted.items():  # the process's own logging, as it was
+            logging.getLogger(name).setLevel(level)
         if collecting:
             gc.enable()
         if next(_RUNS) % THAW_EVERY == 0:
