@@ -100,7 +100,7 @@ def replay(
     """Replay a tape on a virtual clock; no effect reaches any server."""
     from nicplug.adapters.cli.console import make_console
     from nicplug.adapters.cli.flavours import dialect_of
-    from nicplug.adapters.settings import Settings
+    from nicplug.adapters.core.settings import Settings
     from nicplug.adapters.tapes.replaying import Replay, TapeMalformed
     from nicplug.adapters.tapes.report import compare_effects as compare
     from nicplug.adapters.tapes.report import print_report, replay_json

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from nicplug.adapters.executor import KubeExecutor
+from nicplug.adapters.core.executor import KubeExecutor
 from nicplug.adapters.simulation.invariants import Spoiled, Watchman, effects_for
 from nicplug.adapters.simulation.journal import issued_effects
 from nicplug.adapters.simulation.run import simulate
@@ -223,7 +223,7 @@ def test_a_run_catches_a_write_sent_while_its_vm_is_held(monkeypatch: pytest.Mon
     """With held still put back to not still (no fence on a held VM, attempts not
     parked), seed 222 stops at a KVVM patch sent while the replica holds a malformed VM:
     the invariant judges a write to another object by what the replica had seen."""
-    from nicplug.adapters import controller
+    from nicplug.adapters.core import controller
     from nicplug.engine.outbox import EffectRunner
 
     assert simulate(draw(222)).violation is None

@@ -32,7 +32,7 @@ from aiohttp import web
 from typer.testing import CliRunner
 
 from nicplug.adapters.cli import app
-from nicplug.adapters.executor import KubeExecutor
+from nicplug.adapters.core.executor import KubeExecutor
 from nicplug.adapters.simulation.loop import Deadlock, VirtualTimeLoop
 from nicplug.adapters.simulation.run import simulate
 from nicplug.adapters.simulation.schedule import Schedule, Step, draw

@@ -13,6 +13,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from nicplug.adapters.core.observability import parse_addr
+from nicplug.adapters.core.scope import VMScope
 from nicplug.adapters.kube.flavour import (
     Flavour,
     FlavourName,
@@ -21,8 +23,6 @@ from nicplug.adapters.kube.flavour import (
     with_dialect,
 )
 from nicplug.adapters.kube.lease import LeaseTiming
-from nicplug.adapters.observability import parse_addr
-from nicplug.adapters.scope import VMScope
 from nicplug.engine.locations import is_dsn, shown
 from nicplug.machines.policy import MachineConfig, Mode, Timeouts
 

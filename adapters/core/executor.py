@@ -47,6 +47,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from functools import partial
 from typing import Any, Final
 
+from nicplug.adapters.core.observability import Metrics
 from nicplug.adapters.kube import errors as kube_errors
 from nicplug.adapters.kube.calls import EventNote, KubeCalls, pointer
 from nicplug.adapters.kube.events import EventRecorder
@@ -66,7 +67,6 @@ from nicplug.adapters.kube.translate.objects import (
     VMIObject,
     read,
 )
-from nicplug.adapters.observability import Metrics
 from nicplug.adapters.sdn import Dialect, MalformedAnnotation, WritingDialect
 from nicplug.engine.errors import (
     EffectUndecodable,

@@ -26,10 +26,10 @@ from typing import Any, Literal
 
 from kubernetes_asyncio.client.api.rbac_authorization_v1_api import RbacAuthorizationV1Api
 
+from nicplug.adapters.core.settings import Settings
 from nicplug.adapters.kube.client import ApiConnection
 from nicplug.adapters.kube.errors import KubeError, translate
 from nicplug.adapters.kube.wire import fetch_object
-from nicplug.adapters.settings import Settings
 from nicplug.machines.policy import Mode
 
 log = logging.getLogger(__name__)
