@@ -87,7 +87,7 @@ from nicplug.machines.world import World
 if TYPE_CHECKING:
     from nicplug.engine.postgres_journal import PostgresJournal
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("nicplug.adapters.controller")  # the name log pipelines filter on
 
 RETENTION_EVERY = 3600.0  # seconds between retention runs
 _RELEASE_BUDGET = 2.0  # seconds a clean stop spends handing the lease over

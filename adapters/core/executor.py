@@ -88,7 +88,7 @@ from nicplug.machines.effects import (
 from nicplug.machines.facts import FINISHED_PHASES
 from nicplug.machines.world import MAIN_IF_NAME, RESTART_ANNOTATION, RUNNING, SDNRequest
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("nicplug.adapters.executor")  # the name log pipelines filter on
 
 JSON_PATCH: Final = "application/json-patch+json"
 CONDITION_WRITE_ATTEMPTS: Final = 3

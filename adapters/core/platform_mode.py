@@ -32,7 +32,7 @@ from nicplug.adapters.kube.errors import KubeError, translate
 from nicplug.adapters.kube.wire import fetch_object
 from nicplug.machines.policy import Mode
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("nicplug.adapters.platform_mode")  # the name log pipelines filter on
 
 CONTROLLER_ROLE = "d8:virtualization:virtualization-controller"
 """The ClusterRole of Deckhouse's virtualization controller
