@@ -32,7 +32,7 @@ Migrations = Literal["auto", "opt-in", "never", "manual"]
 ModeSetting = Literal["auto", "observe", "drive"]
 """`--mode`: `observe` (the platform hot-plugs, nicplug follows and tells), `drive`
 (nicplug writes the pods and KVVMs: a Deckhouse release without native hotplug), or
-`auto` (the default): `nicplug run` asks the cluster (`adapters/platform_mode.py`)."""
+`auto` (the default): `nicplug run` asks the cluster (`adapters/core/platform_mode.py`)."""
 
 
 class Settings(BaseModel):
