@@ -44,8 +44,8 @@ RULES: tuple[tuple[str, str], ...] = (
     ("logging/", "logs and metrics"),
     ("prometheus_client/", "logs and metrics"),
     ("adapters/log_lines.py", "logs and metrics"),
-    ("adapters/observability.py", "logs and metrics"),
-    ("adapters/loop_lag.py", "logs and metrics"),
+    ("core/observability.py", "logs and metrics"),
+    ("core/loop_lag.py", "logs and metrics"),
     ("adapters/durations.py", "logs and metrics"),
     ("kube/requests_seen.py", "logs and metrics"),
     ("aiosqlite/", "journal"),
@@ -57,7 +57,7 @@ RULES: tuple[tuple[str, str], ...] = (
     ("engine/schema.py", "journal"),
     ("machines/", "decision (and the runtime)"),
     ("engine/", "decision (and the runtime)"),
-    ("adapters/executor.py", "executor and HTTP"),
+    ("core/executor/", "executor and HTTP"),
     ("kube/calls.py", "executor and HTTP"),
     ("kube/wire.py", "executor and HTTP"),
     ("kube/client.py", "executor and HTTP"),
@@ -70,10 +70,10 @@ RULES: tuple[tuple[str, str], ...] = (
     ("kube/encoded.py", "watch decode and projection"),
     ("pydantic", "world assembly"),
     ("kube/translate/", "world assembly"),
-    ("adapters/worldview.py", "world assembly"),
-    ("adapters/observing.py", "world assembly"),
+    ("core/worldview.py", "world assembly"),
+    ("core/observing.py", "world assembly"),
     ("adapters/sdn/", "world assembly"),
-    ("adapters/controller.py", "world assembly"),
+    ("core/controller.py", "world assembly"),
 )
 
 # a stack through the Event recorder is the Event's, its HTTP request included

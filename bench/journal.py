@@ -46,7 +46,7 @@ from eventsourcing.sqlite import SQLiteApplicationRecorder, SQLiteDatastore
 
 from bench._args import quick as quick_run
 from nicplug.adapters.cli.journal_upkeep import rebuild_read_model
-from nicplug.adapters.retention import archive_finished
+from nicplug.adapters.core.retention import archive_finished
 from nicplug.engine.clock import VirtualClock
 from nicplug.engine.effects import RecordingExecutor
 from nicplug.engine.journal import Commit

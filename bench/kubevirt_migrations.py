@@ -36,8 +36,8 @@ from pathlib import Path
 from typing import Any
 
 from bench._args import quick
-from nicplug.adapters.controller import Controller
-from nicplug.adapters.settings import Settings
+from nicplug.adapters.core.controller import Controller
+from nicplug.adapters.core.settings import Settings
 from nicplug.simulator import networking as nw
 from nicplug.simulator import objects as ob
 from nicplug.simulator.cluster import SimulatedCluster

@@ -33,7 +33,7 @@ from pathlib import Path
 from bench.e2e import _spawn, _status_mb, _stop, nicplug, settle, start_cluster
 
 IMPORTS = ("import nicplug.adapters.cli, nicplug.adapters.cli.run, "
-           "nicplug.adapters.controller, nicplug.adapters.kube.client")
+           "nicplug.adapters.core.controller, nicplug.adapters.kube.client")
 TOP = 12
 
 

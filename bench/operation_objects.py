@@ -24,10 +24,10 @@ from typing import Any
 import aiohttp
 
 from bench._args import quick as quick_run
-from nicplug.adapters.controller import Controller
-from nicplug.adapters.operation_objects import BATCH, OperationObjects
+from nicplug.adapters.core.controller import Controller
+from nicplug.adapters.core.operation_objects import BATCH, OperationObjects
+from nicplug.adapters.core.settings import Settings
 from nicplug.adapters.queries import open_for_queries, operations
-from nicplug.adapters.settings import Settings
 from nicplug.simulator.cluster import SimulatedCluster
 from nicplug.simulator.fixtures import Fixtures
 from nicplug.simulator.knobs import Delays, Knobs

@@ -140,8 +140,8 @@ def _child(tape: Path) -> dict[str, Any]:
     """Replay `tape` in a fresh process; its time, counts and peak RSS."""
     code = (
         "import asyncio, json, resource, sys, time\n"
-        "from nicplug.adapters.settings import Settings\n"
-        "from nicplug.adapters.tapes.replaying import Replay\n"
+        "from nicplug.adapters.core.settings import Settings\n"
+        "from nicplug.adapters.core.replaying import Replay\n"
         "started, cpu = time.perf_counter(), time.process_time()\n"
         "with open(sys.argv[1], 'rb') as tape:\n"
         "    result = asyncio.run(Replay(Settings()).run(tape))\n"

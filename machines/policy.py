@@ -37,7 +37,7 @@ since its native NIC hotplug; KubeVirt always), nicplug takes each transition fr
 the platform writes and adds deadlines, Events, metrics and the journal; `drive` —
 nicplug writes the launcher pods' SDN request and the KVVM itself (a Deckhouse release
 without native hotplug). The setting `auto` is resolved to one of these before the
-machines are built (`adapters/platform_mode.py`)."""
+machines are built (`adapters/core/platform_mode.py`)."""
 
 
 def hotplug_in_place(gating: Gating, strategy: RolloutStrategy) -> bool:

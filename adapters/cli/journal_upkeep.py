@@ -39,10 +39,10 @@ import typer
 
 from nicplug.adapters.cli.journal import journal_app
 from nicplug.adapters.cli.querying import DEFAULT_JOURNAL, fail, location_of, named
+from nicplug.adapters.core.retention import archive_finished
 from nicplug.adapters.durations import spelled
 from nicplug.adapters.exporting import ArchiveDamaged, read_events
 from nicplug.adapters.queries import duration
-from nicplug.adapters.retention import archive_finished
 from nicplug.engine.audit import folder
 from nicplug.engine.errors import JournalError
 from nicplug.engine.sqlite_journal import SQLiteJournal

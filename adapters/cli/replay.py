@@ -25,7 +25,7 @@ from nicplug.adapters.cli.app import app
 from nicplug.adapters.cli.run import _explain, duration_arg, namespace_scope, usage_error
 
 if TYPE_CHECKING:
-    from nicplug.adapters.tapes.replaying import Until
+    from nicplug.adapters.core.replaying import Until
 
 
 NOT_DECIDING = frozenset({
@@ -100,10 +100,10 @@ def replay(
     """Replay a tape on a virtual clock; no effect reaches any server."""
     from nicplug.adapters.cli.console import make_console
     from nicplug.adapters.cli.flavours import dialect_of
-    from nicplug.adapters.settings import Settings
-    from nicplug.adapters.tapes.replaying import Replay, TapeMalformed
-    from nicplug.adapters.tapes.report import compare_effects as compare
-    from nicplug.adapters.tapes.report import print_report, replay_json
+    from nicplug.adapters.cli.replay_report import compare_effects as compare
+    from nicplug.adapters.cli.replay_report import print_report, replay_json
+    from nicplug.adapters.core.replaying import Replay, TapeMalformed
+    from nicplug.adapters.core.settings import Settings
     from nicplug.engine.errors import JournalError
 
     dialect = dialect_of(flavour, dialect)
@@ -161,7 +161,7 @@ def replay(
 
 
 def _until(text: str | None) -> Until | None:
-    from nicplug.adapters.tapes.replaying import Until
+    from nicplug.adapters.core.replaying import Until
     from nicplug.adapters.tapes.times import parse_at, parse_duration
 
     if text is None:

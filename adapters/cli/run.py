@@ -204,7 +204,7 @@ def run(
 ) -> None:
     """Run the controller: watch VMs and hot-plug/unplug their interfaces."""
     from nicplug.adapters.cli.flavours import dialect_of
-    from nicplug.adapters.settings import Settings
+    from nicplug.adapters.core.settings import Settings
     from nicplug.engine.locations import is_dsn
 
     dialect = dialect_of(flavour, dialect)
@@ -244,10 +244,10 @@ def run(
         usage_error(f"--log-format: expected text or json, got {log_format!r}")
     configure_logging(level, log_format)
 
-    from nicplug.adapters.controller import run_controller
+    from nicplug.adapters.core.controller import run_controller
+    from nicplug.adapters.core.observability import MetricsAddressError
     from nicplug.adapters.journal_verdict import refused_at_start
     from nicplug.adapters.kube.client import ClientConfigError
-    from nicplug.adapters.observability import MetricsAddressError
     from nicplug.adapters.tapes.writer import TapeUnwritable
 
     try:

@@ -85,7 +85,7 @@ tell a missing NAD from a present one (`docs/decisions/missing-networks.md`)."""
 OPERATIONS = KindRef("nicplug.io", "v1alpha1", "networkinterfaceoperations",
                      "NetworkInterfaceOperation", True)
 """nicplug's own kind: one object per interface operation, the journal's projection
-(`adapters/operation_objects.py`); its CRD is in `deploy/base/`."""
+(`adapters/core/operation_objects.py`); its CRD is in `deploy/base/`."""
 NAMESPACES = KindRef("", "v1", "namespaces", "Namespace", False)
 """Read only under `--migrations opt-in`: a namespace's label opts its VMs in."""
 LEASES = KindRef("coordination.k8s.io", "v1", "leases", "Lease", True)

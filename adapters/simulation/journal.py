@@ -22,7 +22,7 @@ from urllib.parse import quote
 
 import aiosqlite
 
-from nicplug.adapters.settings import Settings
+from nicplug.adapters.core.settings import Settings
 from nicplug.engine.sqlite_journal import SQLiteJournal
 
 T = TypeVar("T")

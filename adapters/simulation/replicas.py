@@ -21,10 +21,10 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
-from nicplug.adapters.controller import Controller, Surroundings
+from nicplug.adapters.core.controller import Controller, Surroundings
+from nicplug.adapters.core.settings import Settings
 from nicplug.adapters.kube.client import ApiConnection, ClientSettings
 from nicplug.adapters.kube.resources import KindRef
-from nicplug.adapters.settings import Settings
 from nicplug.adapters.simulation.journal import CommitFaults, journal_opener
 from nicplug.adapters.simulation.loop import LoopClock, virtual_now
 from nicplug.adapters.simulation.wire import InProcessServer

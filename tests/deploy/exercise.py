@@ -20,14 +20,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from nicplug.adapters.controller import Controller
+from nicplug.adapters.core.controller import Controller
+from nicplug.adapters.core.settings import Settings
 from nicplug.adapters.demo.board import Board, Row
 from nicplug.adapters.demo.play import WorldDriver
 from nicplug.adapters.demo.scenarios import SCENARIOS, WORLDS, Outcome, Scenario, matches
 from nicplug.adapters.kube import resources as kinds
 from nicplug.adapters.kube.flavour import UPSTREAM
 from nicplug.adapters.kube.resources import KindRef
-from nicplug.adapters.settings import Settings
 from nicplug.simulator import resources as sim
 from nicplug.simulator.clock import VirtualSimClock
 from nicplug.simulator.cluster import SimulatedCluster

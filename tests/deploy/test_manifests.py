@@ -21,7 +21,7 @@ import yaml
 from kubernetes_validate.utils import ValidationError, validate
 
 from nicplug.adapters.cli import app
-from nicplug.adapters.observability import parse_addr
+from nicplug.adapters.core.observability import parse_addr
 from tests.deploy import manifests
 
 # The oldest Kubernetes the manifests are for (PodDisruptionBudget's

@@ -9,7 +9,7 @@ import re
 import yaml
 from kubernetes_validate.utils import SchemaNotFoundError, validate
 
-from nicplug.adapters.observability import Metrics
+from nicplug.adapters.core.observability import Metrics
 from tests.deploy import manifests
 from tests.deploy.test_manifests import KUBERNETES_VERSIONS, run_options
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from nicplug.adapters.executor import KubeExecutor
+from nicplug.adapters.core.executor.pods import PodPatches
 from nicplug.adapters.simulation.invariants import Spoiled, Watchman, effects_for
 from nicplug.adapters.simulation.journal import issued_effects
 from nicplug.adapters.simulation.run import simulate
@@ -154,19 +154,20 @@ def test_each_write_names_the_effects_that_send_it(
 def test_a_run_catches_a_write_no_decision_asked_for(monkeypatch: pytest.MonkeyPatch) -> None:
     """With a defect put back (patching a launcher pod also writes a condition on the
     VM, from no decision), the run stops at that write."""
-    original = KubeExecutor._patch_pod
+    original = PodPatches._patch_pod
 
-    async def and_a_condition(self: KubeExecutor, e: PatchPodNetworks, *rest: Any) -> Any:
+    async def and_a_condition(self: PodPatches, e: PatchPodNetworks, *rest: Any) -> Any:
         result = await original(self, e, *rest)
         vm = e.pod.removeprefix("virt-launcher-").rsplit("-", 1)[0]
-        await self._calls.patch_status(self._vm_kind, e.namespace, vm, {"status": {}})
+        cluster = self._cluster
+        await cluster.calls.patch_status(cluster.vm_kind, e.namespace, vm, {"status": {}})
         return result
 
     plug = draw(8).with_steps((Step(1.0, "add", 0, "user-net"),))
     assert plug.setup.dialect == "deckhouse"
     clean = simulate(plug)
     assert clean.violation is None, clean.violation.line()
-    monkeypatch.setattr(KubeExecutor, "_patch_pod", and_a_condition)
+    monkeypatch.setattr(PodPatches, "_patch_pod", and_a_condition)
     outcome = simulate(plug)
     assert outcome.violation is not None
     assert outcome.violation.invariant == "untraceable-effect", outcome.violation.line()
@@ -221,7 +222,7 @@ def test_a_run_catches_a_write_sent_while_its_vm_is_held(monkeypatch: pytest.Mon
     """With held still put back to not still (no fence on a held VM, attempts not
     parked), seed 222 stops at a KVVM patch sent while the replica holds a malformed VM:
     the invariant judges a write to another object by what the replica had seen."""
-    from nicplug.adapters import controller
+    from nicplug.adapters.core import controller
     from nicplug.engine.outbox import EffectRunner
 
     assert simulate(draw(222)).violation is None

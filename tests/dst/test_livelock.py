@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from nicplug.adapters.executor import KubeExecutor
+from nicplug.adapters.core.executor import KubeExecutor
 from nicplug.adapters.simulation.run import simulate
 from nicplug.adapters.simulation.schedule import Schedule, Setup, Step
 from nicplug.engine.errors import TemporaryError

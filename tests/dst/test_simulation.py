@@ -32,7 +32,7 @@ from aiohttp import web
 from typer.testing import CliRunner
 
 from nicplug.adapters.cli import app
-from nicplug.adapters.executor import KubeExecutor
+from nicplug.adapters.core.executor.kvvm import KVVMPatches
 from nicplug.adapters.simulation.loop import Deadlock, VirtualTimeLoop
 from nicplug.adapters.simulation.run import simulate
 from nicplug.adapters.simulation.schedule import Schedule, Step, draw
@@ -104,10 +104,10 @@ def test_a_failing_schedule_shrinks_and_keeps_its_invariant(
     """With a defect put back (a write for a stopped VM's next boot no longer checks
     that the VM is still stopped), seed 201 finds it, and its schedule shrinks."""
 
-    async def unchecked(self: KubeExecutor, e: object) -> None:
+    async def unchecked(self: KVVMPatches, e: object) -> None:
         return None
 
-    monkeypatch.setattr(KubeExecutor, "_check_stopped", unchecked)
+    monkeypatch.setattr(KVVMPatches, "_check_stopped", unchecked)
     failing = simulate(draw(201))
     assert failing.violation is not None, "seed 201 shows the defect put back"
     assert failing.violation.invariant == "link-before-sdn"

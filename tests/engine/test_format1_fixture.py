@@ -21,8 +21,8 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from nicplug.adapters.cli import app
-from nicplug.adapters.settings import Settings
-from nicplug.adapters.tapes.replaying import Replay
+from nicplug.adapters.core.replaying import Replay
+from nicplug.adapters.core.settings import Settings
 from nicplug.engine.schema import latest_version
 from nicplug.engine.sqlite_journal import SQLiteJournal
 from nicplug.machines.operation import EFFECTS_ISSUED, SNAPSHOT_SCHEMA

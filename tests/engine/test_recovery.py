@@ -9,8 +9,8 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from nicplug.adapters.observability import Metrics
-from nicplug.adapters.reporting import MetricsListener
+from nicplug.adapters.core.observability import Metrics
+from nicplug.adapters.core.reporting import MetricsListener
 from nicplug.engine.clock import VirtualClock
 from nicplug.engine.effects import RecordingExecutor
 from nicplug.engine.listening import RuntimeListener

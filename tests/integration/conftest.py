@@ -28,9 +28,9 @@ from typing import Any
 import aiohttp
 import pytest
 
-from nicplug.adapters.controller import Controller
+from nicplug.adapters.core.controller import Controller
+from nicplug.adapters.core.settings import Settings
 from nicplug.adapters.kube import hotplug_edits as edits
-from nicplug.adapters.settings import Settings
 from nicplug.machines.world import if_name_of
 from nicplug.simulator.cluster import SimulatedCluster
 from nicplug.simulator.fixtures import Fixtures

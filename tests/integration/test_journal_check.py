@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from bench.journal import Sizes, build_journal
-from nicplug.adapters.controller import Controller
-from nicplug.adapters.settings import Settings
+from nicplug.adapters.core.controller import Controller
+from nicplug.adapters.core.settings import Settings
 from nicplug.engine.errors import JournalRefused
 from tests.engine.journal_support import scribbled
 from tests.integration.conftest import ClusterFactory

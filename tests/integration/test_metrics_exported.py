@@ -7,7 +7,7 @@ from __future__ import annotations
 import aiohttp
 from prometheus_client.parser import text_string_to_metric_families
 
-from nicplug.adapters.settings import Settings
+from nicplug.adapters.core.settings import Settings
 from nicplug.simulator.fixtures import Fixtures
 from nicplug.simulator.knobs import Failures, Knobs
 from tests.deploy.monitoring import EXTERNAL, named_series

@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 
+from nicplug.adapters.core.operation_objects import OperationObjects
+from nicplug.adapters.core.retention import archive_finished
 from nicplug.adapters.kube.calls import KubeCalls
 from nicplug.adapters.kube.client import ClientSettings, connect
-from nicplug.adapters.operation_objects import OperationObjects
 from nicplug.adapters.queries.operation_object import explanation_of, timeline_of
-from nicplug.adapters.retention import archive_finished
 from nicplug.engine.clock import RealClock
 from nicplug.engine.sqlite_journal import SQLiteJournal
 from nicplug.machines.versions import schemas

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from nicplug.adapters.scope import VMScope
+from nicplug.adapters.core.scope import VMScope
 from nicplug.simulator.fixtures import Fixtures
 from nicplug.simulator.knobs import Knobs
 from nicplug.simulator.resources import VMS

@@ -18,14 +18,14 @@ from typing import Any
 
 import pytest
 
-from nicplug.adapters.executor import KubeExecutor
+from nicplug.adapters.core.executor import KubeExecutor
+from nicplug.adapters.core.worldview import cache_projection
 from nicplug.adapters.kube import resources as kube_kinds
 from nicplug.adapters.kube.calls import KubeCalls
 from nicplug.adapters.kube.client import ApiConnection
 from nicplug.adapters.kube.flavour import UPSTREAM
 from nicplug.adapters.kube.resources import KindRef
 from nicplug.adapters.sdn import dialect_for
-from nicplug.adapters.worldview import cache_projection
 from nicplug.engine.errors import RetryAfterObservation, TemporaryError
 from nicplug.machines.effects import PatchPodNetworks, RestartVM, SetVMCondition
 from nicplug.machines.world import SDNRequest

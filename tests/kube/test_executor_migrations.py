@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from nicplug.adapters.executor import KubeExecutor
+from nicplug.adapters.core.executor import KubeExecutor
 from nicplug.adapters.kube.calls import KubeCalls
 from nicplug.adapters.kube.client import ApiConnection
 from nicplug.adapters.kube.flavour import UPSTREAM

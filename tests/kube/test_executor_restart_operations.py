@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from nicplug.adapters.executor import KubeExecutor, vm_operation_name
+from nicplug.adapters.core.executor import KubeExecutor, vm_operation_name
 from nicplug.adapters.kube.calls import KubeCalls
 from nicplug.adapters.kube.client import ApiConnection, ClientSettings, connect
 from nicplug.adapters.kube.flavour import DECKHOUSE, UPSTREAM

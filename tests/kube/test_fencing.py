@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from nicplug.adapters.executor import KubeExecutor
+from nicplug.adapters.core.executor import KubeExecutor
 from nicplug.adapters.kube.calls import KubeCalls
 from nicplug.adapters.kube.client import ApiConnection
 from nicplug.adapters.kube.flavour import UPSTREAM

@@ -20,7 +20,7 @@ def _python(code: str) -> str:
 
 def test_the_controller_loads_no_generated_model_and_few_api_classes() -> None:
     out = _python(
-        "import sys, nicplug.adapters.controller, nicplug.adapters.cli.run\n"
+        "import sys, nicplug.adapters.core.controller, nicplug.adapters.cli.run\n"
         "loaded = [m for m in sys.modules if m.startswith('kubernetes_asyncio.client.')]\n"
         "print(sum(m.startswith('kubernetes_asyncio.client.models.') for m in loaded),"
         " sum(m.startswith('kubernetes_asyncio.client.api.') for m in loaded))"

@@ -14,8 +14,8 @@ import pytest
 from typer.testing import CliRunner, Result
 
 from nicplug.adapters.cli import app
+from nicplug.adapters.core.settings import Settings
 from nicplug.adapters.queries import DEFAULT_JOURNAL
-from nicplug.adapters.settings import Settings
 from nicplug.engine.schema import latest_version
 
 OPERATION_KEYS = {

@@ -12,7 +12,7 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
-from nicplug.adapters.observability import Health, Metrics, make_http_app
+from nicplug.adapters.core.observability import Health, Metrics, make_http_app
 from nicplug.adapters.queries.http import add_operation_routes, make_query_app
 from tests.queries.journal_worlds import NOW
 

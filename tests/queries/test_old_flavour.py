@@ -10,8 +10,8 @@ import json
 import sqlite3
 from pathlib import Path
 
-from nicplug.adapters.settings import Settings
-from nicplug.adapters.tapes.replaying import Replay
+from nicplug.adapters.core.replaying import Replay
+from nicplug.adapters.core.settings import Settings
 from nicplug.engine.sqlite_journal import SQLiteJournal
 from nicplug.engine.upcasting import SNAPSHOT
 from nicplug.machines.decider import HotplugDecider

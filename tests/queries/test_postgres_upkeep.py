@@ -14,8 +14,8 @@ from pathlib import Path
 import asyncpg
 import pytest
 
+from nicplug.adapters.core.retention import archive_finished
 from nicplug.adapters.exporting import event_line, read_events
-from nicplug.adapters.retention import archive_finished
 from nicplug.engine.errors import JournalError, Superseded
 from nicplug.engine.postgres_journal import PostgresJournal
 from nicplug.machines.versions import schemas

@@ -10,8 +10,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from nicplug.adapters.core.retention import archive_finished
 from nicplug.adapters.exporting import read_events
-from nicplug.adapters.retention import archive_finished
 from nicplug.engine.audit import audit, folder
 from nicplug.machines.decider import HotplugDecider
 from nicplug.machines.operation import fold_view, retrying

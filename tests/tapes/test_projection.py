@@ -10,8 +10,8 @@ from pathlib import Path
 import orjson
 import pytest
 
+from nicplug.adapters.core.worldview import cache_projection
 from nicplug.adapters.kube.flavour import ALL_WATCHED
-from nicplug.adapters.worldview import cache_projection
 from tests.tapes.goldens import SAMPLES, SampleTape, replay_output
 
 LINE_TAPES = [s for s in SAMPLES if s.tape.suffix == ".jsonl"]  # one event a line

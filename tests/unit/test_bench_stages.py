@@ -17,7 +17,7 @@ def test_the_innermost_frame_that_names_a_stage_wins() -> None:
     logged = _stack("Runtime._decide (engine/runtime.py:380)",
                     "Logger.info (logging/__init__.py:1489)")
     assert stage_of(logged) == "logs and metrics"
-    read = _stack("Observing._read (adapters/observing.py:172)",
+    read = _stack("Observing._read (adapters/core/observing.py:172)",
                   "read (adapters/kube/translate/objects.py:80)",
                   "BaseModel.model_validate (pydantic/main.py:792)")
     assert stage_of(read) == "world assembly"

@@ -6,10 +6,10 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from nicplug.adapters.controller import _fence
+from nicplug.adapters.core.controller import _fence
+from nicplug.adapters.core.observing import Observing
 from nicplug.adapters.kube.flavour import UPSTREAM as kinds
 from nicplug.adapters.kube.lease import Term
-from nicplug.adapters.observing import Observing
 from nicplug.adapters.sdn import dialect_for
 from nicplug.engine.clock import VirtualClock
 from nicplug.engine.effects import RecordingExecutor

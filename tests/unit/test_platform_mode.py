@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 import yaml
 
+from nicplug.adapters.core.platform_mode import CONTROLLER_ROLE, fixed, judge, unreadable
+from nicplug.adapters.core.settings import Settings
 from nicplug.adapters.kube.errors import NotFound, PatchRejected
-from nicplug.adapters.platform_mode import CONTROLLER_ROLE, fixed, judge, unreadable
-from nicplug.adapters.settings import Settings
 
 RBAC = Path(__file__).resolve().parents[1] / "fixtures" / "deckhouse" / "rbac"
 

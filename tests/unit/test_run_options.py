@@ -12,8 +12,8 @@ from typer.testing import CliRunner
 
 from nicplug.adapters.cli import app
 from nicplug.adapters.cli.run import namespace_scope, until_signalled
+from nicplug.adapters.core.settings import Settings
 from nicplug.adapters.kube.lease import LeaseTiming
-from nicplug.adapters.settings import Settings
 
 
 def test_the_lease_timing_defaults_are_the_libraries() -> None:

@@ -8,8 +8,8 @@ import platform
 import pytest
 
 from nicplug.adapters import __version__
-from nicplug.adapters.controller import Controller
-from nicplug.adapters.settings import Settings
+from nicplug.adapters.core.controller import Controller
+from nicplug.adapters.core.settings import Settings
 
 
 @pytest.mark.parametrize(("dialect", "flavour"), [("deckhouse", "deckhouse"),

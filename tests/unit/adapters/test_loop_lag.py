@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from nicplug.adapters.loop_lag import LoopLag
+from nicplug.adapters.core.loop_lag import LoopLag
 
 
 async def test_a_tick_woken_late_records_the_stall_and_keeps_the_largest() -> None:

@@ -7,8 +7,8 @@ import asyncio
 from itertools import count
 from typing import Any
 
+from nicplug.adapters.core.observing import Observing
 from nicplug.adapters.kube.flavour import UPSTREAM
-from nicplug.adapters.observing import Observing
 from nicplug.adapters.sdn import dialect_for
 
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from nicplug.adapters.core.worldview import WorldIndex
 from nicplug.adapters.kube import resources as kinds
 from nicplug.adapters.kube.flavour import UPSTREAM
-from nicplug.adapters.worldview import WorldIndex
 
 
 def vm(namespace: str, name: str, *networks: tuple[str, str]) -> dict[str, Any]:

@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 
+from nicplug.adapters.core.worldview import WorldIndex
 from nicplug.adapters.kube.flavour import DECKHOUSE, UPSTREAM, Flavour
 from nicplug.adapters.kube.translate import VMObjects, assemble_world
 from nicplug.adapters.sdn import dialect_for
-from nicplug.adapters.worldview import WorldIndex
 from tests.unit.translate import bodies as b
 
 DIALECT = dialect_for("deckhouse")

@@ -25,13 +25,13 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from nicplug.adapters.core.scope import VMScope
+from nicplug.adapters.core.worldview import WorldIndex
 from nicplug.adapters.kube.flavour import Flavour
 from nicplug.adapters.kube.resources import KindRef
 from nicplug.adapters.kube.translate.assemble import ReadMemo, assemble_world
 from nicplug.adapters.kube.translate.objects import KubeVirtObject, MalformedObject, read
-from nicplug.adapters.scope import VMScope
 from nicplug.adapters.sdn import Dialect
-from nicplug.adapters.worldview import WorldIndex
 from nicplug.engine.model import Cause, Key
 from nicplug.engine.runtime import Runtime
 from nicplug.machines.operation import VMState

@@ -26,13 +26,13 @@ from typing import Any, Literal
 
 from kubernetes_asyncio.client.api.rbac_authorization_v1_api import RbacAuthorizationV1Api
 
+from nicplug.adapters.core.settings import Settings
 from nicplug.adapters.kube.client import ApiConnection
 from nicplug.adapters.kube.errors import KubeError, translate
 from nicplug.adapters.kube.wire import fetch_object
-from nicplug.adapters.settings import Settings
 from nicplug.machines.policy import Mode
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("nicplug.adapters.platform_mode")  # the name log pipelines filter on
 
 CONTROLLER_ROLE = "d8:virtualization:virtualization-controller"
 """The ClusterRole of Deckhouse's virtualization controller

@@ -39,7 +39,22 @@ from typing import TYPE_CHECKING, Any
 from aiohttp import web
 
 from nicplug.adapters import __version__
-from nicplug.adapters.executor import Cached, KubeExecutor
+from nicplug.adapters.core.executor import Cached, KubeExecutor
+from nicplug.adapters.core.loop_lag import LoopLag
+from nicplug.adapters.core.observability import (
+    Health,
+    Metrics,
+    bind_refused,
+    make_http_app,
+    parse_addr,
+)
+from nicplug.adapters.core.observing import Observing
+from nicplug.adapters.core.operation_objects import OperationObjects
+from nicplug.adapters.core.platform_mode import ModeFinding, find_mode
+from nicplug.adapters.core.reporting import MetricsListener
+from nicplug.adapters.core.retention import archive_finished
+from nicplug.adapters.core.settings import Settings
+from nicplug.adapters.core.worldview import WorldIndex, cache_projection
 from nicplug.adapters.heap import (
     frozen_after_full_collections,
     full_collections_in_small_steps,
@@ -51,24 +66,9 @@ from nicplug.adapters.kube.informer import Informer, WatchProgress, WatchSetting
 from nicplug.adapters.kube.lease import Leadership, Term
 from nicplug.adapters.kube.resources import KindRef, Scope
 from nicplug.adapters.kube.wire import JsonObject
-from nicplug.adapters.loop_lag import LoopLag
-from nicplug.adapters.observability import (
-    Health,
-    Metrics,
-    bind_refused,
-    make_http_app,
-    parse_addr,
-)
-from nicplug.adapters.observing import Observing
-from nicplug.adapters.operation_objects import OperationObjects
-from nicplug.adapters.platform_mode import ModeFinding, find_mode
 from nicplug.adapters.queries.http import JournalSource, make_query_app
-from nicplug.adapters.reporting import MetricsListener
-from nicplug.adapters.retention import archive_finished
 from nicplug.adapters.sdn import dialect_for
-from nicplug.adapters.settings import Settings
 from nicplug.adapters.tapes.writer import EffectTaping, TapeWriter
-from nicplug.adapters.worldview import WorldIndex, cache_projection
 from nicplug.engine.clock import Clock, RealClock
 from nicplug.engine.errors import JournalError, JournalRefused, RetryAfterObservation
 from nicplug.engine.listening import RuntimeListener
@@ -87,7 +87,7 @@ from nicplug.machines.world import World
 if TYPE_CHECKING:
     from nicplug.engine.postgres_journal import PostgresJournal
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("nicplug.adapters.controller")  # the name log pipelines filter on
 
 RETENTION_EVERY = 3600.0  # seconds between retention runs
 _RELEASE_BUDGET = 2.0  # seconds a clean stop spends handing the lease over

@@ -18,7 +18,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from nicplug.adapters.tapes.replaying import ReplayResult
+from nicplug.adapters.core.replaying import ReplayResult
 from nicplug.adapters.tapes.times import format_at
 
 

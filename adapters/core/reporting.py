@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from nicplug.adapters.observability import Metrics
+from nicplug.adapters.core.observability import Metrics
 from nicplug.engine.journal import PendingEffect
 from nicplug.engine.listening import EffectPhase, RuntimeListener
 from nicplug.engine.model import Key, RecordedEvent, StreamView

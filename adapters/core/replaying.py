@@ -27,12 +27,12 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from nicplug.adapters.core.observing import Observing
+from nicplug.adapters.core.settings import Settings
 from nicplug.adapters.heap import loading_long_lived
 from nicplug.adapters.kube.flavour import DECKHOUSE, UPSTREAM, Flavour, with_dialect
 from nicplug.adapters.kube.resources import object_key
-from nicplug.adapters.observing import Observing
 from nicplug.adapters.sdn import dialect_for
-from nicplug.adapters.settings import Settings
 from nicplug.adapters.tapes.framing import Overlong, Readable, lines_of
 from nicplug.adapters.tapes.lines import (
     InitialEventsEnd,

@@ -42,7 +42,7 @@ from nicplug.engine.journal import Journal
 from nicplug.engine.listening import RuntimeListener
 from nicplug.engine.model import RecordedEvent, StreamId
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("nicplug.adapters.operation_objects")  # the name log pipelines filter on
 
 BATCH = 1.0
 """Seconds a woken projection waits before writing: the steps of one hotplug that

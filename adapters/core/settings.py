@@ -14,6 +14,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from nicplug.adapters.core.observability import parse_addr
+from nicplug.adapters.core.scope import VMScope
 from nicplug.adapters.kube.flavour import (
     Flavour,
     FlavourName,
@@ -22,8 +24,6 @@ from nicplug.adapters.kube.flavour import (
     with_dialect,
 )
 from nicplug.adapters.kube.lease import LeaseTiming
-from nicplug.adapters.observability import parse_addr
-from nicplug.adapters.scope import VMScope
 from nicplug.engine.locations import is_dsn, shown
 from nicplug.machines.policy import MachineConfig, Mode, Timeouts
 
@@ -34,7 +34,7 @@ Migrations = Literal["auto", "opt-in", "never", "manual"]
 ModeSetting = Literal["auto", "observe", "drive"]
 """`--mode`: `observe` (the platform hot-plugs, nicplug follows and tells), `drive`
 (nicplug writes the pods and KVVMs: a Deckhouse release without native hotplug), or
-`auto` (the default): `nicplug run` asks the cluster (`adapters/platform_mode.py`)."""
+`auto` (the default): `nicplug run` asks the cluster (`adapters/core/platform_mode.py`)."""
 
 
 class Settings(BaseModel):
