@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
@@ -26,11 +25,11 @@ from nicplug.engine import postgres_reads as reads
 from nicplug.engine import postgres_upkeep as upkeep
 from nicplug.engine.audit import AuditInput
 from nicplug.engine.errors import JournalClosed, JournalError, JournalRefused
+from nicplug.engine.group_commit import GroupCommit, Queued
 from nicplug.engine.inspection import Census, JournalInspection, StreamRecord, ViewQuery
 from nicplug.engine.journal import (
     Appended,
     ArmedTimer,
-    Commit,
     Journal,
     PendingEffect,
     StoredView,
@@ -68,7 +67,6 @@ EFFECT_COLUMNS = (
     " next_attempt_at, last_error, schema_version"
 )
 
-_Queued = tuple[Commit, "asyncio.Future[Appended]"]
 
 _EVICT = (
     "SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory'"
@@ -78,7 +76,7 @@ _EVICT = (
 """End the session of whoever holds the writers' lock (a writer of an older term)."""
 
 
-class PostgresJournal:
+class PostgresJournal(GroupCommit):
     """Open with `await PostgresJournal.open(dsn)`; close with `await journal.close()`."""
 
     def __init__(
@@ -99,12 +97,8 @@ class PostgresJournal:
         self._upcasters = schemas.events
         self._pool = pool
         self._conn = writer
-        self._max_group = max_group
+        self._start_queue(max_group)
         self._on_group = on_group
-        self._queue: deque[_Queued] = deque()
-        self._wake: asyncio.Future[None] | None = None
-        self._closing = False
-        self._closed = False
         self.read_mode: ReadMode = "shared"  # a reader always sees the writers' commits
         self.term: int | None = None
         """The term of leadership this writer holds (`lead`); None: unfenced."""
@@ -210,31 +204,6 @@ class PostgresJournal:
 
     # -- writing -----------------------------------------------------------------------
 
-    async def append(self, commit: Commit) -> Appended:
-        if self._closed or self._closing:
-            raise JournalClosed(f"journal {self.path} is closed")
-        if self.read_only:
-            raise JournalRefused(self.path, "is open read-only", "open it for writing to append")
-        future: asyncio.Future[Appended] = asyncio.get_running_loop().create_future()
-        self._queue.append((commit, future))
-        wake = self._wake
-        if wake is not None and not wake.done():
-            wake.set_result(None)
-        return await future
-
-    async def _write_loop(self) -> None:
-        queue = self._queue
-        while True:
-            if not queue:
-                if self._closing:
-                    return
-                self._wake = asyncio.get_running_loop().create_future()
-                await self._wake
-                self._wake = None
-                continue
-            count = min(len(queue), self._max_group)
-            await self._commit([queue.popleft() for _ in range(count)])
-
     async def _writer_conn(self) -> asyncpg.Connection:
         """The writer's connection, opened again after it was lost (a failover of the
         database, a restart): the unit in flight then failed, and was not acknowledged."""
@@ -242,7 +211,7 @@ class PostgresJournal:
             self._conn = await asyncpg.connect(self.dsn)
         return self._conn
 
-    async def _commit(self, batch: list[_Queued]) -> None:
+    async def _commit(self, batch: list[Queued]) -> None:
         units = [unit for unit, _ in batch]
         started = time.perf_counter()
         results: list[Appended | Exception]

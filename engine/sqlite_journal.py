@@ -13,7 +13,6 @@ import contextlib
 import os
 import sqlite3
 import time
-from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -25,11 +24,11 @@ import aiosqlite
 from nicplug.engine import sqlite_upkeep as upkeep
 from nicplug.engine.audit import AuditInput
 from nicplug.engine.errors import JournalClosed, JournalError, JournalRefused
+from nicplug.engine.group_commit import GroupCommit, Queued
 from nicplug.engine.inspection import Census, JournalInspection, StreamRecord, ViewQuery
 from nicplug.engine.journal import (
     Appended,
     ArmedTimer,
-    Commit,
     Journal,
     PendingEffect,
     StoredView,
@@ -85,10 +84,7 @@ class WriterStats:
     last_group_seconds: float = 0.0
 
 
-_Queued = tuple[Commit, "asyncio.Future[Appended]"]
-
-
-class SQLiteJournal:
+class SQLiteJournal(GroupCommit):
     """Open with `await SQLiteJournal.open(path)`; close with `await journal.close()`."""
 
     def __init__(
@@ -111,12 +107,8 @@ class SQLiteJournal:
         self._upcasters = schemas.events
         self.read_mode = read_mode
         """How a read-only journal was opened (`ReadMode`); None when writable."""
-        self._max_group = max_group
+        self._start_queue(max_group)
         self._on_group = on_group
-        self._queue: deque[_Queued] = deque()
-        self._wake: asyncio.Future[None] | None = None
-        self._closing = False
-        self._closed = False
         self.stats = WriterStats()
         self._versions = Versions()  # the group commits' cache of stream versions
         self._file_checked = False  # the whole file passed `check_file`
@@ -189,32 +181,7 @@ class SQLiteJournal:
 
     # -- writing -----------------------------------------------------------------------
 
-    async def append(self, commit: Commit) -> Appended:
-        if self._closed or self._closing:
-            raise JournalClosed(f"journal {self.path} is closed")
-        if self.read_only:
-            raise JournalRefused(self.path, "is open read-only", "open it for writing to append")
-        future: asyncio.Future[Appended] = asyncio.get_running_loop().create_future()
-        self._queue.append((commit, future))
-        wake = self._wake
-        if wake is not None and not wake.done():
-            wake.set_result(None)
-        return await future
-
-    async def _write_loop(self) -> None:
-        queue = self._queue
-        while True:
-            if not queue:
-                if self._closing:
-                    return
-                self._wake = asyncio.get_running_loop().create_future()
-                await self._wake
-                self._wake = None
-                continue
-            count = min(len(queue), self._max_group)
-            await self._commit([queue.popleft() for _ in range(count)])
-
-    async def _commit(self, batch: list[_Queued]) -> None:
+    async def _commit(self, batch: list[Queued]) -> None:
         units = [unit for unit, _ in batch]
         started = time.perf_counter()
         try:
