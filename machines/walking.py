@@ -185,7 +185,9 @@ class Walker:
             return f"{reason}; the SDN says: {said}" if said else reason
         if move.trigger in ("PatchRejected", "MigrationFailed") and isinstance(
             c.trigger, EffectOutcome
-        ):
+        ) and not c.trigger.ok:
+            # (a creation reported done after the watch showed its migration failed is
+            # no rejection: KubeVirt's words below say why)
             return c.trigger.error or f"{c.trigger.type} was rejected"
         if move.trigger == "MigrationFailed":
             failed = own_failed_migration(facts, op) if op.state == "MigrationRequired" else (

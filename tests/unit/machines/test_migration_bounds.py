@@ -197,3 +197,28 @@ def test_an_interface_kubevirt_will_not_hot_plug_needs_a_restart_said_at_once() 
     sim.restart()
     d.run(6)
     assert d.op(*NET).state == "Attached"
+
+
+def test_a_migration_seen_failed_before_its_creation_is_reported_says_kubevirts_words() -> None:
+    """The watch can bring the failed migration before the executor reports that it was
+    created: the decision taken on that report (a success) gives the migration's own
+    failure as the reason, not "CreateMigration was rejected"."""
+    sim = Sim(in_template=True, kubevirt_owns_pod=True, dynamic_networks=False,
+              kvvm_labels=OPTED_IN, migration_refused="no node fits")
+    d = kubevirt(sim, migrations="opt-in", migration_attempts=1)
+
+    def created_then_failed(request: EffectRequest) -> EffectOutcome | None:
+        if request.type != "CreateMigration":
+            return None
+        sim.execute(request)
+        sim.settle()  # KubeVirt refuses it before the executor's report arrives
+        return EffectOutcome(effect_id=1, stream=request.stream, type=request.type, ok=True,
+                             result={"created": True})
+
+    d.answer = created_then_failed
+    d.run(1)
+    sim.user_plugs("fancy-net", "fancy-net")
+    d.run(60)
+    plug = d.op(*NET)
+    assert (plug.state, plug.reason) == ("Failed", "MigrationFailed")
+    assert "no node fits" in plug.message and "was rejected" not in plug.message
