@@ -10,6 +10,7 @@ history, the audit's with the live state). Read-only: it never writes or repairs
 
 from __future__ import annotations
 
+import sqlite3
 from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -17,8 +18,9 @@ from typing import TYPE_CHECKING, Any
 from nicplug.adapters.queries.reading import open_for_queries
 from nicplug.engine.audit import audit, folder
 from nicplug.engine.errors import JournalRefused
-from nicplug.engine.schema import latest_version
+from nicplug.engine.schema import latest_version, schema_version
 from nicplug.engine.sqlite_journal import SQLiteJournal
+from nicplug.engine.sqlite_opening import checker
 from nicplug.machines.decider import HotplugDecider
 from nicplug.machines.operation import fold_view, retrying
 
@@ -68,6 +70,21 @@ def _supported(journal: SQLiteJournal | PostgresJournal) -> int:
     return postgres_latest()
 
 
+def _for_the_writer(path: Path) -> bool:
+    """Is the journal at `path` one no reader can audit yet: no schema (version 0) or an
+    older one? Anything else (a newer schema, a file that is no database) is left to
+    the audit's own refusal."""
+    try:
+        conn = checker(str(path))
+        try:
+            version = schema_version(conn)
+        finally:
+            conn.close()
+    except (sqlite3.Error, JournalRefused):
+        return False
+    return version < latest_version()
+
+
 def mismatches_found(count: int) -> str:
     """How verify names a journal whose read model disagrees with its events."""
     return (f"{count} mismatches between the events and what the journal keeps from "
@@ -77,7 +94,12 @@ def mismatches_found(count: int) -> str:
 
 async def refused_at_start(path: Path) -> JournalRefused | None:
     """Why `nicplug run` must not start on the existing journal at `path` (audited
-    read-only, in verify's words), or None: it verifies."""
+    read-only, in verify's words), or None: it verifies, or it is for the writer to
+    finish first — a file with no schema yet (a replica racing for the Lease has just
+    created it) or of an older schema (written by an older nicplug: the writer migrates
+    it when it opens it; `journal verify` audits it afterwards)."""
+    if _for_the_writer(path):
+        return None
     journal = await open_for_queries(path, integrity="bounded")
     try:
         report = await verified(journal, integrity=False)

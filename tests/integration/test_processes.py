@@ -135,11 +135,16 @@ async def test_killed_mid_operation_a_restarted_controller_finishes_every_change
     vm0, vm1, vm2, vm3 = (vm_key(cluster, i) for i in range(4))
     candidates = [await launcher.start(cluster, f"ctl-{i}", journal=journal) for i in range(1, 5)]
     unanswered_at_kills: list[tuple[str, str]] = []
+    killed: list[ControllerProcess] = []
 
     async def next_leader() -> ControllerProcess:
+        exited = [c for c in candidates if not c.running and c not in killed]
+        assert not exited, "\n".join(  # a candidate the test did not kill must stand on
+            f"{c.identity} exited ({c.process.returncode}):\n{c.log_tail()}" for c in exited)
         return await _leader(cluster, [c for c in candidates if c.running])
 
     async def kill(leader: ControllerProcess) -> None:
+        killed.append(leader)
         await leader.kill()
         unanswered_at_kills.extend(unanswered(journal))
 
