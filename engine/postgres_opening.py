@@ -9,19 +9,16 @@ engine's own here (`translate`); a DSN is never shown with its password.
 
 from __future__ import annotations
 
-import re
 import time
-from dataclasses import dataclass
-from importlib import resources
 
 import asyncpg
 
 from nicplug.engine.errors import JournalError, JournalRefused
 from nicplug.engine.locations import is_dsn, shown
+from nicplug.engine.schema import Migration, numbered
 
 __all__ = ["is_dsn", "shown"]  # re-exported: older imports name them here
 
-_NAME = re.compile(r"^(\d{4})_[a-z0-9_]+\.sql$")
 
 MIGRATION_LOCK = 0x6E6963_0001
 """Advisory lock taken while migrating (a transaction-level lock: released by COMMIT)."""
@@ -36,25 +33,8 @@ _SCHEMA_TABLE = (
 )
 
 
-@dataclass(frozen=True, slots=True)
-class Migration:
-    number: int
-    name: str
-    sql: str
-
-
 def migrations() -> list[Migration]:
-    folder = resources.files("nicplug.migrations") / "postgres"
-    found = []
-    for entry in folder.iterdir():
-        match = _NAME.match(entry.name)
-        if match:
-            found.append(Migration(int(match.group(1)), entry.name, entry.read_text("utf-8")))
-    found.sort(key=lambda m: m.number)
-    numbers = [m.number for m in found]
-    if numbers != list(range(1, len(found) + 1)):
-        raise RuntimeError(f"migrations must be numbered 1..n without gaps, found {numbers}")
-    return found
+    return numbered("postgres")
 
 
 def latest_version() -> int:

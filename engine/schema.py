@@ -26,8 +26,17 @@ class Migration:
 
 
 def migrations() -> list[Migration]:
+    return numbered()
+
+
+def numbered(backend: str = "") -> list[Migration]:
+    """The SQL migrations of a journal backend, in order: SQLite's at the top of
+    `migrations/`, another backend's in its folder there (`postgres`)."""
+    folder = resources.files("nicplug.migrations")
+    if backend:
+        folder = folder / backend
     found = []
-    for entry in resources.files("nicplug.migrations").iterdir():
+    for entry in folder.iterdir():
         match = _NAME.match(entry.name)
         if match:
             found.append(Migration(int(match.group(1)), entry.name, entry.read_text("utf-8")))
