@@ -39,6 +39,7 @@ from nicplug.simulator.knobs import Delays, Knobs
 from nicplug.simulator.resources import Resource
 from tests.integration.cluster_view import Trail, served, split
 from tests.integration.journal_view import JournalView
+from tests.integration.processes_support import Launcher
 
 MERGE = "application/merge-patch+json"
 JSON_PATCH = "application/json-patch+json"
@@ -366,3 +367,14 @@ async def user_of() -> AsyncIterator[Callable[[SimulatedCluster], User]]:
     yield make
     for user in users:
         await user.close()
+
+
+@pytest.fixture
+async def launcher(tmp_path: Path) -> AsyncIterator[Launcher]:
+    """Starts controllers as processes of their own (`processes_support`); every one
+    still running is stopped at the end."""
+    launcher = Launcher(tmp_path)
+    try:
+        yield launcher
+    finally:
+        await launcher.close()

@@ -35,15 +35,6 @@ async def cluster(tmp_path: Path) -> AsyncIterator[SimulatedCluster]:
         await cluster.stop()
 
 
-@pytest.fixture
-async def launcher(tmp_path: Path) -> AsyncIterator[Launcher]:
-    launcher = Launcher(tmp_path)
-    try:
-        yield launcher
-    finally:
-        await launcher.close()
-
-
 @pytest.mark.parametrize("stop", [signal.SIGKILL, signal.SIGSTOP, "partition"],
                          ids=["SIGKILL", "SIGSTOP", "partition"])
 async def test_the_standby_takes_over_mid_hotplug_and_loses_nothing(

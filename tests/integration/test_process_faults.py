@@ -74,15 +74,6 @@ async def cluster(tmp_path: Path) -> AsyncIterator[SimulatedCluster]:
         await cluster.stop()
 
 
-@pytest.fixture
-async def launcher(tmp_path: Path) -> AsyncIterator[Launcher]:
-    launcher = Launcher(tmp_path)
-    try:
-        yield launcher
-    finally:
-        await launcher.close()
-
-
 async def ready(controller: ControllerProcess) -> None:
     await eventually(controller.ready, within=START, what=f"{controller.identity} ready",
                      watch=[controller])

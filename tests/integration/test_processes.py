@@ -73,15 +73,6 @@ async def slow_sdn(tmp_path: Path) -> AsyncIterator[SimulatedCluster]:
 
 
 @pytest.fixture
-async def launcher(tmp_path: Path) -> AsyncIterator[Launcher]:
-    launcher = Launcher(tmp_path)
-    try:
-        yield launcher
-    finally:
-        await launcher.close()
-
-
-@pytest.fixture
 async def quick(tmp_path: Path) -> AsyncIterator[SimulatedCluster]:
     """Four VMs with Network/net-a and a quick SDN (0.2 s) and virt-handler (0.1 s)."""
     cluster = await _cluster(tmp_path, Knobs(delays=Delays(sdn_configure=0.2, attach=0.1)), 4)
