@@ -66,7 +66,6 @@ RULES: tuple[tuple[str, str], ...] = (
     ("kubernetes_asyncio/", "executor and HTTP"),
     ("translate/projection.py", "watch decode and projection"),
     ("kube/informer.py", "watch decode and projection"),
-    ("kube/informers.py", "watch decode and projection"),
     ("kube/encoded.py", "watch decode and projection"),
     ("pydantic", "world assembly"),
     ("kube/translate/", "world assembly"),

@@ -19,7 +19,6 @@ from nicplug.adapters.kube.client import ApiConnection
 from nicplug.adapters.kube.errors import Expired, Temporary
 from nicplug.adapters.kube.flavour import UPSTREAM
 from nicplug.adapters.kube.informer import Informer, WatchProgress, WatchSettings
-from nicplug.adapters.kube.informers import Informers
 from nicplug.adapters.kube.resources import (
     CLUSTER_NETWORKS,
     NADS,
@@ -268,20 +267,22 @@ async def test_all_kinds_sync_together_within_a_namespace(
     for ns in ("ns1", "ns2"):
         store.create(sim.VMS, {"metadata": {"name": "vm", "namespace": ns}})
     changes = Changes()
-    informers = Informers(connection, scope=Scope("ns1"), kinds=WATCHED, on_change=changes,
-                          sleep=Sleeps())
-    task = asyncio.create_task(informers.run())
+    scope = Scope("ns1")  # one informer per kind, as the controller starts them
+    informers = {kind: Informer(connection, kind, namespace=scope.namespace_for(kind),
+                                on_change=changes, sleep=Sleeps()) for kind in WATCHED}
+    tasks = [asyncio.create_task(i.run()) for i in informers.values()]
     try:
-        await asyncio.wait_for(informers.synced.wait(), 5)
-        assert all(i.synced.is_set() for i in informers.by_kind.values())
+        await asyncio.wait_for(asyncio.gather(*(i.synced.wait()
+                                                for i in informers.values())), 5)
         assert set(informers[VIRTUAL_MACHINES].keys()) == {"ns1/vm"}
         assert set(informers[KUBEVIRTS].keys()) == {"kubevirt/kubevirt"}  # always cluster-wide
         assert set(informers[CLUSTER_NETWORKS].keys()) == {"storage"}
         assert sorted(k for k, _, _ in changes.seen) == [
             "ClusterNetwork", "KubeVirt", "VirtualMachine"]
     finally:
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
     assert api_server.count("list") == len(WATCHED)
 
 
