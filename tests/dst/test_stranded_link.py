@@ -18,6 +18,9 @@ import json
 import sqlite3
 from pathlib import Path
 
+from typer.testing import CliRunner
+
+from nicplug.adapters.cli import app
 from nicplug.adapters.simulation.run import simulate
 from nicplug.adapters.simulation.schedule import Schedule, Step
 
@@ -46,6 +49,11 @@ def test_the_stranded_link_ends_the_unplug_once_and_says_what_releases_it(
     unplugs = _unplugs(tmp_path / "a.db")
     assert [(state, reason) for state, reason, _ in unplugs] == [("Failed", "LinkStranded")]
     assert "migrate or restart the VM to release the link" in unplugs[0][2]
+    explained = CliRunner().invoke(app, ["explain", "default/vm-00001", "Network/second-net",
+                                         "--journal", str(tmp_path / "a.db")])
+    assert explained.exit_code == 0, explained.output
+    assert "a new attempt opens once no pod reports the link" in " ".join(
+        explained.output.split())
 
 
 def test_a_migration_that_releases_the_link_lets_the_next_attempt_end_detached(
