@@ -61,7 +61,7 @@ from nicplug.machines.session import (
     read_by_decision,
     resume,
 )
-from nicplug.machines.timers import DEADLINE, GRACE, REISSUE, RETRY, timers_of
+from nicplug.machines.timers import DEADLINE, GRACE, REISSUE, RETRY, reissue_after, timers_of
 from nicplug.machines.walking import Walker
 from nicplug.machines.world import World
 
@@ -174,7 +174,6 @@ class HotplugDecider:
         """Every test of `now` an observation that appends nothing makes, in order:
         has the operation's deadline passed (`deadline_passed`), may a failed one be
         retried (`opening.py`), are its issued effects still recent (`issuing.py`)?"""
-        horizon = now - self.config.timeouts.effect_reissue_after
         timing: list[bool] = []
         for op in state.ops.values():
             if op.terminal:
@@ -182,7 +181,8 @@ class HotplugDecider:
             else:
                 limit = budget_when(op, live, self.config)
                 timing.append(limit is not None and now >= op.deadline_base + limit)
-            timing.append(bool(op.issued) and op.issued_at > horizon)
+            timing.append(
+                bool(op.issued) and op.issued_at > now - reissue_after(op, self.config))
         return tuple(timing)
 
 

@@ -20,6 +20,10 @@ from typing import Any
 from transitions import Machine
 
 TERMINAL = frozenset({"Attached", "Detached", "Failed", "Cancelled"})
+STRANDED = "LinkStranded"
+NOT_RETRIED = frozenset({"InvalidSpec", STRANDED})
+"""Failures no new attempt can mend while the world stays as it is: a retry would
+fail the same way. They rest `Failed` until the user or the world changes."""
 
 
 class InvalidMachine(ValueError):
@@ -304,6 +308,10 @@ UNPLUG_KUBEVIRT = MachineGraph(
         ("migrated", "Migrating", "SDNReleased",
          ("migration_succeeded", "guest_lost_interface", "sdn_released")),
         ("forget", "SDNReleased", "Detached", "nothing_carries_it"),
+        # (KubeVirt forgot the interface while a pod keeps a link nobody asks for, and
+        # asks no migration that would replace the pod: no retry can move it; it ends
+        # saying what would, and is not retried: `opening.py`)
+        (STRANDED, UNPLUG_LIVE[:5], "Failed", ("deadline_passed", "link_stranded")),
         ("DetachTimeout", UNPLUG_LIVE[:5], "Failed", "deadline_passed"),
         ("MigrationFailed", "Migrating", "Failed", "migration_failed"),
         ("MigrationFailed", "MigrationRequired", "Failed", "migration_rejected"),

@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from nicplug.engine.model import EffectOutcome, Trigger
-from nicplug.machines.facts import Facts
+from nicplug.machines.facts import FINISHED_PHASES, Facts
 from nicplug.machines.operation import Operation
 from nicplug.machines.policy import MachineConfig, hotplug_in_place
 from nicplug.machines.targets import kubevirt_migrates, migration_blocked, own_failed_migration
@@ -277,6 +277,28 @@ def nothing_carries_it(c: Context) -> bool:
     )
 
 
+def link_stranded(c: Context) -> bool:
+    """Upstream KubeVirt forgot the interface (no template, VMI spec or status holds it)
+    while a launcher pod still reports its link, which no pod requests any more, and
+    nothing will replace that pod: KubeVirt asks no migration (its evaluator reads only
+    the interfaces of the VMI's spec) and none runs. No dynamic-networks controller
+    released the link (a migration's target pod was made while the interface was
+    asked for, and the unplug came before the guest had it): it stays until the VM
+    migrates or restarts, which is the operator's to decide."""
+    f, name, network = c.facts, c.op.if_name, c.op.network
+    return (
+        f.live
+        and network in f.lingering
+        and not any(r.identity == network for p in f.world.pods
+                    if p.phase not in FINISHED_PHASES for r in p.requested)
+        and name not in f.kvvm_anywhere
+        and name not in f.vmi_anywhere
+        and name not in f.attached
+        and not f.migration_required
+        and f.running_migration() is None
+    )
+
+
 def vmi_requires_migration(c: Context) -> bool:
     return c.facts.live and c.facts.migration_required
 
@@ -389,6 +411,7 @@ GUARDS: Mapping[str, Callable[[Context], bool]] = {
         pod_dropped_entry,
         sdn_released,
         nothing_carries_it,
+        link_stranded,
         vmi_requires_migration,
         vmi_requires_no_migration,
         migration_running,

@@ -44,6 +44,7 @@ from nicplug.machines.targets import (
     pod_patches,
     restarts_and_migrations,
 )
+from nicplug.machines.timers import reissue_after
 from nicplug.machines.walking import NOT_HOT_PLUGGED
 
 KEEP_ISSUED = 6
@@ -152,11 +153,12 @@ def _issued(
     config: MachineConfig, session: Session, needed: list[tuple[Operation, AnyEffect]], now: float
 ) -> list[EffectRequest]:
     """The requests of the needed effects not issued recently; journals them."""
-    # an effect counts as issued for `effect_reissue_after`; then it is asked for again
-    # if the world still needs it (the `reissue` timer makes sure someone looks)
+    # an effect counts as issued for `reissue_after` (`effect_reissue_after`, longer as
+    # the operation waits); then it is asked for again if the world still needs it (the
+    # `reissue` timer makes sure someone looks)
     ops = session.state.ops
-    horizon = now - config.timeouts.effect_reissue_after
-    recent = {op.stream for op in ops.values() if op.issued and op.issued_at > horizon}
+    recent = {op.stream for op in ops.values()
+              if op.issued and op.issued_at > now - reissue_after(op, config)}
     issued = {d for op in ops.values() if op.stream in recent for d in op.issued}
     requests: list[EffectRequest] = []
     fresh: dict[StreamId, list[int]] = {}

@@ -64,7 +64,8 @@ class Timeouts:
     * `dynamic_networks_grace` (15): no longer changes a decision (the multus flavour
       patches the KVVM first and lets KubeVirt plumb); kept so existing settings load.
     * `effect_reissue_after` (30): an effect issued while the world did not move is
-      issued again.
+      issued again; one the world keeps not showing, after the time its operation had
+      waited in its state if longer, at most `backoff_max` (`timers.reissue_after`).
     * `backoff_base` (5) / `backoff_max` (300): a failed operation is retried after
       `min(base · 2^(attempt-1), max)` while the desired state still asks for it.
     """

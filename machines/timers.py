@@ -3,7 +3,8 @@
 An operation whose state has a budget (`guards.budget`: the SDN's readiness, the
 guest's attach or detach, a migration) gets a `deadline` timer at the end of it, moved
 as the budget's start moves; one whose effects were issued gets a `reissue` timer, so
-someone looks again after `effect_reissue_after`; a failed one a `retry` timer at its
+someone looks again after `reissue_after` (`effect_reissue_after`, growing with the
+time the operation has waited in its state); a failed one a `retry` timer at its
 retry time (`Timeouts.backoff`). An operation that ended cancels the others. Only
 operations this decision moved are looked at. Pure: no I/O, no clock.
 """
@@ -14,16 +15,33 @@ from nicplug.engine.model import EffectRequest, TimerCancel, TimerRequest
 from nicplug.machines.effects import EmitEvent
 from nicplug.machines.facts import Facts
 from nicplug.machines.guards import budget
+from nicplug.machines.operation import Operation
 from nicplug.machines.policy import MachineConfig
 from nicplug.machines.session import Session
 
 DEADLINE, GRACE, REISSUE, RETRY = "deadline", "grace", "reissue", "retry"
 
 
+def reissue_after(op: Operation, config: MachineConfig) -> float:
+    """How long the effects `op` issued count as issued: `effect_reissue_after`, or the
+    time the operation had waited in its state when it issued them if that is longer,
+    at most `backoff_max`. An effect the world does not show is asked again 30, 60,
+    120, 240 s after the state began rather than every 30 s: a write that landed while
+    the informers are blind (a stalled watch, which their watchdog cannot cure while
+    the server stalls every watch) is not repeated a hundred times an hour, and a lost
+    one is still asked again. A migration nicplug's cap held back (`Operation.held`)
+    is asked for every `effect_reissue_after`: a slot freed elsewhere is no change of
+    this VM's world, and only asking again finds it."""
+    t = config.timeouts
+    if op.held is not None:
+        return t.effect_reissue_after
+    waited = op.issued_at - op.entered_at
+    return min(max(t.effect_reissue_after, waited), max(t.effect_reissue_after, t.backoff_max))
+
+
 def timers_of(
     config: MachineConfig, session: Session, facts: Facts, now: float, effects: list[EffectRequest]
 ) -> tuple[tuple[TimerRequest, ...], tuple[TimerCancel, ...]]:
-    t = config.timeouts
     arm: list[TimerRequest] = []
     cancel: list[TimerCancel] = []
     for stream in session.paths:
@@ -44,5 +62,5 @@ def timers_of(
     for stream in sorted(reissued):
         op = session.state.by_stream(stream)
         if op is not None and not op.terminal:
-            arm.append(TimerRequest(stream, REISSUE, now + t.effect_reissue_after))
+            arm.append(TimerRequest(stream, REISSUE, now + reissue_after(op, config)))
     return tuple(arm), tuple(cancel)

@@ -17,7 +17,7 @@ from typing import Any
 
 from nicplug.engine.model import EffectOutcome, Trigger
 from nicplug.machines.facts import Facts, sdn_messages
-from nicplug.machines.graph import Move, moves_of
+from nicplug.machines.graph import NOT_RETRIED, Move, moves_of
 from nicplug.machines.guards import (
     GUARDS,
     SWAP,
@@ -104,7 +104,7 @@ class Walker:
             }
             if move.dest in ("Failed", "Cancelled"):
                 payload["reason"] = move.trigger
-            if move.dest == "Failed" and move.trigger != "InvalidSpec":
+            if move.dest == "Failed" and move.trigger not in NOT_RETRIED:
                 payload["retry_at"] = now + self.config.timeouts.backoff(op.attempt)
             if move.trigger == "MigrationFailed":
                 self._count_failed_migration(op, payload)
@@ -175,6 +175,8 @@ class Walker:
             return facts.errors.get(op.network, "")
         if move.trigger in ("NetworkNotFound", "NetworkNotReady"):
             return network_problem(op.network, move.trigger, facts.world.vm, facts.world.kvvm)
+        if move.trigger == "LinkStranded":
+            return stranded_in_words(op, facts, budget(op, facts, self.config) or 0.0)
         if move.trigger.endswith("Timeout"):
             limit = budget(op, facts, self.config) or 0.0
             reason = f"no progress in {op.state} within {limit:g}s"
@@ -236,3 +238,18 @@ def _first_move(moves: tuple[tuple[Move, tuple[Guard, ...]], ...], ctx: Context)
         else:
             return move
     return None
+
+
+def stranded_in_words(op: Operation, facts: Facts, limit: float) -> str:
+    """Why an unplug ends `LinkStranded`, and what the operator can do about it."""
+    pods = sorted({p.name for p in facts.world.pods
+                   if any(s.identity == op.network for s in p.reported)})
+    where = ", ".join(pods) or "the launcher pod"
+    return (
+        f"no progress in {op.state} within {limit:g}s: KubeVirt no longer knows "
+        f"{op.if_name} (neither the VM's template nor the VMI holds it, and the guest "
+        f"does not have it), yet {where} still reports its link on {op.network}, which "
+        f"no pod requests; no dynamic-networks controller released it and KubeVirt asks "
+        f"no migration that would: migrate or restart the VM to release the link "
+        f"(nicplug follows the unplug to Detached once it is gone)"
+    )

@@ -21,7 +21,7 @@ from nicplug.adapters.queries.records import (
     rfc3339,
 )
 from nicplug.engine.inspection import StreamRecord
-from nicplug.machines.graph import moves_of
+from nicplug.machines.graph import STRANDED, moves_of
 from nicplug.machines.operation import AWAITING_MAC
 from nicplug.machines.targets import GRACE_WAIT, migration_slot_wait
 
@@ -169,6 +169,9 @@ def _summary(op: OperationSummary, waits: list[Move], pending: list[EffectEntry]
     if op.terminal:
         if op.state == "Failed":
             why = f"Failed ({op.reason}: {op.message})" if op.message else f"Failed ({op.reason})"
+            if op.retry_at is None and op.reason == STRANDED:
+                return (f"{why}; no retry: a new attempt opens once no pod reports the link "
+                        f"(it then ends Detached) or the network is asked for again")
             if op.retry_at is None:
                 return f"{why}; no retry: a new attempt opens only once the spec changes"
             due = op.retry_at - now

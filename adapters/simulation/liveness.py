@@ -30,7 +30,8 @@ file itself (opened on the loop's thread, as the controller opened it):
   with no live operation on the difference (nor a failed one whose next attempt is
   armed, nor one that gave up after `--migration-attempts` failed migrations);
 * `effects-unbounded` — an operation issued more effects of a type than
-  `bounds.EFFECTS_PER_OPERATION` allows, or an effect was tried more than
+  `bounds.EFFECTS_PER_OPERATION` allows (per object it writes for the types of
+  `bounds.PER_OBJECT`: a pod patch per launcher pod), or an effect was tried more than
   `bounds.ATTEMPTS_PER_EFFECT` times; `attempts-unbounded` — more operations on one
   interface and direction than `bounds.ATTEMPTS_PER_INTERFACE`; `effect-livelock` — an
   effect that failed and is still being retried after the quiet period (its faults
@@ -158,8 +159,17 @@ def _unbounded(path: Path) -> list[Problem]:
     try:
         for stream, type_, count in conn.execute(
                 "SELECT stream, type, count(*) FROM effects GROUP BY stream, type"):
+            if type_ in bounds.PER_OBJECT:
+                continue
             if count > bounds.EFFECTS_PER_OPERATION.get(str(type_), 0):
                 problems.append(("effects-unbounded", f"{stream} issued {count} {type_}"))
+        for type_, field in bounds.PER_OBJECT.items():
+            for stream, target, count in conn.execute(
+                    "SELECT stream, json_extract(payload, ?), count(*) FROM effects"
+                    " WHERE type = ? GROUP BY stream, 2", (f"$.{field}", type_)):
+                if count > bounds.EFFECTS_PER_OPERATION.get(type_, 0):
+                    problems.append(("effects-unbounded",
+                                     f"{stream} issued {count} {type_} for {target}"))
         for stream, type_, attempts, status in conn.execute(
                 "SELECT stream, type, attempts, status FROM effects WHERE attempts > ?"
                 " OR (status = 'issued' AND attempts > 1)", (bounds.ATTEMPTS_PER_EFFECT,)):

@@ -342,6 +342,19 @@ def kubevirt_unplug_taken_back_late() -> Driver:
     return d
 
 
+def kubevirt_link_stranded() -> Driver:
+    """The kubevirt flavour without a dynamic-networks controller: a pod reports a link
+    of X that nothing requests and KubeVirt no longer knows (a migration's target pod
+    was made while X was asked for, the user took it back before the guest had it).
+    KubeVirt asks no migration for it: the unplug ends `LinkStranded`, not retried."""
+    if FLAVOUR[0] != "kubevirt":
+        return make(Sim(networks=(MAIN,)))
+    d = make(Sim(networks=(MAIN,), dynamic_networks=False,
+                 reported=[SDNStatus(X.identity, X.if_name, True)]))
+    d.run(12)
+    return d
+
+
 def kubevirt_nad_swap(then: str = "", **sim: object) -> Driver:
     """The kubevirt flavour: the interface of X pointed at another NAD (`networkName`).
     A migratable VMI takes it, KubeVirt asks for a migration (which may fail or hang);
@@ -406,6 +419,7 @@ SCENARIOS: dict[str, Callable[[], Driver]] = {
     "kubevirt: Main and reverts": kubevirt_main_and_reverts,
     "kubevirt: the same NAD twice": kubevirt_same_nad_twice,
     "kubevirt: an unplug taken back late": kubevirt_unplug_taken_back_late,
+    "kubevirt: a link left on the pod": kubevirt_link_stranded,
 }
 
 
