@@ -64,8 +64,8 @@ async def clean_created(
     leave = platform_collects(flavour)
     objects: list[CreatedObject] = []
     if "migration" not in leave:
-        objects += _read(await calls.list_labelled(flavour.vmims, label_selector=MANAGED_BY_NICPLUG),
-                         "migration")
+        objects += _read(await calls.list_labelled(
+            flavour.vmims, label_selector=MANAGED_BY_NICPLUG), "migration")
     if flavour.vm_operations is not None:
         objects += _read(await calls.list_labelled(
             flavour.vm_operations, label_selector=MANAGED_BY_NICPLUG), "vm-operation")
@@ -81,12 +81,13 @@ async def clean_created(
         o = verdict.obj
         kind = flavour.vmims if o.kind == "migration" else flavour.vm_operations
         assert kind is not None
-        if await _delete(calls, kind, o):
+        if await delete_created(calls, kind, o):
             deleted.append(o)
     return Cleaned(tuple(deleted), tuple(verdicts))
 
 
-async def _delete(calls: KubeCalls, kind: KindRef, o: CreatedObject) -> bool:
+async def delete_created(calls: KubeCalls, kind: KindRef, o: CreatedObject) -> bool:
+    """Delete `o` (that incarnation only); whether it is gone now."""
     try:
         await calls.delete(kind, o.namespace, o.name, uid=o.uid)
     except NotFound:
