@@ -31,6 +31,9 @@ from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from nicplug.engine.model import StreamView
+from nicplug.machines.operation import retrying
+
 CreatedKind = Literal["migration", "vm-operation"]
 
 MIGRATION_FINISHED = frozenset({"Succeeded", "Failed"})
@@ -102,6 +105,14 @@ def judge(
             elif alone[id(o)] is not None and blocker is None:
                 blocker = o
     return [Verdict(o, alone[id(o)]) for o in given]
+
+
+def live_readers(views: Iterable[StreamView]) -> tuple[set[str], set[str]]:
+    """The streams that may still read a created object, and their VMs' keys: every
+    operation not ended, and every ended one that will be tried again (its next attempt
+    decides from the same VM operations)."""
+    live = [v for v in views if not v.terminal or retrying(v)]
+    return {str(v.stream) for v in live}, {str(v.key) for v in live}
 
 
 def to_delete(verdicts: Sequence[Verdict]) -> list[CreatedObject]:

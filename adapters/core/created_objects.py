@@ -31,8 +31,7 @@ from nicplug.adapters.kube.resources import (
     KindRef,
 )
 from nicplug.engine.journal import Journal
-from nicplug.machines.cleanup import CreatedKind, CreatedObject, Verdict, judge
-from nicplug.machines.operation import retrying
+from nicplug.machines.cleanup import CreatedKind, CreatedObject, Verdict, judge, live_readers
 
 log = logging.getLogger("nicplug.adapters.created_objects")  # the name log pipelines filter on
 
@@ -69,10 +68,10 @@ async def clean_created(
     if flavour.vm_operations is not None:
         objects += _read(await calls.list_labelled(
             flavour.vm_operations, label_selector=MANAGED_BY_NICPLUG), "vm-operation")
-    live = [row.view for row in await journal.views(live=True)
-            if not row.view.terminal or retrying(row.view)]
-    verdicts = judge(objects, live_streams={str(v.stream) for v in live},
-                     live_vms={str(v.key) for v in live}, platform_collects=leave,
+    # every row, not only the live VMs': a VM whose operation failed and will be tried
+    # again has no live stream until then
+    streams, vms = live_readers(row.view for row in await journal.views())
+    verdicts = judge(objects, live_streams=streams, live_vms=vms, platform_collects=leave,
                      retention=retention, now=now)
     deleted = []
     for verdict in verdicts:

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
-from nicplug.machines.cleanup import CreatedObject, judge, to_delete
+from nicplug.engine.model import Key, StreamId, StreamView
+from nicplug.machines.cleanup import CreatedObject, judge, live_readers, to_delete
 
 DAY = 86400.0
 NOW = 10 * DAY
@@ -90,3 +92,17 @@ def test_what_the_platform_collects_stays() -> None:
     verdicts = _judge(MIGRATION, STOP, collects=("migration",))
     assert verdicts == {MIGRATION.name: "the platform's own garbage collection deletes these",
                         STOP.name: None}
+
+
+def test_live_readers_are_the_operations_not_ended_and_those_tried_again() -> None:
+    def view(stream: str, key: str, *, terminal: bool, retry_at: float | None = None) -> Any:
+        return StreamView(StreamId(stream), Key(key), "Failed" if terminal else "Requested",
+                          terminal, {"retry_at": retry_at})
+
+    streams, vms = live_readers([
+        view("u1/Network/a/plug/1", "ns/vm", terminal=False),
+        view("u2/Network/a/plug/1", "ns/w", terminal=True, retry_at=NOW + 60),
+        view("u3/Network/a/plug/1", "ns/x", terminal=True),
+    ])
+    assert streams == {"u1/Network/a/plug/1", "u2/Network/a/plug/1"}
+    assert vms == {"ns/vm", "ns/w"}
