@@ -24,7 +24,7 @@ from nicplug.simulator.cluster import SimulatedCluster
 from nicplug.simulator.fixtures import Fixtures
 from nicplug.simulator.knobs import Knobs
 from nicplug.simulator.resources import VMIMS, VMOPS
-from tests.integration.conftest import QUICK
+from tests.integration.conftest import QUICK, eventually
 
 VM = "default/vm-00000"
 DAY = 86400.0
@@ -144,3 +144,17 @@ async def test_upstream_kubevirts_migrations_are_left_to_kubevirt(
     assert done.deleted == () and done.verdicts == ()
     assert _names(cluster, VMIMS) == {"nicplug-vm-00000-0a1b2c3d"}
     assert [r for r in cluster.requests if r.resource.endswith("migrations")] == []
+
+
+async def test_the_leader_cleans_up_as_it_starts(start_cluster, start_controller) -> None:
+    cluster = await start_cluster(Knobs(dialect="deckhouse", delays=QUICK))
+    cluster.store.create(VMIMS, _migration("nicplug-vm-00000-0a1b2c3d", "Succeeded",
+                                           labels=NICPLUG, operation="uid/Network/a/plug/1"))
+    cluster.store.create(VMIMS, _migration("users-own", "Succeeded"))
+    # a retention shorter than the time the controller takes to start: the first run,
+    # at once, finds the finished one old enough
+    await start_controller(cluster, created_objects_retention=0.001)
+    await eventually(lambda: "nicplug-vm-00000-0a1b2c3d" not in _names(cluster, VMIMS),
+                     what="nicplug's finished migration deleted")
+    assert _names(cluster, VMIMS) == {"users-own"}
+    assert _deletes(cluster) == [DECKHOUSE.vmims.plural]
