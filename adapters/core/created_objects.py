@@ -68,6 +68,8 @@ async def clean_created(
     if flavour.vm_operations is not None:
         objects += _read(await calls.list_labelled(
             flavour.vm_operations, label_selector=MANAGED_BY_NICPLUG), "vm-operation")
+    if not objects:
+        return Cleaned((), ())  # nothing of nicplug's: the journal need not be read
     # every row, not only the live VMs': a VM whose operation failed and will be tried
     # again has no live stream until then
     streams, vms = live_readers(row.view for row in await journal.views())
