@@ -27,7 +27,7 @@ decides, the task deletes (404 = done). Never decides anything else.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -80,17 +80,20 @@ class Verdict:
 def judge(
     objects: Iterable[CreatedObject], *, live_streams: Collection[str],
     live_vms: Collection[str], platform_collects: Collection[CreatedKind],
-    retention: float, now: float,
+    retention: float, now: float, in_scope: Callable[[str], bool] = lambda _vm: True,
 ) -> list[Verdict]:
     """A verdict for each object, in the order given.
 
     `live_streams`: the operations not ended (or to be tried again); `live_vms` the VMs
     (`namespace/name`) that have one; `platform_collects` the kinds whose finished
-    objects the platform deletes itself, better than nicplug would."""
+    objects the platform deletes itself, better than nicplug would; `in_scope` whether
+    this nicplug manages a VM (another one, scoped elsewhere, judges the rest against
+    its own journal)."""
     given = list(objects)
-    alone = {id(o): _kept_alone(o, live_streams=live_streams, live_vms=live_vms,
-                                platform_collects=platform_collects,
-                                retention=retention, now=now) for o in given}
+    alone = {id(o): "its VM is outside this nicplug's scope" if not in_scope(o.vm) else
+             _kept_alone(o, live_streams=live_streams, live_vms=live_vms,
+                         platform_collects=platform_collects, retention=retention, now=now)
+             for o in given}
     # VM operations go oldest first within their VM: one kept keeps every newer one
     by_vm: dict[str, list[CreatedObject]] = {}
     for o in given:

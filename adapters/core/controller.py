@@ -586,7 +586,7 @@ class Controller:
                 done = await clean_created(
                     calls, self.flavour, journal,
                     retention=self.settings.created_objects_retention,
-                    now=self.surroundings.clock.now())
+                    now=self.surroundings.clock.now(), in_scope=self._observing.in_scope)
                 if done.deleted:
                     log.info("cleanup: deleted %d finished objects nicplug created",
                              len(done.deleted))

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import datetime
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -57,9 +57,11 @@ def platform_collects(flavour: Flavour) -> frozenset[CreatedKind]:
 
 
 async def clean_created(
-    calls: KubeCalls, flavour: Flavour, journal: Journal, *, retention: float, now: float
+    calls: KubeCalls, flavour: Flavour, journal: Journal, *, retention: float, now: float,
+    in_scope: Callable[[str], bool] = lambda _vm: True,
 ) -> Cleaned:
-    """One run: list, judge, delete. `now` in seconds since the epoch."""
+    """One run: list, judge, delete. `now` in seconds since the epoch; `in_scope`
+    whether this nicplug manages the VM `namespace/name` (`Observing.in_scope`)."""
     leave = platform_collects(flavour)
     objects: list[CreatedObject] = []
     if "migration" not in leave:
@@ -74,7 +76,7 @@ async def clean_created(
     # again has no live stream until then
     streams, vms = live_readers(row.view for row in await journal.views())
     verdicts = judge(objects, live_streams=streams, live_vms=vms, platform_collects=leave,
-                     retention=retention, now=now)
+                     retention=retention, now=now, in_scope=in_scope)
     deleted = []
     for verdict in verdicts:
         if not verdict.delete:

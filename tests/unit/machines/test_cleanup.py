@@ -106,3 +106,10 @@ def test_live_readers_are_the_operations_not_ended_and_those_tried_again() -> No
     ])
     assert streams == {"u1/Network/a/plug/1", "u2/Network/a/plug/1"}
     assert vms == {"ns/vm", "ns/w"}
+
+
+def test_an_object_of_a_vm_outside_the_scope_stays() -> None:
+    verdicts = judge([MIGRATION, STOP], live_streams=set(), live_vms=set(),
+                     platform_collects=set(), retention=DAY, now=NOW,
+                     in_scope=lambda vm: vm != "ns/vm")
+    assert [v.kept for v in verdicts] == ["its VM is outside this nicplug's scope"] * 2
