@@ -34,7 +34,7 @@ NOT_DECIDING = frozenset({
     "identity",
     "lease-duration", "renew-deadline", "retry-period", "request-timeout", "synchronous",
     "record-tape", "retention", "archive-dir", "log-level", "log-format", "query-addr",
-    "query-address", "operation-objects",
+    "query-address", "operation-objects", "created-objects-retention",
     # the executor's cap on migrations in flight: a replay executes no effect
     "max-migrations",
 })

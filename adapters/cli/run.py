@@ -193,6 +193,10 @@ def run(
     archive_dir: Annotated[
         Path | None, _opt("archive-dir", "Directory for archives (default: the journal's)")
     ] = None,
+    created_objects_retention: Annotated[float, _time(
+        "created-objects-retention", "Delete the finished migrations and VM operations "
+        "nicplug created longer ago, once no live operation reads them (default: a day)"
+    )] = 86400.0,
     operation_objects: Annotated[str, _opt(
         "operation-objects", "on: show each operation as a NetworkInterfaceOperation object "
         "(kubectl get nicops) | off: write none"
@@ -234,6 +238,7 @@ def run(
             retry_period=retry_period, request_timeout=request_timeout, synchronous=synchronous,
             record_tape=record_tape, retention=_seconds(retention, "--retention"),
             archive_dir=archive_dir, operation_objects=operation_objects == "on",
+            created_objects_retention=created_objects_retention,
         )
     except ValidationError as exc:
         usage_error(_explain(exc))

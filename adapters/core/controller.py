@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 from aiohttp import web
 
 from nicplug.adapters import __version__
+from nicplug.adapters.core.created_objects import clean_created
 from nicplug.adapters.core.executor import Cached, KubeExecutor
 from nicplug.adapters.core.loop_lag import LoopLag
 from nicplug.adapters.core.observability import (
@@ -62,6 +63,7 @@ from nicplug.adapters.heap import (
 )
 from nicplug.adapters.kube.calls import KubeCalls
 from nicplug.adapters.kube.client import ApiConnection, ClientSettings, connect
+from nicplug.adapters.kube.errors import KubeError
 from nicplug.adapters.kube.informer import Informer, WatchProgress, WatchSettings
 from nicplug.adapters.kube.lease import Leadership, Term
 from nicplug.adapters.kube.resources import KindRef, Scope
@@ -518,6 +520,8 @@ class Controller:
                                                      name="retention"))
                 if objects is not None:
                     tasks.append(asyncio.create_task(objects.run(), name="operation objects"))
+                tasks.append(asyncio.create_task(self._clean_created(
+                    KubeCalls(connection, fence=term.check), journal), name="cleanup"))
                 self._ready = True
                 log.info("ready: %d VMs listed, recovery done", self._observing.pending)
                 await self._observing.feed(runtime)
@@ -569,6 +573,25 @@ class Controller:
                         await objects.reconcile()
             except (JournalError, OSError) as error:
                 log.error("retention: archiving failed, tried again in an hour: %s", error)
+            await asyncio.sleep(RETENTION_EVERY)
+
+    async def _clean_created(
+        self, calls: KubeCalls, journal: SQLiteJournal | PostgresJournal
+    ) -> None:
+        """Delete the finished migrations and VM operations nicplug created longer ago
+        than `--created-objects-retention` that no live operation reads, once an hour
+        (the first time at once). A failed run is logged and tried again the next hour."""
+        while True:
+            try:
+                done = await clean_created(
+                    calls, self.flavour, journal,
+                    retention=self.settings.created_objects_retention,
+                    now=self.surroundings.clock.now(), in_scope=self._observing.in_scope)
+                if done.deleted:
+                    log.info("cleanup: deleted %d finished objects nicplug created",
+                             len(done.deleted))
+            except (KubeError, JournalError) as error:
+                log.error("cleanup: failed, tried again in an hour: %s", error)
             await asyncio.sleep(RETENTION_EVERY)
 
     def _informers(self, connection: ApiConnection) -> list[Informer]:

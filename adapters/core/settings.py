@@ -82,6 +82,9 @@ class Settings(BaseModel):
     """Seconds after which a finished operation's events are archived."""
     archive_dir: Path | None = None
     """Where archives go; None: beside the journal."""
+    created_objects_retention: float = Field(default=86400.0, gt=0)
+    """Seconds after which a finished migration or VM operation nicplug created, that
+    no live operation reads, is deleted (`adapters/core/created_objects.py`)."""
     operation_objects: bool = True
     """Project each operation to a `NetworkInterfaceOperation` object (`operation_objects`)."""
 

@@ -211,6 +211,11 @@ class KubeCalls:
     async def list_migrations(self, kind: KindRef, *, label_selector: str) -> list[JsonObject]:
         """Every VirtualMachineInstanceMigration (`kind`, as the flavour names it)
         matching `label_selector`, cluster-wide, fresh from the server."""
+        return await self.list_labelled(kind, label_selector=label_selector)
+
+    async def list_labelled(self, kind: KindRef, *, label_selector: str) -> list[JsonObject]:
+        """Every object of a custom `kind` matching `label_selector`, cluster-wide,
+        fresh from the server."""
         listed = await fetch_object(self._custom.list_cluster_custom_object(
             kind.group, kind.version, kind.plural, label_selector=label_selector,
             **self._options()))

@@ -215,7 +215,8 @@ def rbac_rules(flavour: Flavour) -> tuple[Grant, ...]:
         Grant(f.kvvms.group, (f.kvvms.plural,), ("list", "watch", "patch")),
         # get: a write for a stopped VM's next boot reads afresh that no VMI runs
         Grant(f.vmis.group, (f.vmis.plural,), ("get", "list", "watch")),
-        Grant(f.vmims.group, (f.vmims.plural,), ("list", "watch", "create")),
+        # delete: its own finished ones, after the retention (`core/created_objects.py`)
+        Grant(f.vmims.group, (f.vmims.plural,), ("list", "watch", "create", "delete")),
         Grant(f.kubevirts.group, (f.kubevirts.plural,), ("list", "watch")),
         Grant(f.networks.group, (f.networks.plural, f.cluster_networks.plural),
               ("list", "watch")),
@@ -228,9 +229,10 @@ def rbac_rules(flavour: Flavour) -> tuple[Grant, ...]:
     ) + (() if f.vm_mac_addresses is None else (
         Grant(f.vm_mac_addresses.group, (f.vm_mac_addresses.plural,), ("list", "watch")),
     )) + (() if f.vm_operations is None else (
-        # a restart's Stop and Start; get: one found already made is checked to be ours
+        # a restart's Stop and Start; get: one found already made is checked to be ours;
+        # delete: its own finished ones, after the retention
         Grant(f.vm_operations.group, (f.vm_operations.plural,),
-              ("get", "list", "watch", "create")),
+              ("get", "list", "watch", "create", "delete")),
     ))
 
 

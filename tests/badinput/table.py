@@ -258,6 +258,13 @@ ROWS: tuple[BadInput, ...] = (
                           ("nan", "a duration is like 30s"),
                           ("-5", "a duration is like 30s"),
                           ("0", "Input should be greater than 0"))),
+    *(BadInput("controller", f"`--created-objects-retention {value}`",
+               lambda s, value=value: _run(s, "--metrics-addr", "127.0.0.1:0", "--kubeconfig",
+                                           s.kubeconfig(), "--created-objects-retention",
+                                           value),
+               2, f"--created-objects-retention: {says}", "usage error, nothing deleted")
+      for value, says in (("1x", "a duration is like 30s"),
+                          ("0", "Input should be greater than 0"))),
     BadInput("controller", "`--journal` a directory",
              lambda s: ["run", "--journal", s.directory("journal-dir"), "--metrics-addr",
                         "127.0.0.1:0", "--kubeconfig", s.kubeconfig()],

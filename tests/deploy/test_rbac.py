@@ -33,6 +33,12 @@ UNEXERCISED: dict[str, str] = {
     "ClusterRole/nicplug: delete networkinterfaceoperations (nicplug.io)":
         "the retention deletes the objects of the operations it archived, after 30 days "
         "by default (tests/integration/test_operation_objects.py exercises it)",
+    "ClusterRole/nicplug: delete virtualmachineoperations (virtualization.deckhouse.io)":
+        "nicplug's finished VM operations are deleted a day after their creation by "
+        "default (tests/integration/test_cleanup.py exercises it)",
+    "ClusterRole/nicplug: delete internalvirtualizationvirtualmachineinstancemigrations":
+        "nicplug's finished migrations under Deckhouse's KubeVirt are deleted a day after "
+        "their creation by default (tests/integration/test_cleanup.py exercises it)",
     "ClusterRole/nicplug: patch events (events.k8s.io)":
         "a repeat of the same Event within 6 minutes counts in its series; no scenario "
         "fails the same way twice (tests/kube/test_events.py exercises it)",
