@@ -63,6 +63,7 @@ from nicplug.adapters.kube.resources import OPERATION_ANNOTATION, VMOP_VMI_UID_A
 from nicplug.machines.policy import MachineConfig
 from nicplug.simulator import networking as nw
 from nicplug.simulator import objects as ob
+from nicplug.simulator.apis import ServedApi, served_api
 from nicplug.simulator.resources import (
     KVVMS,
     LEASES,
@@ -133,6 +134,9 @@ class Watchman:
     on_violation: Callable[[], None] = lambda: None  # the run stops at the first one
     closed: bool = False  # after the judgement nothing counts
     migration_count: MigrationCount = field(default_factory=lambda: MigrationCount())
+    api: ServedApi = field(default_factory=lambda: served_api("upstream"))
+    """The names the server gives KubeVirt's kinds: a request's path is judged in the
+    store's (Deckhouse's renamed copy is renamed back)."""
 
     def report(self, invariant: str, detail: str) -> None:
         if self.closed:
@@ -307,6 +311,7 @@ class Watchman:
         invariants judged on what a write did, not on its sending."""
         if method not in ("POST", "PUT", "PATCH", "DELETE") or "/leases" in path:
             return None
+        path = self.api.stored_path(path)
         self._traced(identity, method, path, issued)
         holder, expires = self._lease()
         if holder != identity or expires < self.now():
