@@ -411,7 +411,10 @@ class World:
         latest = max(stops, key=lambda o: (o.created, o.name))
         if latest.phase != "Completed" or self.vm_operation("Start", latest.vmi_uid):
             return None
-        if any(o.created >= latest.created for o in self.user_vm_operations):
-            return None  # the user started, stopped or restarted it since: theirs now
+        if any(o.created >= latest.created and o.phase != "Failed"
+               for o in self.user_vm_operations):
+            # the user started, stopped or restarted it since: theirs now (one Deckhouse
+            # refused, a restart of the VM nicplug stopped, asked nothing of it)
+            return None
         return latest
 

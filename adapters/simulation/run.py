@@ -250,6 +250,8 @@ async def _play(schedule: Schedule, directory: Path, tape: Path | None) -> Outco
 async def _judge(hands: Hands, replicas: list[Replica], watchman: Watchman) -> None:
     for problem in hands.actor_errors():
         watchman.report("actor-error", problem)
+    for problem in watchman.left_stopped():
+        watchman.report("left-stopped", problem)
     for replica in replicas:
         failure = replica.failure()
         if failure is not None:

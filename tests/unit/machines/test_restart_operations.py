@@ -145,6 +145,22 @@ def test_a_vm_the_user_started_and_stopped_after_nicplugs_stop_is_not_started() 
     assert sim.vmi_uid is None
 
 
+def test_an_operation_of_the_users_that_deckhouse_refused_does_not_take_the_vm_back() -> None:
+    """nicplug stopped vmi-1 for a restart; the user asked to restart the stopped VM
+    (`d8 v restart`), which Deckhouse refused (a Restart applies to a running VM only):
+    it asked nothing of the VM, which nicplug starts as its restart's second step."""
+    sim = deckhouse_vm()
+    sim.vm_operations = [VMOperation("stop-vmi-1", "Stop", "vmi-1", "Completed", "", "0000")]
+    sim.user_vm_operations = [VMOperation("d8-restart", "Restart", "", "Failed",
+                                          "not applicable in phase Stopped", "0001")]
+    sim.stop()
+    sim.running = False
+    d = driver(sim)
+    d.run(12)
+    assert ("RestartVM", "start", "vmi-1") in steps(d)
+    assert sim.vmi_uid is not None
+
+
 def test_a_stop_the_user_overtook_does_not_hold_back_the_next_restart() -> None:
     """nicplug stopped vmi-1; the user started the VM themselves (vmi-2) before nicplug's
     Start: a later change restarts vmi-2 and starts it again."""
