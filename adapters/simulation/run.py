@@ -3,13 +3,15 @@ cluster in one process, on one virtual clock, and judged.
 
 `simulate(schedule)` builds a fresh event loop (`VirtualTimeLoop`), the simulated
 cluster with its actors on that loop's time and seeded uids, the API server
-in-process, and one or two controller replicas, each with its own SQLite journal in a
-temporary directory (on a memory-backed file system when there is one). It plays the
-steps, checking the safety invariants on every write (`invariants.Watchman`), then
-lets the faults stop — the network heals, the journal commits, a dead replica
-restarts — lets `QUIET` virtual seconds pass and checks that
-every journal verifies and every operation came to rest (`liveness.py`). The result
-holds the first violation, if any, and a digest of everything the cluster saw, so
+in-process (upstream KubeVirt's names or Deckhouse's renamed ones: `Setup.kubevirt_api`;
+the store and the invariants keep KubeVirt's own), and one or two controller
+replicas, each with its own SQLite journal in a temporary directory (on a
+memory-backed file system when there is one). It plays the steps, checking the safety
+invariants on every write (`invariants.Watchman`), then lets the faults stop — the
+network heals, the journal commits, a dead replica restarts — lets `QUIET` virtual
+seconds pass and checks that every journal verifies and every operation came to rest
+(`liveness.py`). The result holds the first violation, if any, and a digest of
+everything the cluster saw, so
 "the same seed gives the same run" is checkable.
 """
 

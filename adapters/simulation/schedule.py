@@ -6,10 +6,15 @@ seed and fault classes give the same schedule, and the run is a pure function of
 schedule (`simulation/run.py`). A step waits `wait` virtual seconds, during which the
 cluster and the controller do whatever they do, and then acts: as the user (networks
 added, removed, reverted, re-added, several at once; the VM stopped, started,
-restarted; a migration asked for), as the platform (a VMI recreated, a launcher pod
+restarted, also once nicplug's own restart of it is under way; a migration asked
+for), as the platform (a VMI recreated, a launcher pod
 replaced, a migration failed in whatever phase it is, an SDN entry turning to error)
 or as a fault (HTTP errors, slow answers, dropped, expired and stalled watches, a
 journal that cannot commit, the controller killed, its Lease lost to a standby).
+The deckhouse world comes in two: the API server speaking upstream KubeVirt's names
+(where nicplug, finding no VirtualMachineOperations, leaves Deckhouse's `Manual` run
+strategy alone and every restart to the user), or Deckhouse's renamed API, as a real
+Deckhouse cluster serves it, where nicplug restarts through VirtualMachineOperations.
 """
 
 from __future__ import annotations
