@@ -296,6 +296,9 @@ class RestartVM(Effect):
     step: Literal["halt", "start", "restart"] = "halt"
     resumes: str = ""
     by: Literal["run-strategy", "operation"] = "run-strategy"
+    for_streams: tuple[str, ...] = ()
+    """A `halt` by operation: the operations (streams) the restart is for, noted on the
+    `Stop` (`World.taken_back`)."""
 
     def to_payload(self) -> dict[str, Any]:
         payload: dict[str, Any] = {
@@ -303,6 +306,8 @@ class RestartVM(Effect):
             "step": self.step, "resumes": self.resumes}
         if self.by != "run-strategy":  # absent: as payloads were before operations
             payload["by"] = self.by
+        if self.for_streams:  # absent: not said, as payloads were before
+            payload["for"] = list(self.for_streams)
         return payload
 
     @classmethod
@@ -313,7 +318,8 @@ class RestartVM(Effect):
             "start" if found == "start" else "restart" if found == "restart" else "halt")
         by: Literal["run-strategy", "operation"] = (
             "operation" if p.get("by") == "operation" else "run-strategy")
-        return cls(p["namespace"], p["name"], p["vmi_uid"], step, resumes, by)
+        return cls(p["namespace"], p["name"], p["vmi_uid"], step, resumes, by,
+                   tuple(str(s) for s in p.get("for") or ()))
 
     @property
     def target(self) -> str:

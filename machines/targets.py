@@ -55,6 +55,8 @@ from nicplug.machines.world import (
     Migration,
     NetworkSpec,
     SDNRequest,
+    VMOperation,
+    World,
     nad_identity,
 )
 
@@ -293,7 +295,7 @@ def conditions(
         named = ", ".join(f"{o.network} ({o.message or o.direction})" for o in restart)
         kvvm = facts.world.kvvm
         if vm.approval == "Automatic" and kvvm is not None:
-            named += why_not_restarted(facts, vm, config)
+            named += why_not_restarted(facts, vm, config, _streams(restart))
         wanted_restart = (REASON_RESTART, RESTART_PREFIX + named)
     why_blocked = migration_blocked(facts, config)
     blocked = [o for o in ordered if o.state == "MigrationRequired" and why_blocked]
@@ -435,11 +437,18 @@ def restartable(facts: Facts, vm: DesiredVM, config: MachineConfig) -> bool:
     return kvvm is not None and kvvm.run_strategy in RESTARTABLE
 
 
-def why_not_restarted(facts: Facts, vm: DesiredVM, config: MachineConfig) -> str:
+def why_not_restarted(
+    facts: Facts, vm: DesiredVM, config: MachineConfig, streams: tuple[str, ...] = ()
+) -> str:
     """What the `NetworkHotplugRestartRequired` message adds when nicplug, asked
-    to restart (`Automatic`), cannot: nothing when it can."""
+    to restart (`Automatic`) for the operations `streams`, cannot: nothing when it can."""
     world = facts.world
     if config.restarts == "operations":
+        taken = _taken_back_from(world, streams)
+        if taken is not None:
+            return (f"; the user started, stopped or restarted the VM while nicplug"
+                    f" restarted it for this change (VirtualMachineOperation {taken.name}),"
+                    " so nicplug leaves the restart to you")
         if not restartable(facts, vm, config):
             return (f"; runPolicy {vm.run_policy} does not let Deckhouse stop and start the"
                     " VM (only Manual, AlwaysOnUnlessStoppedManually and, with a Restart,"
@@ -472,13 +481,31 @@ def _start_again(facts: Facts, vm: DesiredVM, config: MachineConfig) -> RestartV
     return RestartVM(vm.namespace, vm.name, "", "start", kvvm.resumes)
 
 
-def _halt(facts: Facts, vm: DesiredVM, config: MachineConfig) -> RestartVM | None:
-    """The first step of a restart of the running VMI, unless one began already."""
+def _streams(ops: list[Operation]) -> tuple[str, ...]:
+    return tuple(sorted(str(o.stream) for o in ops))
+
+
+def _taken_back_from(world: World, streams: tuple[str, ...]) -> VMOperation | None:
+    """nicplug's `Stop` the user took the VM back from (`World.taken_back`), when its
+    restart was for every one of the operations `streams`: one stop per change."""
+    taken = world.taken_back
+    if taken is None or not streams or not set(streams) <= set(taken.for_streams):
+        return None
+    return taken
+
+
+def _halt(facts: Facts, vm: DesiredVM, config: MachineConfig,
+          streams: tuple[str, ...]) -> RestartVM | None:
+    """The first step of a restart of the running VMI for the operations `streams`,
+    unless one began already, or the user took the VM back from nicplug's restart for
+    them (nicplug stops a VM once for one change)."""
     world = facts.world
     vmi, kvvm = world.vmi, world.kvvm
     if vmi is None or kvvm is None or not restartable(facts, vm, config):
         return None
     if config.restarts == "operations":
+        if _taken_back_from(world, streams) is not None:
+            return None
         # one Stop (or Restart) per VMI uid, ever: a refused one is not asked again
         if vm.run_policy == RESTART_ONLY_POLICY:
             if world.vm_operation("Restart", vmi.uid) is not None:
@@ -486,7 +513,8 @@ def _halt(facts: Facts, vm: DesiredVM, config: MachineConfig) -> RestartVM | Non
             return RestartVM(vm.namespace, vm.name, vmi.uid, "restart", by="operation")
         if world.vm_operation("Stop", vmi.uid) is not None:
             return None
-        return RestartVM(vm.namespace, vm.name, vmi.uid, "halt", by="operation")
+        return RestartVM(vm.namespace, vm.name, vmi.uid, "halt", by="operation",
+                         for_streams=streams)
     if kvvm.resumes is not None:
         return None
     return RestartVM(vm.namespace, vm.name, vmi.uid, "halt", kvvm.run_strategy)
@@ -507,7 +535,7 @@ def restarts_and_migrations(facts: Facts, ops: Ops, vm: DesiredVM, config: Machi
         return out
     vmi = facts.world.vmi
     if restart and vm.approval == "Automatic" and facts.live:
-        halt = _halt(facts, vm, config)
+        halt = _halt(facts, vm, config, _streams(restart))
         if halt is not None:
             out.append((restart[0], halt))
     waiting = [o for o in ordered if o.state == "MigrationRequired"]

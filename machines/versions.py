@@ -18,7 +18,9 @@ today. Versions so far:
   (none: no precondition), `RestartVM.step` / `resumes` (a pending restart of an older
   nicplug reads as a halt whose precondition fails, so it is decided again),
   `RestartVM.by` (absent: `run-strategy`, as before restarts through Deckhouse's
-  `VirtualMachineOperation`s).
+  `VirtualMachineOperation`s), `RestartVM.for` (absent: the operations a restart is
+  for are not said, as before; a `Stop` the user took the VM back from then holds
+  nothing back).
 * `Opened` 1 carries `flavour` only for an operation not of the deckhouse flavour (absent:
   deckhouse); snapshots (2 and 3) likewise `flavour` and `bypassed_vmi` (absent: none), so older
   journals read unchanged.

@@ -356,6 +356,8 @@ class VMOperation:
     message: str = ""
     created: str = ""
     """`metadata.creationTimestamp` (RFC 3339: its order is the text's)."""
+    for_streams: tuple[str, ...] = ()
+    """A `Stop` of nicplug's: the operations its restart is for (none: not said)."""
 
     @property
     def finished(self) -> bool:
@@ -404,14 +406,33 @@ class World:
         """nicplug's latest `Stop`, when Deckhouse completed it and no `Start` of
         nicplug's followed: the VM is stopped for a restart of nicplug's, to be started
         again. (An older `Stop` left without a `Start` was overtaken: the VM ran again;
-        so was one the user's own operation followed.)"""
+        so was one the user's own operation followed: `taken_back`.)"""
+        latest = self._last_stop()
+        if latest is None or self.taken_back is not None:
+            return None
+        return latest
+
+    @property
+    def taken_back(self) -> VMOperation | None:
+        """nicplug's latest `Stop`, completed with no `Start` of nicplug's, when the user
+        started, stopped or restarted the VM since (an operation of theirs Deckhouse
+        did not refuse): the VM is theirs again, nicplug starts nothing and does not
+        stop it again for the operations that `Stop` was for."""
+        latest = self._last_stop()
+        if latest is None:
+            return None
+        if any(o.created >= latest.created and o.phase != "Failed"
+               for o in self.user_vm_operations):
+            # (one Deckhouse refused, a restart of the VM nicplug stopped, asked nothing)
+            return latest
+        return None
+
+    def _last_stop(self) -> VMOperation | None:
         stops = [o for o in self.vm_operations if o.type == "Stop"]
         if not stops:
             return None
         latest = max(stops, key=lambda o: (o.created, o.name))
         if latest.phase != "Completed" or self.vm_operation("Start", latest.vmi_uid):
             return None
-        if any(o.created >= latest.created for o in self.user_vm_operations):
-            return None  # the user started, stopped or restarted it since: theirs now
         return latest
 

@@ -111,6 +111,18 @@ class ServedApi:
             None,
         )
 
+    def stored_path(self, path: str) -> str:
+        """A request path in the store's names: `/apis/<renamed group>/v1/...` with the
+        renamed plural back as KubeVirt names it; any other path as it is."""
+        parts = path.split("/")
+        if not self.renames or len(parts) < 5 or parts[1:3] != ["apis", RENAMED_GROUP]:
+            return path
+        parts[2] = KUBEVIRT_GROUP
+        at = 6 if parts[4] == "namespaces" and len(parts) > 6 else 4
+        if parts[at].startswith(PLURAL_PREFIX):
+            parts[at] = parts[at][len(PLURAL_PREFIX):]
+        return "/".join(parts)
+
     def _api_version(self, value: Any, *, outward: bool) -> Any:
         if not isinstance(value, str):
             return value

@@ -63,6 +63,10 @@ after nicplug's `Stop` takes the VM back, and nicplug never starts it again."""
 VMOP_VMI_UID_ANNOTATION = "nicplug.io/restart-of-vmi"
 """On a VirtualMachineOperation nicplug created: the uid of the VMI whose restart it is
 part of (its name holds only a digest of it)."""
+VMOP_RESTART_FOR_ANNOTATION = "nicplug.io/restart-for"
+"""On nicplug's `Stop`: the operations (streams, comma-separated) the restart is for.
+When the user takes the VM back before nicplug starts it, nicplug does not stop it
+again for them (`World.taken_back`)."""
 VM_UID_LABEL = "virtualization.deckhouse.io/virtual-machine-uid"
 """The label Deckhouse puts on each `VirtualMachineMACAddress` it creates for a VM
 (`annotations.LabelVirtualMachineUID`): the VM's uid."""

@@ -41,6 +41,7 @@ from nicplug.simulator.resources import (
     VMS,
     Resource,
 )
+from nicplug.simulator.watching import Change
 
 Json = dict[str, Any]
 MERGE = "application/merge-patch+json"
@@ -61,6 +62,10 @@ class Hands:
         self.clock_debt = 0.0  # the furthest any wall clock ran ahead
         self._migrations = 0
         self._operations = 0
+        # the user's intents armed for nicplug's next restart of a VM: (ns, name) ->
+        # (when: "stopping" | "stopped", [[operation type, seconds after the one before]])
+        self._intents: dict[tuple[str, str], list[tuple[str, list[list[Any]]]]] = {}
+        self._users: list[asyncio.Task[None]] = []  # the user's acts: no fault, never healed
 
     # -- time ----------------------------------------------------------------------------
 
@@ -241,6 +246,37 @@ class Hands:
             self._operate(ns, name, "Restart")
         else:
             self.store.delete(VMIS, ns, name)
+
+    def _do_intend(self, ns: str, name: str, arg: Json) -> None:
+        """The user will start, stop or restart the VM themselves once nicplug's next
+        restart of it is under way (`schedule._intent`): its `Stop` created
+        (`stopping`) or completed (`stopped`)."""
+        self._intents.setdefault((ns, name), []).append((str(arg["when"]), list(arg["acts"])))
+
+    def on_change(self, change: Change) -> None:
+        """Every change the store commits: the moment an intent waits for."""
+        if change.resource is not VMOPS or not self._intents:
+            return
+        operation = change.obj
+        if (operation["metadata"]["name"].startswith(USER_OPERATION)
+                or ob.dig(operation, "spec", "type") != "Stop"):
+            return
+        completed = ob.dig(operation, "status", "phase") == "Completed" and (
+            change.prev is None or ob.dig(change.prev, "status", "phase") != "Completed")
+        moment = "stopping" if change.type == "ADDED" else "stopped" if completed else None
+        key = (operation["metadata"].get("namespace", ""),
+               str(ob.dig(operation, "spec", "virtualMachineName")))
+        armed = self._intents.get(key, [])
+        for intent in [i for i in armed if i[0] == moment]:
+            armed.remove(intent)
+            self._users.append(asyncio.ensure_future(self._play(key, intent[1])))
+
+    async def _play(self, key: tuple[str, str], acts: list[list[Any]]) -> None:
+        await asyncio.sleep(0)  # not inside the store's commit that woke it
+        for type_, seconds in acts:
+            await asyncio.sleep(float(seconds))
+            with contextlib.suppress(ApiError):
+                self._operate(*key, str(type_))
 
     def _do_replace_pod(self, ns: str, name: str, _arg: Any) -> None:
         """The launcher pod dies (node lost, evicted): the VMI fails, KubeVirt recreates."""

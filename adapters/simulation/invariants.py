@@ -28,10 +28,14 @@ the end of a step that may hide it:
   handled (the connection cut while it waited), changed nothing; one it answered 2xx
   counts, as of the instant it was sent;
 * `restart-repeated` — more than one restart (a VMI deleted, or nicplug's `Stop`
-  VirtualMachineOperation) for one VMI uid, or a VM restarted more than twice for one
-  change of its desired networks;
+  VirtualMachineOperation) for one VMI uid, or a VM stopped twice for one change of
+  its desired networks (one restart applies a change; the user's own start, stop or
+  restart in between does not ask for another);
 * `user-overridden` — a replica starts (a `Start` VirtualMachineOperation) a VM whose
-  user's latest operation was a `Stop`;
+  user's latest operation Deckhouse ran was a `Stop`;
+* `left-stopped` (judged at the end) — a VM a replica stopped for a restart (its `Stop`
+  VirtualMachineOperation completed) has no VMI, and neither the replicas nor the user
+  started it since (nor did the user ask anything else of it);
 * `migrations-in-flight` — a replica creates a migration while one is unfinished;
 * `migrations-per-operation` — more migrations a replica created for one operation
   (`nicplug.io/operation` on the migration, over its attempts, between two user edits
@@ -63,6 +67,7 @@ from nicplug.adapters.kube.resources import OPERATION_ANNOTATION, VMOP_VMI_UID_A
 from nicplug.machines.policy import MachineConfig
 from nicplug.simulator import networking as nw
 from nicplug.simulator import objects as ob
+from nicplug.simulator.apis import ServedApi, served_api
 from nicplug.simulator.resources import (
     KVVMS,
     LEASES,
@@ -122,6 +127,8 @@ class Watchman:
     malformed_pods: set[tuple[str, str]] = field(default_factory=set)  # (namespace, pod)
     restarts_by_uid: Counter[str] = field(default_factory=Counter)
     user_asked: dict[str, str] = field(default_factory=dict)  # VM key -> the user's last op
+    # VM key -> nicplug's Stop that stopped it, until the VM runs again or the user acts
+    stopped_by_nicplug: dict[str, str] = field(default_factory=dict)
     journals: dict[str, Callable[[], list[tuple[int, str, str]]]] = field(default_factory=dict)
     """Each replica's issued effects (id, type, target), by identity: what backs a create."""
     backed: set[tuple[str, int]] = field(default_factory=set)  # (replica, effect id) used
@@ -133,6 +140,9 @@ class Watchman:
     on_violation: Callable[[], None] = lambda: None  # the run stops at the first one
     closed: bool = False  # after the judgement nothing counts
     migration_count: MigrationCount = field(default_factory=lambda: MigrationCount())
+    api: ServedApi = field(default_factory=lambda: served_api("upstream"))
+    """The names the server gives KubeVirt's kinds: a request's path is judged in the
+    store's (Deckhouse's renamed copy is renamed back)."""
 
     def report(self, invariant: str, detail: str) -> None:
         if self.closed:
@@ -153,6 +163,15 @@ class Watchman:
                 self._backed(change.obj, "CreateMigration", change.obj["metadata"]["name"])
         if change.resource is VMIMS:
             self.migration_count.on_change(self, change)
+        if change.resource is VMOPS and change.obj["metadata"]["name"].startswith(
+                USER_OPERATION):
+            self._user_operation(change)
+        if change.resource is VMOPS:
+            self._operation_completed(change)
+        if change.resource is VMIS and change.type == "ADDED":
+            self.stopped_by_nicplug.pop(
+                f"{change.obj['metadata'].get('namespace', '')}/{change.obj['metadata']['name']}",
+                None)
         if change.resource is VMOPS and change.type == "ADDED":
             self._operation_created(change.obj)
             if not change.obj["metadata"]["name"].startswith(USER_OPERATION):
@@ -250,14 +269,13 @@ class Watchman:
 
     def _operation_created(self, operation: Json) -> None:
         """A replica asked Deckhouse to stop a VM (the first step of its restart): once
-        per VMI uid, and at most twice per change of the VM's networks. A replica's
+        per VMI uid, and once per change of the VM's networks. A replica's
         `Start` must not follow a `Stop` the user asked for (`user-overridden`)."""
         name = operation["metadata"]["name"]
         ns = operation["metadata"].get("namespace", "")
         vm = str(ob.dig(operation, "spec", "virtualMachineName"))
         kind = ob.dig(operation, "spec", "type")
         if name.startswith(USER_OPERATION):
-            self.user_asked[f"{ns}/{vm}"] = str(kind)
             return
         if kind == "Start" and self.user_asked.get(f"{ns}/{vm}") == "Stop":
             self.report("user-overridden",
@@ -268,16 +286,48 @@ class Watchman:
             VMOP_VMI_UID_ANNOTATION, "unknown"))
         self._restarted(ns, vm, uid, counted=True)
 
+    def _user_operation(self, change: Change) -> None:
+        """What the user last asked of the VM is the last of their operations Deckhouse
+        ran (one it refused, say behind an unfinished one, asked nothing)."""
+        ran = ("InProgress", "Completed")
+        if ob.dig(change.obj, "status", "phase") not in ran or (
+                change.prev is not None and ob.dig(change.prev, "status", "phase") in ran):
+            return
+        ns = change.obj["metadata"].get("namespace", "")
+        vm = str(ob.dig(change.obj, "spec", "virtualMachineName"))
+        self.user_asked[f"{ns}/{vm}"] = str(ob.dig(change.obj, "spec", "type"))
+        self.stopped_by_nicplug.pop(f"{ns}/{vm}", None)  # the user's now
+
+    def _operation_completed(self, change: Change) -> None:
+        """nicplug's `Stop` completed: the VM is stopped for nicplug's restart, which
+        must start it again (`left-stopped`, judged at the end), unless the user acts."""
+        name = change.obj["metadata"]["name"]
+        completed = ob.dig(change.obj, "status", "phase") == "Completed" and (
+            change.prev is None or ob.dig(change.prev, "status", "phase") != "Completed")
+        if name.startswith(USER_OPERATION) or not completed \
+                or ob.dig(change.obj, "spec", "type") != "Stop":
+            return
+        ns = change.obj["metadata"].get("namespace", "")
+        vm = str(ob.dig(change.obj, "spec", "virtualMachineName"))
+        self.stopped_by_nicplug[f"{ns}/{vm}"] = name
+
+    def left_stopped(self) -> list[str]:
+        """At the end: each VM nicplug stopped for a restart and never started again,
+        with no act of the user's since."""
+        return [f"{key}: stopped by {name}, never started again"
+                for key, name in sorted(self.stopped_by_nicplug.items())
+                if self.store.peek(VMIS, *key.split("/", 1)) is None]
+
     def _restarted(self, ns: str, vm: str, uid: str, *, counted: bool) -> None:
         self.restarts_by_uid[uid] += 1
         key = (f"{ns}/{vm}", self.changes[f"{ns}/{vm}"])
         self.restarts_by_change[key] += 1
         if counted and self.restarts_by_uid[uid] > 1:
             self.report("restart-repeated", f"{ns}/{vm}: VMI {uid} restarted twice")
-        if self.restarts_by_change[key] > 2:
+        if self.restarts_by_change[key] > 1:
             self.report("restart-repeated",
-                        f"{key[0]}: restarted {self.restarts_by_change[key]} times for one "
-                        f"change of its networks")
+                        f"{key[0]}: stopped {self.restarts_by_change[key]} times for one "
+                        f"change of its networks (VMI {uid})")
 
     def _migration_created(self, migration: Json) -> None:
         """The controller created a migration (the user's are named `user-migration-*`):
@@ -307,6 +357,7 @@ class Watchman:
         invariants judged on what a write did, not on its sending."""
         if method not in ("POST", "PUT", "PATCH", "DELETE") or "/leases" in path:
             return None
+        path = self.api.stored_path(path)
         self._traced(identity, method, path, issued)
         holder, expires = self._lease()
         if holder != identity or expires < self.now():

@@ -3,13 +3,15 @@ cluster in one process, on one virtual clock, and judged.
 
 `simulate(schedule)` builds a fresh event loop (`VirtualTimeLoop`), the simulated
 cluster with its actors on that loop's time and seeded uids, the API server
-in-process, and one or two controller replicas, each with its own SQLite journal in a
-temporary directory (on a memory-backed file system when there is one). It plays the
-steps, checking the safety invariants on every write (`invariants.Watchman`), then
-lets the faults stop — the network heals, the journal commits, a dead replica
-restarts — lets `QUIET` virtual seconds pass and checks that
-every journal verifies and every operation came to rest (`liveness.py`). The result
-holds the first violation, if any, and a digest of everything the cluster saw, so
+in-process (upstream KubeVirt's names or Deckhouse's renamed ones: `Setup.kubevirt_api`;
+the store and the invariants keep KubeVirt's own), and one or two controller
+replicas, each with its own SQLite journal in a temporary directory (on a
+memory-backed file system when there is one). It plays the steps, checking the safety
+invariants on every write (`invariants.Watchman`), then lets the faults stop — the
+network heals, the journal commits, a dead replica restarts — lets `QUIET` virtual
+seconds pass and checks that every journal verifies and every operation came to rest
+(`liveness.py`). The result holds the first violation, if any, and a digest of
+everything the cluster saw, so
 "the same seed gives the same run" is checkable.
 """
 
@@ -45,6 +47,7 @@ from nicplug.adapters.simulation.loop import (
 from nicplug.adapters.simulation.replicas import Landings, Replica
 from nicplug.adapters.simulation.schedule import Schedule
 from nicplug.adapters.simulation.wire import InProcessServer
+from nicplug.simulator.apis import served_api
 from nicplug.simulator.cluster import SimulatedCluster
 from nicplug.simulator.fixtures import Fixtures
 from nicplug.simulator.knobs import Delays, Knobs
@@ -61,9 +64,6 @@ SETTINGS: dict[str, Any] = {
     "sdn_ready_timeout": 120.0, "attach_timeout": 120.0, "detach_timeout": 120.0,
     "migration_timeout": 300.0, "backoff_max": 60.0, "request_timeout": 30.0,
     "concurrency": 4,
-    # the in-process server speaks upstream KubeVirt's names, as the store keeps them and
-    # the invariants read them; the Deckhouse renaming is the HTTP layer's, tested apart
-    "kubevirt_api": "upstream",
 }
 
 
@@ -151,6 +151,9 @@ async def _play(schedule: Schedule, directory: Path, tape: Path | None) -> Outco
         delays=Delays(sdn_configure=setup.sdn_configure, restart=setup.restart_delay,
                       migration=setup.migration_delay),
         migration_required_grace=5.0, seed=schedule.seed,
+        # (the upstream world keeps the knob's default, as before the deckhouse one:
+        # the store holds the dialect's CRDs; the server below speaks `api`)
+        kubevirt_api="deckhouse" if setup.kubevirt_api == "deckhouse" else None,
         native_hotplug=False,  # nicplug drives every hotplug of a schedule
     )
     cluster = SimulatedCluster(
@@ -161,7 +164,9 @@ async def _play(schedule: Schedule, directory: Path, tape: Path | None) -> Outco
     hasher = hashlib.sha256()
     writes = 0
 
-    watchman = Watchman(store, setup.dialect, LEASE, virtual_now)
+    api = served_api(setup.kubevirt_api)
+    watchman = Watchman(store, setup.dialect, LEASE, virtual_now, api=api)
+    listeners: list[Callable[[Change], None]] = [watchman.on_change]
 
     def tapped(change: Change) -> None:
         nonlocal writes
@@ -171,7 +176,8 @@ async def _play(schedule: Schedule, directory: Path, tape: Path | None) -> Outco
         meta = change.obj.get("metadata", {})
         hasher.update(f"{change.type} {change.resource.plural} {meta.get('namespace')}/"
                       f"{meta.get('name')} {change.rv}\n".encode())
-        watchman.on_change(change)
+        for listener in listeners:
+            listener(change)
 
     store.tap(tapped)
     await cluster.start()
@@ -182,18 +188,19 @@ async def _play(schedule: Schedule, directory: Path, tape: Path | None) -> Outco
                     content_type="application/merge-patch+json")
     store.create(NAMESPACES, {"metadata": {"name": LEASE[0]}})
     landings = Landings()
-    app = make_app(store, cluster.faults, disconnect_check=30.0)
+    app = make_app(store, cluster.faults, disconnect_check=30.0, api=api)
     app.middlewares.insert(0, landings.middleware)  # outermost: the status that leaves
     server = InProcessServer(app)
     await server.start()
 
     def requested(replica: Replica, method: str, path: str) -> Callable[[], None] | None:
         return watchman.on_request(replica.identity, replica.listed, method, path,
-                                   lambda: issued_effects(replica.journal), replica.seen)
+                                   lambda: issued_effects(replica.journal),
+                                   lambda res, ns, name: replica.seen(api.served(res), ns, name))
 
     # nicplug drives (its writes are what the invariants judge); the kubevirt flavour
     # only observes
-    settings = dict(SETTINGS, dialect=setup.dialect,
+    settings = dict(SETTINGS, dialect=setup.dialect, kubevirt_api=setup.kubevirt_api,
                     mode="drive" if setup.dialect == "deckhouse" else "auto")
     replicas = [Replica("nicplug-a", directory / "a.db", settings, server, requested,
                         landings, tape)]
@@ -204,6 +211,7 @@ async def _play(schedule: Schedule, directory: Path, tape: Path | None) -> Outco
         watchman.journals[replica.identity] = partial(issued_effect_rows, replica.journal)
         replica.start()
     hands = Hands(cluster, replicas, watchman, setup)
+    listeners.append(hands.on_change)
     progress = [0]
 
     async def script() -> None:
@@ -244,6 +252,8 @@ async def _play(schedule: Schedule, directory: Path, tape: Path | None) -> Outco
 async def _judge(hands: Hands, replicas: list[Replica], watchman: Watchman) -> None:
     for problem in hands.actor_errors():
         watchman.report("actor-error", problem)
+    for problem in watchman.left_stopped():
+        watchman.report("left-stopped", problem)
     for replica in replicas:
         failure = replica.failure()
         if failure is not None:

@@ -6,10 +6,15 @@ seed and fault classes give the same schedule, and the run is a pure function of
 schedule (`simulation/run.py`). A step waits `wait` virtual seconds, during which the
 cluster and the controller do whatever they do, and then acts: as the user (networks
 added, removed, reverted, re-added, several at once; the VM stopped, started,
-restarted; a migration asked for), as the platform (a VMI recreated, a launcher pod
+restarted, also once nicplug's own restart of it is under way; a migration asked
+for), as the platform (a VMI recreated, a launcher pod
 replaced, a migration failed in whatever phase it is, an SDN entry turning to error)
 or as a fault (HTTP errors, slow answers, dropped, expired and stalled watches, a
 journal that cannot commit, the controller killed, its Lease lost to a standby).
+The deckhouse world comes in two: the API server speaking upstream KubeVirt's names
+(where nicplug, finding no VirtualMachineOperations, leaves Deckhouse's `Manual` run
+strategy alone and every restart to the user), or Deckhouse's renamed API, as a real
+Deckhouse cluster serves it, where nicplug restarts through VirtualMachineOperations.
 """
 
 from __future__ import annotations
@@ -40,6 +45,9 @@ class Setup:
     """The world a run starts in."""
 
     dialect: Literal["deckhouse", "multus"] = "deckhouse"
+    # the KubeVirt API the server speaks: upstream names (the store's), or Deckhouse's
+    # renamed copy, where nicplug restarts through VirtualMachineOperations (deckhouse)
+    kubevirt_api: Literal["upstream", "deckhouse"] = "upstream"
     dynamic_networks_controller: bool = False
     rollout: Literal["LiveUpdate", "Stage"] = "LiveUpdate"
     approval: Literal["Manual", "Automatic"] = "Manual"
@@ -128,6 +136,19 @@ def _step(rng: random.Random, setup: Setup, faults: tuple[FaultClass, ...]) -> S
     return Step(wait=wait, action=action, vm=vm, arg=arg)
 
 
+INTENT_ACTS: tuple[str, ...] = ("Start", "Stop", "Restart")
+INTENT_DELAYS: tuple[float, ...] = (0.0, 0.0, 0.3, 1.0, 5.0, 40.0)
+
+
+def _intent(rng: random.Random) -> dict[str, Any]:
+    """What the user does once nicplug's restart of the VM is under way (its `Stop`
+    created: `stopping`, or completed: `stopped`): one to three operations of their
+    own, each some seconds after the one before."""
+    return {"when": rng.choice(("stopping", "stopped")),
+            "acts": [[rng.choice(INTENT_ACTS), rng.choice(INTENT_DELAYS)]
+                     for _ in range(rng.randint(1, 3))]}
+
+
 def draw(seed: int, *, faults: tuple[FaultClass, ...] = FAULT_CLASSES,
          steps: int | None = None) -> Schedule:
     """The schedule of `seed`: its setup and between 3 and 12 steps (or `steps`)."""
@@ -135,6 +156,9 @@ def draw(seed: int, *, faults: tuple[FaultClass, ...] = FAULT_CLASSES,
     dialect: Literal["deckhouse", "multus"] = rng.choice(("deckhouse", "deckhouse", "multus"))
     setup = Setup(
         dialect=dialect,
+        # from a stream of its own: a seed's other draws stay what they were
+        kubevirt_api="deckhouse" if dialect == "deckhouse"
+        and random.Random(f"api/{seed}").random() < 0.5 else "upstream",
         dynamic_networks_controller=dialect == "multus" and rng.random() < 0.5,
         rollout=rng.choice(("LiveUpdate", "LiveUpdate", "Stage")),
         approval=rng.choice(("Manual", "Automatic")),
@@ -146,6 +170,14 @@ def draw(seed: int, *, faults: tuple[FaultClass, ...] = FAULT_CLASSES,
     )
     count = steps if steps is not None else rng.randint(3, 12)
     drawn = [_step(rng, setup, faults) for _ in range(count)]
+    if setup.kubevirt_api == "deckhouse" and setup.approval == "Automatic" and "vm" in faults:
+        # the user's own start, stop and restart while nicplug restarts the VM: from a
+        # stream of its own too, and only where nicplug restarts one
+        user = random.Random(f"intent/{seed}")
+        if user.random() < 0.5:
+            drawn.insert(user.randrange(count + 1), Step(
+                wait=0.0, action="intend", vm=user.randrange(setup.vms),
+                arg=_intent(user)))
     if "clock" in faults:
         # from a stream of its own: a seed's other steps stay what they were before
         # the clock stepped in the schedules

@@ -156,6 +156,15 @@ class KubeVirt(Reactor):
                 vmi = None
             kvvm = self._drop_first_request(kvvm)
             requests = ob.dig(kvvm, "status", "stateChangeRequests") or []
+        elif requests and requests[0].get("action") == "Start" and vmi is not None \
+                and ob.dig(vmi, "status", "phase") not in ("Failed", "Succeeded") \
+                and not ob.dig(vmi, "metadata", "deletionTimestamp"):
+            # a Start while a VMI runs is done already: KubeVirt trims it at its next
+            # sync (`isTrimFirstChangeRequestNeeded`, `pkg/virt-controller/watch/vm/`),
+            # so a second Start (two operations in one second) does not start the VM
+            # again after a later Stop
+            kvvm = self._drop_first_request(kvvm)
+            requests = ob.dig(kvvm, "status", "stateChangeRequests") or []
         starting = vmi is None and bool(requests) and requests[0].get("action") == "Start"
         return kvvm, vmi, starting
 

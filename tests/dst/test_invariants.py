@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 
 from nicplug.adapters.core.executor.pods import PodPatches
-from nicplug.adapters.simulation.invariants import Spoiled, Watchman, effects_for
+from nicplug.adapters.kube.resources import VMOP_VMI_UID_ANNOTATION
+from nicplug.adapters.simulation.invariants import USER_OPERATION, Spoiled, Watchman, effects_for
 from nicplug.adapters.simulation.journal import issued_effects
 from nicplug.adapters.simulation.run import simulate
 from nicplug.adapters.simulation.schedule import Step, draw
@@ -21,8 +22,10 @@ from nicplug.engine.journal import Commit, EffectUpdate
 from nicplug.engine.model import Cause, Key, StreamId
 from nicplug.engine.sqlite_journal import SQLiteJournal
 from nicplug.machines.effects import PatchPodNetworks, SetVMCondition
-from nicplug.simulator.resources import VMS
+from nicplug.simulator.apis import served_api
+from nicplug.simulator.resources import VMIS, VMOPS, VMS
 from nicplug.simulator.store import Store
+from nicplug.simulator.watching import Change
 
 POD = "virt-launcher-vm1-abcde"
 POD_PATH = f"/api/v1/namespaces/ns1/pods/{POD}"
@@ -294,3 +297,100 @@ def test_a_create_is_backed_by_one_issued_effect_of_its_own_vm() -> None:
     assert created("nicplug-stop-vm2", "vm2"), "another VM's effect backs nothing of vm1's"
     assert created("nicplug-stop-vm1", "vm1") == []
     assert created("nicplug-stop-vm1-again", "vm1"), "one effect, two creates"
+
+
+DECKHOUSE_KVVM_PATH = ("/apis/internal.virtualization.deckhouse.io/v1/namespaces/ns1/"
+                       "internalvirtualizationvirtualmachines/vm1")
+
+
+def test_a_write_to_deckhouses_renamed_kubevirt_is_judged_in_the_stores_names() -> None:
+    """In the deckhouse world the server speaks Deckhouse's renamed KubeVirt: a KVVM
+    patch there is the same write as upstream's, to the same VM's objects."""
+    watchman = Watchman(Store(), "deckhouse", ("nicplug-system", "nicplug"), lambda: 0.0,
+                        api=served_api("deckhouse"))
+    watchman.malformed[("ns1", "vm1")] = [Spoiled(VMS, "vm1", 7)]
+    asked: list[str] = []
+
+    def seen(resource: Any, ns: str, name: str) -> int | None:
+        asked.append(resource.plural)
+        return 7
+
+    watchman.on_request("nicplug-a", True, "PATCH", DECKHOUSE_KVVM_PATH, seen=seen)
+    assert asked == ["virtualmachines"]
+    assert _unreadable(watchman), "a write to the VM's KVVM while its VM is malformed"
+    assert served_api("deckhouse").stored_path(DECKHOUSE_KVVM_PATH) == KVVM_PATH
+    assert served_api("upstream").stored_path(DECKHOUSE_KVVM_PATH) == DECKHOUSE_KVVM_PATH
+
+
+def _operation(name: str, type_: str, phase: str | None = None) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "metadata": {"name": name, "namespace": "ns1", "uid": name,
+                     "annotations": {VMOP_VMI_UID_ANNOTATION: "vmi-1"}},
+        "spec": {"type": type_, "virtualMachineName": "vm1"}}
+    if phase is not None:
+        body["status"] = {"phase": phase}
+    return body
+
+
+def _tell(watchman: Watchman, body: dict[str, Any], prev: dict[str, Any] | None = None,
+          resource: Any = VMOPS) -> None:
+    watchman.on_change(Change(0, resource, "ADDED" if prev is None else "MODIFIED", body,
+                              prev))
+
+
+def _watchman() -> Watchman:
+    return Watchman(Store(), "deckhouse", ("nicplug-system", "nicplug"), lambda: 0.0)
+
+
+def _found(watchman: Watchman, invariant: str) -> list[str]:
+    return [v.detail for v in watchman.violations if v.invariant == invariant]
+
+
+def test_a_start_after_the_users_stop_overrides_the_user_unless_deckhouse_refused_it() -> None:
+    """`user-overridden` reads what the user asked as what Deckhouse ran: a `Stop`
+    refused behind an unfinished operation (seed 733) asked nothing."""
+    for phase, overridden in (("Failed", False), ("InProgress", True), ("Completed", True)):
+        watchman = _watchman()
+        stop = _operation(f"{USER_OPERATION}1", "Stop")
+        _tell(watchman, stop)
+        _tell(watchman, _operation(f"{USER_OPERATION}1", "Stop", phase), stop)
+        _tell(watchman, _operation("nicplug-vm1-start", "Start"))
+        assert bool(_found(watchman, "user-overridden")) == overridden, phase
+
+
+def test_a_second_stop_for_one_change_is_a_repeated_restart() -> None:
+    """nicplug stops a VM once per change of its networks: the user starting it again
+    (from the older template) does not ask for another stop."""
+    watchman = _watchman()
+    _tell(watchman, _operation("nicplug-vm1-a-stop", "Stop"))
+    assert _found(watchman, "restart-repeated") == []
+    second = _operation("nicplug-vm1-b-stop", "Stop")
+    second["metadata"]["annotations"] = {VMOP_VMI_UID_ANNOTATION: "vmi-2"}
+    _tell(watchman, second)
+    assert _found(watchman, "restart-repeated") == ["ns1/vm1: stopped 2 times for one change "
+                                                    "of its networks (VMI vmi-2)"]
+    watchman.changes["ns1/vm1"] += 1  # the user edits the networks: a new change
+    third = _operation("nicplug-vm1-c-stop", "Stop")
+    third["metadata"]["annotations"] = {VMOP_VMI_UID_ANNOTATION: "vmi-3"}
+    before = len(watchman.violations)
+    _tell(watchman, third)
+    assert watchman.restarts_by_change[("ns1/vm1", 1)] == 1 and len(watchman.violations) == before
+
+
+def test_a_vm_nicplug_stopped_and_nobody_started_is_left_stopped() -> None:
+    """`left-stopped`: nicplug's `Stop` completed and no VMI came back, nor did the
+    user act; a VMI made since (nicplug's start, the user's) or a user's operation
+    Deckhouse ran ends it."""
+    for after, left in ((None, True), ("vmi", False), ("user", False), ("refused", True)):
+        watchman = _watchman()
+        stop = _operation("nicplug-vm1-stop", "Stop")
+        _tell(watchman, stop)
+        _tell(watchman, _operation("nicplug-vm1-stop", "Stop", "Completed"), stop)
+        if after == "vmi":
+            _tell(watchman, {"metadata": {"name": "vm1", "namespace": "ns1"}}, resource=VMIS)
+        elif after in ("user", "refused"):
+            start = _operation(f"{USER_OPERATION}1", "Start")
+            _tell(watchman, start)
+            _tell(watchman, _operation(f"{USER_OPERATION}1", "Start",
+                                       "Failed" if after == "refused" else "InProgress"), start)
+        assert bool(watchman.left_stopped()) == left, after

@@ -196,3 +196,21 @@ def test_an_effect_sent_while_the_journal_refuses_writes_is_not_a_write_before_s
     that, and an effect journaled before the disk filled is the controller's to send."""
     outcome = simulate(draw(550))
     assert outcome.violation is None, outcome.violation.line()
+
+
+def test_the_deckhouse_world_and_the_users_intent_are_drawn_where_they_apply() -> None:
+    """Half the deckhouse seeds are played against Deckhouse's renamed KubeVirt API, where
+    nicplug restarts through VirtualMachineOperations; only there, and only where it
+    restarts at all (Automatic), does the user act once nicplug's restart is under way."""
+    schedules = [draw(seed) for seed in range(400)]
+    worlds = {(s.setup.dialect, s.setup.kubevirt_api) for s in schedules}
+    assert worlds == {("deckhouse", "deckhouse"), ("deckhouse", "upstream"),
+                      ("multus", "upstream")}
+    intents = [s for s in schedules if any(step.action == "intend" for step in s.steps)]
+    assert len(intents) > 10
+    for schedule in intents:
+        assert (schedule.setup.kubevirt_api, schedule.setup.approval) == ("deckhouse", "Automatic")
+        for step in schedule.steps:
+            if step.action == "intend":
+                assert step.arg["when"] in ("stopping", "stopped")
+                assert {act for act, _ in step.arg["acts"]} <= {"Start", "Stop", "Restart"}

@@ -17,7 +17,11 @@ from typing import Any
 
 from nicplug.adapters.core.executor.cluster import JSON_PATCH, Cluster, Result, annotation_ops
 from nicplug.adapters.kube import errors as kube_errors
-from nicplug.adapters.kube.resources import MANAGED_BY_LABEL, VMOP_VMI_UID_ANNOTATION
+from nicplug.adapters.kube.resources import (
+    MANAGED_BY_LABEL,
+    VMOP_RESTART_FOR_ANNOTATION,
+    VMOP_VMI_UID_ANNOTATION,
+)
 from nicplug.engine.errors import PermanentError, RetryAfterObservation
 from nicplug.engine.journal import PendingEffect
 from nicplug.machines.effects import RestartVM
@@ -101,11 +105,13 @@ class Restarts:
             raise RetryAfterObservation(f"VM {e.target} runs again: it is not nicplug's to start")
         name = vm_operation_name(e.name, e.vmi_uid, type_)
         spec = {"type": type_, "virtualMachineName": e.name}
+        annotations = {VMOP_VMI_UID_ANNOTATION: e.vmi_uid}
+        if e.for_streams:
+            annotations[VMOP_RESTART_FOR_ANNOTATION] = ",".join(e.for_streams)
         try:
             await self._calls.create_vm_operation(
                 kind, e.namespace, name, spec,
-                labels={MANAGED_BY_LABEL: "nicplug"},
-                annotations={VMOP_VMI_UID_ANNOTATION: e.vmi_uid})
+                labels={MANAGED_BY_LABEL: "nicplug"}, annotations=annotations)
         except kube_errors.AlreadyExists:
             found = await self._calls.get(kind, e.namespace, name)
             annotations = (found.get("metadata") or {}).get("annotations") or {}

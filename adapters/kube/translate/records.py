@@ -15,6 +15,7 @@ from functools import lru_cache
 
 from nicplug.adapters.kube.resources import (
     MANAGED_BY_LABEL,
+    VMOP_RESTART_FOR_ANNOTATION,
     VMOP_VMI_UID_ANNOTATION,
     WORKLOAD_UPDATE_ANNOTATION,
 )
@@ -280,9 +281,11 @@ def vm_operation(obj: VMOPObject) -> VMOperation | None:
     if vmi_uid is None or (vmi_uid and obj.spec.type not in ("Stop", "Start", "Restart")):
         return None
     completed = next((c for c in obj.status.conditions if c.type == "Completed"), None)
+    said = obj.metadata.annotations.get(VMOP_RESTART_FOR_ANNOTATION, "") if vmi_uid else ""
     return VMOperation(obj.metadata.name, obj.spec.type, vmi_uid, obj.status.phase,
                        completed.message if completed is not None else "",
-                       obj.metadata.creation_timestamp)
+                       obj.metadata.creation_timestamp,
+                       tuple(s for s in said.split(",") if s))
 
 
 def migration(obj: VMIMObject) -> Migration:

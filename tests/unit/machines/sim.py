@@ -314,7 +314,8 @@ class Sim:
                                                   f"{len(self.vm_operations):04d}"))
             return
         self.vm_operations.append(VMOperation(name, type_, effect.vmi_uid, "Completed", "",
-                                              f"{len(self.vm_operations):04d}"))
+                                              f"{len(self.vm_operations):04d}",
+                                              effect.for_streams))
         if type_ == "Stop":
             self.stop()
             self.running = False

@@ -145,6 +145,57 @@ def test_a_vm_the_user_started_and_stopped_after_nicplugs_stop_is_not_started() 
     assert sim.vmi_uid is None
 
 
+def test_an_operation_of_the_users_that_deckhouse_refused_does_not_take_the_vm_back() -> None:
+    """nicplug stopped vmi-1 for a restart; the user asked to restart the stopped VM
+    (`d8 v restart`), which Deckhouse refused (a Restart applies to a running VM only):
+    it asked nothing of the VM, which nicplug starts as its restart's second step."""
+    sim = deckhouse_vm()
+    sim.vm_operations = [VMOperation("stop-vmi-1", "Stop", "vmi-1", "Completed", "", "0000")]
+    sim.user_vm_operations = [VMOperation("d8-restart", "Restart", "", "Failed",
+                                          "not applicable in phase Stopped", "0001")]
+    sim.stop()
+    sim.running = False
+    d = driver(sim)
+    d.run(12)
+    assert ("RestartVM", "start", "vmi-1") in steps(d)
+    assert sim.vmi_uid is not None
+
+
+def _taken_back(for_streams: tuple[str, ...] | None) -> tuple[Sim, Driver]:
+    """A plug waits in RestartRequired; nicplug had stopped vmi-0 for a restart (for the
+    operations `for_streams`, None: for this plug's), and the user started the VM again
+    (vmi-1, from the template without the change) before nicplug did."""
+    sim = deckhouse_vm(approval="Manual")
+    d = driver(sim)
+    d.run(6)
+    assert d.op(*PLUG).state == "RestartRequired"
+    streams = (str(d.op(*PLUG).stream),) if for_streams is None else for_streams
+    sim.vm_operations = [VMOperation("stop-vmi-0", "Stop", "vmi-0", "Completed", "", "0000",
+                                     streams)]
+    sim.user_vm_operations = [VMOperation("d8-start", "Start", "", "Completed", "", "0001")]
+    sim.approval = "Automatic"
+    d.run(12)
+    return sim, d
+
+
+def test_nicplug_does_not_stop_again_for_one_change_a_vm_the_user_took_back() -> None:
+    """The user started the VM in the middle of nicplug's restart for this plug: nicplug
+    stops a VM once for one change, so it leaves the restart to the user and says so."""
+    sim, d = _taken_back(None)
+    assert [s for s in steps(d) if s[0] == "RestartVM"] == []
+    assert d.op(*PLUG).state == "RestartRequired"
+    message = sim.vm_conditions[CONDITION_RESTART].message
+    assert "while nicplug restarted it for this change" in message
+    assert "leaves the restart to you" in message
+
+
+def test_a_change_the_taken_back_restart_was_not_for_restarts_the_vm() -> None:
+    """The `Stop` the user took the VM back from was for other operations (an earlier
+    change): this one is a change of its own, and nicplug restarts the VM for it."""
+    _, d = _taken_back(("uid/Network/other/plug/1",))
+    assert [s for s in steps(d) if s[0] == "RestartVM"][:1] == [("RestartVM", "halt", "vmi-1")]
+
+
 def test_a_stop_the_user_overtook_does_not_hold_back_the_next_restart() -> None:
     """nicplug stopped vmi-1; the user started the VM themselves (vmi-2) before nicplug's
     Start: a later change restarts vmi-2 and starts it again."""
