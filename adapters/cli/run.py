@@ -30,13 +30,6 @@ def _env(name: str) -> str:
     return "NICPLUG_" + name.upper().replace("-", "_")
 
 
-def _seconds(value: str, option: str) -> float:
-    try:
-        return parse_duration(value)
-    except ValueError as exc:
-        raise typer.BadParameter(f"{option}: {exc}") from None
-
-
 def duration_arg(value: str | float, option: str | None = None) -> float:
     """A duration option's value as typed (`durations.py`), or its default. Named
     (`option`), a value that is no duration is a usage error of one line."""
@@ -236,7 +229,7 @@ def run(
             lease_name=lease_name, lease_namespace=lease_namespace, identity=identity,
             lease_duration=lease_duration, renew_deadline=renew_deadline,
             retry_period=retry_period, request_timeout=request_timeout, synchronous=synchronous,
-            record_tape=record_tape, retention=_seconds(retention, "--retention"),
+            record_tape=record_tape, retention=duration_arg(retention, "retention"),
             archive_dir=archive_dir, operation_objects=operation_objects == "on",
             created_objects_retention=created_objects_retention,
         )

@@ -265,6 +265,10 @@ ROWS: tuple[BadInput, ...] = (
                2, f"--created-objects-retention: {says}", "usage error, nothing deleted")
       for value, says in (("1x", "a duration is like 30s"),
                           ("0", "Input should be greater than 0"))),
+    BadInput("controller", "`--retention 2x`",
+             lambda s: _run(s, "--metrics-addr", "127.0.0.1:0", "--kubeconfig",
+                            s.kubeconfig(), "--retention", "2x"),
+             2, "--retention: a duration is like 30s", "usage error, nothing archived"),
     BadInput("controller", "`--journal` a directory",
              lambda s: ["run", "--journal", s.directory("journal-dir"), "--metrics-addr",
                         "127.0.0.1:0", "--kubeconfig", s.kubeconfig()],
