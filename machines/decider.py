@@ -49,7 +49,6 @@ from nicplug.machines.candidates import changes_needing_operations
 from nicplug.machines.facts import facts_of, same_for_decisions
 from nicplug.machines.guards import budget_when
 from nicplug.machines.issuing import OUTCOMES, effects_of
-from nicplug.machines.observed_done import first_seen_of
 from nicplug.machines.opening import open_invalid, open_operation
 from nicplug.machines.operation import SNAPSHOT_SCHEMA, VMState
 from nicplug.machines.policy import MachineConfig
@@ -131,16 +130,13 @@ class HotplugDecider:
         facts = facts_of(world)
         if world.vm is not None and facts.comparison is None:
             return Decision()  # the KVVM is not seen yet: nothing can be compared
-        comparison = facts.comparison
-        if state.first_seen is None and comparison is not None and comparison.invalid is None:
-            # the first world this process decides the VM from: what it was seen with
-            object.__setattr__(state, "first_seen", first_seen_of(comparison))
         vm = world.vm
         session = Session(state, f"{vm.namespace}/{vm.name}" if vm else "", vm.uid if vm else "")
         forget_refused(session, trigger)
         if facts.live:
             resume(session, now)
         asked: frozenset[tuple[str, str]] = frozenset()
+        comparison = facts.comparison
         if comparison is not None and comparison.invalid is not None:
             asked = frozenset({(comparison.invalid_network, "update")})
             open_invalid(self.config, session, comparison, now)

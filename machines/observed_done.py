@@ -1,42 +1,45 @@
 """Changes the platform finished before nicplug saw them in flight: recorded all the same.
 
 Observing is level-triggered: an operation opens where the world differs from what is
-desired. When the platform (KubeVirt with its dynamic-networks controller, Deckhouse)
-plugs or unplugs faster than nicplug gets to decide, the first world nicplug decides
-from already shows the change done, no difference is left, and no operation would
-record it. So the decider keeps what it first saw of each VM (`VMState.first_seen`,
-the desired networks of the first world it decided from) and, per network, what its
-own operations last said (an attached plug, a detached unplug): a network desired and
-attached now that was neither desired at first sight nor plugged since, or one no
-longer desired and gone from everything that was, opens an operation that goes
-straight to its end (`observed_done`, `graph.py`) with words saying so.
+desired. When the platform (KubeVirt with a dynamic-networks controller, Deckhouse)
+plugs or unplugs faster than nicplug decides — a busy controller's observations of a
+VM are folded into its latest world — the world nicplug decides from shows the change
+already done, no difference is left, and nothing would record it. So each world carries
+the VM's desired networks as this process first saw them (`World.first_seen`, kept by
+the observing side), and each network's own operations say what nicplug last knew of it
+(an attached plug, a detached unplug): a network desired and attached now that was
+neither desired at first sight nor plugged since, or one no longer desired and gone
+from everything that was, opens an operation that goes straight to its end
+(`observed_done` in `graph.py`) with words saying so.
 
-What nicplug never saw before is not guessed at: a change already done at the first
-sight of a VM after a (re)start, with no operation of the journal saying otherwise,
-stays unrecorded (docs/decisions/observed-done.md). Pure: no I/O.
+What nicplug never saw is not guessed at: a change already done in the first world a
+process assembles of a VM, with no operation of the journal saying otherwise, stays
+unrecorded (docs/decisions/observed-done.md). Pure: no I/O.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from nicplug.machines.comparator import Comparison, Direction
+from nicplug.machines.comparator import Comparison, Direction, desired_networks
 from nicplug.machines.facts import Facts
-from nicplug.machines.guards import OBSERVED_DONE, goal_shown_for
-from nicplug.machines.operation import FirstSeen, Operation, VMState
+from nicplug.machines.guards import goal_shown_for
+from nicplug.machines.operation import Operation, VMState
+from nicplug.machines.world import DesiredVM, FirstSeen
 
 REASON = "observed done"
 
 
-def first_seen_of(comparison: Comparison) -> FirstSeen:
-    """The desired networks of a world: what the first sight of a VM records."""
-    return tuple(sorted((d.identity, d.if_name) for d in comparison.desired if d.type != "Main"))
+def first_seen_of(vm: DesiredVM) -> FirstSeen:
+    """The desired networks of a VM as first seen (what `World.first_seen` carries)."""
+    return tuple(sorted((d.identity, d.if_name) for d in desired_networks(vm.networks)
+                        if d.type != "Main"))
 
 
 def plugged(state: VMState, network: str, first_seen: Mapping[str, str]) -> bool | None:
     """Was `network` in the VM as nicplug last knew it? Its newest operation says (an
-    attached or failed plug; a detached, failed or cancelled unplug), else the first
-    sight does; None while an operation of it is live, or when two opened at once."""
+    attached plug; an unplug that did not end detached), else the first sight does;
+    None while an operation of it is live, or when a plug and an unplug opened at once."""
     found = [o for o in (state.ops.get((network, "plug")), state.ops.get((network, "unplug")))
              if o is not None]
     if not found:
@@ -55,10 +58,11 @@ def observed_done(
     state: VMState, facts: Facts, comparison: Comparison, taken: set[tuple[str, str]]
 ) -> list[tuple[str, Direction, str]]:
     """(network, direction, interface name) of every change done without an operation
-    of nicplug's, leaving out the slots another candidate `taken` already."""
-    if state.first_seen is None or facts.world.vm is None:
+    of nicplug's, leaving out the slots another candidate has `taken` already."""
+    world = facts.world
+    if world.first_seen is None or world.vm is None:
         return []
-    first = dict(state.first_seen)
+    first = dict(world.first_seen)
     found: list[tuple[str, Direction, str]] = []
     for spec in comparison.desired:
         if spec.type == "Main" or not spec.if_name or (spec.identity, "plug") in taken:
@@ -79,6 +83,3 @@ def observed_done(
 
 def _names_of(ops: Iterable[Operation]) -> dict[str, str]:
     return {o.network: o.if_name for o in ops if o.direction != "update"}
-
-
-__all__ = ["OBSERVED_DONE", "REASON", "first_seen_of", "observed_done", "plugged"]

@@ -59,10 +59,6 @@ SNAPSHOT_SCHEMA = 4
 _intern = sys.intern
 
 
-FirstSeen = tuple[tuple[str, str], ...]
-"""(network identity, interface name) pairs, sorted."""
-
-
 def stream_of(vm_uid: str, network: str, direction: str, attempt: int) -> StreamId:
     return StreamId(f"{vm_uid}/{network}/{direction}/{attempt}")
 
@@ -408,10 +404,6 @@ class VMState:
     quiet: Any = field(default=None, init=False, repr=False, compare=False, hash=False)
     """The decider's memo of an observed world this state had nothing to do for
     (`decider.py`); never part of the state's value."""
-    first_seen: FirstSeen | None = field(default=None, compare=False, hash=False)
-    """The desired networks (identity → interface name) of the first world this process
-    decided the VM from (`observed_done.py`), carried by every fold; None until then, and
-    after a restart (it is not journaled: docs/decisions/observed-done.md)."""
 
     def by_stream(self, stream: StreamId) -> Operation | None:
         for op in self.ops.values():
@@ -434,7 +426,7 @@ class VMState:
         if previous is not None and previous.stream != op.stream:
             retired = {**retired, slot: previous}
         ops[slot] = op
-        return VMState(self.key, ops, retired, self.first_seen)
+        return VMState(self.key, ops, retired)
 
     def views(self) -> list[StreamView]:
         return [

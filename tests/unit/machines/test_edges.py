@@ -373,9 +373,10 @@ def observed_done() -> Driver:
     that went through it, whose objects are the same VM's)."""
     d = make(Sim(networks=(MAIN,)))
     d.run(2)
-    d.sim = plugged().sim
+    sight = d.sim.first_sight
+    d.sim = plugged(first_sight=sight).sim
     d.run(1)
-    gone = plugged()
+    gone = plugged(first_sight=sight)
     gone.sim.networks = (MAIN,)
     gone.run(8)
     d.sim = gone.sim
