@@ -36,12 +36,15 @@ def first_seen_of(vm: DesiredVM) -> FirstSeen:
                         if d.type != "Main"))
 
 
-def plugged(state: VMState, network: str, first_seen: Mapping[str, str]) -> bool | None:
-    """Was `network` in the VM as nicplug last knew it? Its newest operation says (an
-    attached plug; an unplug that did not end detached), else the first sight does;
-    None while an operation of it is live, or when a plug and an unplug opened at once."""
+def plugged(
+    state: VMState, vm_uid: str, network: str, first_seen: Mapping[str, str]
+) -> bool | None:
+    """Was `network` in the VM as nicplug last knew it? Its newest operation of this VM
+    (not of an earlier VM of the same name) says (an attached plug; an unplug that did
+    not end detached), else the first sight does; None while an operation of it is
+    live, or when a plug and an unplug opened at once."""
     found = [o for o in (state.ops.get((network, "plug")), state.ops.get((network, "unplug")))
-             if o is not None]
+             if o is not None and o.vm_uid == vm_uid]
     if not found:
         return network in first_seen
     if len(found) == 2 and found[0].opened_at == found[1].opened_at:
@@ -62,20 +65,21 @@ def observed_done(
     world = facts.world
     if world.first_seen is None or world.vm is None:
         return []
+    uid = world.vm.uid
     first = dict(world.first_seen)
     found: list[tuple[str, Direction, str]] = []
     for spec in comparison.desired:
         if spec.type == "Main" or not spec.if_name or (spec.identity, "plug") in taken:
             continue
-        if plugged(state, spec.identity, first) is False and goal_shown_for(
+        if plugged(state, uid, spec.identity, first) is False and goal_shown_for(
                 "plug", spec.identity, spec.if_name, facts):
             found.append((spec.identity, "plug", spec.if_name))
     names = dict(first)
-    names.update(_names_of(state.ops.values()))
+    names.update(_names_of(o for o in state.ops.values() if o.vm_uid == uid))
     for network, if_name in sorted(names.items()):
         if network in facts.desired_identities or not if_name or (network, "unplug") in taken:
             continue
-        if plugged(state, network, first) is True and goal_shown_for(
+        if plugged(state, uid, network, first) is True and goal_shown_for(
                 "unplug", network, if_name, facts):
             found.append((network, "unplug", if_name))
     return found

@@ -7,6 +7,9 @@ done in the first world a process assembles of the VM is not guessed at (the sim
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+from nicplug.engine.model import Cause, Observed
 from nicplug.machines.decider import HotplugDecider
 from nicplug.machines.operation import VMState
 from nicplug.machines.policy import MachineConfig
@@ -116,3 +119,21 @@ def test_a_restart_forgets_the_first_sight_but_not_the_journal() -> None:
     plug = d.op(*NET)
     assert (plug.attempt, list(plug.history)) == (2, ["Requested", "Attached"])
     assert ("Network/other-net", "plug") not in d.state.ops
+
+
+def test_an_earlier_vm_of_the_same_name_says_nothing_of_this_one() -> None:
+    """The VM was deleted and created again without the network: the operations of the
+    first one (same name, other uid) do not make its absence an unplug."""
+    sim = Sim(in_template=True, kubevirt_owns_pod=True)
+    d = driver(sim)
+    d.run(1)
+    sim.user_plugs("fancy-net", "fancy-net")
+    d.run(10)
+    assert d.op(*NET).state == "Attached"
+    sim.user_unplugs("fancy-net")
+    done_unseen(d)
+    world = sim.world()
+    assert world.vm is not None
+    again = replace(world, vm=replace(world.vm, uid="uid-2"), first_seen=())
+    d.feed(Observed(Cause("observation", "the new VM")), world=again)
+    assert ("Network/fancy-net", "unplug") not in d.state.ops
