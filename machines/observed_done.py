@@ -68,14 +68,18 @@ def observed_done(
     uid = world.vm.uid
     first = dict(world.first_seen)
     found: list[tuple[str, Direction, str]] = []
+    names = dict(first)
+    names.update(_names_of(o for o in state.ops.values() if o.vm_uid == uid))
     for spec in comparison.desired:
         if spec.type == "Main" or not spec.if_name or (spec.identity, "plug") in taken:
             continue
+        if any(if_name == spec.if_name and network != spec.identity
+               and plugged(state, uid, network, first) is True
+               for network, if_name in names.items()):
+            continue  # the interface nicplug knew on another network: a NAD swap, not a plug
         if plugged(state, uid, spec.identity, first) is False and goal_shown_for(
                 "plug", spec.identity, spec.if_name, facts):
             found.append((spec.identity, "plug", spec.if_name))
-    names = dict(first)
-    names.update(_names_of(o for o in state.ops.values() if o.vm_uid == uid))
     for network, if_name in sorted(names.items()):
         if network in facts.desired_identities or not if_name or (network, "unplug") in taken:
             continue

@@ -137,3 +137,19 @@ def test_an_earlier_vm_of_the_same_name_says_nothing_of_this_one() -> None:
     again = replace(world, vm=replace(world.vm, uid="uid-2"), first_seen=())
     d.feed(Observed(Cause("observation", "the new VM")), world=again)
     assert ("Network/fancy-net", "unplug") not in d.state.ops
+
+
+def test_a_nad_swap_finished_unseen_is_no_plug() -> None:
+    """The interface stays, only its NAD changed (KubeVirt's workload updater migrated
+    the VM onto it unseen): not a plug of the new network."""
+    sim = Sim(in_template=True, kubevirt_owns_pod=True, workload_update=True)
+    d = driver(sim)
+    d.run(1)
+    sim.user_plugs("fancy-net", "fancy-net")
+    d.run(10)
+    assert d.op(*NET).state == "Attached"
+    sim.user_swaps("fancy-net", "other-net")
+    done_unseen(d, 20)
+    assert [r.identity for r in sim.requested] == ["Network/other-net"]  # the new pod's
+    d.observe()
+    assert ("Network/other-net", "plug") not in d.state.ops
