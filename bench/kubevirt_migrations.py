@@ -15,11 +15,12 @@ a time limit) and reports, per world:
   (`parallelMigrationsPerCluster: 50`, the updater syncing every 0.5 s): KubeVirt
   migrates, nicplug creates none and follows KubeVirt's to `Attached`.
 
-Figures: operations Attached, migrations created by nicplug and by KubeVirt's workload
-updater, the VMIs KubeVirt gave the grace (`MigrationRequired=False` seen), the most
-migrations of one VMI, the largest number of unfinished migrations of
-one VMI at any instant (never above one), and the wall time. The machine is shared:
-the time carries its load.
+Figures: operations Attached (of them `observed_done`: the ones the platform had finished
+before nicplug decided on them, recorded straight to their end), migrations created by
+nicplug and by KubeVirt's workload updater, the VMIs KubeVirt gave the grace
+(`MigrationRequired=False` seen), the most migrations of one VMI, the largest number of
+unfinished migrations of one VMI at any instant (never above one), and the wall time.
+The machine is shared: the time carries its load.
 """
 
 from __future__ import annotations
@@ -82,6 +83,17 @@ def _attached(journal: Path) -> tuple[int, Counter[str]]:
     return sum(states.values()), states
 
 
+def _observed_done(journal: Path) -> int:
+    """Operations recorded for a change the platform finished before nicplug decided on
+    it (straight to their end, `observed done: ...`)."""
+    if not journal.exists():
+        return 0
+    with contextlib.closing(sqlite3.connect(f"file:{journal}?mode=ro", uri=True)) as db:
+        rows = db.execute("SELECT snapshot FROM streams").fetchall()
+    return sum(str(json.loads(r[0]).get("message", "")).startswith("observed done")
+               for r in rows)
+
+
 async def _world(world: str, vms: int) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="nicplug-bench-") as tmp:
         directory = Path(tmp)
@@ -119,11 +131,14 @@ async def _world(world: str, vms: int) -> dict[str, Any]:
         controller = Controller(settings)
         task = asyncio.create_task(controller.run())
         try:
-            while True:  # until it serves its metrics
-                if controller.metrics_port is not None:
+            while True:  # until it serves its metrics and has listed every VM
+                if controller.metrics_port is not None and controller.listed:
                     break
                 await asyncio.sleep(0.05)
-            await asyncio.sleep(1.0)  # listed and settled
+            # settled: each VM's first world assembled, so a hotplug the platform finishes
+            # before nicplug decides on it is told from it (one done before nicplug first
+            # saw the VM is not recorded: docs/decisions/observed-done.md)
+            await asyncio.sleep(1.0)
             began = time.perf_counter()
             for ns, vm in cluster.vms:
                 _plug(cluster, ns, vm, opt_in=world == "no-dnc")
@@ -138,6 +153,7 @@ async def _world(world: str, vms: int) -> dict[str, Any]:
                     if done >= vms:
                         break
             elapsed = time.perf_counter() - began
+            observed_done = _observed_done(journal)
         finally:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -160,6 +176,7 @@ async def _world(world: str, vms: int) -> dict[str, Any]:
     per_vmi = Counter(f"{m['metadata']['namespace']}/{m['spec']['vmiName']}" for m in migrations)
     return {
         "world": world, "vms": vms, "attached": done, "states": dict(states),
+        "observed_done": observed_done,
         "migrations_by_nicplug": len(by_nicplug), "migrations_by_kubevirt": len(by_kubevirt),
         "most_migrations_of_one_vmi": max(per_vmi.values(), default=0),
         "vmis_migrated": len(per_vmi), "most_in_flight_per_vmi": most_in_flight,

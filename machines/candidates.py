@@ -13,7 +13,8 @@ from dataclasses import dataclass
 
 from nicplug.machines.comparator import Comparison, Direction
 from nicplug.machines.facts import Facts
-from nicplug.machines.guards import SWAP
+from nicplug.machines.guards import OBSERVED_DONE, SWAP, goal_shown_for
+from nicplug.machines.observed_done import REASON, observed_done
 from nicplug.machines.operation import Operation, VMState
 from nicplug.machines.policy import MachineConfig
 from nicplug.machines.targets import template_identities
@@ -114,6 +115,10 @@ def changes_needing_operations(
             found[slot] = Candidate(
                 op.network, op.direction, op.if_name, op.target, "done since", goal_shown=True
             )
+    for network, direction, if_name in observed_done(state, facts, comparison, set(found)):
+        # done by the platform before nicplug saw it in flight: recorded all the same
+        found[(network, direction)] = Candidate(
+            network, direction, if_name, OBSERVED_DONE, REASON, goal_shown=True)
     return [found[k] for k in sorted(found)]
 
 
@@ -121,17 +126,7 @@ def goal_shown(op: Operation, facts: Facts) -> bool:
     """The world shows what the operation was for, though it failed on the way (a
     deadline passed, then the NIC attached): a plug's interface in the KVVM and the
     running guest, an unplug's gone from everything."""
-    desired = op.network in facts.desired_identities
-    name = op.if_name
-    if op.direction == "plug":
-        return desired and facts.live and name in facts.attached and name in facts.kvvm_present
-    return (
-        not desired
-        and name not in facts.attached
-        and name not in facts.kvvm_anywhere
-        and name not in facts.vmi_anywhere
-        and op.network not in facts.lingering
-    )
+    return goal_shown_for(op.direction, op.network, op.if_name, facts)
 
 
 def nad_swaps(facts: Facts, config: MachineConfig) -> dict[str, tuple[str, str]]:

@@ -344,6 +344,7 @@ _READ: Mapping[type, Callable[[Any], tuple[Any, ...]]] = {
 COMPARED_WORLD_FIELDS = (
     "vm", "kvvm", "vmi", "pods", "migrations", "cluster", "networks_ready", "networks_missing",
     "observation_errors", "namespace_labels", "vm_operations", "user_vm_operations",
+    "first_seen",
 )  # fmt: skip
 """What `same_for_decisions` compares: every field of `World` (a test checks it)."""
 
@@ -376,4 +377,5 @@ def same_for_decisions(a: World, b: World) -> bool:
         and a.namespace_labels == b.namespace_labels
         and a.vm_operations == b.vm_operations
         and a.user_vm_operations == b.user_vm_operations
+        and a.first_seen == b.first_seen
     )

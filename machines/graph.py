@@ -139,6 +139,8 @@ PLUG = MachineGraph(
     edges=_edges(
         ("VMDeleted", PLUG_LIVE, "Cancelled", "vm_deleted"),
         ("Reverted", PLUG_LIVE, "Cancelled", "change_reverted"),
+        # (the platform plugged it before nicplug saw it in flight: recorded, done)
+        ("observed_done", "Requested", "Attached", "observed_done"),
         # (a network the cluster lacks, or that is not Ready: said at once, nothing written)
         ("NetworkNotFound", "Requested", "Failed", "network_missing"),
         ("NetworkNotReady", "Requested", "Failed", "network_not_ready"),
@@ -182,6 +184,7 @@ UNPLUG = MachineGraph(
     edges=_edges(
         ("VMDeleted", UNPLUG_LIVE, "Cancelled", "vm_deleted"),
         ("Reverted", UNPLUG_LIVE, "Cancelled", "change_reverted"),
+        ("observed_done", "Requested", "Detached", "observed_done"),
         ("defer", "Requested", "RestartRequired", "restart_needed"),
         ("go_live", "RestartRequired", "Requested", "hotplug_allowed"),
         ("mark_absent", "Requested", "VMIPatched", "interface_released_in_spec"),
@@ -244,6 +247,8 @@ PLUG_KUBEVIRT = MachineGraph(
     edges=_edges(
         ("VMDeleted", PLUG_LIVE, "Cancelled", "vm_deleted"),
         ("Reverted", PLUG_LIVE, "Cancelled", "change_reverted"),
+        # (the platform plugged it before nicplug saw it in flight: recorded, done)
+        ("observed_done", "Requested", "Attached", "observed_done"),
         # (a NAD the cluster lacks: KubeVirt syncs the VMI and the pod's annotation
         # without looking, and multus would never attach it; said at once instead)
         ("NetworkNotFound", ("Requested", "VMIPatched", "AnnotationPatched"), "Failed",
@@ -292,6 +297,7 @@ UNPLUG_KUBEVIRT = MachineGraph(
     edges=_edges(
         ("VMDeleted", UNPLUG_LIVE, "Cancelled", "vm_deleted"),
         ("Reverted", UNPLUG_LIVE, "Cancelled", "change_reverted"),
+        ("observed_done", "Requested", "Detached", "observed_done"),
         ("defer", "Requested", "RestartRequired", "restart_needed"),
         ("mark_absent", "Requested", "VMIPatched", "interface_released_in_spec"),
         ("write_for_boot", "RestartRequired", "VMIPatched", "change_written"),
@@ -378,6 +384,7 @@ UNPLUG_OBSERVED = MachineGraph(
     edges=_edges(
         ("VMDeleted", UNPLUG_OBSERVED_LIVE, "Cancelled", "vm_deleted"),
         ("Reverted", UNPLUG_OBSERVED_LIVE, "Cancelled", "change_reverted"),
+        ("observed_done", "Requested", "Detached", "observed_done"),
         ("defer", "Requested", "RestartRequired", "restart_needed"),
         ("write_for_boot", "RestartRequired", "VMIPatched", "change_written"),
         ("drop_entry", "Requested", "AnnotationPatched", "pod_dropped_entry"),

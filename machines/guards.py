@@ -248,6 +248,35 @@ def change_written(c: Context) -> bool:
     )
 
 
+OBSERVED_DONE = "observed-done"
+"""The `target` of a plug or unplug opened for a change the platform had finished before
+nicplug saw it in flight (`observed_done.py`): it goes straight to its end."""
+
+
+def goal_shown_for(direction: str, network: str, if_name: str, facts: Facts) -> bool:
+    """The world shows a plug or unplug of `network` done: a plug's interface desired,
+    in the KVVM and the running guest; an unplug's undesired and gone from everything."""
+    desired = network in facts.desired_identities
+    if direction == "plug":
+        return desired and facts.live and if_name in facts.attached and (
+            if_name in facts.kvvm_present)
+    return (
+        not desired
+        and if_name not in facts.attached
+        and if_name not in facts.kvvm_anywhere
+        and if_name not in facts.vmi_anywhere
+        and network not in facts.lingering
+    )
+
+
+def observed_done(c: Context) -> bool:
+    """An operation opened for a change the platform had finished unseen, and the world
+    still shows it done."""
+    op = c.op
+    return op.target == OBSERVED_DONE and goal_shown_for(
+        op.direction, op.network, op.if_name, c.facts)
+
+
 def vm_stopped(c: Context) -> bool:
     return not c.facts.live
 
@@ -406,6 +435,7 @@ GUARDS: Mapping[str, Callable[[Context], bool]] = {
         interface_released_in_spec,
         change_written,
         vm_stopped,
+        observed_done,
         guest_has_interface,
         guest_lost_interface,
         pod_dropped_entry,

@@ -36,6 +36,10 @@ today. Versions so far:
   dialect's name); an older payload saying `multus` reads as `kubevirt`.
 * `Opened` 2 and snapshot 4 carry `mode: observe` for an operation whose steps the
   platform wrote and nicplug followed (absent: `drive`), so older journals read unchanged.
+* No version bump for a change the platform finished before nicplug decided on it: a
+  plug or unplug opened with `target: observed-done` (the field plugs and unplugs left
+  empty) and its `Transitioned` `Requested → Attached` / `Detached` (`observed_done`);
+  older journals read unchanged (docs/decisions/observed-done.md).
 """
 
 from __future__ import annotations

@@ -201,6 +201,10 @@ class Walker:
             return facts.comparison.invalid or ""
         if move.trigger == "Reverted":
             return "the desired networks no longer ask for it"
+        if move.trigger == "observed_done":
+            done = "plugged" if op.direction == "plug" else "unplugged"
+            return (f"observed done: the platform {done} it before nicplug saw it in "
+                    f"flight; nicplug saw it completed")
         return ""
 
 

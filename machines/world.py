@@ -372,6 +372,10 @@ class ClusterConfig:
     workload_update_methods: tuple[str, ...] = ()
 
 
+FirstSeen = tuple[tuple[str, str], ...]
+"""(network identity, interface name) pairs, sorted."""
+
+
 @dataclass(frozen=True, slots=True)
 class World:
     """Everything observed about one VM at one moment."""
@@ -395,6 +399,10 @@ class World:
     """The `VirtualMachineOperation`s nicplug created for this VM (Deckhouse)."""
     user_vm_operations: tuple[VMOperation, ...] = ()
     """The ones others (the user: `d8 v start|stop|restart`) created, `vmi_uid` empty."""
+    first_seen: FirstSeen | None = None
+    """The VM's desired networks (bar Main) in the first world of it this process
+    assembled: its first listing, before any decision could fold it together with later
+    changes (`observed_done.py`). None where not known (a world built by hand)."""
 
     def vm_operation(self, type_: str, vmi_uid: str) -> VMOperation | None:
         """nicplug's operation of `type_` for the restart of VMI `vmi_uid`, if any."""

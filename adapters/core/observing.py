@@ -4,7 +4,8 @@
 feed the runtime through this one path, so a replay decides with exactly the code a
 live controller runs. A change is recorded in the `WorldIndex`, every VM it touches is
 marked dirty (a burst of changes of one VM coalesces into one observation), and
-`feed` hands each dirty VM's assembled `World` to `runtime.observe`. A VM whose objects
+`feed` hands each dirty VM's assembled `World` to `runtime.observe`, with the VM's desired
+networks as first seen (`World.first_seen`). A VM whose objects
 are malformed is held still (`runtime.hold`: no observation, and no timer decision from
 its last readable world) until they are readable again; the other VMs go on. A
 malformed KubeVirt CR concerns every VM, so it holds none: the last readable version
@@ -23,6 +24,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import Any
 
 from nicplug.adapters.core.scope import VMScope
@@ -34,8 +36,9 @@ from nicplug.adapters.kube.translate.objects import KubeVirtObject, MalformedObj
 from nicplug.adapters.sdn import Dialect
 from nicplug.engine.model import Cause, Key
 from nicplug.engine.runtime import Runtime
+from nicplug.machines.observed_done import first_seen_of
 from nicplug.machines.operation import VMState
-from nicplug.machines.world import World
+from nicplug.machines.world import FirstSeen, World
 
 log = logging.getLogger("nicplug.adapters.controller")
 
@@ -84,6 +87,8 @@ class Observing:
         self._on_hold = on_hold
         self._on_unreadable_pods = on_unreadable_pods
         self._unreadable_pods: dict[str, str] = {}
+        self._first_seen: dict[str, tuple[str, FirstSeen]] = {}
+        """vm key → (VM uid, its desired networks in the first world assembled of it)."""
 
     def changed(self, kind: KindRef, event_type: str, obj: dict[str, Any]) -> None:
         """One object changed (ADDED / MODIFIED / DELETED): mark the VMs it touches."""
@@ -130,6 +135,7 @@ class Observing:
                 await runtime.observe(Key(vm_key), world, Cause("observation", ref))
                 if _nothing_left(world):
                     runtime.forget(Key(vm_key))  # once its operations have ended
+                    self._first_seen.pop(vm_key, None)
                 fed += 1
             if budget is not None and self._now() - began >= budget:
                 await asyncio.sleep(0)
@@ -162,7 +168,20 @@ class Observing:
             self._held.discard(vm_key)
             log.info("vm=%s readable again", vm_key, extra={"vm": vm_key})
         self._report_pods(vm_key, [p.observation_error for p in world.pods if p.observation_error])
-        return world
+        return self._with_first_sight(vm_key, world)
+
+    def _with_first_sight(self, vm_key: str, world: World) -> World:
+        """The world with the VM's desired networks as this process first saw them: a
+        change the platform finishes before nicplug decides on it shows against them
+        (`observed_done.py`), however many observations the runtime folds together."""
+        vm = world.vm
+        if vm is None:
+            return world
+        seen = self._first_seen.get(vm_key)
+        if seen is None or seen[0] != vm.uid:
+            seen = (vm.uid, first_seen_of(vm))
+            self._first_seen[vm_key] = seen
+        return replace(world, first_seen=seen[1])
 
     def unreadable_unobserved(self, vm_key: str) -> str | None:
         """Why the VM's objects, as the informers hold them now, cannot be read, when

@@ -38,6 +38,7 @@ from nicplug.machines.effects import (
     effect_from_payload,
 )
 from nicplug.machines.facts import facts_of
+from nicplug.machines.observed_done import first_seen_of
 from nicplug.machines.operation import VMState
 from nicplug.machines.world import (
     KVVM,
@@ -45,6 +46,7 @@ from nicplug.machines.world import (
     ClusterConfig,
     Condition,
     DesiredVM,
+    FirstSeen,
     KVVMInterface,
     KVVMNetwork,
     LauncherPod,
@@ -143,6 +145,10 @@ class Sim:
     # the kubevirt flavour: the desired state is the KVVM template, which the user edits
     # (`user_plugs`, `user_unplugs`); `networks` is not read
     in_template: bool = False
+
+    # the VM's desired networks in the first world of it (`World.first_seen`): what the
+    # observing side of a running nicplug remembers; None: not seen yet (a new process)
+    first_sight: FirstSeen | None = None
 
     _edited: tuple[NetworkSpec, ...] | None = field(default=None, repr=False)
     """The `networks` last turned into template edits (`in_template`)."""
@@ -256,11 +262,14 @@ class Sim:
             )  # fmt: skip
         methods = ("LiveMigrate",) if self.workload_update else ()
         cluster = ClusterConfig(self.strategy, methods)  # type: ignore[arg-type]
+        if vm is not None and self.first_sight is None:
+            self.first_sight = first_seen_of(vm)
         return World(vm, kvvm, vmi, pods, tuple(self.migrations), cluster,
                      networks_ready=dict.fromkeys(self.networks_not_ready, False),
                      networks_missing=self.networks_missing,
                      vm_operations=tuple(self.vm_operations),
-                     user_vm_operations=tuple(self.user_vm_operations))
+                     user_vm_operations=tuple(self.user_vm_operations),
+                     first_seen=self.first_sight if vm is not None else None)
 
     # -- effects --------------------------------------------------------------------------
 

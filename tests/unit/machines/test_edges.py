@@ -380,7 +380,25 @@ def kubevirt_nad_swap(then: str = "", **sim: object) -> Driver:
     return d
 
 
+def observed_done() -> Driver:
+    """The platform plugged X, then unplugged it, each time before nicplug decided: the
+    world nicplug sees jumps from before the change to after it (another simulation
+    that went through it, whose objects are the same VM's)."""
+    d = make(Sim(networks=(MAIN,)))
+    d.run(2)
+    sight = d.sim.first_sight
+    d.sim = plugged(first_sight=sight).sim
+    d.run(1)
+    gone = plugged(first_sight=sight)
+    gone.sim.networks = (MAIN,)
+    gone.run(8)
+    d.sim = gone.sim
+    d.run(1)
+    return d
+
+
 SCENARIOS: dict[str, Callable[[], Driver]] = {
+    "observed done": observed_done,
     "kubevirt: a NAD swap migrated": kubevirt_nad_swap,
     "kubevirt: a NAD swap's migration fails": lambda: kubevirt_nad_swap(migration_fails=True),
     "kubevirt: a NAD swap's migration hangs": lambda: kubevirt_nad_swap(migration_stuck=True),

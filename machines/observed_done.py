@@ -1,0 +1,93 @@
+"""Changes the platform finished before nicplug saw them in flight: recorded all the same.
+
+Observing is level-triggered: an operation opens where the world differs from what is
+desired. When the platform (KubeVirt with a dynamic-networks controller, Deckhouse)
+plugs or unplugs faster than nicplug decides — a busy controller's observations of a
+VM are folded into its latest world — the world nicplug decides from shows the change
+already done, no difference is left, and nothing would record it. So each world carries
+the VM's desired networks as this process first saw them (`World.first_seen`, kept by
+the observing side), and each network's own operations say what nicplug last knew of it
+(an attached plug, a detached unplug): a network desired and attached now that was
+neither desired at first sight nor plugged since, or one no longer desired and gone
+from everything that was, opens an operation that goes straight to its end
+(`observed_done` in `graph.py`) with words saying so.
+
+What nicplug never saw is not guessed at: a change already done in the first world a
+process assembles of a VM, with no operation of the journal saying otherwise, stays
+unrecorded (docs/decisions/observed-done.md). Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from nicplug.machines.comparator import Comparison, Direction, desired_networks
+from nicplug.machines.facts import Facts
+from nicplug.machines.guards import goal_shown_for
+from nicplug.machines.operation import Operation, VMState
+from nicplug.machines.world import DesiredVM, FirstSeen
+
+REASON = "observed done"
+
+
+def first_seen_of(vm: DesiredVM) -> FirstSeen:
+    """The desired networks of a VM as first seen (what `World.first_seen` carries)."""
+    return tuple(sorted((d.identity, d.if_name) for d in desired_networks(vm.networks)
+                        if d.type != "Main"))
+
+
+def plugged(
+    state: VMState, vm_uid: str, network: str, first_seen: Mapping[str, str]
+) -> bool | None:
+    """Was `network` in the VM as nicplug last knew it? Its newest operation of this VM
+    (not of an earlier VM of the same name) says (an attached plug; an unplug that did
+    not end detached), else the first sight does; None while an operation of it is
+    live, or when a plug and an unplug opened at once."""
+    found = [o for o in (state.ops.get((network, "plug")), state.ops.get((network, "unplug")))
+             if o is not None and o.vm_uid == vm_uid]
+    if not found:
+        return network in first_seen
+    if len(found) == 2 and found[0].opened_at == found[1].opened_at:
+        return None
+    latest = max(found, key=lambda o: o.opened_at)
+    if not latest.terminal:
+        return None
+    if latest.direction == "plug":
+        return latest.state == "Attached"
+    return latest.state != "Detached"
+
+
+def observed_done(
+    state: VMState, facts: Facts, comparison: Comparison, taken: set[tuple[str, str]]
+) -> list[tuple[str, Direction, str]]:
+    """(network, direction, interface name) of every change done without an operation
+    of nicplug's, leaving out the slots another candidate has `taken` already."""
+    world = facts.world
+    if world.first_seen is None or world.vm is None:
+        return []
+    uid = world.vm.uid
+    first = dict(world.first_seen)
+    found: list[tuple[str, Direction, str]] = []
+    names = dict(first)
+    names.update(_names_of(o for o in state.ops.values() if o.vm_uid == uid))
+    for spec in comparison.desired:
+        if spec.type == "Main" or not spec.if_name or (spec.identity, "plug") in taken:
+            continue
+        if any(if_name == spec.if_name and network != spec.identity
+               and plugged(state, uid, network, first) is True
+               for network, if_name in names.items()):
+            continue  # the interface nicplug knew on another network: a NAD swap, not a plug
+        if plugged(state, uid, spec.identity, first) is False and goal_shown_for(
+                "plug", spec.identity, spec.if_name, facts):
+            found.append((spec.identity, "plug", spec.if_name))
+    for network, if_name in sorted(names.items()):
+        if network in facts.desired_identities or not if_name or (network, "unplug") in taken:
+            continue
+        if plugged(state, uid, network, first) is True and goal_shown_for(
+                "unplug", network, if_name, facts):
+            found.append((network, "unplug", if_name))
+    return found
+
+
+def _names_of(ops: Iterable[Operation]) -> dict[str, str]:
+    return {o.network: o.if_name for o in ops if o.direction != "update"}
