@@ -21,7 +21,7 @@ from nicplug.adapters.queries.records import (
     rfc3339,
 )
 from nicplug.engine.inspection import StreamRecord
-from nicplug.machines.graph import STRANDED, moves_of
+from nicplug.machines.graph import GUEST_KEEPS, STRANDED, moves_of
 from nicplug.machines.operation import AWAITING_MAC
 from nicplug.machines.targets import GRACE_WAIT, migration_slot_wait
 
@@ -172,6 +172,10 @@ def _summary(op: OperationSummary, waits: list[Move], pending: list[EffectEntry]
             if op.retry_at is None and op.reason == STRANDED:
                 return (f"{why}; no retry: a new attempt opens once no pod reports the link "
                         f"(it then ends Detached) or the network is asked for again")
+            if op.retry_at is None and op.reason == GUEST_KEEPS:
+                return (f"{why}; no retry: a new attempt opens once the guest no longer has "
+                        f"the interface (it then ends Detached) or the network is asked "
+                        f"for again")
             if op.retry_at is None:
                 return f"{why}; no retry: a new attempt opens only once the spec changes"
             due = op.retry_at - now
