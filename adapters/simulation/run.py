@@ -152,6 +152,7 @@ async def _play(schedule: Schedule, directory: Path, tape: Path | None) -> Outco
                       migration=setup.migration_delay),
         migration_required_grace=5.0, seed=schedule.seed,
         native_hotplug=False,  # nicplug drives every hotplug of a schedule
+        detaches_live=setup.detaches_live or setup.dialect != "deckhouse",
     )
     cluster = SimulatedCluster(
         knobs, clock=LoopSimClock(), serve=False, store=store,
