@@ -46,6 +46,10 @@ GUARD_PHRASES: Mapping[str, str] = {
     "pod_dropped_entry": "the launcher pods' request annotation no longer holds the entry",
     "sdn_released": "the SDN status no longer lists the entry",
     "nothing_carries_it": "neither the KVVM, the VMI nor a pod carries the interface",
+    "link_stranded": ("a pod still reports the link, which no pod requests and no "
+                      "migration will release"),
+    "guest_keeps_interface": ("the guest still has the interface the VMI holds absent, "
+                              "and no migration will remove it"),
     "vmi_requires_migration":
         "the VMI carries MigrationRequired=True (KubeVirt asks for a migration)",
     "vmi_requires_no_migration": "the VMI no longer carries MigrationRequired=True",
