@@ -9,10 +9,11 @@ does.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from nicplug.machines.comparator import Comparison, Direction
 from nicplug.machines.facts import Facts
+from nicplug.machines.graph import GUEST_KEEPS, STRANDED
 from nicplug.machines.guards import OBSERVED_DONE, SWAP, goal_shown_for
 from nicplug.machines.observed_done import REASON, observed_done
 from nicplug.machines.operation import Operation, VMState
@@ -31,8 +32,9 @@ class Candidate:
     target: str
     why: str
     goal_shown: bool = False
-    """A failed attempt whose goal the world shows since: the next attempt adopts it at
-    once, without waiting for the backoff."""
+    """A failed attempt whose goal the world shows since, or that failed on what the
+    platform would not finish and sees it gone since (`stranding_ended`): the next
+    attempt opens at once, without waiting for the backoff."""
 
 
 def changes_needing_operations(
@@ -106,20 +108,30 @@ def changes_needing_operations(
             found[(identity, "unplug")] = Candidate(identity, "unplug", if_name, "", "removed")
     for op in state.ops.values():
         slot = (op.network, op.direction)
-        if (
-            op.state == "Failed"
-            and op.direction != "update"
-            and slot not in found
-            and goal_shown(op, facts)
-        ):
+        if op.state != "Failed" or op.direction == "update":
+            continue
+        if slot not in found and goal_shown(op, facts):
             found[slot] = Candidate(
                 op.network, op.direction, op.if_name, op.target, "done since", goal_shown=True
             )
+        elif slot in found and stranding_ended(op, facts):
+            found[slot] = replace(found[slot], why="moved since", goal_shown=True)
     for network, direction, if_name in observed_done(state, facts, comparison, set(found)):
         # done by the platform before nicplug saw it in flight: recorded all the same
         found[(network, direction)] = Candidate(
             network, direction, if_name, OBSERVED_DONE, REASON, goal_shown=True)
     return [found[k] for k in sorted(found)]
+
+
+def stranding_ended(op: Operation, facts: Facts) -> bool:
+    """An unplug that failed on what the platform would not finish sees that gone
+    since (the guest let go of the NIC, no pod reports the link): the rest is a step
+    of its own to take, and the next attempt follows the world from there."""
+    if op.reason == GUEST_KEEPS:
+        return op.if_name not in facts.attached
+    if op.reason == STRANDED:
+        return op.network not in facts.lingering
+    return False
 
 
 def goal_shown(op: Operation, facts: Facts) -> bool:

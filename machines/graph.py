@@ -21,7 +21,12 @@ from transitions import Machine
 
 TERMINAL = frozenset({"Attached", "Detached", "Failed", "Cancelled"})
 STRANDED = "LinkStranded"
-NOT_RETRIED = frozenset({"InvalidSpec", STRANDED})
+GUEST_KEEPS = "GuestKeepsInterface"
+STRANDED_REASONS = frozenset({STRANDED, GUEST_KEEPS})
+"""Unplugs the platform will not finish while the VM runs in the pod and domain it has:
+a link no one releases, a NIC the guest keeps. Only a migration or a restart ends them,
+and that is the operator's call."""
+NOT_RETRIED = frozenset({"InvalidSpec"}) | STRANDED_REASONS
 """Failures no new attempt can mend while the world stays as it is: a retry would
 fail the same way. They rest `Failed` until the user or the world changes."""
 
@@ -202,6 +207,11 @@ UNPLUG = MachineGraph(
         # stays until a new pod replaces it, and KubeVirt asks for that migration
         ("need_migration", "AnnotationPatched", "MigrationRequired", "vmi_requires_migration"),
         ("forget", "SDNReleased", "Detached", "nothing_carries_it"),
+        # (Deckhouse's KubeVirt does not detach a bpfbridge NIC from a running domain,
+        # and an SDN agent may keep a link nobody asks for: no retry moves either; it
+        # ends saying what would, and is not retried: `opening.py`)
+        (GUEST_KEEPS, UNPLUG_LIVE[:5], "Failed", ("deadline_passed", "guest_keeps_interface")),
+        (STRANDED, UNPLUG_LIVE[:5], "Failed", ("deadline_passed", "link_stranded")),
         ("DetachTimeout", UNPLUG_LIVE[:5], "Failed", "deadline_passed"),
         ("MigrationFailed", "Migrating", "Failed", "migration_failed"),
         ("MigrationFailed", "MigrationRequired", "Failed", "migration_rejected"),
@@ -393,6 +403,10 @@ UNPLUG_OBSERVED = MachineGraph(
         ("detach", "VMIPatched", "GuestDetached", "guest_lost_interface"),
         ("sdn_released", "GuestDetached", "SDNReleased", "sdn_released"),
         ("forget", "SDNReleased", "Detached", "nothing_carries_it"),
+        # (what the drive mode cannot finish, Deckhouse cannot either: said, not retried)
+        (GUEST_KEEPS, UNPLUG_OBSERVED_LIVE[:5], "Failed",
+         ("deadline_passed", "guest_keeps_interface")),
+        (STRANDED, UNPLUG_OBSERVED_LIVE[:5], "Failed", ("deadline_passed", "link_stranded")),
         ("DetachTimeout", UNPLUG_OBSERVED_LIVE[:5], "Failed", "deadline_passed"),
     ),
 )  # fmt: skip

@@ -307,13 +307,15 @@ def nothing_carries_it(c: Context) -> bool:
 
 
 def link_stranded(c: Context) -> bool:
-    """Upstream KubeVirt forgot the interface (no template, VMI spec or status holds it)
-    while a launcher pod still reports its link, which no pod requests any more, and
-    nothing will replace that pod: KubeVirt asks no migration (its evaluator reads only
-    the interfaces of the VMI's spec) and none runs. No dynamic-networks controller
-    released the link (a migration's target pod was made while the interface was
-    asked for, and the unplug came before the guest had it): it stays until the VM
-    migrates or restarts, which is the operator's to decide."""
+    """KubeVirt forgot the interface (no template, VMI spec or status holds it) while a
+    launcher pod still reports its link, which no pod requests any more, and nothing
+    will replace that pod: no migration is asked for (upstream KubeVirt's evaluator
+    reads only the interfaces of the VMI's spec; Deckhouse asks none for a network)
+    and none runs. Upstream, no dynamic-networks controller released the link (a
+    migration's target pod was made while the interface was asked for, and the unplug
+    came before the guest had it); on Deckhouse, the SDN agent kept the link after the
+    networks-spec let it go. It stays until the VM migrates or restarts, which is the
+    operator's to decide."""
     f, name, network = c.facts, c.op.if_name, c.op.network
     return (
         f.live
@@ -323,6 +325,26 @@ def link_stranded(c: Context) -> bool:
         and name not in f.kvvm_anywhere
         and name not in f.vmi_anywhere
         and name not in f.attached
+        and not f.migration_required
+        and f.running_migration() is None
+    )
+
+
+def guest_keeps_interface(c: Context) -> bool:
+    """Deckhouse: the running VMI holds the interface absent, yet the guest still has
+    it, and no migration is asked for or runs. Deckhouse's KubeVirt detaches from a
+    running domain only a tap named by KubeVirt's hashed scheme (`interfacesToHotUnplug`,
+    `hasDeviceWithHashedTapName` in virt-launcher's `nichotplug.go`), which a
+    `bpfbridge` interface never matches, and keeps an absent interface in the VMI and
+    the KVVM while the VMI's status reports it (`clearDetachedIfacesFromVMI`): the guest
+    keeps the NIC until the VM migrates (the new domain is made from the VMI's spec,
+    without it) or restarts, which is the operator's to decide."""
+    f, name = c.facts, c.op.if_name
+    return (
+        f.live
+        and name in f.attached
+        and name in f.vmi_anywhere
+        and name not in f.vmi_present
         and not f.migration_required
         and f.running_migration() is None
     )
@@ -442,6 +464,7 @@ GUARDS: Mapping[str, Callable[[Context], bool]] = {
         sdn_released,
         nothing_carries_it,
         link_stranded,
+        guest_keeps_interface,
         vmi_requires_migration,
         vmi_requires_no_migration,
         migration_running,

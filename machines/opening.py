@@ -4,7 +4,7 @@
 its stream numbered by attempt) unless one is live for the same network and direction,
 or the last one failed and its retry time (`Timeouts.backoff`) has not come, or its
 migrations failed as often as nicplug allows, or it failed in a way no retry mends
-(`LinkStranded`) — in each case unless the world already
+(`LinkStranded`, `GuestKeepsInterface`) — in each case unless the world already
 shows the goal, which an attempt then adopts. An invalid desired spec opens an `update`
 operation that fails at once, so `explain` and the Events say why. Pure: no I/O.
 """
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from nicplug.machines.candidates import Candidate
 from nicplug.machines.comparator import Comparison, Direction
-from nicplug.machines.graph import STRANDED
+from nicplug.machines.graph import STRANDED_REASONS
 from nicplug.machines.operation import OPENED, Operation, stream_of
 from nicplug.machines.policy import MachineConfig
 from nicplug.machines.session import Session
@@ -41,12 +41,15 @@ def open_operation(
 
 def _gave_up(config: MachineConfig, session: Session, latest: Operation) -> bool:
     """Did the change's migrations fail as often as nicplug allows, or did it end on a
-    failure no retry mends (`LinkStranded`: a link KubeVirt left on the pod)? Then
-    it is not tried again, until the user changes their mind (the opposite operation
-    opened since) or the world shows it done (a restart or a migration applied it)."""
+    failure no retry mends (`LinkStranded`: a link left on the pod;
+    `GuestKeepsInterface`: a NIC Deckhouse's KubeVirt does not detach from a running
+    domain)? Then it is not tried again, until the user changes their mind (the
+    opposite operation opened since) or the world shows it done (a restart or a
+    migration applied it)."""
     if latest.state != "Failed":
         return False
-    if latest.migrations_failed < config.migration_attempts and latest.reason != STRANDED:
+    if (latest.migrations_failed < config.migration_attempts
+            and latest.reason not in STRANDED_REASONS):
         return False
     opposite = "unplug" if latest.direction == "plug" else "plug"
     other = session.state.ops.get((latest.network, opposite))

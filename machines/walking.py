@@ -17,7 +17,7 @@ from typing import Any
 
 from nicplug.engine.model import EffectOutcome, Trigger
 from nicplug.machines.facts import Facts, sdn_messages
-from nicplug.machines.graph import NOT_RETRIED, Move, moves_of
+from nicplug.machines.graph import GUEST_KEEPS, NOT_RETRIED, STRANDED, Move, moves_of
 from nicplug.machines.guards import (
     GUARDS,
     SWAP,
@@ -175,8 +175,10 @@ class Walker:
             return facts.errors.get(op.network, "")
         if move.trigger in ("NetworkNotFound", "NetworkNotReady"):
             return network_problem(op.network, move.trigger, facts.world.vm, facts.world.kvvm)
-        if move.trigger == "LinkStranded":
+        if move.trigger == STRANDED:
             return stranded_in_words(op, facts, budget(op, facts, self.config) or 0.0)
+        if move.trigger == GUEST_KEEPS:
+            return guest_keeps_in_words(op, budget(op, facts, self.config) or 0.0)
         if move.trigger.endswith("Timeout"):
             limit = budget(op, facts, self.config) or 0.0
             reason = f"no progress in {op.state} within {limit:g}s"
@@ -249,6 +251,16 @@ def stranded_in_words(op: Operation, facts: Facts, limit: float) -> str:
     pods = sorted({p.name for p in facts.world.pods
                    if any(s.identity == op.network for s in p.reported)})
     where = ", ".join(pods) or "the launcher pod"
+    if op.flavour == "deckhouse":
+        return (
+            f"no progress in {op.state} within {limit:g}s: the guest and the VM's KubeVirt "
+            f"spec no longer have {op.if_name}, yet {where} still reports its link on "
+            f"{op.network} in network.deckhouse.io/networks-status, which no pod's "
+            f"networks-spec asks for; the SDN agent did not release it and nothing asks "
+            f"a migration that would: migrate (VirtualMachineOperation Migrate) or "
+            f"restart the VM to release the link (nicplug follows the unplug to Detached "
+            f"once it is gone)"
+        )
     return (
         f"no progress in {op.state} within {limit:g}s: KubeVirt no longer knows "
         f"{op.if_name} (neither the VM's template nor the VMI holds it, and the guest "
@@ -256,4 +268,16 @@ def stranded_in_words(op: Operation, facts: Facts, limit: float) -> str:
         f"no pod requests; no dynamic-networks controller released it and KubeVirt asks "
         f"no migration that would: migrate or restart the VM to release the link "
         f"(nicplug follows the unplug to Detached once it is gone)"
+    )
+
+
+def guest_keeps_in_words(op: Operation, limit: float) -> str:
+    """Why an unplug ends `GuestKeepsInterface`, and what the operator can do about it."""
+    return (
+        f"no progress in {op.state} within {limit:g}s: the VMI holds {op.if_name} absent, "
+        f"yet the guest still has it; Deckhouse's KubeVirt does not detach a bpfbridge "
+        f"interface from a running domain, and nothing asks a migration that would: "
+        f"migrate (VirtualMachineOperation Migrate) or restart the VM to remove the NIC "
+        f"of {op.network} (nicplug follows the unplug to Detached once the guest no "
+        f"longer has it)"
     )

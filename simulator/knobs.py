@@ -87,6 +87,11 @@ class Knobs:
     # with #2187)? None: yes in a deckhouse world; False: an older release, where a
     # controller beside it must drive the hotplug
     native_hotplug: bool | None = None
+    # deckhouse: does virt-launcher detach an interface marked absent from the running
+    # domain? Deckhouse's KubeVirt does not for its bpfbridge binding (virt-launcher's
+    # `interfacesToHotUnplug` matches only KubeVirt's hashed tap names): the guest keeps
+    # the NIC, and the VMI the interface absent, until a migration or a restart
+    detaches_live: bool = True
 
     @property
     def hotplugs(self) -> bool:
@@ -109,6 +114,8 @@ class Knobs:
             raise ValueError("a dynamic-networks controller exists only in the multus dialect")
         if self.native_hotplug and self.dialect != "deckhouse":
             raise ValueError("native_hotplug is a setting of the deckhouse dialect")
+        if not self.detaches_live and self.dialect != "deckhouse":
+            raise ValueError("detaches_live is a setting of the deckhouse dialect")
         if self.kubevirt_api not in (None, "upstream", "deckhouse"):
             raise ValueError(
                 f"kubevirt_api must be upstream or deckhouse, not {self.kubevirt_api!r}")

@@ -21,7 +21,7 @@ from nicplug.adapters.queries.records import (
     rfc3339,
 )
 from nicplug.engine.inspection import StreamRecord
-from nicplug.machines.graph import STRANDED, moves_of
+from nicplug.machines.graph import GUEST_KEEPS, STRANDED, moves_of
 from nicplug.machines.operation import AWAITING_MAC
 from nicplug.machines.targets import GRACE_WAIT, migration_slot_wait
 
@@ -46,6 +46,10 @@ GUARD_PHRASES: Mapping[str, str] = {
     "pod_dropped_entry": "the launcher pods' request annotation no longer holds the entry",
     "sdn_released": "the SDN status no longer lists the entry",
     "nothing_carries_it": "neither the KVVM, the VMI nor a pod carries the interface",
+    "link_stranded": ("a pod still reports the link, which no pod requests and no "
+                      "migration will release"),
+    "guest_keeps_interface": ("the guest still has the interface the VMI holds absent, "
+                              "and no migration will remove it"),
     "vmi_requires_migration":
         "the VMI carries MigrationRequired=True (KubeVirt asks for a migration)",
     "vmi_requires_no_migration": "the VMI no longer carries MigrationRequired=True",
@@ -172,6 +176,10 @@ def _summary(op: OperationSummary, waits: list[Move], pending: list[EffectEntry]
             if op.retry_at is None and op.reason == STRANDED:
                 return (f"{why}; no retry: a new attempt opens once no pod reports the link "
                         f"(it then ends Detached) or the network is asked for again")
+            if op.retry_at is None and op.reason == GUEST_KEEPS:
+                return (f"{why}; no retry: a new attempt opens once the guest no longer has "
+                        f"the interface (it then ends Detached) or the network is asked "
+                        f"for again")
             if op.retry_at is None:
                 return f"{why}; no retry: a new attempt opens only once the spec changes"
             due = op.retry_at - now

@@ -47,6 +47,7 @@ from typing import Any
 from nicplug.adapters.simulation import bounds
 from nicplug.adapters.simulation.journal import CommitFaults, InlineConnection
 from nicplug.engine.sqlite_journal import SQLiteJournal
+from nicplug.machines.graph import STRANDED_REASONS
 
 Problem = tuple[str, str]
 
@@ -209,11 +210,15 @@ def _sdn_error_lost(view: Any, changed_at: float,
 
 
 def _gave_up(view: Any) -> bool:
-    """An operation whose migrations failed as often as `--migration-attempts` allows
-    rests `Failed` by design: it said why, and waits for the user."""
+    """An operation whose migrations failed as often as `--migration-attempts` allows,
+    or an unplug the platform will not finish (`STRANDED_REASONS`: the guest keeps the
+    NIC, a pod keeps the link), rests `Failed` by design: it said why, and waits for
+    the user or the operator."""
     snap = view.snapshot
-    return (getattr(view, "state", "") == "Failed" and snap.get("reason") == "MigrationFailed"
-            and snap.get("retry_at") is None and bool(snap.get("migrations_failed")))
+    if getattr(view, "state", "") != "Failed" or snap.get("retry_at") is not None:
+        return False
+    return (snap.get("reason") in STRANDED_REASONS
+            or (snap.get("reason") == "MigrationFailed" and bool(snap.get("migrations_failed"))))
 
 
 def _converged(views: Any, world: dict[str, dict[str, Any]],

@@ -155,6 +155,7 @@ async def _play(schedule: Schedule, directory: Path, tape: Path | None) -> Outco
         # the store holds the dialect's CRDs; the server below speaks `api`)
         kubevirt_api="deckhouse" if setup.kubevirt_api == "deckhouse" else None,
         native_hotplug=False,  # nicplug drives every hotplug of a schedule
+        detaches_live=setup.detaches_live or setup.dialect != "deckhouse",
     )
     cluster = SimulatedCluster(
         knobs, clock=LoopSimClock(), serve=False, store=store,

@@ -56,6 +56,10 @@ class Setup:
     sdn_configure: float = 0.5
     restart_delay: float = 1.0
     migration_delay: float = 2.0
+    # deckhouse: does KubeVirt detach a NIC marked absent from the running domain? Off
+    # as Deckhouse's KubeVirt is for bpfbridge: the guest keeps it until a migration or
+    # a restart (`Knobs.detaches_live`)
+    detaches_live: bool = True
 
 
 @dataclass(frozen=True, slots=True)

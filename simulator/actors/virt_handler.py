@@ -13,7 +13,9 @@ An interface is attached (its VMI `status.interfaces[]` entry gains `domain` in
   and otherwise waits (KubeVirt then asks for a migration).
 
 `state: absent` interfaces are detached from the domain at once (KubeVirt's virt-launcher
-does not wait for the pod). Their status entry goes, except in multus while the pod's
+does not wait for the pod), unless `knobs.detaches_live` is off: Deckhouse's KubeVirt
+leaves a bpfbridge NIC in a running domain, and the guest keeps it until a migration or
+a restart. Their status entry goes, except in multus while the pod's
 network-status still lists the link: then it stays with `infoSource` `multus-status` alone
 (without a dynamic-networks controller, until a migration), as KubeVirt reports it.
 
@@ -89,7 +91,9 @@ class VirtHandler(Reactor):
                 self._crash(vmi, pod, name)
                 return
         absent = [str(i.get("name")) for i in ob.interfaces_of(spec) if i.get("state") == "absent"]
+        # (`detaches_live` off: Deckhouse's KubeVirt leaves a bpfbridge NIC in the domain)
         detach = [n for n in absent if _attached(status_entries.get(n))
+                  and self.knobs.detaches_live
                   and self.due((uid, "detach", n), self.knobs.delays.attach, key)]
         # multus: a detached interface stays reported (`multus-status` only) while the
         # pod's network-status still lists its link, as KubeVirt reports it

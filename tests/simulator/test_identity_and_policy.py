@@ -190,6 +190,12 @@ def test_native_hotplug_is_a_deckhouse_setting() -> None:
         Knobs(dialect="multus", native_hotplug=True)
 
 
+def test_a_nic_kept_in_the_domain_is_a_deckhouse_setting() -> None:
+    assert Knobs().detaches_live and not Knobs(detaches_live=False).detaches_live
+    with pytest.raises(ValueError, match="detaches_live"):
+        Knobs(dialect="multus", detaches_live=False)
+
+
 async def test_the_clusters_own_kubeconfig_can_be_written_for_a_user() -> None:
     async with SimulatedCluster(Knobs(dialect="deckhouse"), clock=VirtualSimClock(),
                                 kubeconfig_user=NICPLUG) as cluster:

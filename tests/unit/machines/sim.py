@@ -122,6 +122,8 @@ class Sim:
     # KubeVirt as it is without a dynamic-networks controller: an unplug leaves the guest
     # at once, the pod keeps the link (and reports it) until a migration replaces the pod
     pod_keeps_links: bool = False
+    # Deckhouse: an SDN agent that keeps these links after the networks-spec lets them go
+    sdn_keeps: frozenset[str] = frozenset()
     # upstream KubeVirt with multus: virt-controller writes the pod's networks annotation
     # from the VMI spec (new pods too), virt-handler waits for multus to report a link,
     # and without a dynamic-networks controller a running pod's status never changes
@@ -443,7 +445,8 @@ class Sim:
         if frozen:
             wanted = {}  # no dynamic-networks controller: the pod stays as it was born
         if not (self.pod_keeps_links or frozen):
-            self.reported = [s for s in self.reported if s.identity in wanted]
+            self.reported = [s for s in self.reported
+                             if s.identity in wanted or s.identity in self.sdn_keeps]
         for identity, r in wanted.items():
             if identity in self.sdn_silent or any(s.identity == identity for s in self.reported):
                 continue

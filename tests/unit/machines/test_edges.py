@@ -205,9 +205,38 @@ def unplug_migration_rejected() -> Driver:
 
 def unplug_failures() -> Driver:
     d = plugged()
-    d.sim.handler_stuck = True
+    d.sim.handler_stuck = True  # deckhouse: the guest keeps the NIC (GuestKeepsInterface)
     d.sim.networks = (MAIN,)
     d.run(10)  # DetachTimeout
+    return d
+
+
+def lost(kind: str) -> Callable[[EffectRequest], EffectOutcome | None]:
+    """Every `kind` effect answered done and never applied: a write lost each time."""
+    def answer(request: EffectRequest) -> EffectOutcome | None:
+        if request.type != kind:
+            return None
+        return EffectOutcome(1, request.stream, request.type, True, False, "")
+
+    return answer
+
+
+def unplug_detach_timeout() -> Driver:
+    """The pod's request never loses the entry: nothing shows that the platform will
+    not finish the unplug, so it fails `DetachTimeout`, and is retried."""
+    d = plugged()
+    d.answer = lost("PatchPodNetworks")
+    d.sim.networks = (MAIN,)
+    d.run(10)
+    return d
+
+
+def unplug_link_kept() -> Driver:
+    """The SDN agent keeps the link the networks-spec let go: `LinkStranded`."""
+    d = plugged()
+    d.sim.sdn_keeps = frozenset({X.identity})
+    d.sim.networks = (MAIN,)
+    d.run(10)
     return d
 
 
@@ -408,6 +437,8 @@ SCENARIOS: dict[str, Callable[[], Driver]] = {
     "kubevirt: a NAD swap taken back": lambda: kubevirt_nad_swap(
         "revert", live_migratable=False),
     "happy plug": happy_plug,
+    "unplug, a detach that never lands": unplug_detach_timeout,
+    "unplug, a link the SDN keeps": unplug_link_kept,
     "plug migrations": plug_migrations,
     "plug migration fails": lambda: plug_migrations(migration_fails=True),
     "plug migration stuck": lambda: plug_migrations(migration_stuck=True),
