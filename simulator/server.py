@@ -16,7 +16,7 @@ import asyncio
 import logging
 from collections import deque
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pydantic
 from aiohttp import web
@@ -32,7 +32,7 @@ from nicplug.simulator.errors import (
 )
 from nicplug.simulator.faults import FAULT_SPECS, Faults, arm
 from nicplug.simulator.identity import DEFAULT_USER, username_of
-from nicplug.simulator.routing import locate
+from nicplug.simulator.routing import Call, locate
 from nicplug.simulator.store import Store
 from nicplug.simulator.streaming import DEFAULT_TIMEOUT, WatchParams, serve_watch
 from nicplug.simulator.verbs import USERNAME, VERBS
@@ -60,6 +60,13 @@ class RequestRecord:
     name: str | None
     user_agent: str = ""  # tells apart the clients of one server (e.g. two controllers)
     username: str = DEFAULT_USER  # who the bearer token authenticates (`identity`)
+    answered: list[int] = field(default_factory=list, compare=False, repr=False)
+    """The status it was answered with, once answered (empty while in flight)."""
+
+    @property
+    def landed(self) -> bool:
+        """Was it answered with success (a write the store applied)?"""
+        return bool(self.answered) and self.answered[0] < 300
 
 
 REQUEST_LOG = web.AppKey("request_log", deque[RequestRecord])
@@ -119,10 +126,22 @@ class _Api:
         res = call.served
         username = username_of(request.headers.get("Authorization"))
         request[USERNAME] = username
-        self.requests.append(
-            RequestRecord(call.verb, res.group, res.plural, call.subresource, call.namespace,
-                          call.name, request.headers.get("User-Agent", ""), username)
-        )
+        record = RequestRecord(call.verb, res.group, res.plural, call.subresource,
+                               call.namespace, call.name, request.headers.get("User-Agent", ""),
+                               username)
+        self.requests.append(record)
+        try:
+            response = await self._answer(request, call)
+        except ApiError as e:
+            record.answered.append(e.code)
+            raise
+        except Exception:  # answered 500 by `_statuses`; a cut-off request stays unanswered
+            record.answered.append(500)
+            raise
+        record.answered.append(response.status)
+        return response
+
+    async def _answer(self, request: web.Request, call: Call) -> web.StreamResponse:
         if request.query.get("dryRun"):
             raise BadRequest("dryRun is not supported by the simulated API server")
         target = call.target()

@@ -105,6 +105,9 @@ async def test_a_kvvm_patch_is_refused_to_nicplugs_identity_and_taken_from_d8_sy
         assert users == [(NICPLUG, "patch", None), (NICPLUG, "patch", "status"),
                          (NICPLUG, "patch", None), (D8_SYSTEM, "patch", None),
                          (NICPLUG, "delete", None)]
+        # each with what it was answered, so a test can count the writes that landed
+        assert [(r.answered, r.landed) for r in cluster.requests] == [
+            ([422], False), ([200], True), ([404], False), ([200], True), ([422], False)]
         kvvms = "internalvirtualizationvirtualmachines"
         assert cluster.request_counts(NICPLUG) == {
             ("patch", kvvms): 2, ("patch", f"{kvvms}/status"): 1, ("delete", kvvms): 1}
