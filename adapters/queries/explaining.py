@@ -48,6 +48,8 @@ GUARD_PHRASES: Mapping[str, str] = {
     "nothing_carries_it": "neither the KVVM, the VMI nor a pod carries the interface",
     "link_stranded": ("a pod still reports the link, which no pod requests and no "
                       "migration will release"),
+    "observed_done": ("the platform finished the change before nicplug saw it in flight, "
+                      "and the world still shows it done"),
     "guest_keeps_interface": ("the guest still has the interface the VMI holds absent, "
                               "and no migration will remove it"),
     "vmi_requires_migration":
