@@ -49,7 +49,7 @@ from nicplug.adapters.kube.calls import KubeCalls
 from nicplug.adapters.kube.client import ApiConnection, ClientSettings, connect
 from nicplug.adapters.kube.informer import Informer, WatchProgress, WatchSettings
 from nicplug.adapters.kube.lease import Leadership, Term
-from nicplug.adapters.kube.resources import KindRef, Scope
+from nicplug.adapters.kube.resources import ABSENT_MEANS, KindRef, Scope
 from nicplug.adapters.kube.wire import JsonObject
 from nicplug.adapters.loop_lag import LoopLag
 from nicplug.adapters.observability import (
@@ -583,6 +583,7 @@ class Controller:
                 # the world index keeps them; a tape records a deletion seen by a
                 # re-list with the whole object
                 keep_objects=self._tape is not None,
+                absent_means=ABSENT_MEANS.get(kind.name, ""),
             )
             for kind in self.flavour.watched_by(
                 desired_in_template=self.dialect.kubevirt_owns_requests,

@@ -35,6 +35,7 @@ Body = dict[str, Any]
 _VMS = kinds.VIRTUAL_MACHINES.name
 _NETWORKS, _CLUSTER_NETWORKS = kinds.NETWORKS.name, kinds.CLUSTER_NETWORKS.name
 _NAMESPACES = kinds.NAMESPACES.name
+_IP_ADDRESSES = kinds.IP_ADDRESSES.name
 _ASKED = frozenset({_NETWORKS, _CLUSTER_NETWORKS})
 
 NetworkRef = tuple[str, str]
@@ -106,6 +107,9 @@ class WorldIndex:
             return {vm for vm in self.vm_keys() if vm.partition("/")[0] == key}
         if kind.name == self._vmmacs:
             return self._apply_vmmac(key, event_type, obj)
+        if kind.name == _IP_ADDRESSES:  # IPAM: any VM of its namespace may name it
+            namespace = key.partition("/")[0]
+            return {vm for vm in self.vm_keys() if vm.partition("/")[0] == namespace}
         namespace = str(_meta(obj).get("namespace") or "")
         vm_key = self._vm_of(kind, namespace, obj)
         if kind.name == self._vmis and vm_key is not None:
@@ -280,6 +284,9 @@ class WorldIndex:
             namespace_object=_decoded(table[_NAMESPACES].get(namespace)),
             vm_mac_addresses=self._vm_mac_addresses_of(vm_key),
             vm_operations=self._vm_operations_of(vm_key),
+            ip_addresses=None if self._vmmacs is None else self._decoded_all(
+                _IP_ADDRESSES, [k for k in table[_IP_ADDRESSES]
+                                if k.partition("/")[0] == namespace]),
         )
 
     def _decoded_all(self, kind_name: str, keys: Iterable[str]) -> list[Body]:
@@ -385,4 +392,10 @@ def cache_projection(kind: KindRef) -> Callable[[Body], Body] | None:
     model = _READ_AS.get(kind.name)
     if model is None:
         return None
-    return projector(model, keep={**_ENVELOPE, **WRITTEN_FROM.get(kind.name, {})})
+    return projector(model, keep={**_ENVELOPE, **WRITTEN_FROM.get(kind.name, {}),
+                                  **_IPAM_READ.get(kind.name, {})})
+
+
+_IPAM_READ: dict[str, Shape] = {
+    name: {"spec": {"ipam": None}} for name in (_NETWORKS, _CLUSTER_NETWORKS)}
+"""A Network's IPAM pool (`translate/ipam.py`), read from the body, not the model."""

@@ -41,7 +41,7 @@ from kubernetes_asyncio.client.api.custom_objects_api import CustomObjectsApi
 
 from nicplug.adapters.kube.client import ApiConnection
 from nicplug.adapters.kube.encoded import decode, encode
-from nicplug.adapters.kube.errors import Expired, KubeError, Temporary, translate
+from nicplug.adapters.kube.errors import Expired, KubeError, NotFound, Temporary, translate
 from nicplug.adapters.kube.resources import KindRef, object_key
 from nicplug.adapters.kube.wire import JsonObject, failure, fetch_object, send
 
@@ -113,10 +113,15 @@ class Informer:
         clock: Clock = time.monotonic,
         transform: Callable[[JsonObject], JsonObject] | None = None,
         keep_objects: bool = True,
+        absent_means: str = "",
     ) -> None:
         """`transform` is applied to each object as it arrives, before it is cached or
-        handed on: a projection keeps only what the consumer reads."""
+        handed on: a projection keeps only what the consumer reads. `absent_means`: the
+        kind is optional, and a 404 on its list (the server does not serve it) is read as
+        none of it, said once in the log in these words, the informer synced and done."""
         self.kind = kind
+        self.absent_means = absent_means
+        self.absent = False
         self._transform = transform
         self._keep_objects = keep_objects
         self.namespace = namespace if kind.namespaced else None
@@ -167,6 +172,12 @@ class Informer:
                 log.warning("%s: watch silent for %.1fs; watching again",
                             self.kind.name, self.settings.inactivity)
             except KubeError as exc:
+                if isinstance(exc, NotFound) and self.absent_means:
+                    log.warning("%s: not served by the API server (%s): %s",
+                                self.kind.name, exc, self.absent_means)
+                    self.absent = True
+                    self.synced.set()
+                    return
                 self.stats.errors += 1
                 log.warning("%s: %s", self.kind.name, exc)
                 # Retry-After is honoured, but never below the backoff: a server that

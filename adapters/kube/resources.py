@@ -74,6 +74,13 @@ NETWORKS = KindRef("network.deckhouse.io", "v1alpha1", "networks", "Network", Tr
 CLUSTER_NETWORKS = KindRef(
     "network.deckhouse.io", "v1alpha1", "clusternetworks", "ClusterNetwork", False
 )
+IP_ADDRESSES = KindRef("network.deckhouse.io", "v1alpha1", "ipaddresses", "IPAddress", True)
+"""IPAM's addresses (deckhouse/virtualization #2612): a network of a pool is requested
+once its IPAddress is allocated. Optional: a cluster without the CRD has no IPAM."""
+ABSENT_MEANS: dict[str, str] = {
+    IP_ADDRESSES.name: "no IPAM in this cluster; every network is requested without an address",
+}
+"""The optional kinds, and what a cluster that does not serve one means (`Informer`)."""
 EVENTS = KindRef("events.k8s.io", "v1", "events", "Event", True)
 OPERATIONS = KindRef("nicplug.io", "v1alpha1", "networkinterfaceoperations",
                      "NetworkInterfaceOperation", True)

@@ -367,3 +367,32 @@ async def test_without_keeping_objects_a_relist_hands_on_whole_objects(
     deleted = [obj for t, obj in handed if t == "DELETED"]
     assert [(d["kind"], d["metadata"]["name"], d["metadata"]["namespace"]) for d in deleted] == [
         ("VirtualMachine", "vm1", "ns1")]
+
+
+async def test_an_optional_kind_the_server_does_not_serve_is_read_as_none(
+    api_server: ApiServer, connection: ApiConnection, caplog: pytest.LogCaptureFixture
+) -> None:
+    """IPAM's IPAddresses on a cluster without that CRD: a 404 on the list is said once
+    in the log as what it means, the informer is synced with nothing and stops; a kind
+    that is not optional keeps trying (and keeps the controller unready)."""
+    from nicplug.adapters.kube.resources import ABSENT_MEANS, IP_ADDRESSES
+
+    missing = KindRef("example.invalid", "v1", "nothings", "Nothing", True)
+    optional = Informer(connection, missing, sleep=Sleeps(),
+                        absent_means=ABSENT_MEANS[IP_ADDRESSES.name])
+    with caplog.at_level("WARNING", logger="nicplug"):
+        await asyncio.wait_for(optional.run(), 5)  # returns: nothing more to list
+    assert optional.synced.is_set() and optional.absent and len(optional) == 0
+    assert optional.stats.errors == 0  # not an error: no retry, no backoff
+    said = [m for r in caplog.records if "nothings.example.invalid" in (m := r.getMessage())]
+    assert len(said) == 1 and "no IPAM in this cluster" in said[0]
+
+    sleeps = Sleeps()
+    required = Informer(connection, missing, sleep=sleeps)
+    task = asyncio.create_task(required.run())
+    try:
+        await eventually(lambda: required.stats.errors >= 2)
+        assert not required.synced.is_set() and not required.absent
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)

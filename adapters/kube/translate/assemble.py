@@ -21,7 +21,7 @@ from typing import Any, TypeVar, cast
 
 from nicplug.adapters.kube.flavour import UPSTREAM
 from nicplug.adapters.kube.resources import VM_UID_LABEL
-from nicplug.adapters.kube.translate import macs, records
+from nicplug.adapters.kube.translate import ipam, macs, records
 from nicplug.adapters.kube.translate.objects import (
     KubeVirtObject,
     KVVMObject,
@@ -82,6 +82,9 @@ class VMObjects:
     their MAC (Deckhouse); None where it does not (upstream KubeVirt)."""
     vm_operations: Iterable[Body] = ()
     """nicplug's `VirtualMachineOperation`s (Deckhouse) of the VM."""
+    ip_addresses: Iterable[Body] | None = None
+    """The IPAddresses of the VM's namespace where IPAM's are watched (Deckhouse); None
+    where they are not: no network is then requested with an address."""
 
 
 def active_pod_uids(vmi: Body) -> tuple[str, ...]:
@@ -241,6 +244,9 @@ def assemble_world(
         named_by_mac = partial(_desired_named_by_mac, *by_mac, vmmacs)
         inputs = (by_mac, vmmacs)
         vm = named_by_mac() if memo is None else memo.derive("vm", vm_body, inputs, named_by_mac)
+    if vm is not None and objects.ip_addresses is not None:  # IPAM: `ipam.py`
+        vm = ipam.with_addresses(vm, ipam.pooled_networks(
+            objects.networks, objects.cluster_networks), objects.ip_addresses)
     migrations = _migrations(objects, errors, memo)
     every_operation = _vm_operations(objects, errors, memo)
     operations = tuple(o for o in every_operation if o.vmi_uid)
