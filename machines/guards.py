@@ -237,9 +237,11 @@ def named_for_another(c: Context) -> bool:
     """The unplugged network's interface name is another wanted network's now: its MAC
     went back to Deckhouse's pool (`mac_pool.go` holds only `status.networks`, which
     drops a removed network once no VMI has its MAC) and was handed to that network,
-    whose interface it is from now on, as Deckhouse's controller names it."""
+    whose interface it is from now on, as Deckhouse's controller names it. A stopped VM
+    only: its KVVM is written whole for the next boot; a running one's interface is
+    marked absent before the MAC can be handed on."""
     comparison = c.facts.comparison
-    return c.op.direction == "unplug" and comparison is not None and any(
+    return c.op.direction == "unplug" and not c.facts.live and comparison is not None and any(
         d.named_by_mac and d.if_name == c.op.if_name and d.identity != c.op.network
         for d in comparison.desired)
 
