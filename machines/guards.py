@@ -229,7 +229,21 @@ def pod_lacks_link(c: Context) -> bool:
 
 def interface_released_in_spec(c: Context) -> bool:
     name = c.op.if_name
-    return name not in c.facts.kvvm_present and name not in c.facts.vmi_present
+    return (name not in c.facts.kvvm_present and name not in c.facts.vmi_present
+            ) or named_for_another(c)
+
+
+def named_for_another(c: Context) -> bool:
+    """The unplugged network's interface name is another wanted network's now: its MAC
+    went back to Deckhouse's pool (`mac_pool.go` holds only `status.networks`, which
+    drops a removed network once no VMI has its MAC) and was handed to that network,
+    whose interface it is from now on, as Deckhouse's controller names it. A stopped VM
+    only: its KVVM is written whole for the next boot; a running one's interface is
+    marked absent before the MAC can be handed on."""
+    comparison = c.facts.comparison
+    return c.op.direction == "unplug" and not c.facts.live and comparison is not None and any(
+        d.named_by_mac and d.if_name == c.op.if_name and d.identity != c.op.network
+        for d in comparison.desired)
 
 
 def change_written(c: Context) -> bool:
@@ -274,7 +288,7 @@ def nothing_carries_it(c: Context) -> bool:
         name not in f.kvvm_anywhere
         and name not in f.vmi_anywhere
         and c.op.network not in f.lingering
-    )
+    ) or named_for_another(c)
 
 
 def vmi_requires_migration(c: Context) -> bool:

@@ -104,6 +104,10 @@ def pod_patches(facts: Facts, ops: Ops, vm: DesiredVM, comparison: Comparison) -
                 owner = owner or unplug
                 continue
             kept.append(entry)
+        renamed = _renamed(kept, desired, ops)
+        if renamed:  # the pool named it anew: Deckhouse rewrites the entry, so does nicplug
+            kept = [renamed.get(e.identity, e) for e in kept]
+            owner = owner or _live(ops, next(iter(renamed)), "plug")
         held = {e.identity for e in kept} | {e.identity for e in pod.requested}
         for spec in desired:
             plug = _live(ops, spec.identity, "plug")
@@ -116,6 +120,34 @@ def pod_patches(facts: Facts, ops: Ops, vm: DesiredVM, comparison: Comparison) -
             patch = PatchPodNetworks(pod.namespace, pod.name, pod.uid, tuple(kept), pod.requested)
             out.append((owner, patch))
     return out
+
+
+def _renamed(kept: list[SDNRequest], desired: list[NetworkSpec], ops: Ops
+             ) -> dict[str, SDNRequest]:
+    """identity → the entry as now named, for each entry of a network being plugged that
+    the MAC pool names otherwise since it was requested (`mac_pool.go` holds only the
+    VM's `status.networks`, so an unlisted network may take another VMMAC): Deckhouse
+    writes the whole `networks-spec` from the pool on every reconcile."""
+    by_identity = {d.identity: d for d in desired}
+    renamed: dict[str, SDNRequest] = {}
+    for entry in kept:
+        spec = by_identity.get(entry.identity)
+        plug = _live(ops, entry.identity, "plug")
+        if spec is not None and spec.named_by_mac and spec.if_name != entry.if_name and (
+                plug is not None and plug.state != "RestartRequired"):
+            renamed[entry.identity] = SDNRequest(
+                spec.identity, spec.if_name, spec.id, spec.mac,
+                spec.ip_assignment_mode, spec.ip_address_names)
+    return renamed
+
+
+def _asked_as_named(facts: Facts, spec: NetworkSpec) -> bool:
+    """Every pod asks the SDN for `spec` under the name it has now: the SDN's readiness
+    is for that very interface (Deckhouse writes the KVVM only once the pod's
+    `networks-spec` is the one it derived, `patchPodNetworkAnnotation` before
+    `isNetworkReadyOnPod`)."""
+    return all(any(r.identity == spec.identity and r.if_name == spec.if_name
+                   for r in pod.requested) for pod in facts.pods)
 
 
 def _let_go(facts: Facts, if_name: str) -> bool:
@@ -182,6 +214,8 @@ def kvvm_patch(facts: Facts, ops: Ops, vm: DesiredVM, comparison: Comparison) ->
                 continue
             if spec.if_name in facts.kvvm_present or not facts.sdn_ready(spec.identity):
                 continue
+            if spec.named_by_mac and not _asked_as_named(facts, spec):
+                continue  # the pool named it anew: the pod is asked for that name first
             adding.append((spec, plug))
         # an id-only update Deckhouse applies with no restart (`guards.id_only`): the new
         # id is written to the KVVM (its acpiIndex and SDN request), for the next boot

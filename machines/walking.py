@@ -203,13 +203,12 @@ class Walker:
 
 
 def _written_anywhere(if_name: str, facts: Facts) -> bool:
-    """Does a KVVM, VMI or launcher pod hold this interface name?"""
+    """Does a KVVM or VMI hold this interface name?"""
     return (
         if_name in facts.kvvm_present
         or if_name in facts.vmi_present
         or if_name in facts.attached
-        or any(r.if_name == if_name for pod in facts.pods for r in pod.requested)
-    )
+    )  # not a launcher pod's request: the pod is rewritten as the pool names it
 
 
 SDN_WAITS = frozenset({"Requested", "AnnotationPatched"})
