@@ -8,15 +8,16 @@ change anything.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from nicplug.engine.model import EffectOutcome, Trigger
-from nicplug.machines.facts import Facts
+from nicplug.machines.comparator import renamed
+from nicplug.machines.facts import FINISHED_PHASES, Facts
 from nicplug.machines.operation import Operation
 from nicplug.machines.policy import MachineConfig, hotplug_in_place
 from nicplug.machines.targets import kubevirt_migrates, migration_blocked, own_failed_migration
-from nicplug.machines.world import KVVM, DesiredVM, nad_identity
+from nicplug.machines.world import KVVM, DesiredVM, LauncherPod, nad_identity
 
 REJECTABLE = frozenset({"PatchPodNetworks", "PatchVirtualMachine", "RestartVM"})
 
@@ -92,7 +93,7 @@ def change_reverted(c: Context) -> bool:
     if c.op.direction == "plug":
         return c.op.network not in c.facts.desired_identities
     if c.op.direction == "unplug":
-        return c.op.network in c.facts.desired_identities
+        return c.op.network in c.facts.desired_identities and not renamed_away(c)
     if is_swap(c.op):  # the interface no longer asks for the new NAD
         wanted = comparison.desired_entry(c.op.network)
         return wanted is None or wanted.if_name != c.op.if_name
@@ -191,12 +192,45 @@ def hotplug_allowed(c: Context) -> bool:
     return c.facts.live and not restart_only(c.op) and _in_place(c)
 
 
+def renamed_away(c: Context) -> bool:
+    """An unplug of an interface whose network is still desired, under the name the
+    MAC pool gives it now (`comparator.renamed`). The pods and the SDN know the network
+    under that name too, so such an unplug judges them by its interface name."""
+    comparison = c.facts.comparison
+    if c.op.direction != "unplug" or comparison is None:
+        return False
+    spec = comparison.desired_entry(c.op.network)
+    return spec is not None and renamed(spec, c.op.if_name)
+
+
+def asked_as_named(c: Context) -> bool:
+    """Every pod asks the SDN for the plugged network under the operation's name, where
+    that name is the MAC's (Deckhouse): a request under a name the pool gave before
+    is not this interface's, nor is the SDN's readiness for it."""
+    op, comparison = c.op, c.facts.comparison
+    spec = comparison.desired_entry(op.network) if comparison is not None else None
+    if op.direction != "plug" or not op.if_name or spec is None or not spec.named_by_mac:
+        return True
+    return all(any(r.identity == op.network and r.if_name == op.if_name for r in pod.requested)
+               for pod in c.facts.pods)
+
+
+def _requested_as(c: Context, pods: Iterable[LauncherPod]) -> bool:
+    """Does one of `pods` ask the SDN for the operation's interface name?"""
+    return any(r.if_name == c.op.if_name for pod in pods for r in pod.requested)
+
+
+def _reported_as(c: Context, pods: Iterable[LauncherPod]) -> bool:
+    """Does the SDN report the operation's interface name on one of `pods`?"""
+    return any(s.if_name == c.op.if_name for pod in pods for s in pod.reported)
+
+
 def pod_holds_entry(c: Context) -> bool:
-    return c.facts.pod_holds(c.op.network)
+    return c.facts.pod_holds(c.op.network) and asked_as_named(c)
 
 
 def sdn_reports_ready(c: Context) -> bool:
-    return c.facts.sdn_ready(c.op.network)
+    return c.facts.sdn_ready(c.op.network) and asked_as_named(c)
 
 
 def vm_spec_holds_interface(c: Context) -> bool:
@@ -275,19 +309,28 @@ def guest_lost_interface(c: Context) -> bool:
 
 
 def pod_dropped_entry(c: Context) -> bool:
+    if renamed_away(c):
+        return not _requested_as(c, c.facts.pods)
     return not c.facts.pod_requests_any(c.op.network)
 
 
 def sdn_released(c: Context) -> bool:
+    if renamed_away(c):
+        return not _reported_as(c, c.facts.pods)
     return not c.facts.sdn_reports_any(c.op.network)
 
 
 def nothing_carries_it(c: Context) -> bool:
     f, name = c.facts, c.op.if_name
+    if renamed_away(c):  # any pod not finished (as `Facts.lingering` counts them)
+        pods = [p for p in f.world.pods if p.phase not in FINISHED_PHASES]
+        lingering = _requested_as(c, pods) or _reported_as(c, pods)
+    else:
+        lingering = c.op.network in f.lingering
     return (
         name not in f.kvvm_anywhere
         and name not in f.vmi_anywhere
-        and c.op.network not in f.lingering
+        and not lingering
     ) or named_for_another(c)
 
 

@@ -171,11 +171,7 @@ def test_the_fixed_seeds_find_only_what_is_known() -> None:
                       f"(and mark their defects fixed): {gone}")
 
 
-FIXED = [pytest.param(d, id=f"defect-{d['defect']}-seed-{d.get('seed')}",
-                      # a seed a later change fails again on another invariant: it must
-                      # fail (strict) until that is fixed too, and the mark removed
-                      marks=[pytest.mark.xfail(strict=True, reason=str(d["reopened"]))]
-                      if "reopened" in d else [])
+FIXED = [pytest.param(d, id=f"defect-{d['defect']}-seed-{d.get('seed')}")
          for d in DEFECTS if d.get("fixed") is True]
 
 
