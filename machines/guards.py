@@ -196,11 +196,17 @@ def renamed_away(c: Context) -> bool:
     """An unplug of an interface whose network is still desired, under the name the
     MAC pool gives it now (`comparator.renamed`). The pods and the SDN know the network
     under that name too, so such an unplug judges them by its interface name."""
+    return bool(renamed_to(c))
+
+
+def renamed_to(c: Context) -> str:
+    """The name an unplug's network is desired under now, where it is not the
+    unplugged interface's (`renamed_away`); "" otherwise."""
     comparison = c.facts.comparison
     if c.op.direction != "unplug" or comparison is None:
-        return False
+        return ""
     spec = comparison.desired_entry(c.op.network)
-    return spec is not None and renamed(spec, c.op.if_name)
+    return spec.if_name if spec is not None and renamed(spec, c.op.if_name) else ""
 
 
 def asked_as_named(c: Context) -> bool:

@@ -26,6 +26,7 @@ from nicplug.machines.guards import (
     is_swap,
     network_problem,
     not_hot_pluggable,
+    renamed_to,
     restart_only,
 )
 from nicplug.machines.operation import (
@@ -199,6 +200,10 @@ class Walker:
             return facts.comparison.invalid or ""
         if move.trigger == "Reverted":
             return "the desired networks no longer ask for it"
+        new_name = renamed_to(c)
+        if new_name:
+            return (f"{op.if_name} is replaced: Deckhouse's MAC pool names {op.network} "
+                    f"{new_name} now, and it is plugged under that name next")
         return ""
 
 

@@ -126,6 +126,8 @@ def test_a_network_renamed_while_attached_is_unplugged_under_its_old_name_then_p
     assert (unplug.if_name, unplug.state) == (OLD_S, "Detached")
     assert list(unplug.history) == ["Requested", "VMIPatched", "GuestDetached",
                                     "AnnotationPatched", "SDNReleased", "Detached"]
+    assert unplug.message.startswith(f"{OLD_S} is replaced: Deckhouse's MAC pool names "
+                                     f"ClusterNetwork/storage {NEW_S} now")
     assert (plug.if_name, plug.state, plug.attempt) == (NEW_S, "Attached", 2)
     assert list(plug.history) == ["Requested", "AnnotationPatched", "SDNReady", "VMIPatched",
                                   "Attached"]
