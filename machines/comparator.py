@@ -5,9 +5,9 @@ differences into changes applied now (hotplug / hot-unplug of `Network` and
 `ClusterNetwork`) and changes only a restart can apply (adding or removing `Main`, an
 `id` change, a reorder). A Deckhouse network carried under a name its MAC pool no
 longer gives it is unplugged under that name, then plugged under the new one, as
-Deckhouse's own KVVM rebuild does. A desired list with duplicate identities or ids is invalid and
-yields no change at all. Pure functions; never looks at pods, the VMI or the gating
-policy (that is `policy.py`'s job).
+Deckhouse's own KVVM rebuild does. A desired list with duplicate identities or ids is
+invalid and yields no change at all. Pure functions; never looks at pods, the VMI or
+the gating policy (that is `policy.py`'s job).
 """
 
 from __future__ import annotations

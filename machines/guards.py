@@ -16,7 +16,12 @@ from nicplug.machines.comparator import renamed
 from nicplug.machines.facts import FINISHED_PHASES, Facts
 from nicplug.machines.operation import Operation
 from nicplug.machines.policy import MachineConfig, hotplug_in_place
-from nicplug.machines.targets import kubevirt_migrates, migration_blocked, own_failed_migration
+from nicplug.machines.targets import (
+    asked_as,
+    kubevirt_migrates,
+    migration_blocked,
+    own_failed_migration,
+)
 from nicplug.machines.world import KVVM, DesiredVM, LauncherPod, nad_identity
 
 REJECTABLE = frozenset({"PatchPodNetworks", "PatchVirtualMachine", "RestartVM"})
@@ -210,15 +215,13 @@ def renamed_to(c: Context) -> str:
 
 
 def asked_as_named(c: Context) -> bool:
-    """Every pod asks the SDN for the plugged network under the operation's name, where
-    that name is the MAC's (Deckhouse): a request under a name the pool gave before
-    is not this interface's, nor is the SDN's readiness for it."""
+    """A plug of a network named after its MAC (Deckhouse): every pod asks the SDN for
+    it under the operation's name (`targets.asked_as`)."""
     op, comparison = c.op, c.facts.comparison
     spec = comparison.desired_entry(op.network) if comparison is not None else None
     if op.direction != "plug" or not op.if_name or spec is None or not spec.named_by_mac:
         return True
-    return all(any(r.identity == op.network and r.if_name == op.if_name for r in pod.requested)
-               for pod in c.facts.pods)
+    return asked_as(c.facts, op.network, op.if_name)
 
 
 def _requested_as(c: Context, pods: Iterable[LauncherPod]) -> bool:

@@ -156,13 +156,13 @@ def _renamed(kept: list[SDNRequest], desired: list[NetworkSpec], ops: Ops, facts
     return renamed
 
 
-def _asked_as_named(facts: Facts, spec: NetworkSpec) -> bool:
-    """Every pod asks the SDN for `spec` under the name it has now: the SDN's readiness
-    is for that very interface (Deckhouse writes the KVVM only once the pod's
-    `networks-spec` is the one it derived, `patchPodNetworkAnnotation` before
-    `isNetworkReadyOnPod`)."""
-    return all(any(r.identity == spec.identity and r.if_name == spec.if_name
-                   for r in pod.requested) for pod in facts.pods)
+def asked_as(facts: Facts, identity: str, if_name: str) -> bool:
+    """Every pod asks the SDN for `identity` under `if_name`: the SDN's readiness is for
+    that very interface, not for one a name the MAC pool gave before (Deckhouse writes
+    the KVVM only once the pod's `networks-spec` is the one it derived,
+    `patchPodNetworkAnnotation` before `isNetworkReadyOnPod`)."""
+    return all(any(r.identity == identity and r.if_name == if_name for r in pod.requested)
+               for pod in facts.pods)
 
 
 def _let_go(facts: Facts, if_name: str) -> bool:
@@ -229,7 +229,7 @@ def kvvm_patch(facts: Facts, ops: Ops, vm: DesiredVM, comparison: Comparison) ->
                 continue
             if spec.if_name in facts.kvvm_present or not facts.sdn_ready(spec.identity):
                 continue
-            if spec.named_by_mac and not _asked_as_named(facts, spec):
+            if spec.named_by_mac and not asked_as(facts, spec.identity, spec.if_name):
                 continue  # the pool named it anew: the pod is asked for that name first
             adding.append((spec, plug))
         # an id-only update Deckhouse applies with no restart (`guards.id_only`): the new
