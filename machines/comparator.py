@@ -3,9 +3,11 @@
 It compares the VM's desired networks with the entries the KVVM carries and sorts the
 differences into changes applied now (hotplug / hot-unplug of `Network` and
 `ClusterNetwork`) and changes only a restart can apply (adding or removing `Main`, an
-`id` change, a reorder). A desired list with duplicate identities or ids is invalid and
-yields no change at all. Pure functions; never looks at pods, the VMI or the gating
-policy (that is `policy.py`'s job).
+`id` change, a reorder). A Deckhouse network carried under a name its MAC pool no
+longer gives it is unplugged under that name, then plugged under the new one, as
+Deckhouse's own KVVM rebuild does. A desired list with duplicate identities or ids is
+invalid and yields no change at all. Pure functions; never looks at pods, the VMI or
+the gating policy (that is `policy.py`'s job).
 """
 
 from __future__ import annotations
@@ -129,6 +131,15 @@ def carried_networks(kvvm: KVVM, desired: tuple[NetworkSpec, ...]) -> tuple[Carr
     return tuple(carried)
 
 
+def renamed(spec: NetworkSpec, if_name: str) -> bool:
+    """Is the network `spec`, carried (or being unplugged) under `if_name`, named
+    otherwise now? Deckhouse names an interface after the MAC its pool hands the
+    network (`mac_pool.go`), which holds only the VM's `status.networks`: a network
+    the status does not list yet (removed and added again, or added before another's
+    MAC was recorded) may be handed another VMMAC. Not while no MAC is handed to it."""
+    return spec.named_by_mac and bool(spec.if_name) and spec.if_name != if_name
+
+
 def compare(
     networks: tuple[NetworkSpec, ...] | None, kvvm: KVVM, *, ordered: bool = True
 ) -> Comparison:
@@ -160,6 +171,13 @@ def compare(
     for spec in desired:
         held = present.get(spec.identity)
         if held is None:
+            continue
+        if renamed(spec, held.if_name):
+            # the interface goes, as Deckhouse's KVVM rebuild marks absent every name the
+            # pool does not give (`setNetwork`); the network is plugged under its new
+            # name once it is gone (then it is no longer carried)
+            why = f"renamed: the MAC pool names it {spec.if_name} now"
+            changes.append(Change(spec.identity, held.if_name, "unplug", False, why, held.id))
             continue
         whys = []
         if spec.id is not None and held.id is not None and spec.id != held.id:

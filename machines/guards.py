@@ -8,15 +8,21 @@ change anything.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from nicplug.engine.model import EffectOutcome, Trigger
+from nicplug.machines.comparator import renamed
 from nicplug.machines.facts import FINISHED_PHASES, Facts
 from nicplug.machines.operation import Operation
 from nicplug.machines.policy import MachineConfig, hotplug_in_place
-from nicplug.machines.targets import kubevirt_migrates, migration_blocked, own_failed_migration
-from nicplug.machines.world import KVVM, DesiredVM, nad_identity
+from nicplug.machines.targets import (
+    asked_as,
+    kubevirt_migrates,
+    migration_blocked,
+    own_failed_migration,
+)
+from nicplug.machines.world import KVVM, DesiredVM, LauncherPod, nad_identity
 
 REJECTABLE = frozenset({"PatchPodNetworks", "PatchVirtualMachine", "RestartVM"})
 
@@ -92,7 +98,7 @@ def change_reverted(c: Context) -> bool:
     if c.op.direction == "plug":
         return c.op.network not in c.facts.desired_identities
     if c.op.direction == "unplug":
-        return c.op.network in c.facts.desired_identities
+        return c.op.network in c.facts.desired_identities and not renamed_away(c)
     if is_swap(c.op):  # the interface no longer asks for the new NAD
         wanted = comparison.desired_entry(c.op.network)
         return wanted is None or wanted.if_name != c.op.if_name
@@ -191,12 +197,49 @@ def hotplug_allowed(c: Context) -> bool:
     return c.facts.live and not restart_only(c.op) and _in_place(c)
 
 
+def renamed_away(c: Context) -> bool:
+    """An unplug of an interface whose network is still desired, under the name the
+    MAC pool gives it now (`comparator.renamed`). The pods and the SDN know the network
+    under that name too, so such an unplug judges them by its interface name."""
+    return bool(renamed_to(c))
+
+
+def renamed_to(c: Context) -> str:
+    """The name an unplug's network is desired under now, where it is not the
+    unplugged interface's (`renamed_away`); "" otherwise."""
+    comparison = c.facts.comparison
+    if c.op.direction != "unplug" or comparison is None:
+        return ""
+    spec = comparison.desired_entry(c.op.network)
+    return spec.if_name if spec is not None and renamed(spec, c.op.if_name) else ""
+
+
+def asked_as_named(c: Context) -> bool:
+    """A plug of a network named after its MAC (Deckhouse): every pod asks the SDN for
+    it under the operation's name (`targets.asked_as`)."""
+    op, comparison = c.op, c.facts.comparison
+    spec = comparison.desired_entry(op.network) if comparison is not None else None
+    if op.direction != "plug" or not op.if_name or spec is None or not spec.named_by_mac:
+        return True
+    return asked_as(c.facts, op.network, op.if_name)
+
+
+def _requested_as(c: Context, pods: Iterable[LauncherPod]) -> bool:
+    """Does one of `pods` ask the SDN for the operation's interface name?"""
+    return any(r.if_name == c.op.if_name for pod in pods for r in pod.requested)
+
+
+def _reported_as(c: Context, pods: Iterable[LauncherPod]) -> bool:
+    """Does the SDN report the operation's interface name on one of `pods`?"""
+    return any(s.if_name == c.op.if_name for pod in pods for s in pod.reported)
+
+
 def pod_holds_entry(c: Context) -> bool:
-    return c.facts.pod_holds(c.op.network)
+    return c.facts.pod_holds(c.op.network) and asked_as_named(c)
 
 
 def sdn_reports_ready(c: Context) -> bool:
-    return c.facts.sdn_ready(c.op.network)
+    return c.facts.sdn_ready(c.op.network) and asked_as_named(c)
 
 
 def vm_spec_holds_interface(c: Context) -> bool:
@@ -229,7 +272,21 @@ def pod_lacks_link(c: Context) -> bool:
 
 def interface_released_in_spec(c: Context) -> bool:
     name = c.op.if_name
-    return name not in c.facts.kvvm_present and name not in c.facts.vmi_present
+    return (name not in c.facts.kvvm_present and name not in c.facts.vmi_present
+            ) or named_for_another(c)
+
+
+def named_for_another(c: Context) -> bool:
+    """The unplugged network's interface name is another wanted network's now: its MAC
+    went back to Deckhouse's pool (`mac_pool.go` holds only `status.networks`, which
+    drops a removed network once no VMI has its MAC) and was handed to that network,
+    whose interface it is from now on, as Deckhouse's controller names it. A stopped VM
+    only: its KVVM is written whole for the next boot; a running one's interface is
+    marked absent before the MAC can be handed on."""
+    comparison = c.facts.comparison
+    return c.op.direction == "unplug" and not c.facts.live and comparison is not None and any(
+        d.named_by_mac and d.if_name == c.op.if_name and d.identity != c.op.network
+        for d in comparison.desired)
 
 
 def change_written(c: Context) -> bool:
@@ -290,20 +347,29 @@ def guest_lost_interface(c: Context) -> bool:
 
 
 def pod_dropped_entry(c: Context) -> bool:
+    if renamed_away(c):
+        return not _requested_as(c, c.facts.pods)
     return not c.facts.pod_requests_any(c.op.network)
 
 
 def sdn_released(c: Context) -> bool:
+    if renamed_away(c):
+        return not _reported_as(c, c.facts.pods)
     return not c.facts.sdn_reports_any(c.op.network)
 
 
 def nothing_carries_it(c: Context) -> bool:
     f, name = c.facts, c.op.if_name
+    if renamed_away(c):  # any pod not finished (as `Facts.lingering` counts them)
+        pods = [p for p in f.world.pods if p.phase not in FINISHED_PHASES]
+        lingering = _requested_as(c, pods) or _reported_as(c, pods)
+    else:
+        lingering = c.op.network in f.lingering
     return (
         name not in f.kvvm_anywhere
         and name not in f.vmi_anywhere
-        and c.op.network not in f.lingering
-    )
+        and not lingering
+    ) or named_for_another(c)
 
 
 def link_stranded(c: Context) -> bool:

@@ -77,6 +77,18 @@ def _live(ops: Ops, network: str, direction: str) -> Operation | None:
     return op if op is not None and not op.terminal else None
 
 
+def _unplug_of(ops: Ops, identity: str, if_name: str, comparison: Comparison
+               ) -> Operation | None:
+    """The live unplug of the entry `identity` named `if_name`. A network still desired
+    is unplugged only under the name the MAC pool no longer gives it (`renamed`): its
+    entry under the new name is its plug's."""
+    unplug = _live(ops, identity, "unplug")
+    if unplug is not None and unplug.if_name != if_name and (
+            comparison.desired_entry(identity) is not None):
+        return None
+    return unplug
+
+
 def _request(vm: DesiredVM, spec: NetworkSpec) -> SDNRequest:
     return SDNRequest(spec.identity, spec.if_name, spec.id, _mac(vm, spec),
                       spec.ip_assignment_mode, spec.ip_address_names)
@@ -101,11 +113,15 @@ def pod_patches(facts: Facts, ops: Ops, vm: DesiredVM, comparison: Comparison) -
         kept: list[SDNRequest] = []
         owner: Operation | None = None
         for entry in pod.requested:
-            unplug = _live(ops, entry.identity, "unplug")
+            unplug = _unplug_of(ops, entry.identity, entry.if_name, comparison)
             if unplug and unplug.state in DROPPING and _let_go(facts, entry.if_name):
                 owner = owner or unplug
                 continue
             kept.append(entry)
+        renamed = _renamed(kept, desired, ops, facts)
+        if renamed:  # the pool named it anew: Deckhouse rewrites the entry, so does nicplug
+            kept = [renamed.get(e.identity, e) for e in kept]
+            owner = owner or _live(ops, next(iter(renamed)), "plug")
         held = {e.identity for e in kept} | {e.identity for e in pod.requested}
         for spec in desired:
             plug = _live(ops, spec.identity, "plug")
@@ -118,6 +134,37 @@ def pod_patches(facts: Facts, ops: Ops, vm: DesiredVM, comparison: Comparison) -
             patch = PatchPodNetworks(pod.namespace, pod.name, pod.uid, tuple(kept), pod.requested)
             out.append((owner, patch))
     return out
+
+
+def _renamed(kept: list[SDNRequest], desired: list[NetworkSpec], ops: Ops, facts: Facts
+             ) -> dict[str, SDNRequest]:
+    """identity → the entry as now named, for each entry of a network being plugged that
+    the MAC pool names otherwise since it was requested (`mac_pool.go` holds only the
+    VM's `status.networks`, so an unlisted network may take another VMMAC): Deckhouse
+    writes the whole `networks-spec` from the pool on every reconcile. Not while the
+    guest, the KVVM or the VMI holds the first name: that interface is unplugged first
+    (`comparator.renamed`), and its link stays until the guest let it go."""
+    by_identity = {d.identity: d for d in desired}
+    renamed: dict[str, SDNRequest] = {}
+    for entry in kept:
+        spec = by_identity.get(entry.identity)
+        plug = _live(ops, entry.identity, "plug")
+        if spec is not None and spec.named_by_mac and spec.if_name != entry.if_name and (
+                plug is not None and plug.state != "RestartRequired") and (
+                _let_go(facts, entry.if_name)):
+            renamed[entry.identity] = SDNRequest(
+                spec.identity, spec.if_name, spec.id, spec.mac,
+                spec.ip_assignment_mode, spec.ip_address_names)
+    return renamed
+
+
+def asked_as(facts: Facts, identity: str, if_name: str) -> bool:
+    """Every pod asks the SDN for `identity` under `if_name`: the SDN's readiness is for
+    that very interface, not for one a name the MAC pool gave before (Deckhouse writes
+    the KVVM only once the pod's `networks-spec` is the one it derived,
+    `patchPodNetworkAnnotation` before `isNetworkReadyOnPod`)."""
+    return all(any(r.identity == identity and r.if_name == if_name for r in pod.requested)
+               for pod in facts.pods)
 
 
 def _let_go(facts: Facts, if_name: str) -> bool:
@@ -184,6 +231,8 @@ def kvvm_patch(facts: Facts, ops: Ops, vm: DesiredVM, comparison: Comparison) ->
                 continue
             if spec.if_name in facts.kvvm_present or not facts.sdn_ready(spec.identity):
                 continue
+            if spec.named_by_mac and not asked_as(facts, spec.identity, spec.if_name):
+                continue  # the pool named it anew: the pod is asked for that name first
             adding.append((spec, plug))
         # an id-only update Deckhouse applies with no restart (`guards.id_only`): the new
         # id is written to the KVVM (its acpiIndex and SDN request), for the next boot
@@ -210,7 +259,7 @@ def kvvm_patch(facts: Facts, ops: Ops, vm: DesiredVM, comparison: Comparison) ->
             _insert(entries, VMNetworkEntry(spec.if_name, spec.identity), order)
             owner = owner or plug
         for entry in list(entries):
-            unplug = _live(ops, entry.identity, "unplug")
+            unplug = _unplug_of(ops, entry.identity, entry.if_name, comparison)
             if unplug is None or unplug.state == "RestartRequired" or entry.identity == "Main":
                 continue
             if unplug.state == "SDNReleased":
@@ -222,12 +271,14 @@ def kvvm_patch(facts: Facts, ops: Ops, vm: DesiredVM, comparison: Comparison) ->
         owner = owner or (updating[0] if updating else None)
     if owner is None:
         return []
-    by_identity = {d.identity: d for d in comparison.desired}
-    known = {r.identity: r for r in kvvm.template_requests}
+    # each interface's request: as desired, where it is the desired name; else as the
+    # template has it (an interface being unplugged, under a name the pool took back)
+    by_name = {d.if_name: d for d in comparison.desired if d.if_name}
+    known = {r.if_name: r for r in kvvm.template_requests}
     requests = tuple(
-        _request(vm, by_identity[e.identity])
-        if e.identity in by_identity
-        else known.get(e.identity, SDNRequest(e.identity, e.if_name))
+        _request(vm, by_name[e.if_name])
+        if e.if_name in by_name and by_name[e.if_name].identity == e.identity
+        else known.get(e.if_name, SDNRequest(e.identity, e.if_name))
         for e in entries
         if e.identity and e.identity != "Main" and not e.absent
     )

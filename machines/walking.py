@@ -26,6 +26,7 @@ from nicplug.machines.guards import (
     is_swap,
     network_problem,
     not_hot_pluggable,
+    renamed_to,
     restart_only,
 )
 from nicplug.machines.operation import (
@@ -207,17 +208,20 @@ class Walker:
             done = "plugged" if op.direction == "plug" else "unplugged"
             return (f"observed done: the platform {done} it before nicplug saw it in "
                     f"flight; nicplug saw it completed")
+        new_name = renamed_to(c)
+        if new_name:
+            return (f"{op.if_name} is replaced: Deckhouse's MAC pool names {op.network} "
+                    f"{new_name} now, and it is plugged under that name next")
         return ""
 
 
 def _written_anywhere(if_name: str, facts: Facts) -> bool:
-    """Does a KVVM, VMI or launcher pod hold this interface name?"""
+    """Does a KVVM or VMI hold this interface name?"""
     return (
         if_name in facts.kvvm_present
         or if_name in facts.vmi_present
         or if_name in facts.attached
-        or any(r.if_name == if_name for pod in facts.pods for r in pod.requested)
-    )
+    )  # not a launcher pod's request: the pod is rewritten as the pool names it
 
 
 SDN_WAITS = frozenset({"Requested", "AnnotationPatched"})

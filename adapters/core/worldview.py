@@ -38,6 +38,7 @@ _NETWORKS, _CLUSTER_NETWORKS = kinds.NETWORKS.name, kinds.CLUSTER_NETWORKS.name
 _NAMESPACES = kinds.NAMESPACES.name
 _NADS = kinds.NADS.name
 _ASKED = frozenset({_NETWORKS, _CLUSTER_NETWORKS, _NADS})
+_IP_ADDRESSES = kinds.IP_ADDRESSES.name
 
 NetworkRef = tuple[str, str]
 """(kind name, object key) of a Network (`namespace/name`) or ClusterNetwork (`name`)."""
@@ -74,6 +75,8 @@ class WorldIndex:
         self._asks: dict[str, frozenset[NetworkRef]] = {}  # VM → the networks it asks for
         self._nad_asks: dict[str, frozenset[NetworkRef]] = {}  # KubeVirt VM → its NADs
         self._nads_known = False  # listed, or one seen: else multus's NADs are unknown
+        self._ipam_known = False  # IPAddresses listed, or one seen: else no IPAM is known
+        self._ip_addresses_in: dict[str, set[str]] = defaultdict(set)  # namespace → keys
         self._askers: dict[NetworkRef, set[str]] = defaultdict(set)  # network → VMs
         self._pods_by_creator: dict[str, set[str]] = defaultdict(set)  # VMI uid → pod keys
         self._pod_by_uid: dict[str, str] = {}  # pod uid → pod key
@@ -110,6 +113,8 @@ class WorldIndex:
             return {vm for vm in self.vm_keys() if vm.partition("/")[0] == key}
         if kind.name == self._vmmacs:
             return self._apply_vmmac(key, event_type, obj)
+        if kind.name == _IP_ADDRESSES:
+            return self._apply_ip_address(key, event_type)
         namespace = str(_meta(obj).get("namespace") or "")
         vm_key = self._vm_of(kind, namespace, obj)
         if kind.name == self._vmis and vm_key is not None:
@@ -188,6 +193,19 @@ class WorldIndex:
                 touched.update(vm for vm in (self._vm_of_uid.get(uid),) if vm is not None)
         return touched
 
+    def _apply_ip_address(self, key: str, event_type: str) -> set[str]:
+        """An IPAddress (IPAM) concerns any VM of its namespace: a VM's automatic one is
+        found by its labels, a static one by the name the VM's spec gives."""
+        namespace = key.partition("/")[0]
+        if event_type == "DELETED":
+            self._ip_addresses_in.get(namespace, set()).discard(key)
+        else:
+            self._ip_addresses_in[namespace].add(key)
+        if not self._ipam_known:
+            self._ipam_known = True
+            return set(self.vm_keys())
+        return {vm for vm in self.vm_keys() if vm.partition("/")[0] == namespace}
+
     def _apply_pod(self, key: str, event_type: str, obj: Body) -> set[str]:
         touched: set[str] = set()
         old = self._pod_links.pop(key, None)
@@ -224,7 +242,11 @@ class WorldIndex:
 
     def presence(self, kind: KindRef, present: bool) -> set[str]:
         """The server serves `kind` (or stopped serving it); return the VMs whose world
-        that changes: for multus's NADs, every VM whose template names one."""
+        that changes: for multus's NADs, every VM whose template names one; for IPAM's
+        IPAddresses, every VM (a cluster without them has no IPAM)."""
+        if kind.name == _IP_ADDRESSES and present != self._ipam_known:
+            self._ipam_known = present
+            return set(self.vm_keys())
         if kind.name != _NADS or present == self._nads_known:
             return set()
         self._nads_known = present
@@ -305,6 +327,9 @@ class WorldIndex:
             vm_operations=self._vm_operations_of(vm_key),
             nads=self._decoded_all(_NADS, sorted(k for _, k in self._nad_asks.get(vm_key, ())))
             if self._nads_known else None,
+            ip_addresses=self._decoded_all(
+                _IP_ADDRESSES, sorted(self._ip_addresses_in.get(namespace, ())))
+            if self._ipam_known else None,
         )
 
     def _decoded_all(self, kind_name: str, keys: Iterable[str]) -> list[Body]:
@@ -429,4 +454,10 @@ def cache_projection(kind: KindRef) -> Callable[[Body], Body] | None:
     model = _READ_AS.get(kind.name)
     if model is None:
         return None
-    return projector(model, keep={**_ENVELOPE, **WRITTEN_FROM.get(kind.name, {})})
+    return projector(model, keep={**_ENVELOPE, **WRITTEN_FROM.get(kind.name, {}),
+                                  **_IPAM_READ.get(kind.name, {})})
+
+
+_IPAM_READ: dict[str, Shape] = {
+    name: {"spec": {"ipam": None}} for name in (_NETWORKS, _CLUSTER_NETWORKS)}
+"""A Network's IPAM pool (`translate/ipam.py`), read from the body, not the model."""

@@ -23,6 +23,7 @@ from typing import Literal
 from nicplug.adapters.kube.resources import (
     CLUSTER_NETWORKS,
     EVENTS,
+    IP_ADDRESSES,
     LEASES,
     NADS,
     NAMESPACES,
@@ -93,7 +94,8 @@ class Flavour:
     @property
     def watched(self) -> tuple[KindRef, ...]:
         """Every kind the controller lists and watches to build the world of each VM."""
-        macs = () if self.vm_mac_addresses is None else (self.vm_mac_addresses,)
+        # the Deckhouse SDN's kinds come together: its MACs, and IPAM's addresses
+        macs = () if self.vm_mac_addresses is None else (self.vm_mac_addresses, IP_ADDRESSES)
         vmops = () if self.vm_operations is None else (self.vm_operations,)
         return (
             self.virtual_machines, self.kvvms, self.vmis, self.vmims, self.kubevirts,
@@ -110,7 +112,7 @@ class Flavour:
         kinds = self.watched
         if desired_in_template:
             deckhouse = (self.virtual_machines, self.networks, self.cluster_networks,
-                         self.vm_operations)
+                         self.vm_operations, IP_ADDRESSES)
             kinds = (*(k for k in kinds if k not in deckhouse), NADS)
         return (*kinds, NAMESPACES) if namespace_opt_in else kinds
 
@@ -228,6 +230,7 @@ def rbac_rules(flavour: Flavour) -> tuple[Grant, ...]:
         _OPERATION_OBJECTS,
     ) + (() if f.vm_mac_addresses is None else (
         Grant(f.vm_mac_addresses.group, (f.vm_mac_addresses.plural,), ("list", "watch")),
+        Grant(IP_ADDRESSES.group, (IP_ADDRESSES.plural,), ("list", "watch")),
     )) + (() if f.vm_operations is None else (
         # a restart's Stop and Start; get: one found already made is checked to be ours;
         # delete: its own finished ones, after the retention

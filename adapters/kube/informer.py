@@ -12,7 +12,8 @@ bookmarks, and keeps going for as long as it runs:
   is not used for that reason, and because it builds models nicplug does not need.)
 * no event nor bookmark for `inactivity` seconds: the watch is abandoned and resumed;
 * a kind marked `optional` (a NetworkAttachmentDefinition: multus may not be
-  installed) whose list answers 404 is absent: the informer says so once
+  installed; an IPAddress: the SDN may have no IPAM) whose list answers 404 is
+  absent: the informer says so once
   (`on_presence(kind, False)`), counts as synced, and lists again at the longest
   backoff; a list that succeeds says `on_presence(kind, True)`;
 * other failures back off exponentially (the sleep is injected), honouring

@@ -79,6 +79,11 @@ NETWORKS = KindRef("network.deckhouse.io", "v1alpha1", "networks", "Network", Tr
 CLUSTER_NETWORKS = KindRef(
     "network.deckhouse.io", "v1alpha1", "clusternetworks", "ClusterNetwork", False
 )
+IP_ADDRESSES = KindRef("network.deckhouse.io", "v1alpha1", "ipaddresses", "IPAddress", True,
+                       optional=True)
+"""IPAM's addresses (deckhouse/virtualization #2612): a network of a pool is requested
+once its IPAddress is allocated. Optional: a cluster without the CRD (a 404 on its list)
+has no IPAM, and every network is requested without an address."""
 EVENTS = KindRef("events.k8s.io", "v1", "events", "Event", True)
 NADS = KindRef("k8s.cni.cncf.io", "v1", "network-attachment-definitions",
                "NetworkAttachmentDefinition", True, follows_scope=False, optional=True)

@@ -126,7 +126,7 @@ class Hands:
         vmmacs, _ = self.store.list(VMMACS, ns)
         mine = [m for m in vmmacs if (ob.dig(m, "metadata", "labels") or {}).get(
             ob.VM_UID_LABEL) == uid]
-        pool = mac_pool(vm, mine, self.store.peek(KVVMS, ns, name))
+        pool = mac_pool(vm, mine)
         return {f"{t}/{n}": nw.mac_if_name(t, mac) for (t, n), mac in pool.items()}
 
     def _leader(self) -> Replica:

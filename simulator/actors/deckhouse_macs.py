@@ -31,17 +31,14 @@ from nicplug.simulator.networking import Json
 from nicplug.simulator.resources import KVVMS, VMIS, VMMACS, VMS
 
 
-def mac_pool(vm: Json, vmmacs: list[Json], kvvm: Json | None = None
-             ) -> dict[tuple[str, str], str]:
+def mac_pool(vm: Json, vmmacs: list[Json]) -> dict[tuple[str, str], str]:
     """(type, name) → MAC of the VM's additional networks that get one, as Deckhouse's
-    `CreateNetworkSpec` hands them out: a name its status gives a MAC keeps it (and, as
-    Deckhouse's status is copied from them, a MAC the `kvvm`'s interface for that
-    network holds); the others take the next allocated address nobody holds (VMMACs by
-    name)."""
-    reserved = written_macs(kvvm)
-    reserved.update({str(n.get("name")): str(n["macAddress"])
-                     for n in ob.dig(vm, "status", "networks") or []
-                     if n.get("type") != "Main" and n.get("macAddress")})
+    `CreateNetworkSpec` hands them out: a name its status gives a MAC keeps it (the
+    status alone: `NewMacAddressPool` holds nothing else); the others take the next
+    allocated address nobody holds (VMMACs by name)."""
+    reserved = {str(n.get("name")): str(n["macAddress"])
+                for n in ob.dig(vm, "status", "networks") or []
+                if n.get("type") != "Main" and n.get("macAddress")}
     taken = set(reserved.values())
     ordered = sorted(vmmacs, key=lambda m: str(m["metadata"]["name"]))
     available = [a for m in ordered if (a := str(ob.dig(m, "status", "address") or ""))
@@ -61,23 +58,6 @@ def _allocating(status: Json) -> Callable[[Json], None]:
     def change(vmmac: Json) -> None:
         vmmac.setdefault("status", {}).update(status)
     return change
-
-
-def written_macs(kvvm: Json | None) -> dict[str, str]:
-    """name → MAC of the KVVM's interfaces that its template's deckhouse request names
-    and that are named after their own MAC."""
-    if kvvm is None:
-        return {}
-    macs = {str(i.get("name")): str(i.get("macAddress") or "")
-            for i in ob.interfaces_of(ob.dig(kvvm, "spec", "template", "spec"))}
-    annotations = ob.dig(kvvm, "spec", "template", "metadata", "annotations") or {}
-    held: dict[str, str] = {}
-    for entry in nw.parse_list(annotations.get(nw.DECKHOUSE_REQUEST)) or []:
-        if_name, type_ = str(entry.get("ifName")), str(entry.get("type"))
-        mac = macs.get(if_name)
-        if mac and nw.mac_if_name(type_, mac) == if_name:
-            held[str(entry.get("name"))] = mac
-    return held
 
 
 class MACAddresses(Reactor):
@@ -118,7 +98,7 @@ class MACAddresses(Reactor):
         vmi = self.find(VMIS, *key)
         on_kvvm = {str(i.get("name")): str(i.get("macAddress") or "")
                    for i in ob.interfaces_of(ob.dig(kvvm, "spec", "template", "spec"))}
-        pool = mac_pool(vm, vmmacs, kvvm)
+        pool = mac_pool(vm, vmmacs)
         networks: list[Json] = []
         for network in spec:
             type_, name = str(network.get("type")), str(network.get("name") or "")

@@ -89,3 +89,51 @@ def test_a_network_without_an_allocated_address_gets_no_name() -> None:
     assert assigned == {"Network/a": "02:00:00:00:00:01"}
     assert NetworkSpec("ClusterNetwork", "b", named_by_mac=True).awaits_mac
     assert NetworkSpec("ClusterNetwork", "b", named_by_mac=True).if_name == ""
+
+
+def _pool_world(*, kvvm_holds: bool, pod_holds: bool) -> dict[str, str]:
+    """identity → MAC nicplug reads for `web` while Network/b, plugged first with the MAC
+    `...:01`, is requested by the pod (`pod_holds`) or on the KVVM (`kvvm_holds`), and
+    Network/a has been put before it since; the VM's status names neither yet."""
+    from nicplug.adapters.kube.resources import VM_UID_LABEL
+    from nicplug.adapters.kube.translate import VMObjects, assemble_world
+    from nicplug.adapters.sdn import dialect_for
+    from tests.unit.translate import bodies as b
+
+    first, second = "02:00:00:00:00:01", "02:00:00:00:00:02"
+    held_name = if_name_of_mac("Network", first)
+    entry = {"type": "Network", "name": "b", "id": 3, "ifName": held_name,
+             "uid": 64535, "gid": 64535}
+    request = json.dumps([entry])
+    vm = b.deckhouse_vm([{"type": "Main", "id": 1}, {"type": "Network", "name": "a", "id": 2},
+                         {"type": "Network", "name": "b", "id": 3}])
+    vm["status"]["networks"] = [{"type": "Main", "id": 1}]
+    vmmacs = [{"metadata": {"name": name, "namespace": b.NS, "uid": f"uid-{name}",
+                            "labels": {VM_UID_LABEL: b.VM_UID}},
+               "status": {"address": address, "phase": "Bound"}}
+              for name, address in (("web-aaaaa", first), ("web-bbbbb", second))]
+    deckhouse = dialect_for("deckhouse")
+    kvvm = b.kvvm(networks=b.pod_networks(held_name),
+                  interfaces=[{"name": held_name, "bridge": {}, "macAddress": first}],
+                  annotations={deckhouse.request_annotation: request}) if kvvm_holds else b.kvvm(
+                      networks=[], interfaces=[])
+    pod = b.launcher_pod(annotations={deckhouse.request_annotation: request})
+    pods = [pod] if pod_holds else []
+    objects = VMObjects(namespace=b.NS, name=b.VM, vm=vm, kvvm=kvvm, vmi=b.vmi(), pods=pods,
+                        vm_mac_addresses=vmmacs)
+    world = assemble_world(objects, dialect=deckhouse).world
+    assert world.vm is not None
+    return {n.identity: n.mac for n in world.vm.networks or () if n.mac}
+
+
+@pytest.mark.parametrize(("kvvm_holds", "pod_holds"), [(True, False), (False, True), (True, True)])
+def test_the_pool_holds_the_vm_status_alone_as_deckhouse_does(
+    kvvm_holds: bool, pod_holds: bool
+) -> None:
+    """`NewMacAddressPool` (`mac_pool.go`) reserves the MACs of `status.networks` and
+    nothing else; its one caller, `CreateNetworkSpec`, is handed the VM and its VMMACs only.
+    A MAC a KVVM interface or a launcher pod's request is named after, which the status
+    does not list yet, is free: the networks take the VMMACs in spec order, as
+    Deckhouse's controller writes them, so nicplug names them as the platform does."""
+    assert _pool_world(kvvm_holds=kvvm_holds, pod_holds=pod_holds) == {
+        "Network/a": "02:00:00:00:00:01", "Network/b": "02:00:00:00:00:02"}

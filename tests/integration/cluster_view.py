@@ -55,8 +55,7 @@ def iface(cluster: SimulatedCluster, vm: str, ref: NetworkRef) -> str:
                 if n.get("name") == ref[1] and n.get("macAddress")), None)
     if mac is None:
         uid = body["metadata"]["uid"]
-        kvvm = cluster.store.get(KVVMS, *split(vm))
-        mac = mac_pool(body, _vmmacs_of(cluster, vm, uid), kvvm).get(ref)
+        mac = mac_pool(body, _vmmacs_of(cluster, vm, uid)).get(ref)
     fixed = list(cluster.fixtures.vm_networks)
     if mac is None and memo not in _SEEN and ref in fixed:  # the VM was made with it
         mac = fixture_mac(*split(vm), fixed.index(ref) + 2)
@@ -80,7 +79,7 @@ def ifaces_it_could_have(cluster: SimulatedCluster, vm: str, ref: NetworkRef) ->
         return {iface(cluster, vm, ref)}
     body = cluster.store.get(VMS, *split(vm))
     mine = _vmmacs_of(cluster, vm, body["metadata"]["uid"])
-    held = set(mac_pool(body, mine, cluster.store.get(KVVMS, *split(vm))).values())
+    held = set(mac_pool(body, mine).values())
     return {nw.mac_if_name(ref[0], str(a)) for m in mine
             if (a := ob.dig(m, "status", "address")) and a not in held}
 

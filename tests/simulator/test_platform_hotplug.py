@@ -20,7 +20,7 @@ from nicplug.simulator.cluster import SimulatedCluster
 from nicplug.simulator.fixtures import Fixtures
 from nicplug.simulator.identity import DEFAULT_USER
 from nicplug.simulator.knobs import Delays, Failures, Knobs
-from nicplug.simulator.resources import IP_ADDRESSES, KVVMS, VMIS, VMS
+from nicplug.simulator.resources import IP_ADDRESSES, KVVMS, VMIS, VMMACS, VMS
 from tests.simulator import driving as d
 
 NS, VM = "default", "vm-00000"
@@ -341,3 +341,42 @@ async def test_a_network_the_platform_plugged_survives_a_migration(
     assert pod["metadata"]["name"] != before
     assert json.loads(nw.annotations_of(pod)[nw.DECKHOUSE_REQUEST])[0]["ifName"] == if_name
     assert if_name in _vmi_attached(cluster)
+
+
+async def test_the_status_reads_the_kvvm_by_the_name_the_pool_gives_from_the_status_alone(
+) -> None:
+    """`UpdateNetworkStatus` (`network.go`) lists each network with the MAC of the KVVM
+    interface named after the MAC `NewMacAddressPool` gives it, and that pool holds
+    `status.networks` alone (`mac_pool.go`): a KVVM interface written for `b` before the
+    status names it, with `a` put before `b` since, is read as `a`'s — the pool hands
+    the first VMMAC to `a` — and `b` has no MAC yet, as the real controller has it."""
+    cluster = await _cluster(Knobs(dialect="deckhouse", delays=DELAYS, native_hotplug=False))
+    try:
+        a, b = {"type": "Network", "name": "a", "id": 2}, {"type": "Network", "name": "b", "id": 3}
+        await _set_networks(cluster, [MAIN, a, b])
+        await cluster.advance(1.0)  # both VMMACs allocated, no KVVM interface for either
+        vmmacs = [m for m in cluster.store.list(VMMACS, NS)[0] if ob.dig(m, "status", "address")]
+        assert len(vmmacs) == 2
+        by_name = [str(m["status"]["address"]) for m in sorted(
+            vmmacs, key=lambda m: str(m["metadata"]["name"]))]
+        assert all("macAddress" not in n for n in cluster.store.get(VMS, NS, VM)["status"][
+            "networks"])
+        written = nw.mac_if_name("Network", by_name[0])
+        kvvm = cluster.store.get(KVVMS, NS, VM)
+        spec = kvvm["spec"]["template"]["spec"]
+        spec["networks"] = [*spec["networks"], {"name": written, "pod": {}}]
+        spec["domain"]["devices"]["interfaces"] = [
+            *spec["domain"]["devices"]["interfaces"],
+            {"name": written, "bridge": {}, "macAddress": by_name[0]}]
+        kvvm["spec"]["template"].setdefault("metadata", {}).setdefault("annotations", {})[
+            nw.DECKHOUSE_REQUEST] = json.dumps([{"id": 3, "type": "Network", "name": "b",
+                                                 "ifName": written, "uid": 64535,
+                                                 "gid": 64535}])
+        cluster.store.update(KVVMS, kvvm)
+        await cluster.advance(1.0)
+        networks = {n.get("name"): n.get("macAddress")
+                    for n in cluster.store.get(VMS, NS, VM)["status"]["networks"]
+                    if n.get("type") != "Main"}
+        assert networks == {"a": by_name[0], "b": None}
+    finally:
+        await cluster.stop()

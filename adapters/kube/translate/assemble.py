@@ -22,7 +22,7 @@ from typing import Any, TypeVar, cast
 
 from nicplug.adapters.kube.flavour import UPSTREAM
 from nicplug.adapters.kube.resources import VM_UID_LABEL
-from nicplug.adapters.kube.translate import macs, records
+from nicplug.adapters.kube.translate import ipam, macs, records
 from nicplug.adapters.kube.translate.objects import (
     KubeVirtObject,
     KVVMObject,
@@ -37,7 +37,7 @@ from nicplug.adapters.kube.translate.objects import (
     address_of,
     read,
 )
-from nicplug.adapters.sdn import Dialect, MalformedAnnotation
+from nicplug.adapters.sdn import Dialect
 from nicplug.adapters.sdn.codec import split_identity
 from nicplug.machines.world import (
     KVVM,
@@ -47,7 +47,6 @@ from nicplug.machines.world import (
     KVVMNetwork,
     LauncherPod,
     Migration,
-    SDNRequest,
     VMOperation,
     World,
     if_name_of,
@@ -88,6 +87,9 @@ class VMObjects:
     """The kubevirt flavour's networks: the multus NetworkAttachmentDefinitions the
     VM's template names (more are fine); None where they are not known (not watched,
     or the cluster serves no such kind: multus is not installed)."""
+    ip_addresses: Iterable[Body] | None = None
+    """The IPAddresses of the VM's namespace where IPAM's are watched and served
+    (Deckhouse); None where they are not: no network is then requested with an address."""
 
 
 def active_pod_uids(vmi: Body) -> tuple[str, ...]:
@@ -244,11 +246,12 @@ def assemble_world(
     pods = _launcher_pods(objects, dialect, errors, memo, named)
     if by_mac is not None and vm_body is not None:
         vmmacs = tuple(_vm_mac_addresses(objects, by_mac[0].uid, errors, memo))
-        written = _written_macs(objects.kvvm, dialect, namespace, memo)
-        requested = tuple(r for pod in pods for r in pod.requested)
-        named_by_mac = partial(_desired_named_by_mac, *by_mac, vmmacs, written, requested)
-        inputs = (by_mac, vmmacs, written, requested)
+        named_by_mac = partial(_desired_named_by_mac, *by_mac, vmmacs)
+        inputs = (by_mac, vmmacs)
         vm = named_by_mac() if memo is None else memo.derive("vm", vm_body, inputs, named_by_mac)
+    if vm is not None and objects.ip_addresses is not None:  # IPAM: `ipam.py`
+        vm = ipam.with_addresses(vm, ipam.pooled_networks(
+            objects.networks, objects.cluster_networks), objects.ip_addresses)
     migrations = _migrations(objects, errors, memo)
     every_operation = _vm_operations(objects, errors, memo)
     operations = tuple(o for o in every_operation if o.vmi_uid)
@@ -289,12 +292,10 @@ def _desired_named_by_mac(
     vm: DesiredVM,
     networks: macs.VMNetworks,
     vmmacs: Sequence[macs.MACAddress],
-    written: Mapping[str, str],
-    requested: Sequence[SDNRequest],
 ) -> DesiredVM:
     """The Deckhouse VM's desired networks, each named by the MAC it holds (`macs.py`):
     a function of these inputs only, so the memo keeps it while they stay equal."""
-    return records.named_by_mac(vm, macs.macs_of(networks, vmmacs, written, list(requested)))
+    return records.named_by_mac(vm, macs.macs_of(networks, vmmacs))
 
 
 def _pod_interfaces(kvvm: KVVM | None, vmi: VMI | None, dialect: Dialect) -> dict[str, str]:
@@ -360,26 +361,6 @@ def _launcher_pod(
     if pod.metadata.deletion_timestamp or pod.status.phase in FINISHED_POD_PHASES:
         return None
     return records.launcher_pod(pod, dialect=dialect, interfaces=named)
-
-
-def _written_macs(
-    body: Body | None, dialect: Dialect, namespace: str, memo: ReadMemo | None
-) -> dict[str, str]:
-    """The MACs the KVVM's interfaces hold for the networks its template names (none
-    when it is unreadable: the KVVM's own reading reports that)."""
-    if body is None:
-        return {}
-
-    def read_it() -> dict[str, str]:
-        try:
-            kvvm = read(KVVMObject, body, kind="KubeVirt VirtualMachine")
-            value = kvvm.spec.template.metadata.annotations.get(dialect.request_annotation)
-            requests = dialect.parse_requests(value=value, namespace=namespace)
-        except (MalformedObject, MalformedAnnotation):
-            return {}
-        return macs.kvvm_macs(kvvm, requests)
-
-    return _memoized(memo, "kvvm-macs", body, read_it)
 
 
 def _vm_mac_addresses(

@@ -7,12 +7,12 @@ the VM controller hands the addresses out (`pkg/common/network/mac_pool.go`,
 `CreateNetworkSpec` in `pkg/common/network/spec.go`, deckhouse/virtualization):
 
 * a network listed in the VM's `status.networks` with a MAC keeps it — matched by
-  name alone, as Deckhouse matches it. Deckhouse copies that MAC from the KVVM's
-  interface, so nicplug also counts as held the MAC of each KVVM interface its template
-  request names (the interface named after that very MAC), before Deckhouse's status
-  catches up, and likewise the MAC a launcher pod's SDN request is named after: a MAC
-  handed out is never handed to another network (nor another MAC to the same network)
-  before Deckhouse's status says so, which would rename an interface half-way;
+  name alone, as Deckhouse matches it. Nothing else is held: `NewMacAddressPool` reads
+  the status and the VMMACs only (its one caller, `CreateNetworkSpec`, is handed nothing
+  more). A MAC a KVVM interface or a launcher pod's request is named after, which the
+  status does not list yet, is free; when the pool then hands the network another one,
+  Deckhouse rewrites the pod's `networks-spec` and the KVVM under the new name, and so
+  does nicplug (a plug is named again while no KVVM or VMI holds its first name);
 * every other additional network, in `spec.networks` order, takes the next allocated
   address no `status.networks` entry holds, from the VMMACs in the order Deckhouse
   reads them (those `spec.networks[].virtualMachineMACAddressName` names first, in
@@ -31,12 +31,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from nicplug.adapters.kube.translate.objects import (
-    KVVMObject,
-    VirtualMachineObject,
-    VMMACObject,
-)
-from nicplug.machines.world import SDNRequest, identity_of, if_name_of_mac
+from nicplug.adapters.kube.translate.objects import VirtualMachineObject, VMMACObject
+from nicplug.machines.world import identity_of
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,48 +109,6 @@ def assign(
     return assigned
 
 
-def kvvm_macs(kvvm: KVVMObject | None, requests: Iterable[SDNRequest]) -> dict[str, str]:
-    """name → MAC of the KVVM's interfaces whose template request names them and whose
-    name is derived from that MAC: written for that network."""
-    if kvvm is None:
-        return {}
-    macs = {i.name: i.mac_address for i in kvvm.spec.template.spec.domain.devices.interfaces
-            if i.mac_address}
-    held: dict[str, str] = {}
-    for request in requests:
-        type_, _, name = request.identity.partition("/")
-        mac = macs.get(request.if_name)
-        if mac and type_ in ("Network", "ClusterNetwork") and if_name_of_mac(
-                type_, mac) == request.if_name:  # type: ignore[arg-type]
-            held[name] = mac
-    return held
-
-
-def requested_macs(requests: Iterable[SDNRequest], pool: Iterable[MACAddress]) -> dict[str, str]:
-    """name → MAC of the SDN requests (on the launcher pods) named after one of the VM's
-    allocated addresses: the name was handed out already, so its MAC stays held."""
-    by_name: dict[str, str] = {}
-    for mac in pool:
-        if mac.address:
-            by_name[if_name_of_mac("Network", mac.address)] = mac.address
-            by_name[if_name_of_mac("ClusterNetwork", mac.address)] = mac.address
-    held: dict[str, str] = {}
-    for request in requests:
-        found = by_name.get(request.if_name)
-        if found is not None:
-            held[request.identity.partition("/")[2]] = found
-    return held
-
-
-def macs_of(
-    vm: VMNetworks,
-    vmmacs: Iterable[MACAddress],
-    written: Mapping[str, str] | None = None,
-    requested: Iterable[SDNRequest] = (),
-) -> dict[str, str]:
-    """identity → MAC of every additional network of `vm` that has one; `written` the
-    MACs the KVVM holds for networks (`kvvm_macs`) and `requested` the launcher pods'
-    SDN requests, held as the status holds them."""
-    pool = in_deckhouse_order(vm, vmmacs)
-    held = {**requested_macs(requested, pool), **(written or {}), **vm.status}
-    return assign(vm.spec, held, pool)
+def macs_of(vm: VMNetworks, vmmacs: Iterable[MACAddress]) -> dict[str, str]:
+    """identity → MAC of every additional network of `vm` that has one."""
+    return assign(vm.spec, vm.status, in_deckhouse_order(vm, vmmacs))

@@ -6,7 +6,7 @@ from typing import Any
 
 from nicplug.adapters.core.worldview import WorldIndex
 from nicplug.adapters.kube import resources as kinds
-from nicplug.adapters.kube.flavour import UPSTREAM
+from nicplug.adapters.kube.flavour import DECKHOUSE, UPSTREAM
 
 
 def vm(namespace: str, name: str, *networks: tuple[str, str]) -> dict[str, Any]:
@@ -149,3 +149,35 @@ def test_a_nad_touches_the_kubevirt_vms_whose_template_names_it_once_nads_are_kn
 
 def address(body: dict[str, Any]) -> tuple[str, str]:
     return body["metadata"]["namespace"], body["metadata"]["name"]
+
+
+def test_ip_addresses_are_known_once_listed_and_touch_the_vms_of_their_namespace() -> None:
+    """IPAM's IPAddresses, an optional kind of the Deckhouse flavour: before they are
+    listed (or on a cluster that serves none) a VM's world has none to judge by (None:
+    no network is requested with an address); once listed, its namespace's."""
+    index = WorldIndex(DECKHOUSE)
+    index.apply(kinds.VIRTUAL_MACHINES, "ADDED", vm("a", "web", ("Network", "user-net")))
+    index.apply(kinds.VIRTUAL_MACHINES, "ADDED", vm("b", "db", ("Network", "user-net")))
+
+    def address(ns: str, name: str) -> dict[str, Any]:
+        return {"metadata": {"namespace": ns, "name": name, "resourceVersion": "1"}}
+
+    assert index.objects_of("a/web").ip_addresses is None  # not listed yet
+    assert index.presence(kinds.IP_ADDRESSES, False) == set()  # not served: still none
+    assert index.presence(kinds.IP_ADDRESSES, True) == {"a/web", "b/db"}
+    assert list(index.objects_of("a/web").ip_addresses or ()) == []
+    assert index.apply(kinds.IP_ADDRESSES, "ADDED", address("a", "web-x")) == {"a/web"}
+    assert index.apply(kinds.IP_ADDRESSES, "ADDED", address("b", "db-x")) == {"b/db"}
+    assert [m["metadata"]["name"] for m in index.objects_of("a/web").ip_addresses or ()] == [
+        "web-x"]
+    assert index.apply(kinds.IP_ADDRESSES, "DELETED", address("a", "web-x")) == {"a/web"}
+    assert list(index.objects_of("a/web").ip_addresses or ()) == []
+    assert index.presence(kinds.IP_ADDRESSES, False) == {"a/web", "b/db"}
+    assert index.objects_of("a/web").ip_addresses is None
+    assert WorldIndex(UPSTREAM).objects_of("a/web").ip_addresses is None  # not watched
+
+
+def test_the_ip_address_kind_is_optional_and_watched_with_the_deckhouse_macs() -> None:
+    assert kinds.IP_ADDRESSES.optional
+    assert kinds.IP_ADDRESSES in DECKHOUSE.watched
+    assert kinds.IP_ADDRESSES not in UPSTREAM.watched
