@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from nicplug.engine.records import quick_init
 from nicplug.machines.world import KVVM, MAIN_IF_NAME, NetworkSpec
 
 Direction = Literal["plug", "unplug", "update"]
@@ -20,6 +21,7 @@ Direction = Literal["plug", "unplug", "update"]
 MAIN = NetworkSpec("Main")
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class CarriedNetwork:
     """An entry the KVVM carries (its interface is present and not `state: absent`)."""
@@ -29,6 +31,7 @@ class CarriedNetwork:
     id: int | None = None
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class Change:
     """One difference: `restart` when only a restart can apply it."""
@@ -41,6 +44,7 @@ class Change:
     id: int | None = None
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class Comparison:
     desired: tuple[NetworkSpec, ...]
