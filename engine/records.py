@@ -66,6 +66,5 @@ def quick_init(cls: T) -> T:
     init = namespace["__init__"]
     init.__qualname__ = f"{cls.__qualname__}.__init__"
     init.__module__ = cls.__module__
-    init.__doc__ = cls.__init__.__doc__
     type.__setattr__(cls, "__init__", init)
     return cls
