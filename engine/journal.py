@@ -24,10 +24,12 @@ from nicplug.engine.model import (
     TimerCancel,
     TimerRequest,
 )
+from nicplug.engine.records import quick_init
 
 EffectStatus = Literal["issued", "succeeded", "failed"]
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class EffectUpdate:
     """A change to an outbox row: an attempt that failed for now, or the final outcome."""
@@ -39,6 +41,7 @@ class EffectUpdate:
     last_error: str | None = None
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class Commit:
     """One atomic unit. `expected[stream]` is the version the stream must be at before
@@ -59,6 +62,7 @@ class Commit:
     effect_updates: tuple[EffectUpdate, ...] = ()
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class EnqueuedEffect:
     """The outbox row an `EffectRequest` landed in; `new=False` when one with the same
@@ -68,6 +72,7 @@ class EnqueuedEffect:
     new: bool
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class Appended:
     """What a committed unit became. `events` are built on demand from the commit and
@@ -96,6 +101,7 @@ class Appended:
         return tuple(recorded)
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class StoredView:
     """A read-model row with what the journal adds to the machine's view.
@@ -115,6 +121,7 @@ class StoredView:
     archived: str | None = None
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class PendingEffect:
     """An outbox row, as the executor gets it."""
@@ -132,6 +139,7 @@ class PendingEffect:
     schema_version: int = 1
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class ArmedTimer:
     stream: StreamId

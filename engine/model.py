@@ -12,6 +12,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, Literal, NewType, Protocol, TypeVar
 
+from nicplug.engine.records import quick_init
+
 StreamId = NewType("StreamId", str)
 """One operation's stream; unique across the journal."""
 
@@ -21,6 +23,7 @@ Key = NewType("Key", str)
 CauseKind = Literal["observation", "timer", "effect", "command"]
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class Cause:
     """Why events were appended: the observation, timer or effect result behind them.
@@ -35,6 +38,7 @@ class Cause:
     dedup_key: str | None = None
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class NewEvent:
     """An event a decision wants appended to `stream`."""
@@ -45,6 +49,7 @@ class NewEvent:
     schema_version: int = 1
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class RecordedEvent:
     """An event as the journal holds it (after upcasting to the current schema)."""
@@ -61,6 +66,7 @@ class RecordedEvent:
     logical_time: float
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class EffectRequest:
     """Something the runtime must do in the world after the commit.
@@ -76,6 +82,7 @@ class EffectRequest:
     schema_version: int = 1
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class TimerRequest:
     """Arm (or re-arm, replacing) the durable timer `name` of `stream` at `deadline`.
@@ -88,12 +95,14 @@ class TimerRequest:
     deadline: float
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class TimerCancel:
     stream: StreamId
     name: str
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class Decision:
     events: tuple[NewEvent, ...] = ()
@@ -106,6 +115,7 @@ class Decision:
         return not (self.events or self.effects or self.timers or self.cancel_timers)
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class Observed:
     """Trigger: the world of the key changed (or was listed again)."""
@@ -113,6 +123,7 @@ class Observed:
     cause: Cause
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class TimerFired:
     stream: StreamId
@@ -120,6 +131,7 @@ class TimerFired:
     deadline: float
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class EffectOutcome:
     """Trigger: an effect finished. `ok=False` with `permanent=True` gave up."""
@@ -139,6 +151,7 @@ W = TypeVar("W")
 S = TypeVar("S")
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class Input(Generic[W]):
     """What `decide` sees: the latest observed world of the key and what woke it."""
@@ -148,6 +161,7 @@ class Input(Generic[W]):
     trigger: Trigger
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class StreamView:
     """A stream's row in the read model: its current state, kept in the same

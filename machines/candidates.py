@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from nicplug.engine.records import quick_init
 from nicplug.machines.comparator import Comparison, Direction
 from nicplug.machines.facts import Facts
 from nicplug.machines.graph import GUEST_KEEPS, STRANDED
@@ -22,6 +23,7 @@ from nicplug.machines.targets import template_identities
 from nicplug.machines.world import nad_identity
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class Candidate:
     """A change that needs an operation: (network, direction) plus what it asks."""

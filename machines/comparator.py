@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from nicplug.engine.records import quick_init
 from nicplug.machines.world import KVVM, MAIN_IF_NAME, NetworkSpec
 
 Direction = Literal["plug", "unplug", "update"]
@@ -22,6 +23,7 @@ Direction = Literal["plug", "unplug", "update"]
 MAIN = NetworkSpec("Main")
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class CarriedNetwork:
     """An entry the KVVM carries (its interface is present and not `state: absent`)."""
@@ -31,6 +33,7 @@ class CarriedNetwork:
     id: int | None = None
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class Change:
     """One difference: `restart` when only a restart can apply it."""
@@ -43,6 +46,7 @@ class Change:
     id: int | None = None
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class Comparison:
     desired: tuple[NetworkSpec, ...]

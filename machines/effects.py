@@ -28,6 +28,7 @@ from typing import Any, ClassVar, Literal, Self, cast
 import orjson
 
 from nicplug.engine.model import EffectRequest, StreamId
+from nicplug.engine.records import quick_init
 from nicplug.machines.world import KVVMInterface, KVVMNetwork, SDNRequest
 
 CONDITION_RESTART = "NetworkHotplugRestartRequired"
@@ -104,6 +105,7 @@ class Effect(ABC):
         return EffectRequest(stream, self.TYPE, payload, self.idempotency_key(payload))
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class PatchPodNetworks(Effect):
     """Set the pod's SDN request annotation to exactly `entries` (Main never listed),
@@ -141,6 +143,7 @@ class PatchPodNetworks(Effect):
         return cls(p["namespace"], p["pod"], p["pod_uid"], entries, observed)
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class VMNetworkEntry:
     """One KVVM interface+network in neutral form; the dialect renders the network."""
@@ -150,6 +153,7 @@ class VMNetworkEntry:
     absent: bool = False
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class KVVMTemplate:
     """What a KVVM patch was decided from: the template's interfaces, networks and SDN
@@ -184,6 +188,7 @@ class KVVMTemplate:
             interfaces, networks, template_requests)  # fmt: skip
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class PatchVirtualMachine(Effect):
     """Set the KVVM template's interfaces/networks and SDN request annotation, provided
@@ -235,6 +240,7 @@ class PatchVirtualMachine(Effect):
                    bool(p.get("stopped", False)))
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class SetVMCondition(Effect):
     """Set one condition on the `virtualization.deckhouse.io` VirtualMachine status."""
@@ -252,6 +258,7 @@ class SetVMCondition(Effect):
         return f"{self.namespace}/{self.name}"
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class RemoveVMCondition(Effect):
     """Remove one condition from the VirtualMachine status, as the platform does with
@@ -270,6 +277,7 @@ class RemoveVMCondition(Effect):
         return f"{self.namespace}/{self.name}"
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class RestartVM(Effect):
     """One step of a restart the platform performs: halt, (the change is written), start.
@@ -326,6 +334,7 @@ class RestartVM(Effect):
         return f"{self.namespace}/{self.name}"
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class CreateMigration(Effect):
     """Create the VMIM `migration` for `vmi`; an existing one of that name is success."""
@@ -340,6 +349,7 @@ class CreateMigration(Effect):
         return f"{self.namespace}/{self.migration}"
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class EmitEvent(Effect):
     """A Kubernetes Event on the VM; `stream`/`step` make each transition's event unique."""

@@ -17,6 +17,7 @@ from typing import Any, NamedTuple
 
 from nicplug.engine.audit import Step
 from nicplug.engine.model import Key, StreamId, StreamView
+from nicplug.engine.records import quick_init
 from nicplug.machines.comparator import Direction
 from nicplug.machines.graph import ALLOWED, TERMINAL
 
@@ -388,6 +389,7 @@ def apply(op: Operation, type_: str, p: Mapping[str, Any]) -> Operation:
     raise ValueError(f"unknown event type {type_!r}")
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class VMState:
     """Every operation of one VM that still matters: the latest attempt per

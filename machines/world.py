@@ -19,6 +19,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from nicplug.engine.records import quick_init
+
 NetworkType = Literal["Main", "Network", "ClusterNetwork"]
 ApprovalMode = Literal["Manual", "Automatic"]
 RolloutStrategy = Literal["LiveUpdate", "Stage"]
@@ -101,6 +103,7 @@ def nad_identity(
     return identity_of(*found) if found is not None else None
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class NetworkSpec:
     """One entry of the VM's `spec.networks`.
@@ -150,6 +153,7 @@ class NetworkSpec:
         return not self.if_name
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class Condition:
     type: str
@@ -160,6 +164,7 @@ class Condition:
     """`lastTransitionTime` (RFC 3339), where the platform wrote one."""
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class DesiredVM:
     """What the user wants: the `virtualization.deckhouse.io` VirtualMachine, or in the
@@ -186,6 +191,7 @@ class DesiredVM:
     """Deckhouse's `spec.runPolicy` (`""`: unset, the CRD's default)."""
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class KVVMInterface:
     """`spec.template.spec.domain.devices.interfaces[]`: `{name, bridge: {}, state?}`.
@@ -205,6 +211,7 @@ class KVVMInterface:
         return self.binding in ("", "bridge", "sriov")
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class KVVMNetwork:
     """`spec.template.spec.networks[]`: `pod: {}` or `multus: {networkName}`."""
@@ -220,6 +227,7 @@ RUNNING = "running"
 """The run strategy of a KVVM that says `spec.running: true` instead."""
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class KVVM:
     """The `kubevirt.io/v1` VirtualMachine of the same name.
@@ -242,6 +250,7 @@ class KVVM:
     derived: Any = field(default=None, init=False, repr=False, compare=False, hash=False)
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class VMIInterfaceStatus:
     """`status.interfaces[]`; attached to the guest when `domain` is in `info_source`."""
@@ -256,6 +265,7 @@ class VMIInterfaceStatus:
         return "domain" in self.info_source
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class VMI:
     """The `kubevirt.io/v1` VirtualMachineInstance."""
@@ -279,6 +289,7 @@ class VMI:
         return cond is not None and cond.status == "True"
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class SDNRequest:
     """One entry of the pod's SDN request annotation, dialect-neutral.
@@ -294,6 +305,7 @@ class SDNRequest:
     ip_address_names: tuple[str, ...] = ()
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class SDNStatus:
     """One entry of the SDN status annotation; `error` set when the SDN failed it for
@@ -306,6 +318,7 @@ class SDNStatus:
     message: str = ""
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class LauncherPod:
     """A virt-launcher pod of the VMI (two during a migration)."""
@@ -322,6 +335,7 @@ class LauncherPod:
     derived: Any = field(default=None, init=False, repr=False, compare=False, hash=False)
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class Migration:
     """A `VirtualMachineInstanceMigration` for the VMI. `failure`: KubeVirt's words for
@@ -342,6 +356,7 @@ class Migration:
 VMOP_FINISHED = frozenset({"Completed", "Failed", "Superseded"})
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class VMOperation:
     """A Deckhouse `VirtualMachineOperation` nicplug created to restart the VM: `type`
@@ -364,6 +379,7 @@ class VMOperation:
         return self.phase in VMOP_FINISHED
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class ClusterConfig:
     """From the KubeVirt CR; a missing strategy means `LiveUpdate`."""
@@ -376,6 +392,7 @@ FirstSeen = tuple[tuple[str, str], ...]
 """(network identity, interface name) pairs, sorted."""
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class World:
     """Everything observed about one VM at one moment."""
