@@ -87,13 +87,15 @@ class Observing:
 
     def changed(self, kind: KindRef, event_type: str, obj: dict[str, Any]) -> None:
         """One object changed (ADDED / MODIFIED / DELETED): mark the VMs it touches."""
-        ref = object_ref(kind, obj)
         kubevirt = kind.name == self._kubevirts.name
         if kubevirt and event_type != "DELETED" and not self._readable(obj):
             return  # the last readable configuration stands for every VM
         if event_type == "DELETED":
             self._memo.forget(obj)
         touched = self.index.apply(kind, event_type, obj)
+        if not touched:
+            return  # no VM's world changed (the object came back as it is held)
+        ref = object_ref(kind, obj)
         # Sorted: a set's order changes with the process's string hashing, and the order
         # VMs are observed in must not (a replay's journal and report are compared).
         for vm_key in sorted(touched) if len(touched) > 1 else touched:

@@ -92,7 +92,9 @@ class WorldIndex:
         """Record one change; return the VM keys (`ns/name`) whose world it changes.
 
         A Network or ClusterNetwork concerns the VMs that ask for it; a KubeVirt CR
-        every VM, when what nicplug reads of it changed.
+        every VM, when what nicplug reads of it changed. An object that arrives the
+        same as it is held (its kept fields, resourceVersion included, byte for byte)
+        changes no world: it touches none.
         """
         try:
             key = object_key(obj)
@@ -103,7 +105,10 @@ class WorldIndex:
             before = table.pop(key, None)
         else:
             before = table.get(key)
-            table[key] = encode(obj)
+            encoded = encode(obj)
+            if encoded == before:
+                return set()  # what is kept of it did not change: no VM's world did
+            table[key] = encoded
         if kind.name == self._pods:
             return self._apply_pod(key, event_type, obj)
         if kind.name == _NAMESPACES:  # its label may opt its VMs in to migrations

@@ -149,3 +149,16 @@ def test_a_nad_touches_the_kubevirt_vms_whose_template_names_it_once_nads_are_kn
 
 def address(body: dict[str, Any]) -> tuple[str, str]:
     return body["metadata"]["namespace"], body["metadata"]["name"]
+
+
+def test_an_object_that_comes_back_as_it_is_held_touches_no_vm() -> None:
+    index = index_of_three()
+    again = vm("a", "asks", ("Network", "user-net"), ("ClusterNetwork", "storage"))
+    assert index.apply(kinds.VIRTUAL_MACHINES, "MODIFIED", again) == set()
+    assert index.apply(kinds.NETWORKS, "MODIFIED", network("user-net", "b")) == set()
+    assert index.apply(kinds.NETWORKS, "ADDED", network("user-net", "b")) == set()
+    moved = vm("a", "asks", ("Network", "user-net"), ("ClusterNetwork", "storage"))
+    moved["metadata"]["resourceVersion"] = "2"  # a new version is a change
+    assert index.apply(kinds.VIRTUAL_MACHINES, "MODIFIED", moved) == {"a/asks"}
+    assert index.apply(kinds.NETWORKS, "DELETED", network("user-net", "b")) \
+        == {"b/same-name-elsewhere"}
