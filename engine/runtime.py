@@ -231,6 +231,18 @@ class Runtime(Generic[S, W]):
             self._dispatch.submit(key, fired)
         self._dispatch.submit(key, Observed(cause))
 
+    def seen(self, key: Key) -> None:
+        """A newer version of `key`'s objects came that is the same for decisions as
+        its last world (only resourceVersions moved): nothing is decided from it, but
+        what waits for the world to move since its decision (an effect refused as
+        stale, a 409) is decided again now, from the last world."""
+        self._require_running()
+        if key in self._holding or key not in self._observations:
+            return  # held still, or never observed: its next observation decides
+        self._observations[key] = next(self._observation_numbers)
+        for outcome in self._held.pop(key, []):
+            self._dispatch.submit(key, outcome)
+
     def forget(self, key: Key) -> None:
         """`key` is gone from the world (nothing of its VM is left). Once its inputs
         are decided and nothing of it is live — every stream's view terminal, no timer

@@ -99,6 +99,7 @@ def test_the_index_links_pods_to_their_vm_whichever_is_seen_first(
     assert index.apply(flavour.launcher_pods, "MODIFIED", pod) == set()
     changed = copy.deepcopy(pod)
     changed["metadata"]["resourceVersion"] = "changed"
+    changed["status"] = {"phase": "Succeeded"}
     assert index.apply(flavour.launcher_pods, "MODIFIED", changed) == {f"{b.NS}/{b.VM}"}
     index.apply(flavour.launcher_pods, "DELETED", pod)
     assert list(index.objects_of(f"{b.NS}/{b.VM}").pods) == []
