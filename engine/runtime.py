@@ -9,7 +9,8 @@ events after them; timers are re-armed, effects without a recorded outcome re-is
 
 An effect refused because the world moved (`RetryAfterObservation`) is decided again
 with the key's next observation, or at once when one newer than its decision's world
-has come in meanwhile (else it would wait for one that already came).
+has come in meanwhile (else it would wait for one that already came), or when `seen`
+says a newer version came that is the same for decisions.
 
 A key whose world cannot be read is held (`hold`): nothing is decided for it, and the
 timers that fire, the outcomes that arrive and the effects due to be attempted (a first
