@@ -5,7 +5,9 @@
 hotplug of one VM (the sample tape `live-hotplug-a-network`) cloned for every VM — the
 lists, then each plug step for one VM in ten at once — followed by status churn: each
 VM's VMI and launcher pod updated `BURST` times per moment, a moment per chunk of
-`CHUNK` VMs, until the tape holds the wanted number of events. Each tape is replayed
+`CHUNK` VMs, until the tape holds the wanted number of events. Each churn write carries
+a new resourceVersion, as the API server gives every write one (`--same-versions`: the
+churned objects keep theirs, as the tapes of this benchmark did before). Each tape is replayed
 in a child process (`nicplug replay`'s code, in-memory journal) that reports its own
 time, CPU time and peak RSS; a short and a 5× longer tape with the same VMs show
 whether memory grows with the tape's length. Generation is not timed. Prints a table,
@@ -14,6 +16,7 @@ then one JSON line.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import subprocess
@@ -25,8 +28,6 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-
-from bench._args import quick as quick_run
 
 ROOT = Path(__file__).resolve().parent.parent
 TEMPLATE = ROOT / "tests" / "tapes" / "live-hotplug-a-network.tape.jsonl"
@@ -98,8 +99,13 @@ def _line(type_: str, at: float, body: bytes) -> bytes:
     return b'{"type":"%s","at":"%s","object":%s}\n' % (type_.encode(), stamp.encode(), body)
 
 
-def generate(path: Path, *, vms: int, events: int) -> int:
-    """Write a tape of `events` events for `vms` VMs; return the events written."""
+FIRST_CHURN_VERSION = 1_000_000_000
+"""The resourceVersions of churn writes count up from here (above the template's)."""
+
+
+def generate(path: Path, *, vms: int, events: int, versioned: bool = True) -> int:
+    """Write a tape of `events` events for `vms` VMs; return the events written.
+    `versioned`: every churn write gets a new resourceVersion."""
     template = Template(TEMPLATE)
     written = 0
     with path.open("wb") as out:
@@ -128,7 +134,12 @@ def generate(path: Path, *, vms: int, events: int) -> int:
                         state = template.plugged if index % PLUGGED == 0 else template.steady
                         obj = state[beat % 2]
                         status = {**obj.get("status", {}), "heartbeat": f"{round_}-{beat}"}
-                        body = template.clone(orjson.dumps({**obj, "status": status}), index)
+                        churned = {**obj, "status": status}
+                        if versioned:
+                            churned["metadata"] = {
+                                **obj["metadata"],
+                                "resourceVersion": str(FIRST_CHURN_VERSION + written)}
+                        body = template.clone(orjson.dumps(churned), index)
                         out.write(_line("MODIFIED", moment, body))
                         written += 1
                 moment += 1.0
@@ -165,15 +176,22 @@ def _child(tape: Path) -> dict[str, Any]:
 
 
 def main(argv: list[str]) -> int:
-    quick = quick_run(argv, name="replay", doc=__doc__,
-                      smaller="tapes of 10k and 50k events for 1k VMs")
+    parser = argparse.ArgumentParser(
+        prog="python -m bench replay", description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true",
+                        help="a smaller run: tapes of 10k and 50k events for 1k VMs")
+    parser.add_argument("--same-versions", action="store_true",
+                        help="churn writes keep each object's resourceVersion")
+    args = parser.parse_args(argv)
+    quick, versioned = bool(args.quick), not args.same_versions
     vms = 1_000 if quick else 10_000
     long_events = 50_000 if quick else 1_000_000
     runs: dict[int, dict[str, Any]] = {}
     with tempfile.TemporaryDirectory(prefix="nicplug-bench-replay-") as tmp:
         for events in (long_events // 10 * 2, long_events):
             tape = Path(tmp) / f"{events}.tape.jsonl"
-            generate(tape, vms=vms, events=events)
+            generate(tape, vms=vms, events=events, versioned=versioned)
             figures = _child(tape)
             figures["tape_mb"] = tape.stat().st_size / (1 << 20)
             tape.unlink()
@@ -188,6 +206,7 @@ def main(argv: list[str]) -> int:
     short, long_ = runs[long_events // 10 * 2], runs[long_events]
     result = {
         "vms": vms,
+        "versioned_churn": versioned,
         "events": long_["events"],
         "events_per_s": round(long_["events"] / long_["seconds"]),
         "events_per_cpu_s": round(long_["events"] / long_["cpu"]),

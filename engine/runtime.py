@@ -9,7 +9,8 @@ events after them; timers are re-armed, effects without a recorded outcome re-is
 
 An effect refused because the world moved (`RetryAfterObservation`) is decided again
 with the key's next observation, or at once when one newer than its decision's world
-has come in meanwhile (else it would wait for one that already came).
+has come in meanwhile (else it would wait for one that already came), or when `seen`
+says a newer version came that is the same for decisions.
 
 A key whose world cannot be read is held (`hold`): nothing is decided for it, and the
 timers that fire, the outcomes that arrive and the effects due to be attempted (a first
@@ -230,6 +231,18 @@ class Runtime(Generic[S, W]):
         for fired in self._held_timers.pop(key, []):
             self._dispatch.submit(key, fired)
         self._dispatch.submit(key, Observed(cause))
+
+    def seen(self, key: Key) -> None:
+        """A newer version of `key`'s objects came that is the same for decisions as
+        its last world (only resourceVersions moved): nothing is decided from it, but
+        what waits for the world to move since its decision (an effect refused as
+        stale, a 409) is decided again now, from the last world."""
+        self._require_running()
+        if key in self._holding or key not in self._observations:
+            return  # held still, or never observed: its next observation decides
+        self._observations[key] = next(self._observation_numbers)
+        for outcome in self._held.pop(key, []):
+            self._dispatch.submit(key, outcome)
 
     def forget(self, key: Key) -> None:
         """`key` is gone from the world (nothing of its VM is left). Once its inputs

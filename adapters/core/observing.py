@@ -92,13 +92,17 @@ class Observing:
 
     def changed(self, kind: KindRef, event_type: str, obj: dict[str, Any]) -> None:
         """One object changed (ADDED / MODIFIED / DELETED): mark the VMs it touches."""
-        ref = object_ref(kind, obj)
         kubevirt = kind.name == self._kubevirts.name
         if kubevirt and event_type != "DELETED" and not self._readable(obj):
             return  # the last readable configuration stands for every VM
         if event_type == "DELETED":
             self._memo.forget(obj)
         touched = self.index.apply(kind, event_type, obj)
+        if not touched:
+            if self.index.any_moved:
+                self.wake.set()  # its resourceVersion alone moved: `feed` tells the runtime
+            return  # no VM's world changed in what a decision reads
+        ref = object_ref(kind, obj)
         # Sorted: a set's order changes with the process's string hashing, and the order
         # VMs are observed in must not (a replay's journal and report are compared).
         for vm_key in sorted(touched) if len(touched) > 1 else touched:
@@ -122,6 +126,11 @@ class Observing:
         """Observe every dirty VM once, in the order they became dirty; return how many."""
         dirty, self._dirty = self._dirty, {}
         self.wake.clear()
+        # VMs whose objects moved in resourceVersion alone: the same worlds for
+        # decisions, so none is assembled; what waits for a newer world goes on
+        for vm_key in sorted(self.index.moved()):
+            if vm_key not in dirty and self.in_scope(vm_key):
+                runtime.seen(Key(vm_key))
         fed = 0
         budget = self._time_slice
         began = self._now() if budget is not None else 0.0

@@ -1,7 +1,9 @@
 """Replaying a tape: the controller's own decision code, a virtual clock, no server.
 
 Watch events go through `Observing` (index → dirty VMs → assembled worlds →
-`runtime.observe`), exactly as in `nicplug run`, into a `Runtime` over the
+`runtime.observe`), exactly as in `nicplug run`, each object cut to what nicplug reads
+of it as the live informers cut it (`cache_projection`: an event that changes nothing
+read touches no VM), into a `Runtime` over the
 `HotplugDecider`, with a `VirtualClock` and an executor that only writes effects down.
 Time is every line's `at` (bookmarks, ERROR and EFFECT lines too, so a quiet period
 recorded as bookmarks fires its timers), or one second after the previous event where
@@ -21,7 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -29,6 +31,7 @@ from typing import Any
 
 from nicplug.adapters.core.observing import Observing
 from nicplug.adapters.core.settings import Settings
+from nicplug.adapters.core.worldview import cache_projection
 from nicplug.adapters.heap import loading_long_lived
 from nicplug.adapters.kube.flavour import DECKHOUSE, UPSTREAM, Flavour, with_dialect
 from nicplug.adapters.kube.resources import object_key
@@ -186,6 +189,7 @@ class Replay:
         )
         self._flavour = settings.flavour()
         self._observing = Observing(self._dialect, self._flavour, scope=settings.scope())
+        self._projections: dict[str, Callable[[dict[str, Any]], dict[str, Any]] | None] = {}
 
     async def run(self, lines: Readable | Iterable[bytes | Overlong]) -> ReplayResult:
         """Replay a tape: a binary stream, or its lines already cut."""
@@ -271,7 +275,7 @@ class Replay:
                 if result.started is None:
                     result.started = at
             if isinstance(item, WatchEvent):
-                self._observing.changed(item.kind, item.type, item.object)
+                self._observing.changed(item.kind, item.type, self._projected(item))
         result.observations += await self._settle(runtime)
         end = self.until.moment
         if self.until.after is not None:
@@ -281,6 +285,15 @@ class Replay:
             result.observations += await self._settle(runtime)
             moment = end
         result.ended = moment
+
+    def _projected(self, event: WatchEvent) -> dict[str, Any]:
+        """The object as a live informer hands it on: only what nicplug reads of it."""
+        name = event.kind.name
+        try:
+            project = self._projections[name]
+        except KeyError:
+            project = self._projections[name] = cache_projection(event.kind)
+        return event.object if project is None else project(event.object)
 
     def _time_of(self, item: Item, moment: float | None, result: ReplayResult) -> float | None:
         """The time a line moves the clock to (None: it does not); a line whose `at` is

@@ -90,23 +90,53 @@ class WorldIndex:
         self._uid_of_vm: dict[str, str] = {}  # VM key → VM uid
         self._vmmacs_of: dict[str, set[str]] = defaultdict(set)  # VM uid → VMMAC keys
         self._vmmac_owner: dict[str, str] = {}  # VMMAC key → the VM uid it is labelled with
+        self._moved: set[str] = set()  # VMs whose objects moved in resourceVersion alone
 
     def apply(self, kind: KindRef, event_type: str, obj: Body) -> set[str]:
-        """Record one change; return the VM keys (`ns/name`) whose world it changes.
+        """Record one change; return the VM keys (`ns/name`) whose world it changes in
+        what a decision reads.
 
         A Network or ClusterNetwork concerns the VMs that ask for it; a KubeVirt CR
-        every VM, when what nicplug reads of it changed.
+        every VM, when what nicplug reads of it changed. An object that arrives the
+        same as it is held (its kept fields byte for byte) changes no world: it touches
+        none; one whose resourceVersion alone moved touches none either, and its VMs
+        are told by `moved` (what waits for a newer world may go on).
         """
         try:
             key = object_key(obj)
         except ValueError:
             return set()
         table = self._objects[kind.name]
+        version_only = False
         if event_type == "DELETED":
             before = table.pop(key, None)
         else:
             before = table.get(key)
-            table[key] = encode(obj)
+            encoded = encode(obj)
+            if encoded == before:
+                return set()  # what is kept of it did not change: no VM's world did
+            table[key] = encoded
+            version_only = before is not None and _same_but_version(before, obj, encoded)
+        touched = self._touched(kind, key, event_type, obj, before)
+        if version_only:
+            self._moved.update(touched)
+            return set()
+        return touched
+
+    @property
+    def any_moved(self) -> bool:
+        return bool(self._moved)
+
+    def moved(self) -> set[str]:
+        """The VMs an object of which changed in its resourceVersion alone since last
+        asked (their worlds are the same for decisions); forgotten once asked."""
+        moved, self._moved = self._moved, set()
+        return moved
+
+    def _touched(
+        self, kind: KindRef, key: str, event_type: str, obj: Body, before: bytes | None
+    ) -> set[str]:
+        """Keep the links of the changed object current; the VMs it concerns."""
         if kind.name == self._pods:
             return self._apply_pod(key, event_type, obj)
         if kind.name == _NAMESPACES:  # its label may opt its VMs in to migrations
@@ -356,6 +386,21 @@ class WorldIndex:
     def version_of(self, kind: KindRef, key: str) -> str:
         obj = _decoded(self._objects[kind.name].get(key))
         return str(_meta(obj).get("resourceVersion") or "") if obj else ""
+
+
+def _same_but_version(before: bytes, obj: Body, encoded: bytes) -> bool:
+    """Is `obj` (encoded as `encoded`) the object held as `before` but for its
+    resourceVersion? Compared as encodings, so any other difference, even of key order,
+    counts as a change."""
+    meta = obj.get("metadata")
+    if not isinstance(meta, dict) or "resourceVersion" not in meta:
+        return False
+    held = decode(before)
+    held_meta = held.get("metadata")
+    if not isinstance(held_meta, dict) or "resourceVersion" not in held_meta:
+        return False
+    held_meta["resourceVersion"] = meta["resourceVersion"]
+    return encode(held) == encoded
 
 
 def _decoded(encoded: bytes | None) -> Body | None:

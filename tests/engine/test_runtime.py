@@ -183,6 +183,26 @@ async def test_a_superseded_effect_is_decided_again_with_the_next_world(
     await runtime.stop()
 
 
+async def test_a_superseded_effect_is_decided_again_when_a_newer_version_is_seen(
+    journal: SQLiteJournal,
+) -> None:
+    """A 409 because the object's status moved: the next version is the same for
+    decisions (`seen`, no new world), and the step is asked again at once."""
+    clock = VirtualClock()
+    executor = ScriptedExecutor(clock, journal, script={1: [RetryAfterObservation("409")]})
+    runtime = make(journal, executor, clock)
+    await runtime.start()
+    runtime.seen(B)  # never observed: nothing to go on
+    await runtime.observe(A, 1, Cause("observation", "target@1"))
+    await runtime.drain()
+    assert await types_of(journal, A) == ["Requested"]
+    runtime.seen(A)
+    await runtime.drain()
+    assert await types_of(journal, A) == ["Requested", "Requested", "Bumped"]
+    assert not runtime.remembers(B)
+    await runtime.stop()
+
+
 async def test_a_superseded_effect_is_decided_again_when_a_timer_fires_first(
     journal: SQLiteJournal,
 ) -> None:

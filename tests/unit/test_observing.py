@@ -183,3 +183,29 @@ async def test_a_deleted_vm_leaves_the_runtimes_memory_once_its_operations_ended
         (view,) = await journal.views(key=Key(VM))
         assert (view.view.state, view.view.terminal) == ("Cancelled", True)
         await runtime.stop()
+
+
+async def test_a_new_resource_version_alone_is_no_observation() -> None:
+    store = cluster()
+    observing = listed(store)
+    clock = VirtualClock()
+    async with opened(":memory:") as journal:
+        runtime: Runtime[VMState, World] = Runtime(
+            HotplugDecider(), journal, RecordingExecutor(clock), clock, concurrency=1)
+        await runtime.start()
+        assert await observing.feed(runtime) == 2
+        await runtime.drain()
+        vmi = copy.deepcopy(store.get(sim.VMIS, "default", "vm-00000"))
+        vmi["metadata"]["resourceVersion"] = "9999"
+        observing.wake.clear()
+        observing.changed(kinds.vmis, "MODIFIED", vmi)
+        assert observing.pending == 0 and observing.wake.is_set()
+        assert await observing.feed(runtime) == 0  # nothing assembled, nothing decided
+        held = observing.index.get(kinds.vmis, VM)
+        assert held is not None and held["metadata"]["resourceVersion"] == "9999"
+        vmi["metadata"]["resourceVersion"] = "10000"
+        vmi["status"]["phase"] = "Failed"
+        observing.changed(kinds.vmis, "MODIFIED", vmi)
+        assert observing.pending == 1
+        assert await observing.feed(runtime) == 1
+        await runtime.stop()

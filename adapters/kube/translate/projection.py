@@ -8,9 +8,9 @@ nested models and lists of them followed) and drops the rest, as controller-runt
 cache transforms do. The models stay the one statement of what is read: a field added
 to a model is kept from then on.
 
-The strings kept are interned (but uids and resourceVersions, unique to an object):
-the same namespace, name, phase, condition, node, label or timestamp in 10,000
-objects is one string, not 10,000 copies (~20% of the cache).
+The strings kept are not interned: every cache encodes the projected body at once
+(`kube/encoded.py`) and drops the dict, so an interned string outlived nothing, and
+interning each was a third of the projection's cost on every watch event.
 A projection never repairs or judges: a field the model reads is kept as it came,
 malformed or not, so reading the projected body fails exactly where reading the whole
 body fails, and gives the same record where it succeeds.
@@ -21,7 +21,6 @@ from __future__ import annotations
 import types
 import typing
 from collections.abc import Callable, Mapping
-from sys import intern
 from typing import Any, Union
 
 from pydantic import BaseModel
@@ -57,9 +56,6 @@ def _model_in(annotation: Any) -> type[BaseModel] | None:
 _MAPPING = (dict, Mapping)
 """`isinstance` of a JSON body: dict first, an exact type check (the ABC's is slow)."""
 _ABSENT = object()
-_UNIQUE = frozenset({"uid", "resourceVersion"})
-"""Fields whose value no other object shares: interning them would only grow the
-interpreter's table of interned strings."""
 
 
 def project(shape: Shape, body: Mapping[str, Any]) -> Body:
@@ -73,10 +69,6 @@ def project(shape: Shape, body: Mapping[str, Any]) -> Body:
                 value = project(inner, value)
             elif isinstance(value, list):
                 value = [project(inner, v) if isinstance(v, _MAPPING) else v for v in value]
-        elif type(value) is str:
-            value = value if wire in _UNIQUE else intern(value)
-        elif type(value) is dict:  # kept whole: labels, annotations
-            value = {k: intern(v) if type(v) is str else v for k, v in value.items()}
         kept[wire] = value
     return kept
 

@@ -50,11 +50,12 @@ def index_of_three() -> WorldIndex:
 
 def test_a_network_change_touches_only_the_vms_that_ask_for_it() -> None:
     index = index_of_three()
-    assert index.apply(kinds.NETWORKS, "MODIFIED", network("user-net", "a", rv="2")) \
-        == {"a/asks"}
-    assert index.apply(kinds.NETWORKS, "MODIFIED", network("unused", "a", rv="2")) == set()
-    assert index.apply(kinds.CLUSTER_NETWORKS, "MODIFIED", network("storage", rv="2")) \
-        == {"a/asks"}
+    assert index.apply(kinds.NETWORKS, "MODIFIED",
+                       network("user-net", "a", rv="2", ready="False")) == {"a/asks"}
+    assert index.apply(kinds.NETWORKS, "MODIFIED",
+                       network("unused", "a", rv="2", ready="False")) == set()
+    assert index.apply(kinds.CLUSTER_NETWORKS, "MODIFIED",
+                       network("storage", rv="2", ready="False")) == {"a/asks"}
     assert index.apply(kinds.NETWORKS, "DELETED", network("user-net", "b")) \
         == {"b/same-name-elsewhere"}
 
@@ -71,11 +72,13 @@ def test_a_world_holds_only_the_networks_its_vm_asks_for() -> None:
 def test_a_spec_change_moves_what_the_vm_is_touched_by() -> None:
     index = index_of_three()
     index.apply(kinds.VIRTUAL_MACHINES, "MODIFIED", vm("a", "asks", ("Network", "unused")))
-    assert index.apply(kinds.NETWORKS, "MODIFIED", network("user-net", "a", rv="3")) == set()
-    assert index.apply(kinds.NETWORKS, "MODIFIED", network("unused", "a", rv="3")) \
-        == {"a/asks"}
+    assert index.apply(kinds.NETWORKS, "MODIFIED",
+                       network("user-net", "a", rv="3", ready="False")) == set()
+    assert index.apply(kinds.NETWORKS, "MODIFIED",
+                       network("unused", "a", rv="3", ready="False")) == {"a/asks"}
     index.apply(kinds.VIRTUAL_MACHINES, "DELETED", vm("a", "asks"))
     assert index.apply(kinds.NETWORKS, "MODIFIED", network("unused", "a", rv="4")) == set()
+    assert index.moved() == set()  # asked for by no VM any more
 
 
 def test_an_unreadable_spec_asks_for_nothing() -> None:
@@ -181,3 +184,32 @@ def test_the_ip_address_kind_is_optional_and_watched_with_the_deckhouse_macs() -
     assert kinds.IP_ADDRESSES.optional
     assert kinds.IP_ADDRESSES in DECKHOUSE.watched
     assert kinds.IP_ADDRESSES not in UPSTREAM.watched
+
+
+def test_an_object_that_comes_back_as_it_is_held_touches_no_vm() -> None:
+    index = index_of_three()
+    again = vm("a", "asks", ("Network", "user-net"), ("ClusterNetwork", "storage"))
+    assert index.apply(kinds.VIRTUAL_MACHINES, "MODIFIED", again) == set()
+    assert index.apply(kinds.NETWORKS, "MODIFIED", network("user-net", "b")) == set()
+    assert index.apply(kinds.NETWORKS, "ADDED", network("user-net", "b")) == set()
+    assert index.moved() == set()
+    assert index.apply(kinds.NETWORKS, "DELETED", network("user-net", "b")) \
+        == {"b/same-name-elsewhere"}
+
+
+def test_a_new_resource_version_alone_touches_no_vm_but_says_it_moved() -> None:
+    index = index_of_three()
+    moved = vm("a", "asks", ("Network", "user-net"), ("ClusterNetwork", "storage"))
+    moved["metadata"]["resourceVersion"] = "2"
+    assert index.apply(kinds.VIRTUAL_MACHINES, "MODIFIED", moved) == set()
+    assert index.apply(kinds.NETWORKS, "MODIFIED", network("user-net", "b", rv="2")) == set()
+    assert index.moved() == {"a/asks", "b/same-name-elsewhere"}
+    assert index.moved() == set()  # told once
+    assert index.vm_body("a/asks") == moved  # the newest version is the one held
+    changed = vm("a", "asks", ("Network", "user-net"))
+    changed["metadata"]["resourceVersion"] = "3"
+    assert index.apply(kinds.VIRTUAL_MACHINES, "MODIFIED", changed) == {"a/asks"}
+    assert index.apply(kinds.NETWORKS, "MODIFIED",
+                       network("user-net", "b", rv="3", ready="False")) \
+        == {"b/same-name-elsewhere"}
+    assert index.moved() == set()

@@ -94,8 +94,13 @@ def test_the_index_links_pods_to_their_vm_whichever_is_seen_first(
     objects = index.objects_of(f"{b.NS}/{b.VM}")
     assert [p["metadata"]["name"] for p in objects.pods] == ["virt-launcher-web-x7k2p"]
     assert _names(objects) == ["virt-launcher-web-x7k2p"]
-    # a pod change now concerns the VM; its deletion takes it away
-    assert index.apply(flavour.launcher_pods, "MODIFIED", pod) == {f"{b.NS}/{b.VM}"}
+    # a pod change now concerns the VM (its coming back unchanged does not); its
+    # deletion takes it away
+    assert index.apply(flavour.launcher_pods, "MODIFIED", pod) == set()
+    changed = copy.deepcopy(pod)
+    changed["metadata"]["resourceVersion"] = "changed"
+    changed["status"] = {"phase": "Succeeded"}
+    assert index.apply(flavour.launcher_pods, "MODIFIED", changed) == {f"{b.NS}/{b.VM}"}
     index.apply(flavour.launcher_pods, "DELETED", pod)
     assert list(index.objects_of(f"{b.NS}/{b.VM}").pods) == []
 
