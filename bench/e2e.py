@@ -1,7 +1,7 @@
 """End to end: nicplug and the kopf peer, one after the other, on one simulated cluster.
 
 `python -m bench e2e [--quick] [--size 1k|10k] [--no-peer] [--peer DIR] [--profile FILE]
-[--stalls FILE] [--sample FILE] [--observe]` (`--help` says each). For each size
+[--stalls FILE] [--sample FILE] [--observe] [--operation-objects]` (`--help` says each). For each size
 (plugging + idle VMs: 100 + 1,000 and 1,000 + 10,000; `--quick`: 20 + 200 with 100
 unused Networks), one simulated cluster process (`bench._timed_cluster`: every
 simulated delay zero, upstream KubeVirt API names, which the peer speaks) serves
@@ -42,7 +42,10 @@ py-spy sample nicplug over the window its CPU is counted in (`python -m bench._s
 FILE` splits it into the per-hotplug budget's stages). By default the cluster's
 Deckhouse does not hot-plug (`native_hotplug` off) and nicplug runs `--mode drive`,
 writing what the peer writes; `--observe` turns the platform's hotplug on and runs
-`--mode observe` (no peer): nicplug's CPU per hotplug it only tracks.
+`--mode observe` (no peer): nicplug's CPU per hotplug it only tracks. nicplug runs
+with `--operation-objects off` (the issue's figures count the controller without its
+optional `NetworkInterfaceOperation` objects, which the peer has no counterpart of);
+`--operation-objects` turns them on, to report what they cost.
 
 The steady pace follows the burst's throughput, which swings with the machine's load
 (100-400 hotplugs/s at 10,000 VMs on one quiet machine), and the latency added per step
@@ -206,7 +209,8 @@ class Controller:
 
 
 def nicplug(cluster: Cluster, directory: Path, profile: Path | None = None,
-            stalls: Path | None = None, mode: str = "drive") -> Controller:
+            stalls: Path | None = None, mode: str = "drive",
+            operation_objects: bool = False) -> Controller:
     port = _free_port()
     metrics = f"http://127.0.0.1:{port}"
     cli = (["-m", "bench._profiled", str(profile)] if profile
@@ -217,7 +221,8 @@ def nicplug(cluster: Cluster, directory: Path, profile: Path | None = None,
         [*cli, "run", "--kubeconfig", str(cluster.kubeconfig),
          "--journal", str(directory / "journal.db"), "--metrics-addr", f"127.0.0.1:{port}",
          "--query-addr", "",
-         "--identity", "bench", "--kubevirt-api", "upstream", "--mode", mode],
+         "--identity", "bench", "--kubevirt-api", "upstream", "--mode", mode,
+         "--operation-objects", "on" if operation_objects else "off"],
         ROOT, {}, lambda: _get(metrics + "/readyz") is not None,
         lambda agent: agent.startswith("nicplug/"),
     )
@@ -428,7 +433,7 @@ def run_size(plugging: int, idle: int, directory: Path, peer: Path | None, *,
              networks: int = 0, profile: Path | None = None,
              stalls: Path | None = None, steady_rate: float | None = None,
              steady_only: bool = False, observe: bool = False,
-             sample: Path | None = None) -> SizeRun:
+             sample: Path | None = None, operation_objects: bool = False) -> SizeRun:
     steady_n = max(plugging // 2, 10)
     total = plugging + idle
     if idle < plugging + steady_n:
@@ -440,7 +445,8 @@ def run_size(plugging: int, idle: int, directory: Path, peer: Path | None, *,
     cluster = start_cluster(total, directory, networks=networks, native_hotplug=observe)
     try:
         ctl = nicplug(cluster, directory, profile, stalls,
-                      mode="observe" if observe else "drive")
+                      mode="observe" if observe else "drive",
+                      operation_objects=operation_objects)
         port = ctl.argv[ctl.argv.index("--metrics-addr") + 1]
         side = run_side(cluster, ctl, steady if steady_only else ours,
                         directory / "nicplug.log", deadline=deadline,
@@ -518,6 +524,10 @@ def main(argv: list[str]) -> int:
                         help="the platform hot-plugs (the simulated Deckhouse's "
                              "native_hotplug) and nicplug runs --mode observe: its CPU per "
                              "observed hotplug; no peer (compare with a drive run's)")
+    parser.add_argument("--operation-objects", action="store_true",
+                        help="nicplug writes its NetworkInterfaceOperation objects (`run "
+                             "--operation-objects on`, its default); without it they are "
+                             "off, as the issue's figures count them")
     parser.add_argument("--sample", type=Path, default=None, metavar="FILE",
                         help="py-spy samples nicplug over the burst's window into FILE "
                              "(collapsed stacks; `python -m bench._stages FILE` splits them)")
@@ -557,13 +567,15 @@ def main(argv: list[str]) -> int:
                                  stalls=output(args.stalls, plugging, idle),
                                  steady_rate=args.steady_rate,
                                  steady_only=args.steady_only, observe=args.observe,
-                                 sample=output(args.sample, plugging, idle)))
+                                 sample=output(args.sample, plugging, idle),
+                                 operation_objects=args.operation_objects))
     load_after = os.getloadavg()[0]
     for run in runs:
         print(f"\n{run.plugging} plugging + {run.idle} idle VMs "
               f"(each asks for {PER_VM} networks)"
               + ("; steady phase only: the figures are its own" if run.steady_only else "")
-              + ("; observe mode: the platform hot-plugs" if args.observe else ""))
+              + ("; observe mode: the platform hot-plugs" if args.observe else "")
+              + ("; nicplug writes its operation objects" if args.operation_objects else ""))
         rows = [("", "nicplug", "kopf peer", "ratio"), *report(run)]
         width = max(len(r[0]) for r in rows)
         for name, x, y, r in rows:
