@@ -195,11 +195,28 @@ class Metrics:
             "cycles among them, freed only by the thaw)",
             registry=r,
         )
+        self._request_series: dict[tuple[str, str, str], tuple[Counter, Histogram]] = {}
+        self._effect_series: dict[tuple[str, str], Histogram] = {}
 
     def request_seen(self, verb: str, resource: str, code: str, seconds: float) -> None:
-        """One request to the API server (`kube/requests_seen.py`)."""
-        self.api_requests.labels(verb, resource, code).inc()
-        self.api_request_latency.labels(verb, resource).observe(seconds)
+        """One request to the API server (`kube/requests_seen.py`). The series of each
+        (verb, resource, code) are looked up once: `labels()` takes a lock and builds a
+        key on every call, twice per request."""
+        series = self._request_series.get((verb, resource, code))
+        if series is None:
+            series = self._request_series[verb, resource, code] = (
+                self.api_requests.labels(verb, resource, code),
+                self.api_request_latency.labels(verb, resource))
+        series[0].inc()
+        series[1].observe(seconds)
+
+    def effect_timed(self, type_: str, outcome: str, seconds: float) -> None:
+        """One effect executed (`effect_latency`), its series looked up once."""
+        series = self._effect_series.get((type_, outcome))
+        if series is None:
+            series = self._effect_series[type_, outcome] = self.effect_latency.labels(
+                type_, outcome)
+        series.observe(seconds)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

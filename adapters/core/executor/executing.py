@@ -95,9 +95,7 @@ class KubeExecutor:
             return result
         finally:
             if self._metrics is not None:
-                self._metrics.effect_latency.labels(effect.type, outcome).observe(
-                    time.perf_counter() - started
-                )
+                self._metrics.effect_timed(effect.type, outcome, time.perf_counter() - started)
 
     async def _execute(self, effect: PendingEffect) -> Result:
         try:
