@@ -1,8 +1,8 @@
 """End to end: nicplug and the kopf peer, one after the other, on one simulated cluster.
 
 `python -m bench e2e [--quick] [--size 1k|10k] [--no-peer] [--peer DIR] [--profile FILE]
-[--stalls FILE] [--sample FILE] [--observe] [--operation-objects]` (`--help` says each). For each size
-(plugging + idle VMs: 100 + 1,000 and 1,000 + 10,000; `--quick`: 20 + 200 with 100
+[--stalls FILE] [--sample FILE] [--observe] [--operation-objects]` (`--help` says each).
+For each size (plugging + idle VMs: 100 + 1,000 and 1,000 + 10,000; `--quick`: 20 + 200 with 100
 unused Networks), one simulated cluster process (`bench._timed_cluster`: every
 simulated delay zero, upstream KubeVirt API names, which the peer speaks) serves
 plugging + idle running VMs. Then, each in its own process and measured from outside the same way:
