@@ -37,8 +37,9 @@ def simulate(
     shrink_budget: Annotated[int, typer.Option(min=0, help="Runs spent shrinking")] = 60,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Print every step")] = False,
 ) -> None:
-    """Deterministic simulation testing: play seeded fault schedules against the real
-    controller and a simulated cluster, and shrink any violation to a replayable tape."""
+    """Deterministic simulation testing: seeded fault schedules, violations shrunk.
+
+    The real controller against a simulated cluster; a violation becomes a replayable tape."""
     if ctx.info_name == "simulate":
         print("nicplug: `simulate` is deprecated: say `nicplug dst`", file=sys.stderr)
     from nicplug.adapters.simulation.run import simulate as play
