@@ -8,34 +8,20 @@ user's restart lets the next attempt end `Detached`."""
 from __future__ import annotations
 
 import json
-import sqlite3
 from pathlib import Path
 
 from nicplug.adapters.simulation.run import simulate
 from nicplug.adapters.simulation.schedule import Schedule, Step
+from tests.dst.journal_rows import unplugs_of
 
 HERE = Path(__file__).parent
 SCHEDULE = Schedule.from_json(json.loads((HERE / "deckhouse-guest-keeps-nic.json").read_text()))
 
 
-def _unplugs(journal: Path) -> list[tuple[str, str | None, str]]:
-    """(state, reason, message) of every second-net unplug, by attempt."""
-    conn = sqlite3.connect(f"file:{journal}?mode=ro", uri=True)
-    try:
-        rows = conn.execute(
-            "SELECT stream, state, snapshot FROM streams WHERE stream LIKE"
-            " '%/Network/second-net/unplug/%'").fetchall()
-    finally:
-        conn.close()
-    rows.sort(key=lambda r: int(str(r[0]).rpartition("/")[2]))
-    return [(state, json.loads(s).get("reason"), json.loads(s).get("message", ""))
-            for _, state, s in rows]
-
-
 def test_a_nic_the_guest_keeps_ends_the_unplug_once(tmp_path: Path) -> None:
     outcome = simulate(SCHEDULE, workdir=tmp_path)
     assert outcome.violation is None, outcome.violation.line()
-    unplugs = _unplugs(tmp_path / "a.db")
+    unplugs = unplugs_of(tmp_path / "a.db", "Network/second-net")
     assert [(state, reason) for state, reason, _ in unplugs] == [
         ("Failed", "GuestKeepsInterface")]
     assert "restart the VM to remove the NIC" in unplugs[0][2]
@@ -47,6 +33,6 @@ def test_the_users_restart_lets_the_next_attempt_end_detached(tmp_path: Path) ->
         (*SCHEDULE.steps, Step(200.0, "restart", 0)))
     outcome = simulate(later, workdir=tmp_path)
     assert outcome.violation is None, outcome.violation.line()
-    unplugs = _unplugs(tmp_path / "a.db")
+    unplugs = unplugs_of(tmp_path / "a.db", "Network/second-net")
     assert [(state, reason) for state, reason, _ in unplugs] == [
         ("Failed", "GuestKeepsInterface"), ("Detached", None)]

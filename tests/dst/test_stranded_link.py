@@ -15,7 +15,6 @@ migration replaces the pod, its next attempt follows the world to `Detached`.
 from __future__ import annotations
 
 import json
-import sqlite3
 from pathlib import Path
 
 from typer.testing import CliRunner
@@ -23,30 +22,17 @@ from typer.testing import CliRunner
 from nicplug.adapters.cli import app
 from nicplug.adapters.simulation.run import simulate
 from nicplug.adapters.simulation.schedule import Schedule, Step
+from tests.dst.journal_rows import unplugs_of
 
 HERE = Path(__file__).parent
 SCHEDULE = Schedule.from_json(json.loads((HERE / "seed-1591-stranded-link.json").read_text()))
-
-
-def _unplugs(journal: Path) -> list[tuple[str, str | None, str]]:
-    """(state, reason, message) of every second-net unplug of vm-00001, by attempt."""
-    conn = sqlite3.connect(f"file:{journal}?mode=ro", uri=True)
-    try:
-        rows = conn.execute(
-            "SELECT stream, state, snapshot FROM streams WHERE stream LIKE"
-            " '%/Network/second-net/unplug/%'").fetchall()
-    finally:
-        conn.close()
-    rows.sort(key=lambda r: int(str(r[0]).rpartition("/")[2]))
-    return [(state, json.loads(s).get("reason"), json.loads(s).get("message", ""))
-            for _, state, s in rows]
 
 
 def test_the_stranded_link_ends_the_unplug_once_and_says_what_releases_it(
         tmp_path: Path) -> None:
     outcome = simulate(SCHEDULE, workdir=tmp_path)
     assert outcome.violation is None, outcome.violation.line()
-    unplugs = _unplugs(tmp_path / "a.db")
+    unplugs = unplugs_of(tmp_path / "a.db", "Network/second-net")
     assert [(state, reason) for state, reason, _ in unplugs] == [("Failed", "LinkStranded")]
     assert "migrate or restart the VM to release the link" in unplugs[0][2]
     explained = CliRunner().invoke(app, ["explain", "default/vm-00001", "Network/second-net",
@@ -61,6 +47,6 @@ def test_a_migration_that_releases_the_link_lets_the_next_attempt_end_detached(
     later = SCHEDULE.with_steps((*SCHEDULE.steps, Step(200.0, "migrate", 1)))
     outcome = simulate(later, workdir=tmp_path)
     assert outcome.violation is None, outcome.violation.line()
-    unplugs = _unplugs(tmp_path / "a.db")
+    unplugs = unplugs_of(tmp_path / "a.db", "Network/second-net")
     assert [(state, reason) for state, reason, _ in unplugs] == [
         ("Failed", "LinkStranded"), ("Detached", None)]
