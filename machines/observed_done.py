@@ -42,14 +42,25 @@ def plugged(
     """Was `network` in the VM as nicplug last knew it? Its newest operation of this VM
     (not of an earlier VM of the same name) says (an attached plug; an unplug that did
     not end detached), else the first sight does; None while an operation of it is
-    live, or when a plug and an unplug opened at once."""
+    live, or when a plug and an unplug opened at once. Newest is what the operation
+    says it follows (`Operation.after`), never a clock: replicas' wall clocks differ
+    and step, and an operation opened later may carry an earlier time."""
     found = [o for o in (state.ops.get((network, "plug")), state.ops.get((network, "unplug")))
              if o is not None and o.vm_uid == vm_uid]
     if not found:
         return network in first_seen
-    if len(found) == 2 and found[0].opened_at == found[1].opened_at:
-        return None
-    latest = max(found, key=lambda o: o.opened_at)
+    if len(found) == 2:
+        plug, unplug = found
+        if plug.after == unplug.stream:
+            latest = plug
+        elif unplug.after == plug.stream:
+            latest = unplug
+        elif plug.opened_at == unplug.opened_at:
+            return None
+        else:  # opened before operations named what they follow: the clock decides
+            latest = max(found, key=lambda o: o.opened_at)
+    else:
+        latest = found[0]
     if not latest.terminal:
         return None
     if latest.direction == "plug":

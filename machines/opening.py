@@ -96,4 +96,8 @@ def _append_opened(
         payload["mode"] = "observe"
     if latest is not None and latest.state == "Failed" and latest.migrations_failed:
         payload["migrations_failed"] = latest.migrations_failed  # the change's, so far
+    if direction in ("plug", "unplug"):
+        other = session.state.ops.get((network, "unplug" if direction == "plug" else "plug"))
+        if other is not None:
+            payload["after"] = other.stream  # which is newer, told without a clock
     return session.append(stream, OPENED, payload)

@@ -125,6 +125,10 @@ class Operation(NamedTuple):
     """Migrations of this change that failed, over its attempts so far: carried from the
     failed attempt before (`Opened`), counted by the `Transitioned` to `Failed` that a
     failed migration ends (`MachineConfig.migration_attempts` caps it)."""
+    after: str = ""
+    """The stream of the newest operation of the other direction (plug or unplug) of the
+    same network when this one opened ("" when there was none): which of the two is the
+    newer, whatever the clocks of the replicas that opened them said."""
 
     @property
     def terminal(self) -> bool:
@@ -170,6 +174,8 @@ class Operation(NamedTuple):
             snapshot["mode"] = self.mode
         if self.migrations_failed:
             snapshot["migrations_failed"] = self.migrations_failed
+        if self.after:
+            snapshot["after"] = self.after
         return snapshot
 
     @classmethod
@@ -206,6 +212,7 @@ class Operation(NamedTuple):
             mode=_intern(str(s.get("mode", "drive"))),  # optional: absent means drive
             # optional: absent means no migration of the change failed
             migrations_failed=int(s.get("migrations_failed", 0)),
+            after=str(s.get("after", "")),  # optional: absent means none before it
         )
 
 
@@ -301,7 +308,7 @@ def _folded(
         op.stream, op.vm, op.vm_uid, op.network, if_name, op.direction, op.attempt,
         op.target, state, reason, message, tuple(history), op.opened_at, entered_at, issued,
         issued_at, waived, migration, retry_at, op.flavour, bypassed, paused_at, credit,
-        waiting, held, op.mode, migrations_failed,
+        waiting, held, op.mode, migrations_failed, op.after,
     )  # fmt: skip
 
 
@@ -341,6 +348,7 @@ def opened(stream: StreamId, p: Mapping[str, Any]) -> Operation:
         flavour=_intern(str(p.get("flavour", "deckhouse"))),
         mode=_intern(str(p.get("mode", "drive"))),
         migrations_failed=int(p.get("migrations_failed", 0)),
+        after=str(p.get("after") or ""),  # optional: absent in journals of before it
     )
 
 
@@ -361,7 +369,7 @@ def apply(op: Operation, type_: str, p: Mapping[str, Any]) -> Operation:
             op.opened_at, at, (), op.issued_at, op.waived,
             p.get("migration", op.migration), p.get("retry_at"), op.flavour, op.bypassed_vmi,
             at if op.paused_at is not None else None, 0.0, "", None, op.mode,
-            int(p.get("migrations_failed", op.migrations_failed)),
+            int(p.get("migrations_failed", op.migrations_failed)), op.after,
         )  # fmt: skip
     if type_ == EFFECTS_ISSUED:
         return Operation(
@@ -369,7 +377,7 @@ def apply(op: Operation, type_: str, p: Mapping[str, Any]) -> Operation:
             op.target, op.state, op.reason, op.message, op.history, op.opened_at,
             op.entered_at, tuple(map(int, p["digests"])), float(p["at"]), op.waived,
             op.migration, op.retry_at, op.flavour, op.bypassed_vmi, op.paused_at, op.credit,
-            op.waiting, op.held, op.mode, op.migrations_failed,
+            op.waiting, op.held, op.mode, op.migrations_failed, op.after,
         )  # fmt: skip
     if type_ == GRACE_EXPIRED:
         return op._replace(waived=True)

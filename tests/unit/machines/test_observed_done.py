@@ -153,3 +153,24 @@ def test_a_nad_swap_finished_unseen_is_no_plug() -> None:
     assert [r.identity for r in sim.requested] == ["Network/other-net"]  # the new pod's
     d.observe()
     assert ("Network/other-net", "plug") not in d.state.ops
+
+
+def test_a_clock_that_went_back_opens_no_operation_after_operation() -> None:
+    """The unplug was opened by a replica whose clock read earlier than the one that
+    opened the plug (a restarted process, a stepped clock): which is newer is what the
+    unplug says it follows, not the times. Before, the plug looked newer at every
+    observation, and a new "observed done" unplug opened at each one."""
+    sim = Sim(in_template=True, kubevirt_owns_pod=True)
+    d = driver(sim)
+    d.now = 1000.0
+    d.run(1)
+    sim.user_plugs("fancy-net", "fancy-net")
+    d.run(10)
+    assert d.op(*NET).state == "Attached"
+    d.now = 100.0  # the next replica's clock reads 15 minutes earlier
+    sim.user_unplugs("fancy-net")
+    done_unseen(d)
+    d.run(10)
+    unplug = d.op("Network/fancy-net", "unplug")
+    assert unplug.state == "Detached" and unplug.opened_at < d.op(*NET).opened_at
+    assert unplug.attempt == 1 and unplug.after == d.op(*NET).stream
