@@ -14,7 +14,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 EFFECTS_PER_OPERATION: Mapping[str, int] = {
-    "CreateMigration": 2,  # one, and one more after it failed (seen: 1)
+    "CreateMigration": 2,  # one, and one more after it failed (seen: 1); counted per
+    # migration asked for: the same create repeated is a re-issue (`REISSUED_ALIKE`)
     # halt and start for a change, and once more for a later change while it waits; a
     # create refused (an injected 404) is decided again (seen: 6 in the deckhouse world,
     # seed 1353: a halt refused four times, then its start)
@@ -23,7 +24,8 @@ EFFECTS_PER_OPERATION: Mapping[str, int] = {
     # 30 and 60 s on while the informers do not show it, one re-decided after a 409
     # (seen: 2 per pod; seed 498 wrote 5 to two pods while the reissues were not spaced)
     "PatchVirtualMachine": 6,  # attach or detach, for the next boot, re-decided (seen: 4)
-    "SetVMCondition": 8,  # a condition kept current through the waits (seen: 5); one
+    "SetVMCondition": 8,  # a condition kept current through the waits (seen: 5), each
+    # condition once (the same write repeated is a re-issue: `REISSUED_ALIKE`); one
     # the informers do not show is written again 30, 60, 120 s... into its operation's
     # state, at most every backoff_max (the harness's: 60 s), not every 30 s (seed 458:
     # a VM watch stalled four minutes, 9 writes of one landed condition, now 6)
@@ -47,3 +49,25 @@ gone for the quiet period is a livelock whatever its count (`effect-livelock`)."
 ATTEMPTS_PER_INTERFACE = 6
 """Operations (attempts) on one interface of one VM in one direction, over a whole
 run: a failed one is retried with a backoff, a user's change starts another (seen: 3)."""
+
+REISSUED_ALIKE: frozenset[str] = frozenset({"CreateMigration", "SetVMCondition"})
+"""Effects whose same request, repeated, does nothing twice: a migration of one name
+(the API server answers a second create 409 AlreadyExists, which the executor takes as
+done, and creates nothing), a condition of the same status, reason and message. For
+these the bound of `EFFECTS_PER_OPERATION` counts different requests; the same request
+asked again is a blind re-issue (docs/decisions/stranded-links-and-blind-reissues.md):
+while the informers do not show a write that landed, nicplug asks it again 30, 60,
+120 s into its state and then every `backoff_max`, for as long as the world does not
+show it, since a write lost or undone out of sight must still be asked again. A count
+cannot bound that (seeds 2865, 4332: a migration created while the VM's watches
+stalled, asked again 5 times over 240 s; seed 7467: one condition 8 times over 6
+minutes), so the re-issues of one request are bounded by their spacing instead:
+at most `REISSUES_AT_ONCE` plus one per `REISSUE_PERIOD` of the time between the first
+and the last. A request repeated faster than that is a livelock still."""
+
+REISSUE_PERIOD = 60.0
+"""The longest spacing of blind re-issues: the harness's `backoff_max`."""
+
+REISSUES_AT_ONCE = 2
+"""Re-issues allowed beyond one per `REISSUE_PERIOD`: the first two come 30 s apart
+(`effect_reissue_after`), before the spacing reaches `REISSUE_PERIOD`."""

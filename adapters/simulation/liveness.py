@@ -31,7 +31,9 @@ file itself (opened on the loop's thread, as the controller opened it):
   armed, nor one that gave up after `--migration-attempts` failed migrations);
 * `effects-unbounded` — an operation issued more effects of a type than
   `bounds.EFFECTS_PER_OPERATION` allows (per object it writes for the types of
-  `bounds.PER_OBJECT`: a pod patch per launcher pod), or an effect was tried more than
+  `bounds.PER_OBJECT`: a pod patch per launcher pod; different requests for those of
+  `bounds.REISSUED_ALIKE`, whose repeats of one request are held to the blind
+  re-issues' spacing instead), or an effect was tried more than
   `bounds.ATTEMPTS_PER_EFFECT` times; `attempts-unbounded` — more operations on one
   interface and direction than `bounds.ATTEMPTS_PER_INTERFACE`; `effect-livelock` — an
   effect that failed and is still being retried after the quiet period (its faults
@@ -151,6 +153,29 @@ async def at_rest(path: Path, world: dict[str, dict[str, Any]], *,
     return problems + (_unbounded(path) if acting else [])
 
 
+def _reissued_alike(conn: Any) -> list[Problem]:
+    """The bounds of the effects whose same request repeated does nothing twice
+    (`bounds.REISSUED_ALIKE`): different requests against `EFFECTS_PER_OPERATION`, the
+    re-issues of one request against their spacing."""
+    problems: list[Problem] = []
+    distinct: dict[tuple[str, str], int] = defaultdict(int)
+    kinds = sorted(bounds.REISSUED_ALIKE)
+    marks = ", ".join("?" for _ in kinds)
+    for stream, type_, payload, count, first, last in conn.execute(
+            "SELECT stream, type, payload, count(*), min(created_wall), max(created_wall)"
+            f" FROM effects WHERE type IN ({marks}) GROUP BY stream, type, payload", kinds):
+        distinct[(str(stream), str(type_))] += 1
+        allowed = bounds.REISSUES_AT_ONCE + (float(last) - float(first)) / bounds.REISSUE_PERIOD
+        if count - 1 > allowed:
+            problems.append(("effects-unbounded",
+                             f"{stream} issued one {type_} {count} times in "
+                             f"{float(last) - float(first):.0f}s: {payload}"))
+    for (stream, type_), count in sorted(distinct.items()):
+        if count > bounds.EFFECTS_PER_OPERATION.get(type_, 0):
+            problems.append(("effects-unbounded", f"{stream} issued {count} {type_}"))
+    return problems
+
+
 def _unbounded(path: Path) -> list[Problem]:
     """The bounds of `bounds.py`, read from the journal's effects and streams."""
     import sqlite3
@@ -160,7 +185,7 @@ def _unbounded(path: Path) -> list[Problem]:
     try:
         for stream, type_, count in conn.execute(
                 "SELECT stream, type, count(*) FROM effects GROUP BY stream, type"):
-            if type_ in bounds.PER_OBJECT:
+            if type_ in bounds.PER_OBJECT or type_ in bounds.REISSUED_ALIKE:
                 continue
             if count > bounds.EFFECTS_PER_OPERATION.get(str(type_), 0):
                 problems.append(("effects-unbounded", f"{stream} issued {count} {type_}"))
@@ -171,6 +196,7 @@ def _unbounded(path: Path) -> list[Problem]:
                 if count > bounds.EFFECTS_PER_OPERATION.get(type_, 0):
                     problems.append(("effects-unbounded",
                                      f"{stream} issued {count} {type_} for {target}"))
+        problems += _reissued_alike(conn)
         for stream, type_, attempts, status in conn.execute(
                 "SELECT stream, type, attempts, status FROM effects WHERE attempts > ?"
                 " OR (status = 'issued' AND attempts > 1)", (bounds.ATTEMPTS_PER_EFFECT,)):

@@ -5,16 +5,21 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import json
 import logging
+import sqlite3
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from nicplug.adapters.core.executor import KubeExecutor
+from nicplug.adapters.simulation.liveness import _unbounded
 from nicplug.adapters.simulation.run import simulate
 from nicplug.adapters.simulation.schedule import Schedule, Setup, Step
 from nicplug.engine.errors import TemporaryError
 
+ROOT = Path(__file__).resolve().parents[2]
 LIVELOCKS = ("effect-livelock", "effects-unbounded", "attempts-unbounded")
 
 
@@ -70,3 +75,41 @@ def test_the_teardown_leaves_no_task_pending(monkeypatch: pytest.MonkeyPatch,
     assert outcome.violation is None
     assert ended == [True]
     assert "destroyed but it is pending" not in caplog.text
+
+
+def _journal_with_creates(tmp_path: Path, times: list[float], names: list[str]) -> Path:
+    """A journal (the project's own schema) whose one plug asked to create the
+    migrations `names` at `times`."""
+    path = tmp_path / "j.db"
+    conn = sqlite3.connect(path)
+    conn.executescript((ROOT / "migrations" / "0001_initial.sql").read_text())
+    for i, (at, name) in enumerate(zip(times, names, strict=True)):
+        payload = json.dumps({"namespace": "default", "vmi": "vm-00000", "migration": name})
+        conn.execute(
+            "INSERT INTO effects (stream, key, type, payload, idempotency_key, status,"
+            " attempts, created_wall, created_logical, updated_wall, updated_logical)"
+            " VALUES (?, ?, 'CreateMigration', ?, ?, 'succeeded', 1, ?, ?, ?, ?)",
+            ("uid/Network/user-net/plug/1", f"k{i}", payload, f"i{i}", at, at, at, at))
+    conn.commit()
+    conn.close()
+    return path
+
+
+def test_a_migration_asked_again_as_blind_reissues_space_it_is_within_its_bound(
+    tmp_path: Path,
+) -> None:
+    """Seed 2865: one migration asked for 0, 30, 60, 120, 180, 240 s into its state while
+    the informers never showed it; the create of one name creates nothing twice."""
+    path = _journal_with_creates(tmp_path, [0, 30, 60, 120, 180, 240], ["m"] * 6)
+    assert _unbounded(path) == []
+
+
+def test_a_migration_asked_again_every_30_s_is_a_livelock(tmp_path: Path) -> None:
+    path = _journal_with_creates(tmp_path, [30.0 * i for i in range(6)], ["m"] * 6)
+    assert [p[0] for p in _unbounded(path)] == ["effects-unbounded"]
+
+
+def test_a_third_migration_of_one_operation_is_over_its_bound(tmp_path: Path) -> None:
+    path = _journal_with_creates(tmp_path, [0, 400, 800], ["m", "m-2", "m-3"])
+    assert _unbounded(path) == [
+        ("effects-unbounded", "uid/Network/user-net/plug/1 issued 3 CreateMigration")]
