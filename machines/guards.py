@@ -294,7 +294,8 @@ def change_written(c: Context) -> bool:
     for its next boot (or the restart already applied it)."""
     f, name = c.facts, c.op.if_name
     if c.op.direction == "plug":
-        return name in f.kvvm_present and (not f.live or name in f.vmi_present)
+        return (name in f.kvvm_present and (not f.live or name in f.vmi_present)
+                and not _carried_as_another(c))
     if c.op.direction == "unplug":
         return interface_released_in_spec(c) and (not f.live or restart_only(c.op))
     comparison = f.comparison
@@ -339,7 +340,18 @@ def vm_stopped(c: Context) -> bool:
 
 
 def guest_has_interface(c: Context) -> bool:
-    return c.facts.live and c.op.if_name in c.facts.attached
+    return c.facts.live and c.op.if_name in c.facts.attached and not _carried_as_another(c)
+
+
+def _carried_as_another(c: Context) -> bool:
+    """The KVVM carries the plug's interface name for another network: the MAC pool
+    handed a removed network's VMMAC to this one, so both have one name, and the
+    interface of that name is the other's until its unplug lets it go."""
+    comparison = c.facts.comparison
+    if comparison is None or c.op.direction != "plug":
+        return False
+    return any(n.if_name == c.op.if_name and n.identity != c.op.network
+               for n in comparison.carried)
 
 
 def guest_lost_interface(c: Context) -> bool:
