@@ -294,7 +294,8 @@ def change_written(c: Context) -> bool:
     for its next boot (or the restart already applied it)."""
     f, name = c.facts, c.op.if_name
     if c.op.direction == "plug":
-        return name in f.kvvm_present and (not f.live or name in f.vmi_present)
+        return (name in f.kvvm_present and not carried_for_another(c)
+                and (not f.live or name in f.vmi_present))
     if c.op.direction == "unplug":
         return interface_released_in_spec(c) and (not f.live or restart_only(c.op))
     comparison = f.comparison
@@ -303,6 +304,18 @@ def change_written(c: Context) -> bool:
         and name in f.kvvm_present
         and not any(ch.identity == c.op.network for ch in comparison.changes)
     )
+
+
+def carried_for_another(c: Context) -> bool:
+    """The KVVM carries the plug's interface name for another network: Deckhouse's MAC
+    pool hands a MAC no longer reserved in `status.networks` to the next network that
+    asks (`mac_pool.go`), so a network removed and another added in one edit share an
+    interface name while the removal waits for a restart. The name in the KVVM is then
+    the other network's, not this plug written."""
+    comparison = c.facts.comparison
+    return comparison is not None and any(
+        held.if_name == c.op.if_name and held.identity != c.op.network
+        for held in comparison.carried)
 
 
 OBSERVED_DONE = "observed-done"
