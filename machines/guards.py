@@ -294,7 +294,7 @@ def change_written(c: Context) -> bool:
     for its next boot (or the restart already applied it)."""
     f, name = c.facts, c.op.if_name
     if c.op.direction == "plug":
-        return (name in f.kvvm_present and not carried_for_another(c)
+        return (name in f.kvvm_present and not carried_for_another(c.op.network, name, f)
                 and (not f.live or name in f.vmi_present))
     if c.op.direction == "unplug":
         return interface_released_in_spec(c) and (not f.live or restart_only(c.op))
@@ -306,16 +306,15 @@ def change_written(c: Context) -> bool:
     )
 
 
-def carried_for_another(c: Context) -> bool:
-    """The KVVM carries the plug's interface name for another network: Deckhouse's MAC
+def carried_for_another(network: str, if_name: str, facts: Facts) -> bool:
+    """The KVVM carries a plug's interface name for another network: Deckhouse's MAC
     pool hands a MAC no longer reserved in `status.networks` to the next network that
     asks (`mac_pool.go`), so a network removed and another added in one edit share an
     interface name while the removal waits for a restart. The name in the KVVM is then
-    the other network's, not this plug written."""
-    comparison = c.facts.comparison
+    the other network's, not this plug written (nor its goal shown)."""
+    comparison = facts.comparison
     return comparison is not None and any(
-        held.if_name == c.op.if_name and held.identity != c.op.network
-        for held in comparison.carried)
+        held.if_name == if_name and held.identity != network for held in comparison.carried)
 
 
 OBSERVED_DONE = "observed-done"
@@ -329,7 +328,7 @@ def goal_shown_for(direction: str, network: str, if_name: str, facts: Facts) -> 
     desired = network in facts.desired_identities
     if direction == "plug":
         return desired and facts.live and if_name in facts.attached and (
-            if_name in facts.kvvm_present)
+            if_name in facts.kvvm_present) and not carried_for_another(network, if_name, facts)
     return (
         not desired
         and if_name not in facts.attached

@@ -18,10 +18,13 @@ order (the guest lets go before the SDN), then plugs the network under the new n
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from nicplug.engine.model import Cause, Input, Observed, RecordedEvent, StreamId
 from nicplug.machines.comparator import compare
 from nicplug.machines.decider import HotplugDecider
 from nicplug.machines.facts import facts_of
+from nicplug.machines.guards import goal_shown_for
 from nicplug.machines.operation import Operation, VMState
 from nicplug.machines.policy import MachineConfig
 from nicplug.machines.targets import kvvm_patch, pod_patches
@@ -203,3 +206,9 @@ def test_a_name_the_kvvm_carries_for_another_network_is_not_the_plug_written() -
     plug = state.ops[("Network/user-net", "plug")]
     assert (plug.if_name, plug.attempt, plug.state) == (shared, 1, "RestartRequired")
     assert state.ops[("Network/second-net", "unplug")].state == "RestartRequired"
+    # nor does the world show the plug done (an observed-done plug, a failed one's retry)
+    assert not goal_shown_for("plug", "Network/user-net", shared, facts_of(world))
+    assert world.kvvm is not None
+    restarted = replace(world, kvvm=replace(world.kvvm, template_requests=(
+        SDNRequest("Network/user-net", shared, 2),)))
+    assert goal_shown_for("plug", "Network/user-net", shared, facts_of(restarted))
