@@ -294,8 +294,8 @@ def change_written(c: Context) -> bool:
     for its next boot (or the restart already applied it)."""
     f, name = c.facts, c.op.if_name
     if c.op.direction == "plug":
-        return (name in f.kvvm_present and (not f.live or name in f.vmi_present)
-                and not _carried_as_another(c))
+        return (name in f.kvvm_present and not carried_for_another(c.op.network, name, f)
+                and (not f.live or name in f.vmi_present))
     if c.op.direction == "unplug":
         return interface_released_in_spec(c) and (not f.live or restart_only(c.op))
     comparison = f.comparison
@@ -304,6 +304,17 @@ def change_written(c: Context) -> bool:
         and name in f.kvvm_present
         and not any(ch.identity == c.op.network for ch in comparison.changes)
     )
+
+
+def carried_for_another(network: str, if_name: str, facts: Facts) -> bool:
+    """The KVVM carries a plug's interface name for another network: Deckhouse's MAC
+    pool hands a MAC no longer reserved in `status.networks` to the next network that
+    asks (`mac_pool.go`), so a network removed and another added in one edit share an
+    interface name while the removal waits for a restart. The name in the KVVM is then
+    the other network's, not this plug written (nor its goal shown)."""
+    comparison = facts.comparison
+    return comparison is not None and any(
+        held.if_name == if_name and held.identity != network for held in comparison.carried)
 
 
 OBSERVED_DONE = "observed-done"
@@ -317,7 +328,7 @@ def goal_shown_for(direction: str, network: str, if_name: str, facts: Facts) -> 
     desired = network in facts.desired_identities
     if direction == "plug":
         return desired and facts.live and if_name in facts.attached and (
-            if_name in facts.kvvm_present)
+            if_name in facts.kvvm_present) and not carried_for_another(network, if_name, facts)
     return (
         not desired
         and if_name not in facts.attached
@@ -340,18 +351,8 @@ def vm_stopped(c: Context) -> bool:
 
 
 def guest_has_interface(c: Context) -> bool:
-    return c.facts.live and c.op.if_name in c.facts.attached and not _carried_as_another(c)
-
-
-def _carried_as_another(c: Context) -> bool:
-    """The KVVM carries the plug's interface name for another network: the MAC pool
-    handed a removed network's VMMAC to this one, so both have one name, and the
-    interface of that name is the other's until its unplug lets it go."""
-    comparison = c.facts.comparison
-    if comparison is None or c.op.direction != "plug":
-        return False
-    return any(n.if_name == c.op.if_name and n.identity != c.op.network
-               for n in comparison.carried)
+    return c.facts.live and c.op.if_name in c.facts.attached and not (
+        c.op.direction == "plug" and carried_for_another(c.op.network, c.op.if_name, c.facts))
 
 
 def guest_lost_interface(c: Context) -> bool:

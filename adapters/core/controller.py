@@ -611,6 +611,9 @@ class Controller:
                 # the world index keeps them; a tape records a deletion seen by a
                 # re-list with the whole object
                 keep_objects=self._tape is not None,
+                # the index outlives a term's informers: what went between two terms
+                # (the VMI and pod of a VM stopped meanwhile) is told gone by the list
+                known=self._observing.index.held(kind),
             )
             for kind in self.flavour.watched_by(
                 desired_in_template=self.dialect.kubevirt_owns_requests,

@@ -326,6 +326,12 @@ class WorldIndex:
         keys.update(self._objects[self._kvvms])
         return keys
 
+    def held(self, kind: KindRef) -> dict[str, bytes]:
+        """Every object of `kind` the index holds (key → encoded): what a new informer
+        of the kind starts from, so that its first list tells which of them went while
+        no informer watched (`Informer(known=...)`)."""
+        return dict(self._objects.get(kind.name, {}))
+
     def get(self, kind: KindRef, key: str) -> Body | None:
         """The object `key` of `kind`, as last seen."""
         return _decoded(self._objects[kind.name].get(key))

@@ -36,7 +36,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -120,10 +120,15 @@ class Informer:
         transform: Callable[[JsonObject], JsonObject] | None = None,
         keep_objects: bool = True,
         on_presence: Callable[[KindRef, bool], None] | None = None,
+        known: Mapping[str, bytes] | None = None,
     ) -> None:
         """`transform` is applied to each object as it arrives, before it is cached or
         handed on: a projection keeps only what the consumer reads. `on_presence` hears
-        whether the server serves the kind, after each first list and each change."""
+        whether the server serves the kind, after each first list and each change.
+        `known`: the objects (key → encoded) the consumer holds of the kind already, from
+        informers before this one (a replica's earlier term): the first list reports
+        those it no longer finds as DELETED, as every later re-list does, instead of
+        leaving them to the consumer for ever."""
         self.kind = kind
         self._transform = transform
         self._keep_objects = keep_objects
@@ -133,7 +138,9 @@ class Informer:
         self.synced = asyncio.Event()
         self.resource_version: str | None = None
         self._connection = connection
-        self._cache: dict[str, bytes] = {}  # key → the object, encoded
+        self._cache: dict[str, bytes] = {  # key → the object, encoded
+            key: obj if keep_objects else _encoded_identity(decode(obj))
+            for key, obj in (known or {}).items()}
         self._on_change = on_change
         self._on_progress = on_progress
         self._on_presence = on_presence

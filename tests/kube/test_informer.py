@@ -371,6 +371,40 @@ async def test_without_keeping_objects_a_relist_hands_on_whole_objects(
         ("VirtualMachine", "vm1", "ns1")]
 
 
+async def test_a_new_informer_tells_what_went_since_the_one_before_it(
+    api_server: ApiServer, connection: ApiConnection
+) -> None:
+    """A replica's next term lists with new informers while its consumer still holds
+    what the last term's saw: an object deleted between the terms is handed on as
+    DELETED by the first list (not kept for ever), one unchanged is not handed again,
+    one changed is MODIFIED."""
+    store = api_server.store
+    for name in ("vm1", "vm2", "vm3"):
+        kvvm(store, name)
+    held: dict[str, bytes] = {}
+
+    def keep(_kind: KindRef, event_type: str, obj: dict[str, Any]) -> None:
+        key = f"{obj['metadata']['namespace']}/{obj['metadata']['name']}"
+        if event_type == "DELETED":
+            held.pop(key, None)
+        else:
+            held[key] = orjson.dumps(obj)
+
+    async with running(Informer(connection, KVVMS, on_change=keep, sleep=Sleeps(),
+                                keep_objects=False)):
+        await eventually(lambda: len(held) == 3)
+    store.delete(sim.KVVMS, "ns1", "vm1")  # while no informer watches
+    store.patch(sim.KVVMS, "ns1", "vm2", {"spec": {"running": False}},
+                content_type="application/merge-patch+json")
+    changes = Changes()
+    informer = Informer(connection, KVVMS, on_change=changes, sleep=Sleeps(),
+                        keep_objects=False, known=dict(held))
+    async with running(informer):
+        assert sorted(changes.seen) == [("VirtualMachine", "DELETED", "ns1/vm1"),
+                                        ("VirtualMachine", "MODIFIED", "ns1/vm2")]
+        assert cached_names(informer) == {"ns1/vm2", "ns1/vm3"}
+
+
 async def test_an_optional_kind_not_served_is_absent_said_once_then_listed_when_served(
     api_server: ApiServer, connection: ApiConnection, caplog: pytest.LogCaptureFixture
 ) -> None:

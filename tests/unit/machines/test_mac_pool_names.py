@@ -18,17 +18,21 @@ order (the guest lets go before the SDN), then plugs the network under the new n
 
 from __future__ import annotations
 
-from nicplug.engine.model import StreamId
+from dataclasses import replace
+
+from nicplug.engine.model import Cause, Input, Observed, RecordedEvent, StreamId
 from nicplug.machines.comparator import compare
 from nicplug.machines.decider import HotplugDecider
 from nicplug.machines.facts import facts_of
-from nicplug.machines.operation import Operation
+from nicplug.machines.guards import goal_shown_for
+from nicplug.machines.operation import Operation, VMState
 from nicplug.machines.policy import MachineConfig
 from nicplug.machines.targets import kvvm_patch, pod_patches
 from nicplug.machines.walking import _written_anywhere
 from nicplug.machines.world import (
     KVVM,
     VMI,
+    ClusterConfig,
     DesiredVM,
     KVVMInterface,
     KVVMNetwork,
@@ -159,3 +163,52 @@ def test_the_kvvm_keeps_the_request_of_an_interface_under_its_own_name() -> None
                 for r in patch.payload["template_requests"]]
     assert requests == [("ClusterNetwork/storage", OLD_S, 2),
                         ("Network/x", NetworkSpec("Network", "x", 4).if_name, 4)]
+
+
+def _shared_name_world() -> tuple[World, str]:
+    """Seed 816's world: second-net was removed and user-net added in one edit while a
+    Stage rollout defers both; the pool handed user-net the MAC second-net had (no
+    longer in `status.networks`), so the KVVM still carries, for second-net, the very
+    interface name user-net is given, and the guest has it."""
+    user = NetworkSpec("Network", "user-net", 2, mac=FIRST, named_by_mac=True)
+    shared = user.if_name
+    vm = DesiredVM("uid-1", "ns", "vm", "1", (NetworkSpec("Main"), user))
+    ifaces = (KVVMInterface("default"), KVVMInterface(shared))
+    nets = (KVVMNetwork("default"), KVVMNetwork(shared))
+    kvvm = KVVM("1", True, ifaces, nets, (SDNRequest("Network/second-net", shared, 3),))
+    vmi = VMI("vmi-1", "1", "Running", ifaces, nets,
+              (VMIInterfaceStatus("default", info_source=frozenset({"domain"})),
+               VMIInterfaceStatus(shared, info_source=frozenset({"domain"}))),
+              (), {"pod-1": "node-1"})
+    pod = LauncherPod("ns", "virt-launcher-vm-1", "pod-1", "1", "Running", "node-1",
+                      (SDNRequest("Network/second-net", shared, 3),),
+                      (SDNStatus("Network/second-net", shared, True),))
+    return World(vm, kvvm, vmi, (pod,), cluster=ClusterConfig("Stage")), shared
+
+
+def test_a_name_the_kvvm_carries_for_another_network_is_not_the_plug_written() -> None:
+    """The plug of user-net found its interface name in the KVVM and the guest and ended
+    Attached at once, while the KVVM still carried second-net: the comparison asked for
+    the plug again at every observation (seed 816: seven plugs in a second). It waits
+    for the restart instead, as the unplug of second-net does."""
+    world, shared = _shared_name_world()
+    decider = HotplugDecider(MachineConfig())
+    state = VMState("ns/vm", {})
+    position = 0
+    for step in range(5):
+        trigger = Observed(Cause("observation", f"sim@{step}"))
+        decision = decider.decide(state, Input("ns/vm", world, trigger), float(step))
+        for e in decision.events:
+            position += 1
+            state = decider.evolve(state, RecordedEvent(
+                e.stream, "ns/vm", position, position, e.type, e.schema_version,
+                e.payload, Cause("observation", "sim"), float(step), float(step)))
+    plug = state.ops[("Network/user-net", "plug")]
+    assert (plug.if_name, plug.attempt, plug.state) == (shared, 1, "RestartRequired")
+    assert state.ops[("Network/second-net", "unplug")].state == "RestartRequired"
+    # nor does the world show the plug done (an observed-done plug, a failed one's retry)
+    assert not goal_shown_for("plug", "Network/user-net", shared, facts_of(world))
+    assert world.kvvm is not None
+    restarted = replace(world, kvvm=replace(world.kvvm, template_requests=(
+        SDNRequest("Network/user-net", shared, 2),)))
+    assert goal_shown_for("plug", "Network/user-net", shared, facts_of(restarted))
