@@ -307,6 +307,9 @@ class RestartVM(Effect):
     for_streams: tuple[str, ...] = ()
     """A `halt` by operation: the operations (streams) the restart is for, noted on the
     `Stop` (`World.taken_back`)."""
+    number: int = 0
+    """A `halt` by operation: the `Stop`'s place among nicplug's `Stop`s of the VM, noted
+    on it (`VMOperation.number`; 0: not said, as payloads were before)."""
 
     def to_payload(self) -> dict[str, Any]:
         payload: dict[str, Any] = {
@@ -316,6 +319,8 @@ class RestartVM(Effect):
             payload["by"] = self.by
         if self.for_streams:  # absent: not said, as payloads were before
             payload["for"] = list(self.for_streams)
+        if self.number:  # absent: not said, as payloads were before
+            payload["number"] = self.number
         return payload
 
     @classmethod
@@ -327,7 +332,7 @@ class RestartVM(Effect):
         by: Literal["run-strategy", "operation"] = (
             "operation" if p.get("by") == "operation" else "run-strategy")
         return cls(p["namespace"], p["name"], p["vmi_uid"], step, resumes, by,
-                   tuple(str(s) for s in p.get("for") or ()))
+                   tuple(str(s) for s in p.get("for") or ()), int(p.get("number") or 0))
 
     @property
     def target(self) -> str:

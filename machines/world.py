@@ -373,6 +373,10 @@ class VMOperation:
     """`metadata.creationTimestamp` (RFC 3339: its order is the text's)."""
     for_streams: tuple[str, ...] = ()
     """A `Stop` of nicplug's: the operations its restart is for (none: not said)."""
+    number: int = 0
+    """A `Stop` of nicplug's: one more than the highest number of nicplug's `Stop`s of
+    the VM it saw when it asked for it (0: not said, a `Stop` made before numbers).
+    Which `Stop` is the latest is this number first: `created` is in whole seconds."""
 
     @property
     def finished(self) -> bool:
@@ -452,11 +456,18 @@ class World:
             return latest
         return None
 
+    @property
+    def next_stop_number(self) -> int:
+        """The number nicplug's next `Stop` of the VM carries (`VMOperation.number`)."""
+        return 1 + max((o.number for o in self.vm_operations if o.type == "Stop"), default=0)
+
     def _last_stop(self) -> VMOperation | None:
         stops = [o for o in self.vm_operations if o.type == "Stop"]
         if not stops:
             return None
-        latest = max(stops, key=lambda o: (o.created, o.name))
+        # two Stops in one second (a Start completes at once, the next change comes in
+        # the same second) tie on `created`: their names are digests, their order none
+        latest = max(stops, key=lambda o: (o.number, o.created, o.name))
         if latest.phase != "Completed" or self.vm_operation("Start", latest.vmi_uid):
             return None
         return latest

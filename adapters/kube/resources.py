@@ -67,6 +67,10 @@ VMOP_RESTART_FOR_ANNOTATION = "nicplug.io/restart-for"
 """On nicplug's `Stop`: the operations (streams, comma-separated) the restart is for.
 When the user takes the VM back before nicplug starts it, nicplug does not stop it
 again for them (`World.taken_back`)."""
+VMOP_RESTART_NUMBER_ANNOTATION = "nicplug.io/restart-number"
+"""On nicplug's `Stop`: its place among nicplug's `Stop`s of the VM (1, 2, ...). Which
+`Stop` is the latest is this, not `creationTimestamp`, which is in whole seconds
+(`VMOperation.number`)."""
 VM_UID_LABEL = "virtualization.deckhouse.io/virtual-machine-uid"
 """The label Deckhouse puts on each `VirtualMachineMACAddress` it creates for a VM
 (`annotations.LabelVirtualMachineUID`): the VM's uid."""

@@ -20,6 +20,7 @@ from nicplug.adapters.kube import errors as kube_errors
 from nicplug.adapters.kube.resources import (
     MANAGED_BY_LABEL,
     VMOP_RESTART_FOR_ANNOTATION,
+    VMOP_RESTART_NUMBER_ANNOTATION,
     VMOP_VMI_UID_ANNOTATION,
 )
 from nicplug.engine.errors import PermanentError, RetryAfterObservation
@@ -108,6 +109,8 @@ class Restarts:
         annotations = {VMOP_VMI_UID_ANNOTATION: e.vmi_uid}
         if e.for_streams:
             annotations[VMOP_RESTART_FOR_ANNOTATION] = ",".join(e.for_streams)
+        if e.number:
+            annotations[VMOP_RESTART_NUMBER_ANNOTATION] = str(e.number)
         try:
             await self._calls.create_vm_operation(
                 kind, e.namespace, name, spec,

@@ -119,6 +119,34 @@ def test_a_vm_stopped_for_a_restart_nobody_tracks_is_started_again() -> None:
     assert fresh.op(*PLUG).state == "Attached"
 
 
+def test_the_latest_stop_is_the_highest_numbered_not_the_latest_second() -> None:
+    """Two of nicplug's Stops in one second (its Start of the first completed at once and
+    the next change came in that second) tie on `creationTimestamp`, and their names are
+    digests: the one whose name sorts last had its Start, so the VM the other stopped
+    was never started again (seed 2356, `left-stopped`). Each Stop carries its number."""
+    first = deckhouse_vm()
+    d = driver(first)
+    d.run(12)
+    halts = [e for e in d.effects if e.type == "RestartVM" and e.payload["step"] == "halt"]
+    assert [h.payload["number"] for h in halts] == [1]
+    sim = deckhouse_vm()
+    sim.networks = first.networks
+    sim.kvvm_ifaces, sim.kvvm_nets, sim.template = (
+        list(first.kvvm_ifaces), list(first.kvvm_nets), list(first.template))
+    sim.stop()
+    sim.running = False
+    second = "2027-01-15T08:00:11Z"
+    sim.vm_operations = [
+        VMOperation("z-stop", "Stop", "vmi-0", "Completed", "", second, (), 1),
+        VMOperation("z-start", "Start", "vmi-0", "Completed", "", second),
+        VMOperation("a-stop", "Stop", "vmi-1", "Completed", "", second, (), 2)]
+    fresh = driver(sim)
+    fresh.run(12)
+    assert [s for s in steps(fresh) if s[0] == "RestartVM"] == [("RestartVM", "start", "vmi-1")]
+    assert sim.vmi_uid is not None
+    assert fresh.op(*PLUG).state == "Attached"
+
+
 def test_a_vm_the_user_stopped_is_not_started() -> None:
     sim = deckhouse_vm()
     sim.stop()
