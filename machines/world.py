@@ -457,6 +457,19 @@ class World:
         return None
 
     @property
+    def operation_unfinished(self) -> VMOperation | None:
+        """An operation of the VM's, nicplug's or the user's, Deckhouse has not finished.
+        Deckhouse runs a VM's operations one at a time, the older first, by
+        `creationTimestamp` then name (`findOlderActiveVMOPs`), and a `Stop` supersedes
+        an unfinished `Start`, `Migrate` or `Evict` only when it is the newer by that
+        order (`supersede.CanSupersede`). A `Stop` made in the second nicplug's `Start`
+        was made in, while that `Start` waited for the VM to run, sorted before it by
+        its digest name: it ran, the `Start` was left `InProgress` for good, and
+        Deckhouse refused every later `Start`. The VM stayed stopped."""
+        return next((o for o in (*self.vm_operations, *self.user_vm_operations)
+                     if not o.finished), None)
+
+    @property
     def next_stop_number(self) -> int:
         """The number nicplug's next `Stop` of the VM carries (`VMOperation.number`)."""
         return 1 + max((o.number for o in self.vm_operations if o.type == "Stop"), default=0)

@@ -234,3 +234,41 @@ def test_a_stop_the_user_overtook_does_not_hold_back_the_next_restart() -> None:
     assert [s for s in steps(d) if s[0] == "RestartVM"] == [
         ("RestartVM", "halt", "vmi-1"), ("RestartVM", "start", "vmi-1")]
     assert d.op(*PLUG).state == "Attached"
+
+
+def test_no_stop_while_an_operation_of_the_vms_is_unfinished() -> None:
+    """nicplug's Start of its last restart is still `InProgress` (the new VMI not yet
+    running) when the next change asks for a restart. A Stop made now, in the Start's
+    second, can sort before it by its digest name in Deckhouse's order: it runs, the
+    Start waits for ever, and Deckhouse refuses nicplug's next Start (seed 2356,
+    `left-stopped`). nicplug waits for the Start to finish, then stops the VM."""
+    sim = deckhouse_vm()
+    second = "2027-01-15T08:00:11Z"
+    sim.vm_operations = [
+        VMOperation("stop-vmi-0", "Stop", "vmi-0", "Completed", "", second, (), 1),
+        VMOperation("start-vmi-0", "Start", "vmi-0", "InProgress", "", second)]
+    d = driver(sim)
+    d.run(12)
+    assert [s for s in steps(d) if s[0] == "RestartVM"] == []
+    assert d.op(*PLUG).state == "RestartRequired"
+    sim.vm_operations[1] = VMOperation("start-vmi-0", "Start", "vmi-0", "Completed", "", second)
+    d.run(12)
+    assert [s for s in steps(d) if s[0] == "RestartVM"] == [
+        ("RestartVM", "halt", "vmi-1"), ("RestartVM", "start", "vmi-1")]
+    assert d.op(*PLUG).state == "Attached"
+
+
+def test_no_stop_while_the_users_operation_is_unfinished() -> None:
+    """The user's own operation (a migration they asked for) is `InProgress`: Deckhouse
+    would let nicplug's Stop supersede it; nicplug waits for it instead."""
+    sim = deckhouse_vm()
+    # made before any operation of nicplug's (the simulated ones are made at "0000"...)
+    sim.user_vm_operations = [VMOperation("d8-migrate", "Migrate", "", "InProgress", "", "")]
+    d = driver(sim)
+    d.run(12)
+    assert [s for s in steps(d) if s[0] == "RestartVM"] == []
+    said = sim.vm_conditions[CONDITION_RESTART]
+    assert "waits for VirtualMachineOperation d8-migrate (Migrate) to finish" in said.message
+    sim.user_vm_operations = [VMOperation("d8-migrate", "Migrate", "", "Completed", "", "")]
+    d.run(12)
+    assert d.op(*PLUG).state == "Attached"
