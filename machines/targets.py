@@ -571,7 +571,8 @@ def _halt(facts: Facts, vm: DesiredVM, config: MachineConfig,
         if world.vm_operation("Stop", vmi.uid) is not None:
             return None
         return RestartVM(vm.namespace, vm.name, vmi.uid, "halt", by="operation",
-                         for_streams=streams, number=world.next_stop_number)
+                         for_streams=streams, number=world.next_stop_number,
+                         after=world.latest_user_operations)
     if kvvm.resumes is not None:
         return None
     return RestartVM(vm.namespace, vm.name, vmi.uid, "halt", kvvm.run_strategy)

@@ -373,6 +373,10 @@ class VMOperation:
     """`metadata.creationTimestamp` (RFC 3339: its order is the text's)."""
     for_streams: tuple[str, ...] = ()
     """A `Stop` of nicplug's: the operations its restart is for (none: not said)."""
+    after: tuple[str, ...] = ()
+    """A `Stop` of nicplug's: the user's operations of the latest second among those
+    nicplug had seen when it asked for it, which came before it whatever their
+    `created` (`World.taken_back`; none: not said)."""
     number: int = 0
     """A `Stop` of nicplug's: one more than the highest number of nicplug's `Stop`s of
     the VM it saw when it asked for it (0: not said, a `Stop` made before numbers).
@@ -450,8 +454,8 @@ class World:
         latest = self._last_stop()
         if latest is None:
             return None
-        if any(o.created >= latest.created and o.phase != "Failed"
-               for o in self.user_vm_operations):
+        if any(o.created >= latest.created and o.name not in latest.after
+               and o.phase != "Failed" for o in self.user_vm_operations):
             # (one Deckhouse refused, a restart of the VM nicplug stopped, asked nothing)
             return latest
         return None
@@ -468,6 +472,14 @@ class World:
         Deckhouse refused every later `Start`. The VM stayed stopped."""
         return next((o for o in (*self.vm_operations, *self.user_vm_operations)
                      if not o.finished), None)
+
+    @property
+    def latest_user_operations(self) -> tuple[str, ...]:
+        """The names of the user's operations made in the latest second any was made in:
+        those a `Stop` nicplug asks for now follows though `created` may tie
+        (`VMOperation.after`)."""
+        latest = max((o.created for o in self.user_vm_operations), default=None)
+        return tuple(sorted(o.name for o in self.user_vm_operations if o.created == latest))
 
     @property
     def next_stop_number(self) -> int:

@@ -137,9 +137,9 @@ def test_the_latest_stop_is_the_highest_numbered_not_the_latest_second() -> None
     sim.running = False
     second = "2027-01-15T08:00:11Z"
     sim.vm_operations = [
-        VMOperation("z-stop", "Stop", "vmi-0", "Completed", "", second, (), 1),
+        VMOperation("z-stop", "Stop", "vmi-0", "Completed", "", second, number=1),
         VMOperation("z-start", "Start", "vmi-0", "Completed", "", second),
-        VMOperation("a-stop", "Stop", "vmi-1", "Completed", "", second, (), 2)]
+        VMOperation("a-stop", "Stop", "vmi-1", "Completed", "", second, number=2)]
     fresh = driver(sim)
     fresh.run(12)
     assert [s for s in steps(fresh) if s[0] == "RestartVM"] == [("RestartVM", "start", "vmi-1")]
@@ -245,7 +245,7 @@ def test_no_stop_while_an_operation_of_the_vms_is_unfinished() -> None:
     sim = deckhouse_vm()
     second = "2027-01-15T08:00:11Z"
     sim.vm_operations = [
-        VMOperation("stop-vmi-0", "Stop", "vmi-0", "Completed", "", second, (), 1),
+        VMOperation("stop-vmi-0", "Stop", "vmi-0", "Completed", "", second, number=1),
         VMOperation("start-vmi-0", "Start", "vmi-0", "InProgress", "", second)]
     d = driver(sim)
     d.run(12)
@@ -271,4 +271,19 @@ def test_no_stop_while_the_users_operation_is_unfinished() -> None:
     assert "waits for VirtualMachineOperation d8-migrate (Migrate) to finish" in said.message
     sim.user_vm_operations = [VMOperation("d8-migrate", "Migrate", "", "Completed", "", "")]
     d.run(12)
+    assert d.op(*PLUG).state == "Attached"
+
+
+def test_the_users_operation_before_nicplugs_stop_in_its_second_does_not_take_the_vm_back() -> None:
+    """The user restarted the VM (`d8 v restart`, done) and the network was added in the
+    same second: nicplug's Stop shares the Restart's `creationTimestamp`. The Restart
+    came before the Stop, which names it, so the VM is not the user's: nicplug starts it
+    again (seed 9409, `left-stopped`)."""
+    sim = deckhouse_vm()
+    sim.user_vm_operations = [VMOperation("d8-restart", "Restart", "", "Completed", "", "0000")]
+    d = driver(sim)
+    d.run(12)
+    assert [s for s in steps(d) if s[0] == "RestartVM"] == [
+        ("RestartVM", "halt", "vmi-1"), ("RestartVM", "start", "vmi-1")]
+    assert sim.vm_operations[0].after == ("d8-restart",)
     assert d.op(*PLUG).state == "Attached"
