@@ -354,6 +354,12 @@ class Migration:
 
 
 VMOP_FINISHED = frozenset({"Completed", "Failed", "Superseded"})
+RUNNING_VM_OPERATIONS = frozenset({"Stop", "Restart", "Migrate", "Evict"})
+"""Operations Deckhouse applies only to a VM that runs (`IsApplicableForVMPhase`): one
+the user made that Deckhouse ran acted on the VM before nicplug's `Stop` stopped it, or
+after a `Start` of theirs, so it never takes the VM back by itself (`World.taken_back`).
+A user's `Restart` that ran in the second of nicplug's `Stop`, before it, unseen when
+nicplug asked for it, took the VM from nicplug otherwise."""
 
 
 @quick_init
@@ -455,7 +461,8 @@ class World:
         if latest is None:
             return None
         if any(o.created >= latest.created and o.name not in latest.after
-               and o.phase != "Failed" for o in self.user_vm_operations):
+               and o.phase != "Failed" and o.type not in RUNNING_VM_OPERATIONS
+               for o in self.user_vm_operations):
             # (one Deckhouse refused, a restart of the VM nicplug stopped, asked nothing)
             return latest
         return None

@@ -287,3 +287,27 @@ def test_the_users_operation_before_nicplugs_stop_in_its_second_does_not_take_th
         ("RestartVM", "halt", "vmi-1"), ("RestartVM", "start", "vmi-1")]
     assert sim.vm_operations[0].after == ("d8-restart",)
     assert d.op(*PLUG).state == "Attached"
+
+
+def test_a_users_restart_nicplugs_stop_did_not_know_of_does_not_take_the_vm_back() -> None:
+    """The user's Restart ran while nicplug asked for its Stop, in the same second, and
+    nicplug had not seen it (the Stop names none). Deckhouse restarts only a VM that
+    runs: the Restart acted before the Stop stopped the VM, which nicplug starts again
+    (seed 7275, `left-stopped`). A user's Start since the Stop takes it back."""
+    sim = deckhouse_vm()
+    d = driver(sim)
+    d.run(12)
+    sim.stop()
+    sim.running = False
+    sim.vm_operations = [VMOperation("stop-vmi-1", "Stop", "vmi-1", "Completed", "", "0000")]
+    sim.user_vm_operations = [VMOperation("d8-restart", "Restart", "", "Completed", "", "0000")]
+    fresh = driver(sim)
+    fresh.run(12)
+    assert [s for s in steps(fresh) if s[0] == "RestartVM"] == [("RestartVM", "start", "vmi-1")]
+    sim.stop()
+    sim.running = False
+    sim.vm_operations = [VMOperation("stop-vmi-2", "Stop", "vmi-2", "Completed", "", "0001")]
+    sim.user_vm_operations = [VMOperation("d8-start", "Start", "", "Completed", "", "0001")]
+    again = driver(sim)
+    again.run(12)
+    assert [s for s in steps(again) if s[0] == "RestartVM"] == []
