@@ -311,3 +311,21 @@ def test_a_users_restart_nicplugs_stop_did_not_know_of_does_not_take_the_vm_back
     again = driver(sim)
     again.run(12)
     assert [s for s in steps(again) if s[0] == "RestartVM"] == []
+
+
+def test_a_stop_deckhouse_refused_is_not_the_latest() -> None:
+    """nicplug stopped vmi-1 (Deckhouse ran it on the VMI the user's restart had just
+    made), and, from a world that had not caught up, asked for a Stop of that new VMI
+    too, with the same number and second: Deckhouse refused it, the VM being stopped.
+    The refused one stopped nothing: nicplug starts the VM (seed 3431, `left-stopped`)."""
+    sim = deckhouse_vm()
+    d = driver(sim)
+    d.run(12)
+    sim.stop()
+    sim.running = False
+    sim.vm_operations = [
+        VMOperation("a-stop", "Stop", "vmi-1", "Completed", "", "0000", number=1),
+        VMOperation("z-stop", "Stop", "vmi-2", "Failed", "phase Stopped", "0000", number=1)]
+    fresh = driver(sim)
+    fresh.run(12)
+    assert [s for s in steps(fresh) if s[0] == "RestartVM"] == [("RestartVM", "start", "vmi-1")]
