@@ -307,6 +307,12 @@ class RestartVM(Effect):
     for_streams: tuple[str, ...] = ()
     """A `halt` by operation: the operations (streams) the restart is for, noted on the
     `Stop` (`World.taken_back`)."""
+    after: tuple[str, ...] = ()
+    """A `halt` by operation: the user's operations it follows though they may share its
+    second, noted on the `Stop` (`VMOperation.after`; none: not said)."""
+    number: int = 0
+    """A `halt` by operation: the `Stop`'s place among nicplug's `Stop`s of the VM, noted
+    on it (`VMOperation.number`; 0: not said, as payloads were before)."""
 
     def to_payload(self) -> dict[str, Any]:
         payload: dict[str, Any] = {
@@ -316,6 +322,10 @@ class RestartVM(Effect):
             payload["by"] = self.by
         if self.for_streams:  # absent: not said, as payloads were before
             payload["for"] = list(self.for_streams)
+        if self.number:  # absent: not said, as payloads were before
+            payload["number"] = self.number
+        if self.after:  # absent: not said, as payloads were before
+            payload["after"] = list(self.after)
         return payload
 
     @classmethod
@@ -327,7 +337,9 @@ class RestartVM(Effect):
         by: Literal["run-strategy", "operation"] = (
             "operation" if p.get("by") == "operation" else "run-strategy")
         return cls(p["namespace"], p["name"], p["vmi_uid"], step, resumes, by,
-                   tuple(str(s) for s in p.get("for") or ()))
+                   tuple(str(s) for s in p.get("for") or ()),
+                   number=int(p.get("number") or 0),
+                   after=tuple(str(s) for s in p.get("after") or ()))
 
     @property
     def target(self) -> str:

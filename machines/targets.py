@@ -506,6 +506,11 @@ def why_not_restarted(
                     " AlwaysOn do), so nicplug leaves the restart to you")
         type_ = "Restart" if vm.run_policy == RESTART_ONLY_POLICY else "Stop"
         stop = world.vm_operation(type_, world.vmi.uid) if world.vmi is not None else None
+        unfinished = world.operation_unfinished
+        if stop is None and unfinished is not None:
+            return (f"; nicplug waits for VirtualMachineOperation {unfinished.name}"
+                    f" ({unfinished.type}) to finish: Deckhouse runs a VM's operations"
+                    " one at a time")
         if stop is not None and stop.phase in ("Failed", "Superseded"):
             return (f"; Deckhouse did not stop it (VirtualMachineOperation {stop.name}"
                     f" {stop.phase}: {stop.message or 'no message'}), so nicplug leaves"
@@ -549,13 +554,14 @@ def _halt(facts: Facts, vm: DesiredVM, config: MachineConfig,
           streams: tuple[str, ...]) -> RestartVM | None:
     """The first step of a restart of the running VMI for the operations `streams`,
     unless one began already, or the user took the VM back from nicplug's restart for
-    them (nicplug stops a VM once for one change)."""
+    them (nicplug stops a VM once for one change). Through Deckhouse's operations, not
+    while one of the VM's operations is unfinished (`World.operation_unfinished`)."""
     world = facts.world
     vmi, kvvm = world.vmi, world.kvvm
     if vmi is None or kvvm is None or not restartable(facts, vm, config):
         return None
     if config.restarts == "operations":
-        if _taken_back_from(world, streams) is not None:
+        if _taken_back_from(world, streams) is not None or world.operation_unfinished:
             return None
         # one Stop (or Restart) per VMI uid, ever: a refused one is not asked again
         if vm.run_policy == RESTART_ONLY_POLICY:
@@ -565,7 +571,8 @@ def _halt(facts: Facts, vm: DesiredVM, config: MachineConfig,
         if world.vm_operation("Stop", vmi.uid) is not None:
             return None
         return RestartVM(vm.namespace, vm.name, vmi.uid, "halt", by="operation",
-                         for_streams=streams)
+                         for_streams=streams, number=world.next_stop_number,
+                         after=world.latest_user_operations)
     if kvvm.resumes is not None:
         return None
     return RestartVM(vm.namespace, vm.name, vmi.uid, "halt", kvvm.run_strategy)

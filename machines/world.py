@@ -354,6 +354,12 @@ class Migration:
 
 
 VMOP_FINISHED = frozenset({"Completed", "Failed", "Superseded"})
+RUNNING_VM_OPERATIONS = frozenset({"Stop", "Restart", "Migrate", "Evict"})
+"""Operations Deckhouse applies only to a VM that runs (`IsApplicableForVMPhase`): one
+the user made that Deckhouse ran acted on the VM before nicplug's `Stop` stopped it, or
+after a `Start` of theirs, so it never takes the VM back by itself (`World.taken_back`).
+A user's `Restart` that ran in the second of nicplug's `Stop`, before it, unseen when
+nicplug asked for it, took the VM from nicplug otherwise."""
 
 
 @quick_init
@@ -373,6 +379,14 @@ class VMOperation:
     """`metadata.creationTimestamp` (RFC 3339: its order is the text's)."""
     for_streams: tuple[str, ...] = ()
     """A `Stop` of nicplug's: the operations its restart is for (none: not said)."""
+    after: tuple[str, ...] = ()
+    """A `Stop` of nicplug's: the user's operations of the latest second among those
+    nicplug had seen when it asked for it, which came before it whatever their
+    `created` (`World.taken_back`; none: not said)."""
+    number: int = 0
+    """A `Stop` of nicplug's: one more than the highest number of nicplug's `Stop`s of
+    the VM it saw when it asked for it (0: not said, a `Stop` made before numbers).
+    Which `Stop` is the latest is this number first: `created` is in whole seconds."""
 
     @property
     def finished(self) -> bool:
@@ -446,17 +460,48 @@ class World:
         latest = self._last_stop()
         if latest is None:
             return None
-        if any(o.created >= latest.created and o.phase != "Failed"
+        if any(o.created >= latest.created and o.name not in latest.after
+               and o.phase != "Failed" and o.type not in RUNNING_VM_OPERATIONS
                for o in self.user_vm_operations):
             # (one Deckhouse refused, a restart of the VM nicplug stopped, asked nothing)
             return latest
         return None
 
+    @property
+    def operation_unfinished(self) -> VMOperation | None:
+        """An operation of the VM's, nicplug's or the user's, Deckhouse has not finished.
+        Deckhouse runs a VM's operations one at a time, the older first, by
+        `creationTimestamp` then name (`findOlderActiveVMOPs`), and a `Stop` supersedes
+        an unfinished `Start`, `Migrate` or `Evict` only when it is the newer by that
+        order (`supersede.CanSupersede`). A `Stop` made in the second nicplug's `Start`
+        was made in, while that `Start` waited for the VM to run, sorted before it by
+        its digest name: it ran, the `Start` was left `InProgress` for good, and
+        Deckhouse refused every later `Start`. The VM stayed stopped."""
+        return next((o for o in (*self.vm_operations, *self.user_vm_operations)
+                     if not o.finished), None)
+
+    @property
+    def latest_user_operations(self) -> tuple[str, ...]:
+        """The names of the user's operations made in the latest second any was made in:
+        those a `Stop` nicplug asks for now follows though `created` may tie
+        (`VMOperation.after`)."""
+        latest = max((o.created for o in self.user_vm_operations), default=None)
+        return tuple(sorted(o.name for o in self.user_vm_operations if o.created == latest))
+
+    @property
+    def next_stop_number(self) -> int:
+        """The number nicplug's next `Stop` of the VM carries (`VMOperation.number`)."""
+        return 1 + max((o.number for o in self.vm_operations if o.type == "Stop"), default=0)
+
     def _last_stop(self) -> VMOperation | None:
-        stops = [o for o in self.vm_operations if o.type == "Stop"]
+        # one Deckhouse refused stopped nothing: asked from a world that had not caught
+        # up with nicplug's own Stop yet, it ties with that one on number and second
+        stops = [o for o in self.vm_operations if o.type == "Stop" and o.phase != "Failed"]
         if not stops:
             return None
-        latest = max(stops, key=lambda o: (o.created, o.name))
+        # two Stops in one second (a Start completes at once, the next change comes in
+        # the same second) tie on `created`: their names are digests, their order none
+        latest = max(stops, key=lambda o: (o.number, o.created, o.name))
         if latest.phase != "Completed" or self.vm_operation("Start", latest.vmi_uid):
             return None
         return latest

@@ -67,6 +67,15 @@ VMOP_RESTART_FOR_ANNOTATION = "nicplug.io/restart-for"
 """On nicplug's `Stop`: the operations (streams, comma-separated) the restart is for.
 When the user takes the VM back before nicplug starts it, nicplug does not stop it
 again for them (`World.taken_back`)."""
+VMOP_RESTART_NUMBER_ANNOTATION = "nicplug.io/restart-number"
+"""On nicplug's `Stop`: its place among nicplug's `Stop`s of the VM (1, 2, ...). Which
+`Stop` is the latest is this, not `creationTimestamp`, which is in whole seconds
+(`VMOperation.number`)."""
+VMOP_RESTART_AFTER_ANNOTATION = "nicplug.io/restart-after"
+"""On nicplug's `Stop`: the user's operations (names, comma-separated) of the latest
+second among those nicplug had seen when it asked for it. They came before it, though
+`creationTimestamp`, in whole seconds, may tie: they do not take the VM back
+(`World.taken_back`)."""
 VM_UID_LABEL = "virtualization.deckhouse.io/virtual-machine-uid"
 """The label Deckhouse puts on each `VirtualMachineMACAddress` it creates for a VM
 (`annotations.LabelVirtualMachineUID`): the VM's uid."""

@@ -28,9 +28,10 @@ the end of a step that may hide it:
   handled (the connection cut while it waited), changed nothing; one it answered 2xx
   counts, as of the instant it was sent;
 * `restart-repeated` — more than one restart (a VMI deleted, or nicplug's `Stop`
-  VirtualMachineOperation) for one VMI uid, or a VM stopped twice for one change of
-  its desired networks (one restart applies a change; the user's own start, stop or
-  restart in between does not ask for another);
+  VirtualMachineOperation Deckhouse ran: one it refused stopped nothing) for one VMI
+  uid, or a VM stopped twice for one change of its desired networks (one restart
+  applies a change; the user's own start, stop or restart in between does not ask for
+  another);
 * `user-overridden` — a replica starts (a `Start` VirtualMachineOperation) a VM whose
   user's latest operation Deckhouse ran was a `Stop`;
 * `left-stopped` (judged at the end) — a VM a replica stopped for a restart (its `Stop`
@@ -167,6 +168,7 @@ class Watchman:
                 USER_OPERATION):
             self._user_operation(change)
         if change.resource is VMOPS:
+            self._operation_ran(change)
             self._operation_completed(change)
         if change.resource is VMIS and change.type == "ADDED":
             self.stopped_by_nicplug.pop(
@@ -268,9 +270,8 @@ class Watchman:
                     f"{effect_type} asks for that has not made one already")
 
     def _operation_created(self, operation: Json) -> None:
-        """A replica asked Deckhouse to stop a VM (the first step of its restart): once
-        per VMI uid, and once per change of the VM's networks. A replica's
-        `Start` must not follow a `Stop` the user asked for (`user-overridden`)."""
+        """A replica's `Start` must not follow a `Stop` the user asked for
+        (`user-overridden`)."""
         name = operation["metadata"]["name"]
         ns = operation["metadata"].get("namespace", "")
         vm = str(ob.dig(operation, "spec", "virtualMachineName"))
@@ -280,8 +281,25 @@ class Watchman:
         if kind == "Start" and self.user_asked.get(f"{ns}/{vm}") == "Stop":
             self.report("user-overridden",
                         f"{ns}/{vm}: {name} starts the VM the user stopped")
-        if kind != "Stop":
+
+    def _operation_ran(self, change: Change) -> None:
+        """Deckhouse ran a replica's `Stop` (the first step of its restart): once per VMI
+        uid, and once per change of the VM's networks. Counted when Deckhouse runs it,
+        not when it is made: one it refused without running (`Failed`: the VM stopped
+        already, `NotApplicableForVirtualMachinePhase`) stopped nothing. A `Stop` asked
+        from a world the informers had not caught up with yet (the user's restart and
+        nicplug's own `Stop` of the VMI before, which Deckhouse ran on the user's new
+        VMI: a `Stop` stops whatever VMI the VM runs) is one such; it names another VMI,
+        and nicplug asks one per VMI."""
+        ran = ("InProgress", "Completed")
+        operation = change.obj
+        if operation["metadata"]["name"].startswith(USER_OPERATION) \
+                or ob.dig(operation, "spec", "type") != "Stop" \
+                or ob.dig(operation, "status", "phase") not in ran \
+                or (change.prev is not None and ob.dig(change.prev, "status", "phase") in ran):
             return
+        ns = operation["metadata"].get("namespace", "")
+        vm = str(ob.dig(operation, "spec", "virtualMachineName"))
         uid = str((operation["metadata"].get("annotations") or {}).get(
             VMOP_VMI_UID_ANNOTATION, "unknown"))
         self._restarted(ns, vm, uid, counted=True)

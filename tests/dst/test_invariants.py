@@ -358,23 +358,40 @@ def test_a_start_after_the_users_stop_overrides_the_user_unless_deckhouse_refuse
         assert bool(_found(watchman, "user-overridden")) == overridden, phase
 
 
+def _stop(watchman: Watchman, name: str, vmi: str, phase: str = "InProgress") -> None:
+    """nicplug's `Stop` of VMI `vmi` made, then Deckhouse's answer (`phase`)."""
+    made = _operation(name, "Stop")
+    made["metadata"]["annotations"] = {VMOP_VMI_UID_ANNOTATION: vmi}
+    _tell(watchman, made)
+    answered = _operation(name, "Stop", phase)
+    answered["metadata"]["annotations"] = {VMOP_VMI_UID_ANNOTATION: vmi}
+    _tell(watchman, answered, made)
+
+
 def test_a_second_stop_for_one_change_is_a_repeated_restart() -> None:
     """nicplug stops a VM once per change of its networks: the user starting it again
     (from the older template) does not ask for another stop."""
     watchman = _watchman()
-    _tell(watchman, _operation("nicplug-vm1-a-stop", "Stop"))
+    _stop(watchman, "nicplug-vm1-a-stop", "vmi-1")
     assert _found(watchman, "restart-repeated") == []
-    second = _operation("nicplug-vm1-b-stop", "Stop")
-    second["metadata"]["annotations"] = {VMOP_VMI_UID_ANNOTATION: "vmi-2"}
-    _tell(watchman, second)
+    _stop(watchman, "nicplug-vm1-b-stop", "vmi-2")
     assert _found(watchman, "restart-repeated") == ["ns1/vm1: stopped 2 times for one change "
                                                     "of its networks (VMI vmi-2)"]
     watchman.changes["ns1/vm1"] += 1  # the user edits the networks: a new change
-    third = _operation("nicplug-vm1-c-stop", "Stop")
-    third["metadata"]["annotations"] = {VMOP_VMI_UID_ANNOTATION: "vmi-3"}
     before = len(watchman.violations)
-    _tell(watchman, third)
+    _stop(watchman, "nicplug-vm1-c-stop", "vmi-3")
     assert watchman.restarts_by_change[("ns1/vm1", 1)] == 1 and len(watchman.violations) == before
+
+
+def test_a_stop_deckhouse_refused_stopped_nothing() -> None:
+    """A `Stop` counts when Deckhouse runs it: one it refused (the VM stopped already by
+    nicplug's Stop before, asked from a world that had not caught up; seed 3431) stopped
+    nothing, and is no second stop for the change."""
+    watchman = _watchman()
+    _stop(watchman, "nicplug-vm1-a-stop", "vmi-1", "Completed")
+    _stop(watchman, "nicplug-vm1-b-stop", "vmi-2", "Failed")
+    assert _found(watchman, "restart-repeated") == []
+    assert watchman.restarts_by_change[("ns1/vm1", 0)] == 1
 
 
 def test_a_vm_nicplug_stopped_and_nobody_started_is_left_stopped() -> None:

@@ -13,7 +13,12 @@ from nicplug.adapters.core.executor import KubeExecutor, vm_operation_name
 from nicplug.adapters.kube.calls import KubeCalls
 from nicplug.adapters.kube.client import ApiConnection, ClientSettings, connect
 from nicplug.adapters.kube.flavour import DECKHOUSE, UPSTREAM
-from nicplug.adapters.kube.resources import VMOP_RESTART_FOR_ANNOTATION, VMOP_VMI_UID_ANNOTATION
+from nicplug.adapters.kube.resources import (
+    VMOP_RESTART_AFTER_ANNOTATION,
+    VMOP_RESTART_FOR_ANNOTATION,
+    VMOP_RESTART_NUMBER_ANNOTATION,
+    VMOP_VMI_UID_ANNOTATION,
+)
 from nicplug.adapters.kube.translate import records
 from nicplug.adapters.kube.translate.objects import VMOPObject
 from nicplug.adapters.sdn import dialect_for
@@ -131,11 +136,17 @@ async def test_a_stop_names_the_operations_its_restart_is_for_and_reads_back_wit
     store = deckhouse_server.store
     uid = store.create(VMIS, {"metadata": {"name": "vm", "namespace": "ns1"}})["metadata"]["uid"]
     streams = ("vm-uid/ClusterNetwork/storage/plug/1", "vm-uid/Network/user-net/plug/1")
-    halt = RestartVM("ns1", "vm", uid, "halt", by="operation", for_streams=streams)
+    halt = RestartVM("ns1", "vm", uid, "halt", by="operation", for_streams=streams, number=3,
+                     after=("d8-restart-a", "d8-restart-b"))
     assert RestartVM.from_payload(halt.to_payload()) == halt
     assert "for" not in stop(uid).to_payload()  # not said: as payloads were before
+    assert "number" not in stop(uid).to_payload() and "after" not in stop(uid).to_payload()
     await executor(deckhouse_connection).execute(pending(1, halt))
     made = store.get(VMOPS, "ns1", vm_operation_name("vm", uid, "Stop"))
     assert made["metadata"]["annotations"][VMOP_RESTART_FOR_ANNOTATION] == ",".join(streams)
+    assert made["metadata"]["annotations"][VMOP_RESTART_NUMBER_ANNOTATION] == "3"
+    assert made["metadata"]["annotations"][VMOP_RESTART_AFTER_ANNOTATION] == (
+        "d8-restart-a,d8-restart-b")
     read = records.vm_operation(VMOPObject.model_validate(made))
-    assert read is not None and read.for_streams == streams
+    assert read is not None and read.for_streams == streams and read.number == 3
+    assert read.after == ("d8-restart-a", "d8-restart-b")

@@ -19,7 +19,9 @@ from nicplug.adapters.core.executor.cluster import JSON_PATCH, Cluster, Result, 
 from nicplug.adapters.kube import errors as kube_errors
 from nicplug.adapters.kube.resources import (
     MANAGED_BY_LABEL,
+    VMOP_RESTART_AFTER_ANNOTATION,
     VMOP_RESTART_FOR_ANNOTATION,
+    VMOP_RESTART_NUMBER_ANNOTATION,
     VMOP_VMI_UID_ANNOTATION,
 )
 from nicplug.engine.errors import PermanentError, RetryAfterObservation
@@ -108,6 +110,10 @@ class Restarts:
         annotations = {VMOP_VMI_UID_ANNOTATION: e.vmi_uid}
         if e.for_streams:
             annotations[VMOP_RESTART_FOR_ANNOTATION] = ",".join(e.for_streams)
+        if e.number:
+            annotations[VMOP_RESTART_NUMBER_ANNOTATION] = str(e.number)
+        if e.after:
+            annotations[VMOP_RESTART_AFTER_ANNOTATION] = ",".join(e.after)
         try:
             await self._calls.create_vm_operation(
                 kind, e.namespace, name, spec,

@@ -15,7 +15,9 @@ from functools import lru_cache
 
 from nicplug.adapters.kube.resources import (
     MANAGED_BY_LABEL,
+    VMOP_RESTART_AFTER_ANNOTATION,
     VMOP_RESTART_FOR_ANNOTATION,
+    VMOP_RESTART_NUMBER_ANNOTATION,
     VMOP_VMI_UID_ANNOTATION,
     WORKLOAD_UPDATE_ANNOTATION,
 )
@@ -282,10 +284,14 @@ def vm_operation(obj: VMOPObject) -> VMOperation | None:
         return None
     completed = next((c for c in obj.status.conditions if c.type == "Completed"), None)
     said = obj.metadata.annotations.get(VMOP_RESTART_FOR_ANNOTATION, "") if vmi_uid else ""
+    number = obj.metadata.annotations.get(VMOP_RESTART_NUMBER_ANNOTATION, "") if vmi_uid else ""
+    after = obj.metadata.annotations.get(VMOP_RESTART_AFTER_ANNOTATION, "") if vmi_uid else ""
     return VMOperation(obj.metadata.name, obj.spec.type, vmi_uid, obj.status.phase,
                        completed.message if completed is not None else "",
                        obj.metadata.creation_timestamp,
-                       tuple(s for s in said.split(",") if s))
+                       tuple(s for s in said.split(",") if s),
+                       number=int(number) if number.isdigit() else 0,
+                       after=tuple(s for s in after.split(",") if s))
 
 
 def migration(obj: VMIMObject) -> Migration:

@@ -326,7 +326,8 @@ class Sim:
             return
         self.vm_operations.append(VMOperation(name, type_, effect.vmi_uid, "Completed", "",
                                               f"{len(self.vm_operations):04d}",
-                                              effect.for_streams))
+                                              effect.for_streams, number=effect.number,
+                                              after=effect.after))
         if type_ == "Stop":
             self.stop()
             self.running = False

@@ -119,6 +119,34 @@ def test_a_vm_stopped_for_a_restart_nobody_tracks_is_started_again() -> None:
     assert fresh.op(*PLUG).state == "Attached"
 
 
+def test_the_latest_stop_is_the_highest_numbered_not_the_latest_second() -> None:
+    """Two of nicplug's Stops in one second (its Start of the first completed at once and
+    the next change came in that second) tie on `creationTimestamp`, and their names are
+    digests: the one whose name sorts last had its Start, so the VM the other stopped
+    was never started again (seed 2356, `left-stopped`). Each Stop carries its number."""
+    first = deckhouse_vm()
+    d = driver(first)
+    d.run(12)
+    halts = [e for e in d.effects if e.type == "RestartVM" and e.payload["step"] == "halt"]
+    assert [h.payload["number"] for h in halts] == [1]
+    sim = deckhouse_vm()
+    sim.networks = first.networks
+    sim.kvvm_ifaces, sim.kvvm_nets, sim.template = (
+        list(first.kvvm_ifaces), list(first.kvvm_nets), list(first.template))
+    sim.stop()
+    sim.running = False
+    second = "2027-01-15T08:00:11Z"
+    sim.vm_operations = [
+        VMOperation("z-stop", "Stop", "vmi-0", "Completed", "", second, number=1),
+        VMOperation("z-start", "Start", "vmi-0", "Completed", "", second),
+        VMOperation("a-stop", "Stop", "vmi-1", "Completed", "", second, number=2)]
+    fresh = driver(sim)
+    fresh.run(12)
+    assert [s for s in steps(fresh) if s[0] == "RestartVM"] == [("RestartVM", "start", "vmi-1")]
+    assert sim.vmi_uid is not None
+    assert fresh.op(*PLUG).state == "Attached"
+
+
 def test_a_vm_the_user_stopped_is_not_started() -> None:
     sim = deckhouse_vm()
     sim.stop()
@@ -206,3 +234,98 @@ def test_a_stop_the_user_overtook_does_not_hold_back_the_next_restart() -> None:
     assert [s for s in steps(d) if s[0] == "RestartVM"] == [
         ("RestartVM", "halt", "vmi-1"), ("RestartVM", "start", "vmi-1")]
     assert d.op(*PLUG).state == "Attached"
+
+
+def test_no_stop_while_an_operation_of_the_vms_is_unfinished() -> None:
+    """nicplug's Start of its last restart is still `InProgress` (the new VMI not yet
+    running) when the next change asks for a restart. A Stop made now, in the Start's
+    second, can sort before it by its digest name in Deckhouse's order: it runs, the
+    Start waits for ever, and Deckhouse refuses nicplug's next Start (seed 2356,
+    `left-stopped`). nicplug waits for the Start to finish, then stops the VM."""
+    sim = deckhouse_vm()
+    second = "2027-01-15T08:00:11Z"
+    sim.vm_operations = [
+        VMOperation("stop-vmi-0", "Stop", "vmi-0", "Completed", "", second, number=1),
+        VMOperation("start-vmi-0", "Start", "vmi-0", "InProgress", "", second)]
+    d = driver(sim)
+    d.run(12)
+    assert [s for s in steps(d) if s[0] == "RestartVM"] == []
+    assert d.op(*PLUG).state == "RestartRequired"
+    sim.vm_operations[1] = VMOperation("start-vmi-0", "Start", "vmi-0", "Completed", "", second)
+    d.run(12)
+    assert [s for s in steps(d) if s[0] == "RestartVM"] == [
+        ("RestartVM", "halt", "vmi-1"), ("RestartVM", "start", "vmi-1")]
+    assert d.op(*PLUG).state == "Attached"
+
+
+def test_no_stop_while_the_users_operation_is_unfinished() -> None:
+    """The user's own operation (a migration they asked for) is `InProgress`: Deckhouse
+    would let nicplug's Stop supersede it; nicplug waits for it instead."""
+    sim = deckhouse_vm()
+    # made before any operation of nicplug's (the simulated ones are made at "0000"...)
+    sim.user_vm_operations = [VMOperation("d8-migrate", "Migrate", "", "InProgress", "", "")]
+    d = driver(sim)
+    d.run(12)
+    assert [s for s in steps(d) if s[0] == "RestartVM"] == []
+    said = sim.vm_conditions[CONDITION_RESTART]
+    assert "waits for VirtualMachineOperation d8-migrate (Migrate) to finish" in said.message
+    sim.user_vm_operations = [VMOperation("d8-migrate", "Migrate", "", "Completed", "", "")]
+    d.run(12)
+    assert d.op(*PLUG).state == "Attached"
+
+
+def test_the_users_operation_before_nicplugs_stop_in_its_second_does_not_take_the_vm_back() -> None:
+    """The user restarted the VM (`d8 v restart`, done) and the network was added in the
+    same second: nicplug's Stop shares the Restart's `creationTimestamp`. The Restart
+    came before the Stop, which names it, so the VM is not the user's: nicplug starts it
+    again (seed 9409, `left-stopped`)."""
+    sim = deckhouse_vm()
+    sim.user_vm_operations = [VMOperation("d8-restart", "Restart", "", "Completed", "", "0000")]
+    d = driver(sim)
+    d.run(12)
+    assert [s for s in steps(d) if s[0] == "RestartVM"] == [
+        ("RestartVM", "halt", "vmi-1"), ("RestartVM", "start", "vmi-1")]
+    assert sim.vm_operations[0].after == ("d8-restart",)
+    assert d.op(*PLUG).state == "Attached"
+
+
+def test_a_users_restart_nicplugs_stop_did_not_know_of_does_not_take_the_vm_back() -> None:
+    """The user's Restart ran while nicplug asked for its Stop, in the same second, and
+    nicplug had not seen it (the Stop names none). Deckhouse restarts only a VM that
+    runs: the Restart acted before the Stop stopped the VM, which nicplug starts again
+    (seed 7275, `left-stopped`). A user's Start since the Stop takes it back."""
+    sim = deckhouse_vm()
+    d = driver(sim)
+    d.run(12)
+    sim.stop()
+    sim.running = False
+    sim.vm_operations = [VMOperation("stop-vmi-1", "Stop", "vmi-1", "Completed", "", "0000")]
+    sim.user_vm_operations = [VMOperation("d8-restart", "Restart", "", "Completed", "", "0000")]
+    fresh = driver(sim)
+    fresh.run(12)
+    assert [s for s in steps(fresh) if s[0] == "RestartVM"] == [("RestartVM", "start", "vmi-1")]
+    sim.stop()
+    sim.running = False
+    sim.vm_operations = [VMOperation("stop-vmi-2", "Stop", "vmi-2", "Completed", "", "0001")]
+    sim.user_vm_operations = [VMOperation("d8-start", "Start", "", "Completed", "", "0001")]
+    again = driver(sim)
+    again.run(12)
+    assert [s for s in steps(again) if s[0] == "RestartVM"] == []
+
+
+def test_a_stop_deckhouse_refused_is_not_the_latest() -> None:
+    """nicplug stopped vmi-1 (Deckhouse ran it on the VMI the user's restart had just
+    made), and, from a world that had not caught up, asked for a Stop of that new VMI
+    too, with the same number and second: Deckhouse refused it, the VM being stopped.
+    The refused one stopped nothing: nicplug starts the VM (seed 3431, `left-stopped`)."""
+    sim = deckhouse_vm()
+    d = driver(sim)
+    d.run(12)
+    sim.stop()
+    sim.running = False
+    sim.vm_operations = [
+        VMOperation("a-stop", "Stop", "vmi-1", "Completed", "", "0000", number=1),
+        VMOperation("z-stop", "Stop", "vmi-2", "Failed", "phase Stopped", "0000", number=1)]
+    fresh = driver(sim)
+    fresh.run(12)
+    assert [s for s in steps(fresh) if s[0] == "RestartVM"] == [("RestartVM", "start", "vmi-1")]
