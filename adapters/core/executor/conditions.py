@@ -4,7 +4,9 @@ A condition is a read-modify-write of the VM's one `status.conditions` list, whi
 platform's controller also writes: the write pins the resourceVersion it read, a 409
 is someone else's write in between, and it is read afresh from the server and written
 again a few times before the decision is asked again (`CONDITION_WRITE_ATTEMPTS`). A
-condition unchanged is not written; `lastTransitionTime` moves only with its status.
+404 on the write of a VM the read just found is retried with backoff, not decided again
+(`_patch_status`). A condition unchanged is not written; `lastTransitionTime` moves only
+with its status.
 Where KubeVirt owns the VM's conditions (the kubevirt flavour) the decider asks for none.
 """
 
@@ -97,7 +99,7 @@ class Conditions:
             conditions.append(updated)
         version = (vm.get("metadata") or {}).get("resourceVersion")
         patch = {"metadata": {"resourceVersion": version}, "status": {"conditions": conditions}}
-        await self._cluster.calls.patch_status(self._cluster.vm_kind, e.namespace, e.name, patch)
+        await self._patch_status(e.namespace, e.name, patch)
         return {"condition": e.type, "status": e.status}
 
     async def _remove_condition_once(self, e: RemoveVMCondition, read: Reader) -> Result:
@@ -109,5 +111,20 @@ class Conditions:
             return {"unchanged": True}
         version = (vm.get("metadata") or {}).get("resourceVersion")
         patch = {"metadata": {"resourceVersion": version}, "status": {"conditions": kept}}
-        await self._cluster.calls.patch_status(self._cluster.vm_kind, e.namespace, e.name, patch)
+        await self._patch_status(e.namespace, e.name, patch)
         return {"removed": e.type}
+
+    async def _patch_status(self, namespace: str, name: str, patch: Mapping[str, Any]) -> None:
+        """The status write of a VM the read has just found. Its 404 (the server's copy
+        deleted behind the cache, or the server answering amiss) is `Temporary`: the same
+        write retried with the outbox's backoff. Decided again instead, the next world
+        still holds the VM and asks for the very same condition at once, again as fast
+        as the VM's objects change (six writes of one condition in 31 s while the server
+        answered 404 five times). Once the informers drop a deleted VM, the retry's read
+        does not find it (`NotFound`: decided again from that world)."""
+        try:
+            await self._cluster.calls.patch_status(self._cluster.vm_kind, namespace, name, patch)
+        except kube_errors.NotFound as exc:
+            raise kube_errors.Temporary(
+                f"{exc.message} (the VM was just read: its write is retried)",
+                status=exc.status, reason=exc.reason) from exc
