@@ -77,9 +77,11 @@ def test_the_teardown_leaves_no_task_pending(monkeypatch: pytest.MonkeyPatch,
     assert "destroyed but it is pending" not in caplog.text
 
 
-def _journal_with_creates(tmp_path: Path, times: list[float], names: list[str]) -> Path:
+def _journal_with_creates(tmp_path: Path, times: list[float], names: list[str],
+                          type_: str = "CreateMigration") -> Path:
     """A journal (the project's own schema) whose one plug asked to create the
-    migrations `names` at `times`."""
+    migrations `names` at `times` (or, with `type_`, other effects naming them)."""
+    tmp_path.mkdir(parents=True, exist_ok=True)
     path = tmp_path / "j.db"
     conn = sqlite3.connect(path)
     conn.executescript((ROOT / "migrations" / "0001_initial.sql").read_text())
@@ -88,8 +90,9 @@ def _journal_with_creates(tmp_path: Path, times: list[float], names: list[str]) 
         conn.execute(
             "INSERT INTO effects (stream, key, type, payload, idempotency_key, status,"
             " attempts, created_wall, created_logical, updated_wall, updated_logical)"
-            " VALUES (?, ?, 'CreateMigration', ?, ?, 'succeeded', 1, ?, ?, ?, ?)",
-            ("uid/Network/user-net/plug/1", f"k{i}", payload, f"i{i}", at, at, at, at))
+            " VALUES (?, ?, ?, ?, ?, 'succeeded', 1, ?, ?, ?, ?)",
+            ("uid/Network/user-net/plug/1", f"k{i}", type_, payload, f"i{i}",
+             at, at, at, at))
     conn.commit()
     conn.close()
     return path
@@ -107,6 +110,26 @@ def test_a_migration_asked_again_as_blind_reissues_space_it_is_within_its_bound(
 def test_a_migration_asked_again_every_30_s_is_a_livelock(tmp_path: Path) -> None:
     path = _journal_with_creates(tmp_path, [30.0 * i for i in range(6)], ["m"] * 6)
     assert [p[0] for p in _unbounded(path)] == ["effects-unbounded"]
+
+
+def test_a_kvvm_patch_reissued_blind_at_the_spacing_is_within_its_bound(
+    tmp_path: Path,
+) -> None:
+    """Seed 28759: one template written for the next boot, asked again 30, 60, 120, 180,
+    240, 300 s on while the VM's watches stalled; each repeat was refused by its `test`
+    of the resourceVersion the informers held. Every 30 s it is a livelock still, and a
+    seventh template asked for is over the count."""
+    times = [0, 30, 60, 120, 180, 240, 300]
+    path = _journal_with_creates(tmp_path, times, ["t"] * 7, "PatchVirtualMachine")
+    assert _unbounded(path) == []
+    path = _journal_with_creates(
+        tmp_path / "fast", [30.0 * i for i in range(7)], ["t"] * 7, "PatchVirtualMachine")
+    assert [p[0] for p in _unbounded(path)] == ["effects-unbounded"]
+    path = _journal_with_creates(
+        tmp_path / "many", [600.0 * i for i in range(7)], [f"t{i}" for i in range(7)],
+        "PatchVirtualMachine")
+    assert _unbounded(path) == [
+        ("effects-unbounded", "uid/Network/user-net/plug/1 issued 7 PatchVirtualMachine")]
 
 
 def test_a_third_migration_of_one_operation_is_over_its_bound(tmp_path: Path) -> None:
