@@ -281,8 +281,10 @@ def named_for_another(c: Context) -> bool:
     went back to Deckhouse's pool (`mac_pool.go` holds only `status.networks`, which
     drops a removed network once no VMI has its MAC) and was handed to that network,
     whose interface it is from now on, as Deckhouse's controller names it. A stopped VM
-    only: its KVVM is written whole for the next boot; a running one's interface is
-    marked absent before the MAC can be handed on."""
+    only: its KVVM is written whole for the next boot. On a running one the MAC is
+    handed on at once when the spec asks Main alone (`status.networks` emptied), and
+    the interface is still the removed network's until its unplug, identified by the
+    KVVM's SDN requests (`targets._identify`), marks it absent and takes it out."""
     comparison = c.facts.comparison
     return c.op.direction == "unplug" and not c.facts.live and comparison is not None and any(
         d.named_by_mac and d.if_name == c.op.if_name and d.identity != c.op.network

@@ -123,9 +123,14 @@ def pod_patches(facts: Facts, ops: Ops, vm: DesiredVM, comparison: Comparison) -
             kept = [renamed.get(e.identity, e) for e in kept]
             owner = owner or _live(ops, next(iter(renamed)), "plug")
         held = {e.identity for e in kept} | {e.identity for e in pod.requested}
+        # a name the MAC pool handed on is asked for only once the entry of the network
+        # that had it leaves the pod (its unplug saw the guest let go) or is renamed in
+        # this very patch: one entry per interface name on a pod
+        named = {e.if_name for e in kept}
         for spec in desired:
             plug = _live(ops, spec.identity, "plug")
-            if plug and plug.state != "RestartRequired" and spec.identity not in held:
+            if plug and plug.state != "RestartRequired" and spec.identity not in held and (
+                    spec.if_name not in named):
                 kept.append(_request(vm, spec))
                 owner = owner or plug
         if owner is not None:
@@ -177,9 +182,14 @@ def _let_go(facts: Facts, if_name: str) -> bool:
 
 
 def _identify(kvvm: KVVM, comparison: Comparison, ops: Ops) -> dict[str, str]:
+    """interface name → the network the KVVM carries under it. The template's SDN
+    requests say it first, as `comparator.carried_networks` reads them: a name the MAC
+    pool handed on to a desired network (`mac_pool.go` holds only `status.networks`,
+    which drops every entry once the spec asks Main alone) is still the removed
+    network's interface in the KVVM until its unplug marks it absent and takes it out."""
     names = {op.if_name: op.network for op in ops.values() if op.if_name}
-    names.update({r.if_name: r.identity for r in kvvm.template_requests})
     names.update({d.if_name: d.identity for d in comparison.desired if d.if_name})
+    names.update({r.if_name: r.identity for r in kvvm.template_requests})
     names[MAIN_IF_NAME] = "Main"
     return names
 

@@ -38,6 +38,8 @@ class Migrations:
         for migration in migrations:
             phase = ob.dig(migration, "status", "phase") or ""
             vmi = self.kv.find(VMIS, *key) or vmi
+            if phase == "Failed":
+                self._failed_on_vmi(migration, vmi)
             if phase in FINISHED:
                 continue
             if phase in ("", "Pending"):
@@ -70,15 +72,34 @@ class Migrations:
         state.update({"failed": True, "completed": True, "failureReason": reason})
         self._set(migration, {"phase": "Failed", "migrationState": state})
         # the VMI's own record of the migration ends too, as virt-controller writes it
-        uid = migration["metadata"]["uid"]
         vmi = self.kv.find(VMIS, migration["metadata"].get("namespace", ""),
                            ob.dig(migration, "spec", "vmiName") or "")
-        if vmi is not None and ob.dig(vmi, "status", "migrationState", "migrationUid") == uid:
-            def ended(obj: Json) -> None:
-                status = obj.setdefault("status", {})
-                status["migrationState"] = dict(status.get("migrationState") or {}) | {
-                    "failed": True, "completed": True, "failureReason": reason}
-            self.kv.edit(VMIS, vmi, ended, status=True)
+        if vmi is not None:
+            self._failed_on_vmi(migration, vmi, reason)
+
+    def _failed_on_vmi(self, migration: Json, vmi: Json,
+                       reason: str = "Target pod is down") -> None:
+        """A migration that ended Failed, by this actor or by anyone else (a target pod
+        deleted, its phase written), ends on the VMI it moved: failed, completed, with
+        an end time (`handleMarkMigrationFailedOnVMI`, run for every `Failed` migration
+        the VMI's `migrationState` still names unfailed,
+        `pkg/virt-controller/watch/migration/migration.go`). Without it the VMI reads
+        as migrating for ever, and nothing that waits for the end of a migration (the
+        migration evaluator, the VM's `Migrating`) moves again."""
+        state = ob.dig(vmi, "status", "migrationState")
+        if (not isinstance(state, dict) or state.get("failed")
+                or state.get("migrationUid") != migration["metadata"]["uid"]):
+            return
+
+        def ended(obj: Json) -> None:
+            status = obj.setdefault("status", {})
+            record = dict(status.get("migrationState") or {})
+            record.update({"failed": True, "completed": True})
+            record.setdefault("endTimestamp", ob.wall_time())
+            record["failureReason"] = record.get("failureReason") or reason
+            status["migrationState"] = record
+
+        self.kv.edit(VMIS, vmi, ended, status=True)
 
     def _begin(self, migration: Json, kvvm: Json, vmi: Json) -> bool:
         if ob.dig(vmi, "status", "phase") != "Running":

@@ -10,7 +10,7 @@ from nicplug.simulator.clock import VirtualSimClock
 from nicplug.simulator.cluster import SimulatedCluster
 from nicplug.simulator.fixtures import Fixtures
 from nicplug.simulator.knobs import Delays, Failures, Knobs
-from nicplug.simulator.resources import KVVMS, VMIS
+from nicplug.simulator.resources import KVVMS, PODS, VMIMS, VMIS
 from tests.simulator import driving as d
 
 NS, VM = "default", "vm-00000"
@@ -143,6 +143,36 @@ async def test_a_migration_fails_when_the_vmi_cannot_move(why: str) -> None:
     await cluster.advance(3.0)
     assert d.migration_phase(store, NS) == "Failed"
     assert len(d.pods_of(store, NS, VM)) == 1
+    assert cluster.actor_errors == []
+    await cluster.stop()
+
+
+async def test_a_migration_failed_by_someone_else_ends_on_the_vmi() -> None:
+    """Someone deletes a running migration's target pod and the migration ends Failed:
+    virt-controller marks it failed on the VMI (`handleMarkMigrationFailedOnVMI`,
+    pkg/virt-controller/watch/migration/migration.go), so the VMI no longer reads as
+    migrating and KubeVirt's evaluator asks again for the migration a plug still needs
+    (a VMI left migrating for ever kept `MigrationRequired` False: seed 20752)."""
+    knobs = Knobs(dialect="multus", delays=DELAYS, migration_required_grace=5.0)
+    cluster = await started(knobs)
+    store = cluster.store
+    d.migrate(store, NS, VM)
+    await cluster.advance(0.5)
+    assert d.migration_phase(store, NS) == "Running"
+    migration = store.get(VMIMS, NS, "mig-1")
+    uid = migration["metadata"]["uid"]
+    for pod in d.pods_of(store, NS, VM):
+        if (pod["metadata"].get("labels") or {}).get(nw.MIGRATION_LABEL) == uid:
+            store.delete(PODS, NS, pod["metadata"]["name"])
+    store.patch(VMIMS, NS, "mig-1", {"status": {"phase": "Failed"}},
+                content_type="application/merge-patch+json", subresource="status")
+    d.plug_kvvm(store, knobs, NS, VM, "Network", "user-net")
+    await cluster.advance(10.0)
+    state = ob.dig(store.get(VMIS, NS, VM), "status", "migrationState")
+    assert (state["migrationUid"], state["failed"], state["completed"]) == (uid, True, True)
+    assert state["endTimestamp"] and state["failureReason"] == "Target pod is down"
+    assert d.condition(store, NS, VM, "MigrationRequired") == (
+        "True", "AutoMigrationDueToLiveUpdate")
     assert cluster.actor_errors == []
     await cluster.stop()
 
