@@ -123,9 +123,16 @@ def pod_patches(facts: Facts, ops: Ops, vm: DesiredVM, comparison: Comparison) -
             kept = [renamed.get(e.identity, e) for e in kept]
             owner = owner or _live(ops, next(iter(renamed)), "plug")
         held = {e.identity for e in kept} | {e.identity for e in pod.requested}
+        # a name another entry still holds (the MAC pool gave a network the VMMAC of one
+        # whose entry is not renamed or dropped yet) waits: an annotation listing one
+        # ifName twice is unreadable, to the SDN and to nicplug, which then never
+        # writes that pod again
+        named = {e.if_name for e in kept}
         for spec in desired:
             plug = _live(ops, spec.identity, "plug")
-            if plug and plug.state != "RestartRequired" and spec.identity not in held:
+            if plug and plug.state != "RestartRequired" and spec.identity not in held and (
+                    spec.if_name not in named):
+                named.add(spec.if_name)
                 kept.append(_request(vm, spec))
                 owner = owner or plug
         if owner is not None:
