@@ -23,7 +23,8 @@ EFFECTS_PER_OPERATION: Mapping[str, int] = {
     "PatchPodNetworks": 4,  # per launcher pod (`PER_OBJECT`): the request, asked again
     # 30 and 60 s on while the informers do not show it, one re-decided after a 409
     # (seen: 2 per pod; seed 498 wrote 5 to two pods while the reissues were not spaced)
-    "PatchVirtualMachine": 6,  # attach or detach, for the next boot, re-decided (seen: 4)
+    "PatchVirtualMachine": 6,  # attach or detach, for the next boot, re-decided (seen: 4);
+    # counted per template decided from: the same patch asked again is a re-issue
     "SetVMCondition": 8,  # a condition kept current through the waits (seen: 5), each
     # condition once (the same write repeated is a re-issue: `REISSUED_ALIKE`); one
     # the informers do not show is written again 30, 60, 120 s... into its operation's
@@ -50,10 +51,15 @@ ATTEMPTS_PER_INTERFACE = 6
 """Operations (attempts) on one interface of one VM in one direction, over a whole
 run: a failed one is retried with a backoff, a user's change starts another (seen: 3)."""
 
-REISSUED_ALIKE: frozenset[str] = frozenset({"CreateMigration", "SetVMCondition"})
+REISSUED_ALIKE: frozenset[str] = frozenset(
+    {"CreateMigration", "SetVMCondition", "PatchVirtualMachine"})
 """Effects whose same request, repeated, does nothing twice: a migration of one name
 (the API server answers a second create 409 AlreadyExists, which the executor takes as
-done, and creates nothing), a condition of the same status, reason and message. For
+done, and creates nothing), a condition of the same status, reason and message, a KVVM
+patch pinned to the template its decision read (a JSON patch whose `test` op fails,
+422, once the first one landed: `calls.compare_and_swap`; the payload carries that
+template, so a decision from a newer one is another request; seed 30502: the VM's
+watches stalled 450 s, one landed patch asked again every 60 s, 6 times refused). For
 these the bound of `EFFECTS_PER_OPERATION` counts different requests; the same request
 asked again is a blind re-issue (docs/decisions/stranded-links-and-blind-reissues.md):
 while the informers do not show a write that landed, nicplug asks it again 30, 60,
