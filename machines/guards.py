@@ -395,20 +395,38 @@ def link_stranded(c: Context) -> bool:
     and none runs. Upstream, no dynamic-networks controller released the link (a
     migration's target pod was made while the interface was asked for, and the unplug
     came before the guest had it); on Deckhouse, the SDN agent kept the link after the
-    networks-spec let it go. It stays until the VM migrates or restarts, which is the
-    operator's to decide."""
+    networks-spec let it go. Upstream, a pod that still requests it counts the same when
+    KubeVirt will not drop that request (`request_left_by_kubevirt`). It stays until the
+    VM migrates or restarts, which is the operator's to decide."""
     f, name, network = c.facts, c.op.if_name, c.op.network
     return (
         f.live
         and network in f.lingering
-        and not any(r.identity == network for p in f.world.pods
-                    if p.phase not in FINISHED_PHASES for r in p.requested)
+        and (not any(r.identity == network for p in f.world.pods
+                     if p.phase not in FINISHED_PHASES for r in p.requested)
+             or request_left_by_kubevirt(c))
         and name not in f.kvvm_anywhere
         and name not in f.vmi_anywhere
         and name not in f.attached
         and not f.migration_required
         and f.running_migration() is None
     )
+
+
+def request_left_by_kubevirt(c: Context) -> bool:
+    """Upstream KubeVirt: an entry a launcher pod's networks annotation still holds is
+    one virt-controller will not write away. It regenerates a running pod's annotation
+    from the VMI's spec only while an interface of that spec waits to be plugged (not in
+    the VMI's status) or unplugged (`absent`) (`ifacesAndNetsForMultusAnnotationUpdate`,
+    `pkg/network/pod/annotations/generator.go`), and none does; an interface the VMI's
+    status never reported leaves the VMI (`clearDetachedIfacesFromVMI`) whether or not
+    the annotation was regenerated for it first, and an old annotation written back by
+    someone else stays the same way. Only a new pod (a migration, a restart) drops it."""
+    vmi = c.facts.world.vmi
+    if c.op.flavour != "kubevirt" or vmi is None:
+        return False
+    reported = {s.name for s in vmi.status_interfaces}
+    return all(not i.absent and i.name in reported for i in vmi.interfaces)
 
 
 def guest_keeps_interface(c: Context) -> bool:

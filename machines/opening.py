@@ -45,7 +45,10 @@ def _gave_up(config: MachineConfig, session: Session, latest: Operation) -> bool
     `GuestKeepsInterface`: a NIC Deckhouse's KubeVirt does not detach from a running
     domain)? Then it is not tried again, until the user changes their mind (the
     opposite operation opened since) or the world shows it done (a restart or a
-    migration applied it)."""
+    migration applied it). The opposite operation this one was opened after (`after`)
+    is older whatever the clocks said: a wall clock that ran ahead and was set back
+    leaves it a later time than this failure, which must not count as a change of
+    mind at every failure."""
     if latest.state != "Failed":
         return False
     if (latest.migrations_failed < config.migration_attempts
@@ -53,7 +56,9 @@ def _gave_up(config: MachineConfig, session: Session, latest: Operation) -> bool
         return False
     opposite = "unplug" if latest.direction == "plug" else "plug"
     other = session.state.ops.get((latest.network, opposite))
-    return other is None or other.opened_at <= latest.entered_at
+    if other is None or latest.after == other.stream:
+        return True
+    return other.opened_at <= latest.entered_at
 
 
 def open_invalid(

@@ -125,12 +125,15 @@ def pod_patches(facts: Facts, ops: Ops, vm: DesiredVM, comparison: Comparison) -
         held = {e.identity for e in kept} | {e.identity for e in pod.requested}
         # a name the MAC pool handed on is asked for only once the entry of the network
         # that had it leaves the pod (its unplug saw the guest let go) or is renamed in
-        # this very patch: one entry per interface name on a pod
+        # this very patch: one entry per interface name on a pod (an annotation listing
+        # one ifName twice is unreadable, to the SDN and to nicplug, which then never
+        # writes that pod again)
         named = {e.if_name for e in kept}
         for spec in desired:
             plug = _live(ops, spec.identity, "plug")
             if plug and plug.state != "RestartRequired" and spec.identity not in held and (
                     spec.if_name not in named):
+                named.add(spec.if_name)
                 kept.append(_request(vm, spec))
                 owner = owner or plug
         if owner is not None:

@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from nicplug.engine.model import EffectOutcome, Trigger
-from nicplug.machines.facts import Facts, sdn_messages
+from nicplug.machines.facts import FINISHED_PHASES, Facts, sdn_messages
 from nicplug.machines.graph import GUEST_KEEPS, NOT_RETRIED, STRANDED, Move, moves_of
 from nicplug.machines.guards import (
     GUARDS,
@@ -264,6 +264,20 @@ def stranded_in_words(op: Operation, facts: Facts, limit: float) -> str:
             f"a migration that would: migrate (VirtualMachineOperation Migrate) or "
             f"restart the VM to release the link (nicplug follows the unplug to Detached "
             f"once it is gone)"
+        )
+    asking = sorted({p.name for p in facts.world.pods if p.phase not in FINISHED_PHASES
+                     and any(r.identity == op.network for r in p.requested)})
+    if asking:
+        linked = ", and reports its link" if pods else ""
+        return (
+            f"no progress in {op.state} within {limit:g}s: KubeVirt no longer knows "
+            f"{op.if_name} (neither the VM's template nor the VMI holds it, and the guest "
+            f"does not have it), yet {', '.join(asking)} still asks for {op.network} in "
+            f"its k8s.v1.cni.cncf.io/networks annotation{linked}; KubeVirt rewrites that "
+            f"annotation only while an interface of the VMI is being plugged or "
+            f"unplugged, and asks no migration that would replace the pod: migrate or "
+            f"restart the VM to drop it (nicplug follows the unplug to Detached once it "
+            f"is gone)"
         )
     return (
         f"no progress in {op.state} within {limit:g}s: KubeVirt no longer knows "

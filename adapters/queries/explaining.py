@@ -46,8 +46,9 @@ GUARD_PHRASES: Mapping[str, str] = {
     "pod_dropped_entry": "the launcher pods' request annotation no longer holds the entry",
     "sdn_released": "the SDN status no longer lists the entry",
     "nothing_carries_it": "neither the KVVM, the VMI nor a pod carries the interface",
-    "link_stranded": ("a pod still reports the link, which no pod requests and no "
-                      "migration will release"),
+    "link_stranded": ("a pod still reports the link, which no pod requests (or still "
+                      "requests it where KubeVirt will not drop the entry), and no "
+                      "migration will release it"),
     "observed_done": ("the platform finished the change before nicplug saw it in flight, "
                       "and the world still shows it done"),
     "guest_keeps_interface": ("the guest still has the interface the VMI holds absent, "

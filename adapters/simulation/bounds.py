@@ -26,7 +26,8 @@ EFFECTS_PER_OPERATION: Mapping[str, int] = {
     "PatchVirtualMachine": 6,  # attach or detach, for the next boot, re-decided (seen: 4);
     # counted per template asked for: the same patch repeated is a re-issue
     # (`REISSUED_ALIKE`; seed 28759: one written for the next boot, re-issued blind 6
-    # times over 300 s while the VM's watches stalled, each refused by its `test`)
+    # times over 300 s while the VM's watches stalled, each refused by its `test`;
+    # seed 30502 the same over 450 s)
     "SetVMCondition": 8,  # a condition kept current through the waits (seen: 5), each
     # condition once (the same write repeated is a re-issue: `REISSUED_ALIKE`); one
     # the informers do not show is written again 30, 60, 120 s... into its operation's

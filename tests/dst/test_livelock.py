@@ -136,3 +136,47 @@ def test_a_third_migration_of_one_operation_is_over_its_bound(tmp_path: Path) ->
     path = _journal_with_creates(tmp_path, [0, 400, 800], ["m", "m-2", "m-3"])
     assert _unbounded(path) == [
         ("effects-unbounded", "uid/Network/user-net/plug/1 issued 3 CreateMigration")]
+
+
+def _journal_with_kvvm_patches(tmp_path: Path, times: list[float], versions: list[str]) -> Path:
+    """A journal whose one plug asked for the same KVVM patch at `times`, each pinned to
+    the template version of `versions` its decision read."""
+    path = tmp_path / "j.db"
+    conn = sqlite3.connect(path)
+    conn.executescript((ROOT / "migrations" / "0001_initial.sql").read_text())
+    for i, (at, version) in enumerate(zip(times, versions, strict=True)):
+        payload = json.dumps({"namespace": "default", "name": "vm-00001",
+                              "networks": [{"if_name": "veth_n8a907563", "absent": False}],
+                              "observed": {"version": version}})
+        conn.execute(
+            "INSERT INTO effects (stream, key, type, payload, idempotency_key, status,"
+            " attempts, created_wall, created_logical, updated_wall, updated_logical)"
+            " VALUES (?, ?, 'PatchVirtualMachine', ?, ?, 'succeeded', 1, ?, ?, ?, ?)",
+            ("uid/Network/second-net/plug/1", f"k{i}", payload, f"i{i}", at, at, at, at))
+    conn.commit()
+    conn.close()
+    return path
+
+
+def test_a_kvvm_patch_asked_again_while_the_watches_stall_is_within_its_bound(
+    tmp_path: Path,
+) -> None:
+    """Seed 30502: one KVVM patch landed and was asked again every 60 s for six minutes
+    while the VM's watches stalled; each repeat, pinned to the template it was decided
+    from, was refused (its `test` failed) and changed nothing."""
+    path = _journal_with_kvvm_patches(tmp_path, [61.0 + 60 * i for i in range(7)], ["74"] * 7)
+    assert _unbounded(path) == []
+
+
+def test_a_kvvm_patch_asked_again_every_5_s_is_a_livelock(tmp_path: Path) -> None:
+    path = _journal_with_kvvm_patches(tmp_path, [5.0 * i for i in range(7)], ["74"] * 7)
+    assert [p[0] for p in _unbounded(path)] == ["effects-unbounded"]
+
+
+def test_seven_kvvm_patches_decided_from_seven_templates_are_over_the_bound(
+    tmp_path: Path,
+) -> None:
+    path = _journal_with_kvvm_patches(tmp_path, [100.0 * i for i in range(7)],
+                                      [str(70 + i) for i in range(7)])
+    assert _unbounded(path) == [
+        ("effects-unbounded", "uid/Network/second-net/plug/1 issued 7 PatchVirtualMachine")]
