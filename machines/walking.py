@@ -23,6 +23,7 @@ from nicplug.machines.guards import (
     SWAP,
     Context,
     budget,
+    carried_for_another,
     is_swap,
     network_problem,
     not_hot_pluggable,
@@ -84,7 +85,10 @@ class Walker:
             spec = facts.comparison.desired_entry(op.network)
             if spec is not None and spec.if_name and spec.if_name != op.if_name and (
                 not op.if_name or not _written_anywhere(op.if_name, facts)
-            ):  # its MAC is allocated (or another one is, before anything used the first)
+                or carried_for_another(op.network, op.if_name, facts)
+            ):  # its MAC is allocated (or another one is, before anything used the first
+                # for it: the pool may hand a MAC to one network and, once another's
+                # KVVM interface is named after it, to that one)
                 named = {"if_name": spec.if_name, "mac": spec.mac, "at": now}
                 op = session.append(op.stream, NAMED, named)
         for _ in range(16):

@@ -105,6 +105,22 @@ async def _hand_over(leadership: Leadership) -> None:
     except Exception as exc:
         log.warning("could not release the lease (a standby waits for it to expire): %r", exc)
 
+
+async def _close_each(closers: Sequence[Callable[[], Awaitable[None]]]) -> None:
+    """Run every closer, though one is cut short: a stop that lands while the first
+    requests are in flight can end the first connection's close in a `CancelledError`,
+    and the Lease's session, never closed, was left open. The first failure is raised
+    once all have run."""
+    first: BaseException | None = None
+    for close in closers:
+        try:
+            await close()
+        except BaseException as exc:
+            first = first or exc
+    if first is not None:
+        raise first
+
+
 FEED_SLICE = 0.005
 """Seconds of observing between yields to the event loop: well under the 50 ms a
 watch, a journal acknowledgement or the Lease renewal may wait."""
@@ -372,12 +388,12 @@ class Controller:
             await asyncio.gather(*self._warm_tasks, return_exceptions=True)
             if self._shared is not None:
                 await self._shared.close()
-            await connection.close()
-            await lease_connection.close()
-            for runner in runners:
-                await runner.cleanup()
-            if self._tape is not None:
-                self._tape.close()
+            try:
+                await _close_each((connection.close, lease_connection.close,
+                                   *(runner.cleanup for runner in runners)))
+            finally:
+                if self._tape is not None:
+                    self._tape.close()
 
     def _lagged(self, lag: float) -> None:
         self.metrics.loop_lag.observe(lag)

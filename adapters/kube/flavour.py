@@ -233,9 +233,10 @@ def rbac_rules(flavour: Flavour) -> tuple[Grant, ...]:
         Grant(IP_ADDRESSES.group, (IP_ADDRESSES.plural,), ("list", "watch")),
     )) + (() if f.vm_operations is None else (
         # a restart's Stop and Start; get: one found already made is checked to be ours;
+        # patch: operations that join a Stop made for others are named on it;
         # delete: its own finished ones, after the retention
         Grant(f.vm_operations.group, (f.vm_operations.plural,),
-              ("get", "list", "watch", "create", "delete")),
+              ("get", "list", "watch", "create", "patch", "delete")),
     ))
 
 

@@ -480,6 +480,8 @@ _WRITES: dict[tuple[str, str, str | None, bool], frozenset[str]] = {
     ("PATCH", "virtualmachines", "status", True): frozenset(
         {"SetVMCondition", "RemoveVMCondition"}),
     ("POST", "virtualmachineoperations", None, False): frozenset({"RestartVM"}),
+    # (a Stop made for other operations names those that join it: `restarts.py`)
+    ("PATCH", "virtualmachineoperations", None, True): frozenset({"RestartVM"}),
     ("POST", "virtualmachineinstancemigrations", None, False): frozenset({"CreateMigration"}),
     ("POST", "events", None, False): frozenset({"EmitEvent"}),
     ("PATCH", "events", None, True): frozenset({"EmitEvent"}),  # a repeat counted
@@ -488,8 +490,9 @@ _WRITES: dict[tuple[str, str, str | None, bool], frozenset[str]] = {
 
 def effects_for(method: str, path: str) -> tuple[frozenset[str], str, str | None] | None:
     """The effect types that send a `method` to `path`, the namespace, and the name of
-    the object when the path names one (a create names it in the body, and an Event's
-    name is the server's: those match by namespace); None when no effect sends it."""
+    the object when the path names one (a create names it in the body, an Event's name
+    is the server's, a VM operation's is not its VM's: those match by namespace); None
+    when no effect sends it."""
     parts = path.strip("/").split("/")
     if "namespaces" not in parts:
         return None
@@ -502,7 +505,7 @@ def effects_for(method: str, path: str) -> tuple[frozenset[str], str, str | None
     types = _WRITES.get((method, plural, sub, name is not None))
     if types is None:
         return None
-    return types, namespace, name if plural not in ("events",) else None
+    return types, namespace, name if plural not in ("events", "virtualmachineoperations") else None
 
 
 def _pod_target(path: str) -> tuple[str, str] | None:

@@ -30,6 +30,10 @@ UNEXERCISED: dict[str, str] = {
         "a restart's Stop or Start retried after its create was applied but not answered "
         "finds one of that name: it is read back to check it is nicplug's "
         "(tests/kube/test_executor_restart_operations.py exercises it)",
+    "ClusterRole/nicplug: patch virtualmachineoperations (virtualization.deckhouse.io)":
+        "a change replaced in the instant its restart was asked joins the Stop made for "
+        "the first: its nicplug.io/restart-for names both "
+        "(tests/kube/test_executor_restart_operations.py exercises it)",
     "ClusterRole/nicplug: delete networkinterfaceoperations (nicplug.io)":
         "the retention deletes the objects of the operations it archived, after 30 days "
         "by default (tests/integration/test_operation_objects.py exercises it)",

@@ -145,6 +145,8 @@ def test_what_a_replica_holds_is_asked_of_the_malformed_object() -> None:
     ("POST", "/apis/kubevirt.io/v1/namespaces/ns1/virtualmachineinstancemigrations",
      ({"CreateMigration"}, "ns1", None)),
     ("POST", "/apis/events.k8s.io/v1/namespaces/ns1/events", ({"EmitEvent"}, "ns1", None)),
+    ("PATCH", "/apis/virtualization.deckhouse.io/v1alpha2/namespaces/ns1/"
+     "virtualmachineoperations/nicplug-vm1-0000abcd-stop", ({"RestartVM"}, "ns1", None)),
     ("DELETE", "/apis/kubevirt.io/v1/namespaces/ns1/virtualmachineinstances/vm1", None),
     ("PUT", "/apis/kubevirt.io/v1/namespaces/ns1/virtualmachines/vm1", None),
 ])

@@ -26,7 +26,9 @@ import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
+from typing import Any
 
+import aiohttp
 import pytest
 from aiohttp import web
 from typer.testing import CliRunner
@@ -152,6 +154,25 @@ def test_a_run_leaves_no_cluster_alive_behind_it() -> None:
     finally:
         gc.freeze()
     assert left == []
+
+
+def test_a_replica_killed_as_it_starts_closes_both_its_sessions(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Seed 21185 kills a replica in the instant it started, its first requests in
+    flight: the close of its first connection ended in a `CancelledError` and the
+    Lease's session was never closed ("Unclosed client session" once the run ended)."""
+    made: list[aiohttp.ClientSession] = []
+    original = aiohttp.ClientSession.__init__
+
+    def tracked(self: aiohttp.ClientSession, *args: Any, **kwargs: Any) -> None:
+        original(self, *args, **kwargs)
+        made.append(self)
+
+    monkeypatch.setattr(aiohttp.ClientSession, "__init__", tracked)
+    simulate(draw(21185))
+    assert len(made) > 4  # two per start of a replica, a replica started three times
+    assert [s for s in made if not s.closed] == []
 
 
 def _outcome(seed: int) -> tuple[int, str | None]:

@@ -150,3 +150,34 @@ async def test_a_stop_names_the_operations_its_restart_is_for_and_reads_back_wit
     read = records.vm_operation(VMOPObject.model_validate(made))
     assert read is not None and read.for_streams == streams and read.number == 3
     assert read.after == ("d8-restart-a", "d8-restart-b")
+
+
+async def test_a_stop_made_for_other_operations_names_those_that_join_it(
+    deckhouse_server: ApiServer, deckhouse_connection: ApiConnection
+) -> None:
+    """A change replaced in the instant its restart was asked (storage reverted, user-net
+    added): the second halt of the same VMI finds the first one's `Stop`, which stops the
+    VM for user-net as well, and now says so (seed 28623: else a user's start took the
+    VM back from a restart that was not user-net's, and nicplug stopped it again)."""
+    store = deckhouse_server.store
+    uid = store.create(VMIS, {"metadata": {"name": "vm", "namespace": "ns1"}})["metadata"]["uid"]
+    storage, user = "vm-uid/ClusterNetwork/storage/plug/1", "vm-uid/Network/user-net/plug/1"
+    run = executor(deckhouse_connection)
+    halt = RestartVM("ns1", "vm", uid, "halt", by="operation", for_streams=(storage,), number=1)
+    assert (await run.execute(pending(1, halt)))["created"] is True
+    joining = RestartVM("ns1", "vm", uid, "halt", by="operation", for_streams=(user,), number=1)
+    assert (await run.execute(pending(2, joining)))["created"] is False
+    made = store.get(VMOPS, "ns1", vm_operation_name("vm", uid, "Stop"))
+    assert made["metadata"]["annotations"][VMOP_RESTART_FOR_ANNOTATION] == f"{storage},{user}"
+    version = made["metadata"]["resourceVersion"]
+    assert (await run.execute(pending(3, joining)))["created"] is False  # a retry: unchanged
+    assert store.get(VMOPS, "ns1", vm_operation_name("vm", uid, "Stop"))[
+        "metadata"]["resourceVersion"] == version
+    # a Stop that names no operation (made before restarts named them) is left as it is
+    plain = store.create(VMIS, {"metadata": {"name": "vm2", "namespace": "ns1"}})
+    other = plain["metadata"]["uid"]
+    await run.execute(pending(4, RestartVM("ns1", "vm2", other, "halt", by="operation")))
+    await run.execute(pending(5, RestartVM("ns1", "vm2", other, "halt", by="operation",
+                                           for_streams=(user,))))
+    assert VMOP_RESTART_FOR_ANNOTATION not in store.get(
+        VMOPS, "ns1", vm_operation_name("vm2", other, "Stop"))["metadata"]["annotations"]

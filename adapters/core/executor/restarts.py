@@ -127,8 +127,28 @@ class Restarts:
                 raise PermanentError(
                     f"VirtualMachineOperation {e.namespace}/{name} exists and is not "
                     f"nicplug's {type_} of VM {e.name} for VMI {e.vmi_uid}") from None
+            await self._joined(kind, found, e)
             return {"operation": name, "created": False}
         return {"operation": name, "created": True}
+
+    async def _joined(self, kind: Any, found: Mapping[str, Any], e: RestartVM) -> None:
+        """A `Stop` of the VMI made for other operations stops the VM for these too
+        (a change replaced in the instant its restart was asked): it names them as well,
+        so that a user who takes the VM back from it takes it back for them
+        (`World.taken_back`), and nicplug does not stop the VM again for one change."""
+        metadata = found.get("metadata") or {}
+        said = str((metadata.get("annotations") or {}).get(VMOP_RESTART_FOR_ANNOTATION) or "")
+        named = [s for s in said.split(",") if s]
+        if not said or not e.for_streams or set(e.for_streams) <= set(named):
+            return  # one made before restarts named their operations says nothing
+        joined = ",".join(sorted({*named, *e.for_streams}))
+        ops: list[dict[str, Any]] = [
+            {"op": "test", "path": "/metadata/resourceVersion",
+             "value": metadata.get("resourceVersion")},
+            *annotation_ops(found, "/metadata", VMOP_RESTART_FOR_ANNOTATION, joined),
+        ]
+        await self._calls.patch(kind, e.namespace, str(metadata.get("name")), ops,
+                                content_type=JSON_PATCH)
 
 
 def vm_operation_name(vm: str, vmi_uid: str, type_: str) -> str:

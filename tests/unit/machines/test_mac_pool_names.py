@@ -212,3 +212,34 @@ def test_a_name_the_kvvm_carries_for_another_network_is_not_the_plug_written() -
     restarted = replace(world, kvvm=replace(world.kvvm, template_requests=(
         SDNRequest("Network/user-net", shared, 2),)))
     assert goal_shown_for("plug", "Network/user-net", shared, facts_of(restarted))
+
+
+def test_a_plug_named_after_a_mac_the_pool_then_gave_another_network_is_named_again() -> None:
+    """Seed 25409: user-net was added before second-net in `spec.networks` while the VM
+    was stopped and second-net's MAC was not yet in `status.networks`; the pool handed
+    that MAC to user-net, whose plug took second-net's interface name. Second-net's own
+    KVVM write then landed under that name, and user-net got the next VMMAC. The first
+    name is in the KVVM, but for second-net: user-net's plug takes its new name and is
+    written for the next boot (it waited in `Requested` for ever under the old one)."""
+    user = NetworkSpec("Network", "user-net", 2, mac=SECOND, named_by_mac=True)
+    second = NetworkSpec("Network", "second-net", 3, mac=FIRST, named_by_mac=True)
+    vm = DesiredVM("uid-1", "ns", "vm", "1", (NetworkSpec("Main"), user, second))
+    names = ("default", user.if_name, second.if_name)
+    kvvm = KVVM("1", False, tuple(KVVMInterface(n) for n in names),
+                tuple(KVVMNetwork(n) for n in names),
+                (SDNRequest("Network/user-net", user.if_name, 2),
+                 SDNRequest("Network/second-net", second.if_name, 3)))
+    world = World(vm, kvvm, None, ())
+    assert second.if_name == OLD_B and _written_anywhere(OLD_B, facts_of(world))
+    plug = Operation(StreamId("op-u"), "ns/vm", "uid-1", "Network/user-net", OLD_B, "plug", 1,
+                     paused_at=0.0)
+    state = VMState("ns/vm", {("Network/user-net", "plug"): plug})
+    decider = HotplugDecider(MachineConfig())
+    decision = decider.decide(state, Input("ns/vm", world, Observed(Cause("observation", "sim"))),
+                              1.0)
+    for position, e in enumerate(decision.events, start=1):
+        state = decider.evolve(state, RecordedEvent(
+            e.stream, "ns/vm", position, position, e.type, e.schema_version,
+            e.payload, Cause("observation", "sim"), 1.0, 1.0))
+    plug = state.ops[("Network/user-net", "plug")]
+    assert (plug.if_name, plug.state) == (user.if_name, "VMIPatched")
