@@ -82,8 +82,10 @@ def changes_needing_operations(
     if world.kvvm is not None:
         names.update({r.identity: r.if_name for r in world.kvvm.template_requests})
     for pod in world.pods:
-        names.update({r.identity: r.if_name for r in pod.requested})
-        names.update({s.identity: s.if_name for s in pod.reported})
+        for r in pod.requested:
+            names[r.identity] = r.if_name
+        for s in pod.reported:
+            names[s.identity] = s.if_name
     if world.kvvm is not None and world.vm is not None and world.vm.in_template:
         names.update(template_identities(facts, world.vm.namespace, config))
     desired = facts.desired_identities
