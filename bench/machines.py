@@ -1,4 +1,5 @@
-"""`python -m bench machines [--quick]`: decisions per second and bytes per live operation.
+"""`python -m bench machines [--quick] [--instructions]`: decisions per second, bytes per live
+operation, and instructions per decision.
 
 Ours: `HotplugDecider.decide` + `evolve` for 10k VMs with one plug each, fed the worlds
 of a plug in order (pod annotated, SDN ready, KVVM patched) and then the same world
@@ -16,14 +17,26 @@ with the collector held off and then frozen, as the controller's load is, and th
 loop runs with what survives each full collection frozen, as the controller's run does.
 Left to CPython's default, the full collections walked the 50,000 unfrozen worlds the
 bench keeps, a cost the controller does not pay; it was 20-40% of the measured time.
+
+`--instructions` adds the one figure other processes do not move: the instructions a
+decision executes, counted by valgrind's callgrind (which must be installed). Two
+processes build the same 1,500 VMs' worlds and initial states, then decide the five
+worlds of the first 100 and of the first 1,100 VMs under the same collector policy; the
+difference of their counts over the 5,000 decisions between them leaves out start-up
+and setup (about a minute; `instructions_per_decision` in the JSON line). Compare two
+versions of the code by it on a shared machine, where decisions/s move with the load.
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import gc
 import json
+import re
+import shutil
 import statistics
+import subprocess
 import sys
 import time
 import tracemalloc
@@ -33,7 +46,6 @@ from typing import Any
 
 from transitions.extensions.asyncio import AsyncMachine
 
-from bench._args import quick as quick_run
 from nicplug.adapters.heap import frozen_after_full_collections
 from nicplug.engine.model import Cause, Input, Key, Observed, RecordedEvent, StreamId
 from nicplug.machines.decider import HotplugDecider
@@ -227,8 +239,61 @@ async def run_naive(count: int) -> tuple[float, int, float, float]:
     return elapsed, decisions, used / count, add_model_s / count
 
 
+COUNTED_VMS = 1_500
+"""The VMs whose worlds each counted process builds (`--instructions`)."""
+COUNTED = (100, 1_100)
+"""The VMs each counted process decides: the difference is 1,000 VMs' five worlds."""
+
+
+def decide_counted(vms: int) -> None:
+    """The counted process: build `COUNTED_VMS` VMs' worlds and states as `run_ours`
+    does, then decide the five worlds of the first `vms`."""
+    decider = HotplugDecider(MachineConfig())
+    with built_long_lived():
+        keys = [Key(f"ns/vm-{i}") for i in range(COUNTED_VMS)]
+        worlds = [worlds_of(i) for i in range(COUNTED_VMS)]
+        states = {k: decider.initial(k) for k in keys}
+    with as_the_controller_runs():
+        _decide_all(decider, keys[:vms], worlds[:vms], states)
+
+
+def collected(callgrind_stderr: str) -> int:
+    """The instructions callgrind counted, from its summary on stderr."""
+    found = re.search(r"Collected\s*:\s*([\d,]+)", callgrind_stderr)
+    if found is None:
+        raise RuntimeError(f"callgrind printed no count: {callgrind_stderr[-500:]!r}")
+    return int(found.group(1).replace(",", ""))
+
+
+def instructions_per_decision() -> float:
+    """Instructions per decision, counted by callgrind (`--instructions`)."""
+    valgrind = shutil.which("valgrind")
+    if valgrind is None:
+        raise SystemExit("--instructions needs valgrind (its callgrind tool) on the PATH")
+    counts = []
+    for vms in COUNTED:
+        done = subprocess.run(
+            [valgrind, "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable,
+             "-m", "bench.machines", "--counted", str(vms)],
+            capture_output=True, text=True, check=True,
+        )  # fmt: skip
+        counts.append(collected(done.stderr))
+    return (counts[1] - counts[0]) / ((COUNTED[1] - COUNTED[0]) * STEPS)
+
+
 def main(argv: list[str]) -> int:
-    quick = quick_run(argv, name="machines", doc=__doc__, smaller="one round")
+    parser = argparse.ArgumentParser(
+        prog="python -m bench machines", description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    parser.add_argument("--quick", action="store_true", help="a smaller run: one round")
+    parser.add_argument("--instructions", action="store_true",
+                        help="also count the instructions per decision (valgrind)")  # fmt: skip
+    parser.add_argument("--counted", type=int, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.counted is not None:
+        decide_counted(args.counted)
+        return 0
+    quick = bool(args.quick)
     vms = 10_000
     rounds = 1 if quick else 3
     ours_rates = []
@@ -267,6 +332,10 @@ def main(argv: list[str]) -> int:
         "naive_add_model_us": round(add_cost * 1e6, 1),
         "quick": quick,
     }
+    if args.instructions:
+        counted = instructions_per_decision()
+        print(f"instructions per decision (callgrind): {counted:,.0f}")
+        result["instructions_per_decision"] = round(counted)
     print(json.dumps(result))
     return 0
 

@@ -9,6 +9,7 @@ does.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 from nicplug.engine.records import quick_init
@@ -43,16 +44,7 @@ def changes_needing_operations(
     state: VMState, facts: Facts, comparison: Comparison, config: MachineConfig
 ) -> list[Candidate]:
     """Every (network, direction) an operation should be open for, in slot order."""
-    found = {
-        (c.identity, c.direction): Candidate(
-            c.identity,
-            c.direction,
-            c.if_name,
-            comparison.signature(c.identity) if c.direction == "update" else "",
-            c.why,
-        )
-        for c in comparison.changes
-    }
+    found = dict(_of_changes(comparison))
     world = facts.world
     running = world.vmi is not None and world.vmi.phase == "Running"
     for spec in comparison.desired:
@@ -90,8 +82,10 @@ def changes_needing_operations(
     if world.kvvm is not None:
         names.update({r.identity: r.if_name for r in world.kvvm.template_requests})
     for pod in world.pods:
-        names.update({r.identity: r.if_name for r in pod.requested})
-        names.update({s.identity: s.if_name for s in pod.reported})
+        for r in pod.requested:
+            names[r.identity] = r.if_name
+        for s in pod.reported:
+            names[s.identity] = s.if_name
     if world.kvvm is not None and world.vm is not None and world.vm.in_template:
         names.update(template_identities(facts, world.vm.namespace, config))
     desired = facts.desired_identities
@@ -123,6 +117,29 @@ def changes_needing_operations(
         found[(network, direction)] = Candidate(
             network, direction, if_name, OBSERVED_DONE, REASON, goal_shown=True)
     return [found[k] for k in sorted(found)]
+
+
+_NONE: Mapping[tuple[str, Direction], Candidate] = {}  # (never changed: copied)
+
+
+def _of_changes(comparison: Comparison) -> Mapping[tuple[str, Direction], Candidate]:
+    """The candidate of each of the comparator's changes: a function of the comparison
+    alone, so kept with it (`Comparison.memo`) for as long as its KVVM and desired
+    list do not change (candidates are frozen: each decision copies the mapping)."""
+    made: Mapping[tuple[str, Direction], Candidate] | None = comparison.memo
+    if made is None:
+        made = {
+            (c.identity, c.direction): Candidate(
+                c.identity,
+                c.direction,
+                c.if_name,
+                comparison.signature(c.identity) if c.direction == "update" else "",
+                c.why,
+            )
+            for c in comparison.changes
+        } if comparison.changes else _NONE
+        object.__setattr__(comparison, "memo", made)
+    return made
 
 
 def stranding_ended(op: Operation, facts: Facts) -> bool:

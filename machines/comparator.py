@@ -12,8 +12,8 @@ the gating policy (that is `policy.py`'s job).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Literal
+from dataclasses import dataclass, field
+from typing import Any, Literal
 
 from nicplug.engine.records import quick_init
 from nicplug.machines.world import KVVM, MAIN_IF_NAME, NetworkSpec
@@ -54,6 +54,11 @@ class Comparison:
     changes: tuple[Change, ...] = ()
     invalid: str | None = None
     invalid_network: str = ""
+    memo: Any = field(default=None, init=False, repr=False, compare=False, hash=False)
+    """What the machines derive from this comparison alone, kept with it (as a world
+    record's `derived`): the candidates its changes make (`candidates.py`). A
+    comparison is kept with its KVVM while the KVVM and the desired list stay the same,
+    so each decision of an unchanged KVVM reuses it; never part of its value."""
 
     @property
     def live(self) -> tuple[Change, ...]:

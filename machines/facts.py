@@ -94,13 +94,16 @@ def comparison_of(
     return derived.comparison, derived.desired_identities
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class _VMIFacts:
+    """The names a VMI carries and attaches; `applied` is made on first use (only the
+    kubevirt flavour compares with it). Not frozen: one is built per new VMI record."""
+
     present: frozenset[str]
     anywhere: frozenset[str]
     attached: frozenset[str]
     migration_required: bool
-    applied: KVVM
+    applied: KVVM | None = None
 
 
 def applied(vmi: VMI) -> KVVM:
@@ -110,7 +113,10 @@ def applied(vmi: VMI) -> KVVM:
     changes still to apply are those between the template and the running VMI's spec:
     KubeVirt syncs one into the other, and nicplug follows. Kept with the VMI record,
     so its comparisons are kept too."""
-    return _vmi_facts(vmi).applied
+    derived = _vmi_facts(vmi)
+    if derived.applied is None:
+        derived.applied = KVVM(vmi.resource_version, True, vmi.interfaces, vmi.networks)
+    return derived.applied
 
 
 def migration_asked(vmi: VMI) -> bool:
@@ -137,7 +143,6 @@ def _vmi_facts(vmi: VMI) -> _VMIFacts:
             frozenset([i.name for i in vmi.interfaces] + [n.name for n in vmi.networks]),
             frozenset(s.name for s in vmi.status_interfaces if s.attached),
             migration_asked(vmi),
-            KVVM(vmi.resource_version, True, vmi.interfaces, vmi.networks),
         )
         object.__setattr__(vmi, "derived", derived)
     return derived

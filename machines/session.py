@@ -56,9 +56,8 @@ class Session:
     def append(self, stream: StreamId, type_: str, payload: Mapping[str, Any]) -> Operation:
         self.events.append(NewEvent(stream, type_, payload, EVENT_SCHEMAS[type_]))
         before = self.state
-        self.state = before.fold(stream, type_, payload)
+        self.state, op = before.fold_to(stream, type_, payload)
         self.folds.append(Fold(before, stream, type_, payload, self.state))
-        op = self.state.by_stream(stream)
         assert op is not None, "an appended event always lands on a known stream"
         if type_ == TRANSITIONED:
             self.paths.setdefault(stream, [str(payload["from"])]).append(op.state)

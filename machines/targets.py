@@ -152,8 +152,10 @@ def _renamed(kept: list[SDNRequest], desired: list[NetworkSpec], ops: Ops, facts
     writes the whole `networks-spec` from the pool on every reconcile. Not while the
     guest, the KVVM or the VMI holds the first name: that interface is unplugged first
     (`comparator.renamed`), and its link stays until the guest let it go."""
-    by_identity = {d.identity: d for d in desired}
     renamed: dict[str, SDNRequest] = {}
+    if not any(d.named_by_mac for d in desired):
+        return renamed  # no name of the pool's: nothing is named anew
+    by_identity = {d.identity: d for d in desired}
     for entry in kept:
         spec = by_identity.get(entry.identity)
         plug = _live(ops, entry.identity, "plug")
@@ -592,6 +594,9 @@ def _halt(facts: Facts, vm: DesiredVM, config: MachineConfig,
 
 
 def restarts_and_migrations(facts: Facts, ops: Ops, vm: DesiredVM, config: MachineConfig) -> Owned:
+    waits = ("RestartRequired", "MigrationRequired")
+    if facts.live and not any(o.state in waits for o in ops.values()):
+        return []  # a running VM none of whose operations waits for a restart or migration
     out: Owned = []
     ordered = sorted(ops.values(), key=lambda o: o.stream)
     restart = [o for o in ordered if o.state == "RestartRequired"]
@@ -602,7 +607,7 @@ def restarts_and_migrations(facts: Facts, ops: Ops, vm: DesiredVM, config: Machi
         if start is not None and ordered and comparison is not None and not comparison.changes:
             owner = next((o for o in ordered if not o.terminal), ordered[0])
             out.append((owner, start))
-    if not any(o.state in ("RestartRequired", "MigrationRequired") for o in ops.values()):
+    if not any(o.state in waits for o in ops.values()):
         return out
     vmi = facts.world.vmi
     if restart and vm.approval == "Automatic" and facts.live:

@@ -41,3 +41,10 @@ def test_the_runner_lists_the_benchmarks(capsys: pytest.CaptureFixture[str]) -> 
     out = capsys.readouterr().out
     assert all(name in out for name in NAMES)
     assert run(["no-such-bench"]) == 2
+
+
+def test_the_instruction_count_is_read_from_callgrind() -> None:
+    machines = importlib.import_module("bench.machines")
+    assert machines.collected("==41== \n==41== Collected : 1990332377\n==41==\n") == 1990332377
+    with pytest.raises(RuntimeError, match="no count"):
+        machines.collected("valgrind: command failed")

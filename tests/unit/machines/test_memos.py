@@ -12,8 +12,9 @@ import pytest
 
 from nicplug.engine.model import Cause, Input, Observed, RecordedEvent
 from nicplug.machines import facts as facts_module
+from nicplug.machines.candidates import changes_needing_operations
 from nicplug.machines.decider import HotplugDecider
-from nicplug.machines.facts import COMPARED_WORLD_FIELDS, same_for_decisions
+from nicplug.machines.facts import COMPARED_WORLD_FIELDS, facts_of, same_for_decisions
 from nicplug.machines.operation import VMState
 from nicplug.machines.policy import MachineConfig, Timeouts
 from nicplug.machines.world import World
@@ -101,3 +102,20 @@ def test_evolve_reuses_a_decisions_folds_only_for_its_own_events() -> None:
         theirs = theirs.fold(copied.stream, copied.type, copied.payload)
         assert decider.evolve(plain(state), copied) is not ours
     assert ours == theirs
+
+
+def test_the_candidates_kept_with_a_comparison_are_those_of_a_fresh_one() -> None:
+    """`Comparison.memo`: the candidates of the comparator's changes are kept with the
+    comparison, and a decision that reuses them opens what a fresh comparison opens."""
+    config = MachineConfig()
+    world = Sim(networks=(MAIN, X)).world()
+    state = HotplugDecider(config).initial(KEY)
+    facts = facts_of(world)
+    assert facts.comparison is not None and facts.comparison.changes
+    first = changes_needing_operations(state, facts, facts.comparison, config)
+    assert facts.comparison.memo is not None
+    again = changes_needing_operations(state, facts, facts.comparison, config)
+    fresh = replace(facts.comparison)  # the same value, nothing kept on it
+    assert fresh.memo is None and fresh == facts.comparison
+    assert first == again == changes_needing_operations(state, facts, fresh, config)
+    assert [(c.network, c.direction) for c in first] == [("Network/x", "plug")]

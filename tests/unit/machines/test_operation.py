@@ -63,3 +63,21 @@ def test_stray_timers_and_outcomes_change_nothing() -> None:
     d.feed(TimerFired(StreamId("elsewhere/1"), "deadline", 0.0))
     d.feed(EffectOutcome(9, StreamId("elsewhere/1"), "PatchVirtualMachine", False, True, "x"))
     assert d.state == before
+
+
+def test_a_transition_and_an_issue_fold_to_the_fields_they_name() -> None:
+    """`apply` builds the two most folded events' operations field by field in order
+    (`_new_op`): each must equal the operation named field by field."""
+    d = Driver(HotplugDecider(), Sim(networks=(MAIN, X)))
+    d.observe()
+    op = d.op("Network/x", "plug")._replace(paused_at=3.0, credit=2.0, waiting="w", held=(1, 2))
+    moved = apply(op, "Transitioned", {"from": "Requested", "to": "AnnotationPatched",
+                                       "at": 5.0, "reason": "r", "message": "m"})
+    assert moved == op._replace(
+        state="AnnotationPatched", reason="r", message="m", history=(*op.history,
+        "AnnotationPatched"), entered_at=5.0, issued=(), paused_at=5.0, credit=0.0,
+        waiting="", held=None)  # fmt: skip
+    assert type(moved) is type(op) and len(moved) == len(op._fields)
+    issued = apply(op, "EffectsIssued", {"digests": [7, 8], "at": 6.0})
+    assert issued == op._replace(issued=(7, 8), issued_at=6.0)
+    assert type(issued) is type(op) and len(issued) == len(op._fields)
