@@ -49,7 +49,7 @@ from nicplug.adapters.core.observability import (
     make_http_app,
     parse_addr,
 )
-from nicplug.adapters.core.observing import Observing
+from nicplug.adapters.core.observing import Observing, Rested
 from nicplug.adapters.core.operation_objects import OperationObjects
 from nicplug.adapters.core.platform_mode import ModeFinding, find_mode
 from nicplug.adapters.core.reporting import MetricsListener
@@ -500,10 +500,11 @@ class Controller:
             concurrency=self.settings.concurrency,
             slices=None if self.surroundings.loop_slice is None else LoopSlices(
                 self.surroundings.loop_slice, now=self.surroundings.work_clock),
-            listeners=[listener, self._journal_health,
+            listeners=[listener, self._journal_health, Rested(self._observing),
                        *([EffectTaping(self._tape)] if self._tape else []),
                        *([objects] if objects is not None else [])],
             claim=self._shared.claim if self._shared is not None else None,
+            rest=True,  # idle VMs leave memory (`docs/decisions/idle-vms-at-rest.md`)
         )
         tasks: list[asyncio.Task[None]] = []
         try:
