@@ -59,6 +59,7 @@ from nicplug.adapters.core.worldview import WorldIndex, cache_projection
 from nicplug.adapters.heap import (
     frozen_after_full_collections,
     full_collections_in_small_steps,
+    give_back_free_memory,
     loading_long_lived,
 )
 from nicplug.adapters.kube.calls import KubeCalls
@@ -191,6 +192,14 @@ def _fence(term: Term, observing: Observing) -> None:
     if problem is not None:
         raise RetryAfterObservation(f"its objects cannot be read ({problem}): held until "
                                     f"observed again")
+
+
+async def _give_back_once_decided(runtime: Runtime[VMState, World]) -> None:
+    """Once the first worlds are decided (the idle VMs' let go again), give the
+    allocator's free pages back to the system (`heap.give_back_free_memory`)."""
+    await runtime.drain()
+    if give_back_free_memory():
+        log.debug("free memory of the initial load given back to the system")
 
 
 async def _stop(runtime: Runtime[VMState, World], term: Term) -> None:
@@ -542,6 +551,8 @@ class Controller:
                 self._ready = True
                 log.info("ready: %d VMs listed, recovery done", self._observing.pending)
                 await self._observing.feed(runtime)
+                tasks.append(asyncio.create_task(_give_back_once_decided(runtime),
+                                                 name="give back the load's memory"))
                 await asyncio.sleep(0)
             await self._feed(runtime, [*self._warm_tasks, *tasks])
         finally:
