@@ -71,7 +71,7 @@ def counter(journal: Any, executor: Any, clock: VirtualClock, rests: Rests
                    retry=RetryPolicy(initial=1.0, factor=2.0, jitter=0.0))
 
 
-async def test_a_key_with_no_stream_leaves_memory_and_is_not_read_again(
+async def test_a_key_with_no_rows_leaves_memory_and_is_never_read(
     journal: SQLiteJournal,
 ) -> None:
     clock = VirtualClock()
@@ -81,27 +81,27 @@ async def test_a_key_with_no_stream_leaves_memory_and_is_not_read_again(
     await runtime.observe(B, 0, Cause("observation", "target@1"))  # idle: nothing written
     await runtime.drain()
     assert runtime.state_of(B) is None and rests.rested == [B]
-    assert counting.loads == [B]  # its first input looked in the journal
 
     await runtime.observe(B, 1, Cause("observation", "target@2"))  # now it counts
     await runtime.drain()
-    assert counting.loads == [B]  # it had no stream: nothing to read again
+    assert counting.loads == []  # the journal has no rows of it: nothing to read
     state = runtime.state_of(B)
     assert state is not None and state.count == 1 and rests.rested == [B]  # live: kept
     await runtime.stop()
 
 
+@dataclass
+class Refusing:
+    calls: list[int] = field(default_factory=list)
+
+    async def execute(self, effect: PendingEffect) -> Mapping[str, Any]:
+        self.calls.append(effect.id)
+        raise PermanentError("422 invalid")
+
+
 async def test_a_key_whose_streams_ended_loads_again_from_the_journal(
     journal: SQLiteJournal,
 ) -> None:
-    @dataclass
-    class Refusing:
-        calls: list[int] = field(default_factory=list)
-
-        async def execute(self, effect: PendingEffect) -> Mapping[str, Any]:
-            self.calls.append(effect.id)
-            raise PermanentError("422 invalid")
-
     clock = VirtualClock()
     counting, rests = CountingJournal(journal), Rests()
     executor = Refusing()
@@ -114,9 +114,29 @@ async def test_a_key_whose_streams_ended_loads_again_from_the_journal(
 
     await runtime.observe(A, 3, Cause("observation", "target@2"))
     await runtime.drain()
-    assert counting.loads == [A, A]  # loaded again from its rows
+    assert counting.loads == [A]  # it has rows now: loaded again from them
     assert rests.rested == [A, A]  # and, failed still, let go again
     assert len(executor.calls) == 1  # nothing asked again of a failed stream
+    await runtime.stop()
+
+
+async def test_the_keys_with_rows_are_read_at_start(journal: SQLiteJournal) -> None:
+    """A key written by an earlier process is read on its first input, not taken for new."""
+    clock = VirtualClock()
+    first = counter(journal, Refusing(), clock, Rests())
+    await first.start()
+    await first.observe(A, 3, Cause("observation", "target@1"))  # fails: terminal
+    await first.drain()
+    await first.stop()
+
+    counting = CountingJournal(journal)
+    runtime = counter(counting, RecordingExecutor(clock), clock, Rests())
+    await runtime.start()
+    # a world with nothing to do: only its rows say what it is (nothing appended, so no
+    # conflict would tell a key taken for new)
+    await runtime.observe(A, 0, Cause("observation", "target@2"))
+    await runtime.drain()
+    assert counting.loads == [A]
     await runtime.stop()
 
 
