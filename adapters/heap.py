@@ -7,9 +7,9 @@ collection then blocks the event loop for 0.4-0.7 s, and the initial sync, which
 only grows the heap, triggers one after another. The cache holds JSON (no reference
 cycles: refcounting frees it) and lives as long as the process, so it does not need
 the collector: the collector is held off while the lists are loaded and the first
-world of every VM is assembled and decided (the memo of what each object reads as, the
-runtime's state of each VM: as long-lived as the cache, and as many containers again),
-and what they built is then frozen (`gc.freeze`: moved to a generation the collector
+world of every VM is assembled and decided (what stays of that: the live VMs' memo
+and state; an idle VM's leave memory once decided, `Runtime(rest=True)`), and what
+they built is then frozen (`gc.freeze`: moved to a generation the collector
 never walks). Freezing after the lists alone left those to the collector: full
 collections of 0.2-0.5 s, one after another, while the first worlds were assembled.
 Objects frozen still die by refcount; only a reference cycle among them would
