@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
+from sys import intern
 from typing import Any
 
 from nicplug.adapters.kube import resources as kinds
@@ -317,7 +318,8 @@ class WorldIndex:
             spec = obj.get("spec")
             name = spec.get("virtualMachineName") if isinstance(spec, _MAPPING) else None
         if isinstance(name, str) and name and namespace:
-            return f"{namespace}/{name}"
+            # interned: the one string the object keys, the links and the runtime share
+            return intern(f"{namespace}/{name}")
         return None
 
     def vm_keys(self) -> Iterable[str]:
