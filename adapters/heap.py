@@ -7,9 +7,9 @@ collection then blocks the event loop for 0.4-0.7 s, and the initial sync, which
 only grows the heap, triggers one after another. The cache holds JSON (no reference
 cycles: refcounting frees it) and lives as long as the process, so it does not need
 the collector: the collector is held off while the lists are loaded and the first
-world of every VM is assembled and decided (the memo of what each object reads as, the
-runtime's state of each VM: as long-lived as the cache, and as many containers again),
-and what they built is then frozen (`gc.freeze`: moved to a generation the collector
+world of every VM is assembled and decided (what stays of that: the live VMs' memo
+and state; an idle VM's leave memory once decided, `Runtime(rest=True)`), and what
+they built is then frozen (`gc.freeze`: moved to a generation the collector
 never walks). Freezing after the lists alone left those to the collector: full
 collections of 0.2-0.5 s, one after another, while the first worlds were assembled.
 Objects frozen still die by refcount; only a reference cycle among them would
@@ -21,6 +21,8 @@ collector back after `at_most` seconds.
 from __future__ import annotations
 
 import asyncio
+import ctypes
+import ctypes.util
 import gc
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
@@ -121,3 +123,24 @@ def loading_long_lived(*, at_most: float, later: Later) -> Iterator[None]:
         gc.freeze()
         if was_enabled:
             gc.enable()
+
+
+def give_back_free_memory() -> bool:
+    """Return the C heap's free pages to the system (glibc's `malloc_trim`); False where
+    there is no glibc (nothing done).
+
+    Assembling and deciding the first world of every VM allocates far more than stays:
+    at 10,000 VMs the worlds of idle VMs leave memory once decided (`Runtime(rest=True)`),
+    but the C allocator keeps the pages they were freed from, scattered between the
+    objects that stay, and the RSS stays at the load's peak. Called once the load is
+    decided, it gave back ~10-15 MB there (`docs/performance.md`). It walks the free
+    lists once: a few milliseconds, which is why it runs once, not after every burst.
+    """
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        trim = libc.malloc_trim
+    except (OSError, AttributeError):
+        return False
+    trim.argtypes, trim.restype = [ctypes.c_size_t], ctypes.c_int
+    trim(0)  # 1 when it released something: either way, done
+    return True

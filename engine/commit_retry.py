@@ -93,6 +93,10 @@ class CommitRetries:
                 self._failures.pop(key, None)
         self.wrote()
 
+    def waiting(self, key: Key) -> bool:
+        """Whether an input of `key` the journal refused is still to be decided again."""
+        return key in self._waiting or key in self._refused
+
     def wrote(self) -> None:
         """A write succeeded: the journal stops counting as refusing once nothing
         refused is left to decide."""

@@ -42,6 +42,10 @@ class RuntimeListener:
         """Deciding for `key` failed (a bug, or conflicts without end); the input is
         dropped (the next observation of the key decides again)."""
 
+    def on_rest(self, key: Key) -> None:
+        """`key` came to rest (nothing of it is live) and left the runtime's memory:
+        what was kept only to decide it again may go too."""
+
     def on_journal(self, error: JournalError | None) -> None:
         """The journal stopped taking writes (`error` says why and names it) or, with
         None, takes them again. Called on each change only, not per input: the inputs
@@ -75,6 +79,10 @@ class Listeners(RuntimeListener):
         log.error("key %s: %s", key, error, exc_info=error)
         for listener in self._listeners:
             _shielded(listener.on_error, key, error)
+
+    def on_rest(self, key: Key) -> None:
+        for listener in self._listeners:
+            _shielded(listener.on_rest, key)
 
     def on_journal(self, error: JournalError | None) -> None:
         for listener in self._listeners:

@@ -99,15 +99,22 @@ class EffectRunner:
         self._held = held
         self._park = park
         self._tasks: dict[int, asyncio.Task[None]] = {}
+        self._running: dict[Key, int] = {}  # key → its effects not yet done attempting
         self._slices = slices
         self._claim = claim
 
     def run(self, effect: PendingEffect) -> None:
         if effect.id in self._tasks:
             return
+        self._running[effect.key] = self._running.get(effect.key, 0) + 1
         task = asyncio.create_task(self._attempts(effect), name=f"effect {effect.id}")
         self._tasks[effect.id] = task
         task.add_done_callback(lambda _: self._tasks.pop(effect.id, None))
+
+    def busy(self, key: Key) -> bool:
+        """Whether an effect of `key` is still being attempted (or waits to be): its
+        outcome may yet be delivered."""
+        return key in self._running
 
     async def close(self) -> None:
         tasks = list(self._tasks.values())
@@ -116,6 +123,16 @@ class EffectRunner:
         await asyncio.gather(*tasks, return_exceptions=True)
 
     async def _attempts(self, effect: PendingEffect) -> None:
+        try:
+            await self._attempting(effect)
+        finally:  # before the delivered outcome is decided: the key is not busy then
+            left = self._running[effect.key] - 1
+            if left:
+                self._running[effect.key] = left
+            else:
+                del self._running[effect.key]
+
+    async def _attempting(self, effect: PendingEffect) -> None:
         attempts = effect.attempts
         if effect.next_attempt_at is not None:
             await self._clock.sleep_until(effect.next_attempt_at)

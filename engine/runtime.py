@@ -18,6 +18,15 @@ attempt or a retry) meanwhile wait for its next observation, so it is held still
 than driven from its last readable world. `start(hold=True)`
 holds every key the journal resumes until it is first observed: a re-issued effect
 waits for the world it will meet.
+
+With `rest`, a key whose inputs are decided and of which nothing is live (every
+stream ended or none began, no timer armed, no effect under way, nothing held) leaves
+memory, state and last world, as a forgotten key does, and the listeners are told
+(`on_rest`); its next input loads it from the journal again. Which keys have rows there
+is read once at start and kept current: a key without any (an idle VM that never had
+an operation) starts from its initial state with no read. At 10,000 VMs most VMs are
+idle: their last worlds were most of the memory.
+
 Decisions, timers and backoff take time only from the injected clock (the performance
 counter only measures commit latency for listeners), so a virtual clock and a
 recording executor replay deterministically. The runtime must never interpret events
@@ -108,9 +117,12 @@ class Runtime(Generic[S, W]):
         commit_retry: RetryPolicy = COMMIT_RETRY,
         slices: LoopSlices | None = None,
         claim: Callable[[int], Awaitable[bool]] | None = None,
+        rest: bool = False,
     ) -> None:
         """`claim(effect_id)`: the journal's claim of an outbox row before each attempt
-        (a journal that fences terms); refused with `Deposed`, the effect is not sent."""
+        (a journal that fences terms); refused with `Deposed`, the effect is not sent.
+        `rest`: keys of which nothing is live leave memory once decided."""
+        self._rest = rest
         self._decider = decider
         self._journal = journal
         self._clock = clock
@@ -136,6 +148,9 @@ class Runtime(Generic[S, W]):
         )
         self._slots: dict[Key, _Slot[S]] = {}
         self._gone: set[Key] = set()  # forgotten: evicted once nothing of them is live
+        self._stored: set[Key] | None = None
+        """With `rest`: the keys that have rows in the journal (the others have nothing
+        to load); None: not known, every key not in memory is read."""
         self._worlds: dict[Key, W] = {}
         self._held: dict[Key, list[EffectOutcome]] = {}
         self._holding: set[Key] = set()
@@ -149,6 +164,7 @@ class Runtime(Generic[S, W]):
         """effect id → the number of its key's latest observation when it was decided"""
         self._updates: dict[int, EffectUpdate] = {}
         self._timers: dict[tuple[StreamId, str], tuple[float, asyncio.Task[None]]] = {}
+        self._timed: dict[Key, int] = {}  # key → how many of `_timers` are its
         self._started = False
         self._stopping = False
 
@@ -162,6 +178,8 @@ class Runtime(Generic[S, W]):
         if self._started:
             raise RuntimeError("the runtime is started already")
         self._started = True
+        if self._rest:
+            self._stored = {stored.view.key for stored in await self._journal.views()}
         collecting = gc.isenabled()
         gc.disable()  # loading builds many long-lived objects: collections would only rescan them
         try:
@@ -255,22 +273,31 @@ class Runtime(Generic[S, W]):
             self._evict_if_done(key)
 
     def _evict_if_done(self, key: Key) -> None:
-        if key not in self._gone:
+        gone = key in self._gone
+        if not gone and not self._rest:
             return
         slot = self._slots.get(key)
-        if slot is not None:
-            if set(slot.versions) - set(slot.views) or not all(
-                    v.terminal for v in slot.views.values()):
-                return  # a live stream, or one whose row this process has not seen
-            if any(stream in slot.versions for stream, _ in self._timers):
-                return
+        if slot is not None and (set(slot.versions) - set(slot.views) or not all(
+                v.terminal for v in slot.views.values())):
+            return  # a live stream, or one whose row this process has not seen
+        if self._timed.get(key):
+            return
         if key in self._holding or self._held.get(key) or self._held_timers.get(key) \
                 or self._unsent.get(key):
             return
+        if not gone and (self._effects.busy(key) or self._retries.waiting(key)):
+            return  # an outcome or a refused input still to decide, from the last world
+        if slot is None and key not in self._worlds and key not in self._observations:
+            self._gone.discard(key)
+            return  # not in memory: nothing to evict
         self._gone.discard(key)
         self._slots.pop(key, None)
         self._worlds.pop(key, None)
         self._observations.pop(key, None)
+        if self._stored is not None and slot is not None and slot.versions:
+            self._stored.add(key)  # it has rows now: its next input reads them
+        if not gone:
+            self._listen.on_rest(key)
 
     async def drain(self) -> None:
         """Wait until nothing is runnable: no input waiting or being decided, no effect
@@ -288,6 +315,7 @@ class Runtime(Generic[S, W]):
             task.cancel()
         await asyncio.gather(*(t for _, t in self._timers.values()), return_exceptions=True)
         self._timers.clear()
+        self._timed.clear()
         await self._retries.close()
         await self._effects.close()
         await self._dispatch.close()
@@ -316,6 +344,7 @@ class Runtime(Generic[S, W]):
                 self._retries.decided(key, trigger)
                 return  # re-armed or cancelled since it fired
             del self._timers[(trigger.stream, trigger.name)]
+            self._untimed(key)
             cancels = (TimerCancel(trigger.stream, trigger.name),)
         elif isinstance(trigger, EffectOutcome):
             update = self._updates.pop(trigger.effect_id, None)
@@ -325,8 +354,10 @@ class Runtime(Generic[S, W]):
         except (JournalClosed, UnknownSchema):
             raise  # stopping, or a key this code cannot read: it fails alone, not retried
         except JournalError as error:
-            if isinstance(trigger, TimerFired) and armed is not None:
-                self._timers.setdefault((trigger.stream, trigger.name), armed)
+            if isinstance(trigger, TimerFired) and armed is not None \
+                    and (trigger.stream, trigger.name) not in self._timers:
+                self._timers[(trigger.stream, trigger.name)] = armed
+                self._timed[key] = self._timed.get(key, 0) + 1
             for update in updates:
                 self._updates.setdefault(update.effect_id, update)
             self._retries.failed(key, trigger, error)
@@ -403,6 +434,7 @@ class Runtime(Generic[S, W]):
             armed = self._timers.pop((cancel.stream, cancel.name), None)
             if armed is not None:
                 armed[1].cancel()
+                self._untimed(key)
         for timer in decision.timers:
             self._arm(key, timer.stream, timer.name, timer.deadline)
         for recorded in recorded_events:
@@ -421,7 +453,10 @@ class Runtime(Generic[S, W]):
     async def _slot(self, key: Key) -> _Slot[S]:
         slot = self._slots.get(key)
         if slot is None:
-            slot = await self._reload(key)
+            if self._stored is not None and key not in self._stored:  # no rows to read
+                slot = self._slots[key] = _Slot(self._decider.initial(key))
+            else:
+                slot = await self._reload(key)
         return slot
 
     async def _reload(self, key: Key) -> _Slot[S]:
@@ -471,8 +506,17 @@ class Runtime(Generic[S, W]):
         previous = self._timers.pop((stream, name), None)
         if previous is not None:
             previous[1].cancel()
+        else:
+            self._timed[key] = self._timed.get(key, 0) + 1
         task = asyncio.create_task(self._wait(key, TimerFired(stream, name, deadline)))
         self._timers[(stream, name)] = (deadline, task)
+
+    def _untimed(self, key: Key) -> None:
+        left = self._timed.get(key, 0) - 1
+        if left > 0:
+            self._timed[key] = left
+        else:
+            self._timed.pop(key, None)
 
     async def _wait(self, key: Key, fired: TimerFired) -> None:
         await self._clock.sleep_until(fired.deadline)

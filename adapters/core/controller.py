@@ -49,7 +49,7 @@ from nicplug.adapters.core.observability import (
     make_http_app,
     parse_addr,
 )
-from nicplug.adapters.core.observing import Observing
+from nicplug.adapters.core.observing import Observing, Rested
 from nicplug.adapters.core.operation_objects import OperationObjects
 from nicplug.adapters.core.platform_mode import ModeFinding, find_mode
 from nicplug.adapters.core.reporting import MetricsListener
@@ -59,6 +59,7 @@ from nicplug.adapters.core.worldview import WorldIndex, cache_projection
 from nicplug.adapters.heap import (
     frozen_after_full_collections,
     full_collections_in_small_steps,
+    give_back_free_memory,
     loading_long_lived,
 )
 from nicplug.adapters.kube.calls import KubeCalls
@@ -191,6 +192,14 @@ def _fence(term: Term, observing: Observing) -> None:
     if problem is not None:
         raise RetryAfterObservation(f"its objects cannot be read ({problem}): held until "
                                     f"observed again")
+
+
+async def _give_back_once_decided(runtime: Runtime[VMState, World]) -> None:
+    """Once the first worlds are decided (the idle VMs' let go again), give the
+    allocator's free pages back to the system (`heap.give_back_free_memory`)."""
+    await runtime.drain()
+    if give_back_free_memory():
+        log.debug("free memory of the initial load given back to the system")
 
 
 async def _stop(runtime: Runtime[VMState, World], term: Term) -> None:
@@ -500,10 +509,11 @@ class Controller:
             concurrency=self.settings.concurrency,
             slices=None if self.surroundings.loop_slice is None else LoopSlices(
                 self.surroundings.loop_slice, now=self.surroundings.work_clock),
-            listeners=[listener, self._journal_health,
+            listeners=[listener, self._journal_health, Rested(self._observing),
                        *([EffectTaping(self._tape)] if self._tape else []),
                        *([objects] if objects is not None else [])],
             claim=self._shared.claim if self._shared is not None else None,
+            rest=True,  # idle VMs leave memory (`docs/decisions/idle-vms-at-rest.md`)
         )
         tasks: list[asyncio.Task[None]] = []
         try:
@@ -541,6 +551,8 @@ class Controller:
                 self._ready = True
                 log.info("ready: %d VMs listed, recovery done", self._observing.pending)
                 await self._observing.feed(runtime)
+                tasks.append(asyncio.create_task(_give_back_once_decided(runtime),
+                                                 name="give back the load's memory"))
                 await asyncio.sleep(0)
             await self._feed(runtime, [*self._warm_tasks, *tasks])
         finally:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
+from sys import intern
 from typing import Any
 
 from nicplug.adapters.kube import resources as kinds
@@ -317,7 +318,8 @@ class WorldIndex:
             spec = obj.get("spec")
             name = spec.get("virtualMachineName") if isinstance(spec, _MAPPING) else None
         if isinstance(name, str) and name and namespace:
-            return f"{namespace}/{name}"
+            # interned: the one string the object keys, the links and the runtime share
+            return intern(f"{namespace}/{name}")
         return None
 
     def vm_keys(self) -> Iterable[str]:
@@ -331,6 +333,21 @@ class WorldIndex:
         of the kind starts from, so that its first list tells which of them went while
         no informer watched (`Informer(known=...)`)."""
         return dict(self._objects.get(kind.name, {}))
+
+    def addresses_of(self, vm_key: str) -> list[tuple[str, str]]:
+        """(namespace, name) of every object of the VM alone, as linked now: the VM (its
+        KVVM and VMI are named alike), its launcher pods, migrations, VM operations and
+        VMMACs; not the networks or the KubeVirt CR, which other VMs read too."""
+        keys = {vm_key}
+        uid, active = self._vmi_links.get(vm_key, ("", ()))
+        keys.update(self._pods_by_creator.get(uid, ()))
+        keys.update(k for u in active if (k := self._pod_by_uid.get(u)))
+        keys.update(self._migrations_of.get(vm_key, ()))
+        keys.update(self._operations_of.get(vm_key, ()))
+        vm_uid = self._uid_of_vm.get(vm_key)
+        if vm_uid is not None:
+            keys.update(self._vmmacs_of.get(vm_uid, ()))
+        return [(namespace, name) for namespace, _, name in (k.partition("/") for k in keys)]
 
     def get(self, kind: KindRef, key: str) -> Body | None:
         """The object `key` of `kind`, as last seen."""

@@ -151,6 +151,12 @@ class ReadMemo:
     def forget(self, body: Body) -> None:
         self._entries.pop(address_of(body), None)
 
+    def drop(self, addresses: Iterable[tuple[str, str]]) -> None:
+        """Forget what the objects at `addresses` (namespace, name) read as: they are
+        read again when next asked for."""
+        for address in addresses:
+            self._entries.pop(address, None)
+
 
 def _version(body: Body) -> object:
     """What tells one state of an object from another: its uid and resourceVersion,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import platform
 from collections.abc import Callable, Iterator
 
 import pytest
@@ -11,6 +12,7 @@ import pytest
 from nicplug.adapters.heap import (
     frozen_after_full_collections,
     full_collections_in_small_steps,
+    give_back_free_memory,
     loading_long_lived,
 )
 
@@ -158,3 +160,21 @@ async def test_what_stays_frozen_is_given_back_to_the_collector_every_so_often()
     # count is what was frozen then; after the sixth period everything was thawed
     assert [period for period, _ in counted] == [3, 6]
     assert counted[0][1] == frozen and counted[1][1] == 0
+
+
+def _rss_mb() -> float:
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    raise AssertionError("no VmRSS")
+
+
+@pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="malloc_trim is glibc's")
+def test_free_pages_between_live_objects_go_back_to_the_system() -> None:
+    held = [bytearray(65536) for _ in range(1000)]  # 64 MB on the C heap, not mmap'd
+    del held[::2]  # 32 MB free, in holes between what stays
+    before = _rss_mb()
+    assert give_back_free_memory()
+    assert before - _rss_mb() > 16
+    del held
