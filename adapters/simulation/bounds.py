@@ -47,7 +47,8 @@ PER_OBJECT: Mapping[str, str] = {"PatchPodNetworks": "pod_uid"}
 not per operation: a plug needs its request on every launcher pod it lives through,
 and a schedule replaces the pod as often as it likes (a lost node, the user's restart,
 a migration's target: seed 498 wrote one request to each of two pods, both needed).
-Per pod the bound still catches a request repeated for ever."""
+Per pod the bound still catches requests changing for ever; one request repeated for
+ever is held to the re-issues' spacing (`REISSUED_ALIKE`)."""
 
 ATTEMPTS_PER_EFFECT = 10
 """Tries of one effect (the outbox's retries of a temporary failure; seen: 7, under a
