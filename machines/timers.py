@@ -31,11 +31,16 @@ def reissue_after(op: Operation, config: MachineConfig) -> float:
     the server stalls every watch) is not repeated a hundred times an hour, and a lost
     one is still asked again. A migration nicplug's cap held back (`Operation.held`)
     is asked for every `effect_reissue_after`: a slot freed elsewhere is no change of
-    this VM's world, and only asking again finds it."""
+    this VM's world, and only asking again finds it. A clock set back since the state
+    began (issued before it began, by the clock) cannot tell how long it waited: the
+    longest spacing, or a write the informers do not show would be asked every 30 s
+    for as long as the clock stays behind (hours, for an NTP step)."""
     t = config.timeouts
     if op.held is not None:
         return t.effect_reissue_after
     waited = op.issued_at - op.entered_at
+    if waited < 0:
+        waited = t.backoff_max
     return min(max(t.effect_reissue_after, waited), max(t.effect_reissue_after, t.backoff_max))
 
 

@@ -164,7 +164,8 @@ def _reissued_alike(conn: Any) -> list[Problem]:
     for stream, type_, payload, count, first, last in conn.execute(
             "SELECT stream, type, payload, count(*), min(created_wall), max(created_wall)"
             f" FROM effects WHERE type IN ({marks}) GROUP BY stream, type, payload", kinds):
-        distinct[(str(stream), str(type_))] += 1
+        if type_ not in bounds.PER_OBJECT:  # (those count their requests per object)
+            distinct[(str(stream), str(type_))] += 1
         allowed = bounds.REISSUES_AT_ONCE + (float(last) - float(first)) / bounds.REISSUE_PERIOD
         if count - 1 > allowed:
             problems.append(("effects-unbounded",
@@ -191,8 +192,8 @@ def _unbounded(path: Path) -> list[Problem]:
                 problems.append(("effects-unbounded", f"{stream} issued {count} {type_}"))
         for type_, field in bounds.PER_OBJECT.items():
             for stream, target, count in conn.execute(
-                    "SELECT stream, json_extract(payload, ?), count(*) FROM effects"
-                    " WHERE type = ? GROUP BY stream, 2", (f"$.{field}", type_)):
+                    "SELECT stream, json_extract(payload, ?), count(DISTINCT payload)"
+                    " FROM effects WHERE type = ? GROUP BY stream, 2", (f"$.{field}", type_)):
                 if count > bounds.EFFECTS_PER_OPERATION.get(type_, 0):
                     problems.append(("effects-unbounded",
                                      f"{stream} issued {count} {type_} for {target}"))

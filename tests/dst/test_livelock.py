@@ -180,3 +180,49 @@ def test_seven_kvvm_patches_decided_from_seven_templates_are_over_the_bound(
                                       [str(70 + i) for i in range(7)])
     assert _unbounded(path) == [
         ("effects-unbounded", "uid/Network/second-net/plug/1 issued 7 PatchVirtualMachine")]
+
+
+def _journal_with_pod_patches(tmp_path: Path, times: list[float], entries: list[str],
+                              pod_uid: str = "pod-1") -> Path:
+    """A journal whose one plug asked for a pod patch of launcher pod `pod_uid` at
+    `times`, each requesting the ifName of `entries` and decided from an empty list."""
+    path = tmp_path / "j.db"
+    conn = sqlite3.connect(path)
+    conn.executescript((ROOT / "migrations" / "0001_initial.sql").read_text())
+    for i, (at, if_name) in enumerate(zip(times, entries, strict=True)):
+        payload = json.dumps({"namespace": "default", "pod": "virt-launcher-vm-00000-gd68f",
+                              "pod_uid": pod_uid,
+                              "entries": [{"identity": "Network/second-net",
+                                           "if_name": if_name, "id": 3, "mac": None}],
+                              "observed": []})
+        conn.execute(
+            "INSERT INTO effects (stream, key, type, payload, idempotency_key, status,"
+            " attempts, created_wall, created_logical, updated_wall, updated_logical)"
+            " VALUES (?, ?, 'PatchPodNetworks', ?, ?, 'failed', 1, ?, ?, ?, ?)",
+            ("uid/Network/second-net/plug/1", f"k{i}", payload, f"i{i}", at, at, at, at))
+    conn.commit()
+    conn.close()
+    return path
+
+
+def test_a_pod_patch_refused_by_its_test_and_asked_again_is_within_its_bound(
+    tmp_path: Path,
+) -> None:
+    """Seed 37870: the watches stalled, the informers' pod never showed a landed patch,
+    and each pod patch decided from it was refused by its `test` and decided again:
+    one request 4 times in 93 s, beside one other request."""
+    path = _journal_with_pod_patches(tmp_path, [34.5, 64.5, 94.5, 122.1, 127.1],
+                                     ["veth_a", "veth_a", "veth_a", "veth_b", "veth_a"])
+    assert _unbounded(path) == []
+
+
+def test_a_pod_patch_asked_again_every_5_s_is_a_livelock(tmp_path: Path) -> None:
+    path = _journal_with_pod_patches(tmp_path, [5.0 * i for i in range(5)], ["veth_a"] * 5)
+    assert [p[0] for p in _unbounded(path)] == ["effects-unbounded"]
+
+
+def test_five_different_pod_patches_of_one_pod_are_over_the_bound(tmp_path: Path) -> None:
+    path = _journal_with_pod_patches(tmp_path, [100.0 * i for i in range(5)],
+                                     [f"veth_{i}" for i in range(5)])
+    assert _unbounded(path) == [
+        ("effects-unbounded", "uid/Network/second-net/plug/1 issued 5 PatchPodNetworks for pod-1")]

@@ -10,6 +10,7 @@ from nicplug.engine.model import EffectOutcome, EffectRequest
 from nicplug.machines.decider import HotplugDecider
 from nicplug.machines.effects import CONDITION_RESTART
 from nicplug.machines.policy import MachineConfig, Timeouts
+from nicplug.machines.timers import reissue_after
 from tests.unit.machines.sim import MAIN, Driver, Sim, net
 
 X = net("x", 2)
@@ -52,3 +53,18 @@ def test_a_condition_removed_in_sight_is_written_again_at_once() -> None:
     removed = d.now
     d.run(2)
     assert [t - removed for t in written[1:]] == [0]
+
+
+def test_a_clock_set_back_since_the_state_began_spaces_the_reissues_the_longest() -> None:
+    """Seed 37548: the leader's clock stepped back two hours between a plug's opening and
+    its first pod patch, so by the clock the patch was issued before the state began.
+    The negative wait kept the spacing at `effect_reissue_after`: the landed patch the
+    stalled informers never showed was asked again every 30 s (6 times in 150 s, each
+    refused by its `test`). How long it waited is unknown: the longest spacing."""
+    d, _ = _waiting_for_a_restart(blind=True)
+    d.run(1)
+    op = d.op(X.identity, "plug")
+    config = d.decider.config
+    assert reissue_after(op, config) == 30
+    stepped = op._replace(issued_at=op.entered_at - 7200)
+    assert reissue_after(stepped, config) == config.timeouts.backoff_max
