@@ -19,8 +19,8 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from nicplug.adapters.kube import resources as kinds
 from nicplug.adapters.core.held_objects import Change, HeldObjects
+from nicplug.adapters.kube import resources as kinds
 from nicplug.adapters.kube.encoded import decode
 from nicplug.adapters.kube.flavour import DECKHOUSE, UPSTREAM, Flavour
 from nicplug.adapters.kube.resources import VM_UID_LABEL, KindRef, object_key
