@@ -26,7 +26,7 @@ from nicplug.adapters.kube.flavour import DECKHOUSE, UPSTREAM, Flavour
 from nicplug.adapters.kube.resources import VM_UID_LABEL, KindRef, object_key
 from nicplug.adapters.kube.translate import objects as read
 from nicplug.adapters.kube.translate.assemble import VMObjects, active_pod_uids
-from nicplug.adapters.kube.translate.projection import Shape, projector
+from nicplug.adapters.kube.translate.projection import Shape, compiled, merged, shape_of
 
 _MAPPING = (dict, Mapping)
 """`isinstance` of a JSON body: dict first, an exact type check (the ABC's is slow)."""
@@ -484,14 +484,20 @@ from (`executor.Cached`). Annotations, uids and resourceVersions the models keep
 
 
 def cache_projection(kind: KindRef) -> Callable[[Body], Body] | None:
-    """What to keep of each object of `kind` as it arrives: the fields the translation
-    reads (`translate/projection.py`) and those writes are built from (`WRITTEN_FROM`);
-    None for a kind it does not read."""
+    """What to keep of each object of `kind` as it arrives (`cache_shape`), as a
+    transform; None for a kind it does not read."""
+    shape = cache_shape(kind)
+    return compiled(shape) if shape is not None else None
+
+
+def cache_shape(kind: KindRef) -> Shape | None:
+    """The fields of `kind` the translation reads (`translate/projection.py`) and those
+    writes are built from (`WRITTEN_FROM`); None for a kind it does not read."""
     model = _READ_AS.get(kind.name)
     if model is None:
         return None
-    return projector(model, keep={**_ENVELOPE, **WRITTEN_FROM.get(kind.name, {}),
-                                  **_IPAM_READ.get(kind.name, {})})
+    return merged(shape_of(model), {**_ENVELOPE, **WRITTEN_FROM.get(kind.name, {}),
+                                    **_IPAM_READ.get(kind.name, {})})
 
 
 _IPAM_READ: dict[str, Shape] = {
