@@ -99,6 +99,9 @@ def _texts(lines: Iterable[bytes | Overlong]) -> Iterator[tuple[int, bytes | Non
                     yield start, None, f"a JSON value longer than {MAX_VALUE_BYTES} bytes"
                     buffer = []
                 continue
+        if raw[:1] == b"{" and raw[-2:] == b"}\n":  # a line as `nicplug record` writes it
+            yield number, raw, ""
+            continue
         text = raw.strip()
         if not text:
             continue
