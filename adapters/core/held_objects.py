@@ -50,7 +50,7 @@ class HeldObjects:
     def put(self, key: str, obj: Body) -> tuple[Change, bytes | None]:
         """Hold `obj` as `key`'s object now; what changed, and the object held before,
         encoded, but for its resourceVersion, which may be older (None: it is new).
-        `obj` is not changed."""
+        `obj` is as it came when this returns."""
         held = self._entries.get(key)
         meta = obj.get("metadata")
         version = meta.get(_VERSION) if isinstance(meta, dict) else None
@@ -60,14 +60,21 @@ class HeldObjects:
         encoded, base, now = held
         if isinstance(version, str) and isinstance(base, str) and isinstance(now, str):
             assert isinstance(meta, dict)  # a str version came from a dict
-            probe = obj if version == base else {**obj, "metadata": {**meta, _VERSION: base}}
-            fresh = encode(probe)
+            moved = version != base
+            if moved:  # encoded with the base's version in its place, then put back
+                meta[_VERSION] = base
+                try:
+                    fresh = encode(obj)
+                finally:
+                    meta[_VERSION] = version
+            else:
+                fresh = encode(obj)
             if fresh == encoded:
                 if version == now:
                     return Change.NONE, encoded
-                self._entries[key] = (encoded, base, base if version == base else version)
+                self._entries[key] = (encoded, base, version if moved else base)
                 return Change.VERSION, encoded
-            if probe is not obj:
+            if moved:
                 fresh = encode(obj)
             self._entries[key] = (fresh, version, version)
             return Change.READ, encoded

@@ -118,10 +118,14 @@ class WorldIndex:
         # its links are as they were: only which VMs it concerns is asked
         if kind.name == self._pods:
             links = self._pod_links.get(key)
-            self._moved.update(self._vms_of_pod(*links) if links is not None else ())
+            if links is not None:  # as `_vms_of_pod`, without a set per event
+                for vm in (self._vm_of_vmi_uid.get(links[0]), self._vm_of_pod_uid.get(links[1])):
+                    if vm is not None:
+                        self._moved.add(vm)
         elif kind.name == self._vmis:
             vm_key = self._vm_of(kind, str(_meta(obj).get("namespace") or ""), obj)
-            self._moved.update((vm_key,) if vm_key is not None else ())
+            if vm_key is not None:
+                self._moved.add(vm_key)
         else:
             self._moved.update(self._touched(kind, key, event_type, obj, before))
         return set()
