@@ -20,6 +20,8 @@ import enum
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+import orjson
+
 from nicplug.adapters.kube.encoded import decode, encode
 
 Body = dict[str, Any]
@@ -61,22 +63,21 @@ class HeldObjects:
         if isinstance(version, str) and isinstance(base, str) and isinstance(now, str):
             assert isinstance(meta, dict)  # a str version came from a dict
             moved = version != base
+            # only compared: orjson's own buffer, not a copy of the object's size
             if moved:  # encoded with the base's version in its place, then put back
                 meta[_VERSION] = base
                 try:
-                    fresh = encode(obj)
+                    probe = orjson.dumps(obj)
                 finally:
                     meta[_VERSION] = version
             else:
-                fresh = encode(obj)
-            if fresh == encoded:
+                probe = orjson.dumps(obj)
+            if probe == encoded:
                 if version == now:
                     return Change.NONE, encoded
                 self._entries[key] = (encoded, base, version if moved else base)
                 return Change.VERSION, encoded
-            if moved:
-                fresh = encode(obj)
-            self._entries[key] = (fresh, version, version)
+            self._entries[key] = (encode(obj), version, version)
             return Change.READ, encoded
         # a resourceVersion that is no string (never from an API server): compared whole
         before = self._encoded(held)
