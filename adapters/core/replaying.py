@@ -249,7 +249,14 @@ class Replay:
         listing: _Listing, loading: ExitStack,
     ) -> None:
         moment: float | None = None
+        changed, projected = self._observing.changed, self._projected
         for item in reader:
+            if (type(item) is WatchEvent and moment is not None and item.at == moment
+                    and not listing.active):
+                # most lines: an event of the moment being fed, the lists done; the
+                # clock, `until` and the listing were settled by the moment's first line
+                changed(item.kind, item.type, projected(item))
+                continue
             if isinstance(item, Malformed):
                 if self.strict:
                     raise TapeMalformed(item)

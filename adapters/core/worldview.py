@@ -8,7 +8,7 @@ whose `spec.networks` ask for it, so a Network's change touches only those VMs a
 world holds only the networks its VM asks for; in the kubevirt flavour the same for
 each NetworkAttachmentDefinition a KubeVirt VM's template names. A KubeVirt CR's
 change touches every VM, but only when something nicplug reads of it changed (its
-status churns). It holds each object as its JSON encoding (`kube/encoded.py`), decoded
+status churns). It holds each object as its JSON encoding (`held_objects.py`), decoded
 when a VM's objects are asked for, and never decides anything: it only answers "which
 VMs does this change touch" and "what are the objects of this VM".
 """
@@ -20,13 +20,14 @@ from collections.abc import Callable, Iterable, Mapping
 from sys import intern
 from typing import Any
 
+from nicplug.adapters.core.held_objects import Change, HeldObjects
 from nicplug.adapters.kube import resources as kinds
-from nicplug.adapters.kube.encoded import decode, encode
+from nicplug.adapters.kube.encoded import decode
 from nicplug.adapters.kube.flavour import DECKHOUSE, UPSTREAM, Flavour
 from nicplug.adapters.kube.resources import VM_UID_LABEL, KindRef, object_key
 from nicplug.adapters.kube.translate import objects as read
 from nicplug.adapters.kube.translate.assemble import VMObjects, active_pod_uids
-from nicplug.adapters.kube.translate.projection import Shape, projector
+from nicplug.adapters.kube.translate.projection import Shape, compiled, merged, shape_of
 
 _MAPPING = (dict, Mapping)
 """`isinstance` of a JSON body: dict first, an exact type check (the ABC's is slow)."""
@@ -67,7 +68,7 @@ class WorldIndex:
         self._kvvms, self._kubevirts = flavour.kvvms.name, flavour.kubevirts.name
         self._named_after_vm = frozenset({_VMS, self._kvvms, self._vmis})
         self._created_by = flavour.created_by_label
-        self._objects: dict[str, dict[str, bytes]] = defaultdict(dict)  # kind → key → encoded
+        self._objects: dict[str, HeldObjects] = defaultdict(HeldObjects)  # kind → key → object
         self._migrations_of: dict[str, set[str]] = defaultdict(set)
         vmops = flavour.vm_operations
         self._vmops = vmops.name if vmops is not None else None
@@ -108,21 +109,27 @@ class WorldIndex:
         except ValueError:
             return set()
         table = self._objects[kind.name]
-        version_only = False
         if event_type == "DELETED":
-            before = table.pop(key, None)
+            return self._touched(kind, key, event_type, obj, table.pop(key))
+        change, before = table.put(key, obj)
+        if change is Change.NONE:
+            return set()  # what is kept of it did not change: no VM's world did
+        if change is Change.READ:
+            return self._touched(kind, key, event_type, obj, before)
+        # its links are as they were: only which VMs it concerns is asked
+        if kind.name == self._pods:
+            links = self._pod_links.get(key)
+            if links is not None:  # as `_vms_of_pod`, without a set per event
+                for vm in (self._vm_of_vmi_uid.get(links[0]), self._vm_of_pod_uid.get(links[1])):
+                    if vm is not None:
+                        self._moved.add(vm)
+        elif kind.name == self._vmis:
+            vm_key = self._vm_of(kind, str(_meta(obj).get("namespace") or ""), obj)
+            if vm_key is not None:
+                self._moved.add(vm_key)
         else:
-            before = table.get(key)
-            encoded = encode(obj)
-            if encoded == before:
-                return set()  # what is kept of it did not change: no VM's world did
-            table[key] = encoded
-            version_only = before is not None and _same_but_version(before, obj, encoded)
-        touched = self._touched(kind, key, event_type, obj, before)
-        if version_only:
-            self._moved.update(touched)
-            return set()
-        return touched
+            self._moved.update(self._touched(kind, key, event_type, obj, before))
+        return set()
 
     @property
     def any_moved(self) -> bool:
@@ -137,7 +144,8 @@ class WorldIndex:
     def _touched(
         self, kind: KindRef, key: str, event_type: str, obj: Body, before: bytes | None
     ) -> set[str]:
-        """Keep the links of the changed object current; the VMs it concerns."""
+        """Keep the links of the changed object current; the VMs it concerns. `before`:
+        the object held before, encoded (its resourceVersion may be older)."""
         if kind.name == self._pods:
             return self._apply_pod(key, event_type, obj)
         if kind.name == _NAMESPACES:  # its label may opt its VMs in to migrations
@@ -332,7 +340,8 @@ class WorldIndex:
         """Every object of `kind` the index holds (key → encoded): what a new informer
         of the kind starts from, so that its first list tells which of them went while
         no informer watched (`Informer(known=...)`)."""
-        return dict(self._objects.get(kind.name, {}))
+        held = self._objects.get(kind.name)
+        return held.encoded() if held is not None else {}
 
     def addresses_of(self, vm_key: str) -> list[tuple[str, str]]:
         """(namespace, name) of every object of the VM alone, as linked now: the VM (its
@@ -351,22 +360,22 @@ class WorldIndex:
 
     def get(self, kind: KindRef, key: str) -> Body | None:
         """The object `key` of `kind`, as last seen."""
-        return _decoded(self._objects[kind.name].get(key))
+        return self._objects[kind.name].body(key)
 
     def vm_body(self, vm_key: str) -> Body | None:
         """The VirtualMachine `vm_key`, as last seen."""
-        return _decoded(self._objects[_VMS].get(vm_key))
+        return self._objects[_VMS].body(vm_key)
 
     def objects_of(self, vm_key: str) -> VMObjects:
         """The VM's objects, decoded anew on each call (nothing holds them after)."""
         namespace, _, name = vm_key.partition("/")
         table = self._objects
-        vmi = _decoded(table[self._vmis].get(vm_key))
+        vmi = table[self._vmis].body(vm_key)
         return VMObjects(
             namespace=namespace,
             name=name,
-            vm=_decoded(table[_VMS].get(vm_key)),
-            kvvm=_decoded(table[self._kvvms].get(vm_key)),
+            vm=table[_VMS].body(vm_key),
+            kvvm=table[self._kvvms].body(vm_key),
             vmi=vmi,
             pods=self._decoded_all(self._pods, self._pod_keys_of(vmi)),
             migrations=self._decoded_all(
@@ -375,7 +384,7 @@ class WorldIndex:
             networks=self._networks_asked(vm_key, _NETWORKS),
             cluster_networks=self._networks_asked(vm_key, _CLUSTER_NETWORKS),
             created_by_label=self._created_by,
-            namespace_object=_decoded(table[_NAMESPACES].get(namespace)),
+            namespace_object=table[_NAMESPACES].body(namespace),
             vm_mac_addresses=self._vm_mac_addresses_of(vm_key),
             vm_operations=self._vm_operations_of(vm_key),
             nads=self._decoded_all(_NADS, sorted(k for _, k in self._nad_asks.get(vm_key, ())))
@@ -387,8 +396,7 @@ class WorldIndex:
 
     def _decoded_all(self, kind_name: str, keys: Iterable[str]) -> list[Body]:
         """The objects of `keys` still held, in that order, decoded."""
-        table = self._objects[kind_name]
-        return [decode(encoded) for k in keys if (encoded := table.get(k)) is not None]
+        return self._objects[kind_name].bodies(keys)
 
     def _vm_operations_of(self, vm_key: str) -> list[Body]:
         if self._vmops is None:
@@ -407,27 +415,8 @@ class WorldIndex:
             kind_name, [key for kind, key in self._asks.get(vm_key, ()) if kind == kind_name])
 
     def version_of(self, kind: KindRef, key: str) -> str:
-        obj = _decoded(self._objects[kind.name].get(key))
+        obj = self._objects[kind.name].body(key)
         return str(_meta(obj).get("resourceVersion") or "") if obj else ""
-
-
-def _same_but_version(before: bytes, obj: Body, encoded: bytes) -> bool:
-    """Is `obj` (encoded as `encoded`) the object held as `before` but for its
-    resourceVersion? Compared as encodings, so any other difference, even of key order,
-    counts as a change."""
-    meta = obj.get("metadata")
-    if not isinstance(meta, dict) or "resourceVersion" not in meta:
-        return False
-    held = decode(before)
-    held_meta = held.get("metadata")
-    if not isinstance(held_meta, dict) or "resourceVersion" not in held_meta:
-        return False
-    held_meta["resourceVersion"] = meta["resourceVersion"]
-    return encode(held) == encoded
-
-
-def _decoded(encoded: bytes | None) -> Body | None:
-    return None if encoded is None else decode(encoded)
 
 
 def _asked_networks(vm_key: str, vm: Body) -> list[NetworkRef]:
@@ -516,14 +505,20 @@ from (`executor.Cached`). Annotations, uids and resourceVersions the models keep
 
 
 def cache_projection(kind: KindRef) -> Callable[[Body], Body] | None:
-    """What to keep of each object of `kind` as it arrives: the fields the translation
-    reads (`translate/projection.py`) and those writes are built from (`WRITTEN_FROM`);
-    None for a kind it does not read."""
+    """What to keep of each object of `kind` as it arrives (`cache_shape`), as a
+    transform; None for a kind it does not read."""
+    shape = cache_shape(kind)
+    return compiled(shape) if shape is not None else None
+
+
+def cache_shape(kind: KindRef) -> Shape | None:
+    """The fields of `kind` the translation reads (`translate/projection.py`) and those
+    writes are built from (`WRITTEN_FROM`); None for a kind it does not read."""
     model = _READ_AS.get(kind.name)
     if model is None:
         return None
-    return projector(model, keep={**_ENVELOPE, **WRITTEN_FROM.get(kind.name, {}),
-                                  **_IPAM_READ.get(kind.name, {})})
+    return merged(shape_of(model), {**_ENVELOPE, **WRITTEN_FROM.get(kind.name, {}),
+                                    **_IPAM_READ.get(kind.name, {})})
 
 
 _IPAM_READ: dict[str, Shape] = {

@@ -55,6 +55,12 @@ def lines_of(
         start = 0
         while (end := data.find(b"\n", start)) >= 0:
             size = len(pending) + end - start
+            if not pending and skipped is None and size <= limit:
+                # the common line, whole in this chunk: one copy, its own `\n` kept
+                line = data[start:end + 1]
+                yield line if line[-2:-1] != b"\r" else line[:-2] + b"\n"
+                start = end + 1
+                continue
             if skipped is not None:
                 yield Overlong(skipped + end - start)
                 skipped = None

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from nicplug.adapters.kube.flavour import ALL_WATCHED, DECKHOUSE, UPSTREAM
 from nicplug.adapters.kube.resources import KindRef
+from nicplug.engine.records import quick_init
 
 _MAPPING = (dict, Mapping)
 """`isinstance` of a JSON body: dict first, an exact type check (the ABC's is slow)."""
@@ -48,6 +49,7 @@ class EffectObject(BaseModel):
     target: str
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class WatchEvent:
     """An ADDED / MODIFIED / DELETED of a watched kind, to be fed."""
@@ -112,9 +114,22 @@ def kind_of(obj: Mapping[str, Any]) -> KindRef | str:
     kind = obj.get("kind")
     if not isinstance(api_version, str) or not isinstance(kind, str):
         return f"{api_version}/{kind}"
+    found = _SEEN_KINDS.get((api_version, kind))
+    if found is not None:
+        return found
     group = api_version.rpartition("/")[0]
     found = _BY_GROUP_KIND.get((group, kind))
-    return found if found is not None else f"{api_version}/{kind}"
+    if found is None:
+        return f"{api_version}/{kind}"
+    if len(_SEEN_KINDS) < _KEEP_SEEN_KINDS:
+        _SEEN_KINDS[(api_version, kind)] = found
+    return found
+
+
+_SEEN_KINDS: dict[tuple[str, str], KindRef] = {}
+"""(apiVersion, kind) → the watched kind: looked up once per version of a kind, not
+cut on every event."""
+_KEEP_SEEN_KINDS = 256
 
 
 def selected(kind: KindRef, obj: Mapping[str, Any]) -> bool:
@@ -124,4 +139,7 @@ def selected(kind: KindRef, obj: Mapping[str, Any]) -> bool:
         return True
     meta = obj.get("metadata")
     labels = meta.get("labels") if isinstance(meta, _MAPPING) else None
-    return isinstance(labels, _MAPPING) and any(labels.get(k) for k in _CREATED_BY_LABELS)
+    if not isinstance(labels, _MAPPING):
+        return False
+    upstream, deckhouse = _CREATED_BY_LABELS  # no generator per event
+    return bool(labels.get(upstream) or labels.get(deckhouse))

@@ -99,6 +99,9 @@ def _texts(lines: Iterable[bytes | Overlong]) -> Iterator[tuple[int, bytes | Non
                     yield start, None, f"a JSON value longer than {MAX_VALUE_BYTES} bytes"
                     buffer = []
                 continue
+        if raw[:1] == b"{" and raw[-2:] == b"}\n":  # a line as `nicplug record` writes it
+            yield number, raw, ""
+            continue
         text = raw.strip()
         if not text:
             continue
@@ -152,10 +155,12 @@ class TapeReader:
                 continue
             canonical = self._canonical(text)
             if canonical is not None:
-                yield from self._items(number, *canonical)
+                item = self._item(number, *canonical)
+                if item is not None:
+                    yield item
                 continue
             try:
-                yield from self._validated(number, TapeLine.model_validate_json(text))
+                item = self._validated(number, TapeLine.model_validate_json(text))
             except ValidationError as exc:
                 if any(e["type"] != "json_invalid" for e in exc.errors()):
                     yield self._malformed(number, _explain(exc))
@@ -166,9 +171,15 @@ class TapeReader:
                     continue
                 for value in values:
                     try:
-                        yield from self._validated(number, TapeLine.model_validate(value))
+                        item = self._validated(number, TapeLine.model_validate(value))
                     except ValidationError as inner:
                         yield self._malformed(number, _explain(inner))
+                        continue
+                    if item is not None:
+                        yield item
+                continue
+            if item is not None:
+                yield item
 
     def _canonical(self, text: bytes) -> tuple[str, dict[str, Any], float | None] | None:
         """The hot path for lines in the shape `nicplug record` writes: a plain check of
@@ -208,13 +219,14 @@ class TapeReader:
         self.stats.malformed += 1
         return Malformed(number, problem)
 
-    def _validated(self, number: int, line: TapeLine) -> Iterator[Item]:
+    def _validated(self, number: int, line: TapeLine) -> Item | None:
         at = epoch_of(line.at) if line.at is not None else None
-        return self._items(number, line.type, line.object, at)
+        return self._item(number, line.type, line.object, at)
 
-    def _items(
+    def _item(
         self, number: int, type_: str, obj: dict[str, Any], at: float | None
-    ) -> Iterator[Item]:
+    ) -> Item | None:
+        """What one line holds (None: nothing to hand on)."""
         if type_ in WATCH_TYPES:
             kind = kind_of(obj)
             if isinstance(kind, str):
@@ -222,28 +234,25 @@ class TapeReader:
             elif isinstance(obj.get("metadata"), dict) and not selected(kind, obj):
                 self.stats.unselected += 1  # a pod the live watch's selector leaves out
             elif (problem := _unaddressable(obj, namespaced=kind.namespaced)) is not None:
-                yield self._malformed(number, f"{type_} {kind.kind}: {problem}")
+                return self._malformed(number, f"{type_} {kind.kind}: {problem}")
             else:
                 self.stats.events += 1
-                yield WatchEvent(number, type_, kind, obj, at)
-        elif type_ == EFFECT:
+                return WatchEvent(number, type_, kind, obj, at)
+            return None
+        if type_ == EFFECT:
             try:
                 effect = EffectObject.model_validate(obj)
             except ValidationError as exc:
-                yield self._malformed(number, "EFFECT " + _explain(exc))
-                return
+                return self._malformed(number, "EFFECT " + _explain(exc))
             self.stats.effects += 1
-            yield TapedEffect(number, effect.type, effect.target, at)
-        elif type_ == "BOOKMARK":
+            return TapedEffect(number, effect.type, effect.target, at)
+        if type_ == "BOOKMARK":
             self.stats.bookmarks += 1
             if initial_events_end(obj):
-                yield InitialEventsEnd(number, at)
-            elif at is not None:
-                yield Bookmark(number, at)
+                return InitialEventsEnd(number, at)
         else:
             self.stats.errors += 1
-            if at is not None:
-                yield Bookmark(number, at)
+        return Bookmark(number, at) if at is not None else None
 
 
 def _unaddressable(obj: Mapping[str, Any], *, namespaced: bool) -> str | None:

@@ -11,7 +11,8 @@ to a model is kept from then on.
 The strings kept are not interned: every cache encodes the projected body at once
 (`kube/encoded.py`) and drops the dict, so an interned string outlived nothing, and
 interning each was a third of the projection's cost on every watch event.
-A projection never repairs or judges: a field the model reads is kept as it came,
+The walk over a shape is written out as code once per shape (`compiled`): it runs on
+every watch event. A projection never repairs or judges: a field the model reads is kept as it came,
 malformed or not, so reading the projected body fails exactly where reading the whole
 body fails, and gives the same record where it succeeds.
 """
@@ -76,22 +77,59 @@ def project(shape: Shape, body: Mapping[str, Any]) -> Body:
 def projector(model: type[BaseModel], *, keep: Shape | None = None) -> Callable[[Body], Body]:
     """The transform keeping what `model` reads of a body, plus `keep` (merged in: fields
     read elsewhere than through the model, such as `apiVersion` and `kind`)."""
-    shape = _merged(shape_of(model), keep or {})
+    return compiled(merged(shape_of(model), keep or {}))
 
-    def transform(body: Body) -> Body:
-        return project(shape, body)
 
+def compiled(shape: Shape) -> Callable[[Body], Body]:
+    """`project(shape, ·)` as straight-line code, one function per nested shape.
+
+    It runs on every watch event, and the walk of `project` (a loop over the shape, a
+    lookup and an ABC check per field) cost more than decoding the event's JSON: the
+    shape is fixed when the models load, so its walk is written out once, as the
+    standard library's dataclasses write their `__init__`. It keeps exactly what
+    `project` keeps (`test_projection.py` compares them)."""
+    lines: list[str] = []
+    names: dict[int, str] = {}
+
+    def function_of(inner: Shape) -> str:
+        name = names.get(id(inner))
+        if name is not None:
+            return name
+        name = names[id(inner)] = f"_shape{len(names)}"
+        body = [f"def {name}(body):", "    kept = {}", "    get = body.get"]
+        for wire, nested in inner.items():
+            body += [f"    value = get({wire!r}, _ABSENT)", "    if value is not _ABSENT:"]
+            if nested is not None:
+                into = function_of(nested)
+                body += [
+                    "        kind = type(value)",
+                    "        if kind is dict or (kind is not list"
+                    " and isinstance(value, _MAPPING)):",
+                    f"            value = {into}(value)",
+                    "        elif isinstance(value, list):",
+                    f"            value = [{into}(v) if isinstance(v, _MAPPING) else v"
+                    " for v in value]",
+                ]
+            body.append(f"        kept[{wire!r}] = value")
+        lines.extend([*body, "    return kept", ""])
+        return name
+
+    top = function_of(shape)
+    namespace: dict[str, Any] = {"_ABSENT": _ABSENT, "_MAPPING": _MAPPING}
+    exec(compile("\n".join(lines), f"<projection {top}>", "exec"), namespace)
+    transform: Callable[[Body], Body] = namespace[top]
     return transform
 
 
-def _merged(a: Shape, b: Shape) -> Shape:
-    merged: Shape = dict(a)
+def merged(a: Shape, b: Shape) -> Shape:
+    """Both shapes in one: a field kept whole by either is kept whole."""
+    both: Shape = dict(a)
     for wire, inner in b.items():
-        mine = merged.get(wire)
-        if wire in merged and (mine is None or inner is None):
-            merged[wire] = None  # kept whole by either
+        mine = both.get(wire)
+        if wire in both and (mine is None or inner is None):
+            both[wire] = None  # kept whole by either
         elif mine is not None and inner is not None:
-            merged[wire] = _merged(mine, inner)
+            both[wire] = merged(mine, inner)
         else:
-            merged[wire] = inner
-    return merged
+            both[wire] = inner
+    return both
