@@ -181,3 +181,30 @@ async def test_a_stop_made_for_other_operations_names_those_that_join_it(
                                            for_streams=(user,))))
     assert VMOP_RESTART_FOR_ANNOTATION not in store.get(
         VMOPS, "ns1", vm_operation_name("vm2", other, "Stop"))["metadata"]["annotations"]
+
+
+async def test_a_halt_decided_before_its_restarts_stop_was_seen_asks_none_again(
+    deckhouse_server: ApiServer, deckhouse_connection: ApiConnection
+) -> None:
+    """The VMI replaced (its pod died) between the halt's decision and its `Stop`: that
+    `Stop` stops the new VMI too. The new VMI's halt, decided from a world that had not
+    seen that `Stop` (same number), asks none of its own, which would stop the VMI the
+    user started since (seed 40374); it names its operations on the one made. One
+    carrying a later number asks again."""
+    store = deckhouse_server.store
+    first = store.create(VMIS, {"metadata": {"name": "vm", "namespace": "ns1"}})["metadata"]["uid"]
+    storage, user = "vm-uid/ClusterNetwork/storage/plug/1", "vm-uid/Network/user-net/plug/1"
+    run = executor(deckhouse_connection)
+    halt = RestartVM("ns1", "vm", first, "halt", by="operation", for_streams=(storage,), number=2)
+    assert (await run.execute(pending(1, halt)))["created"] is True
+    store.delete(VMIS, "ns1", "vm")
+    second = store.create(VMIS, {"metadata": {"name": "vm", "namespace": "ns1"}})["metadata"]["uid"]
+    stale = RestartVM("ns1", "vm", second, "halt", by="operation", for_streams=(user,), number=2)
+    outcome = await run.execute(pending(2, stale))
+    assert outcome["stopped"] is False
+    assert vm_operation_name("vm", first, "Stop") in str(outcome["reason"])
+    assert store.peek(VMOPS, "ns1", vm_operation_name("vm", second, "Stop")) is None
+    made = store.get(VMOPS, "ns1", vm_operation_name("vm", first, "Stop"))
+    assert made["metadata"]["annotations"][VMOP_RESTART_FOR_ANNOTATION] == f"{storage},{user}"
+    later = RestartVM("ns1", "vm", second, "halt", by="operation", for_streams=(user,), number=3)
+    assert (await run.execute(pending(3, later)))["created"] is True

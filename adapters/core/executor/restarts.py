@@ -6,7 +6,7 @@ run strategy, or `running`, noted in an annotation to put back), each a JSON pat
 testing what it changes; or, on Deckhouse, it creates the `VirtualMachineOperation`
 `d8 v stop` / `start` / `restart` would, named by the VM, the VMI and the step, so that
 a retry by any replica finds the one made before. A `Stop` is asked only of the VMI
-the decision saw, once.
+the decision saw, once, and once per restart (its number).
 """
 
 from __future__ import annotations
@@ -106,6 +106,11 @@ class Restarts:
                 "Succeeded", "Failed"):
             raise RetryAfterObservation(f"VM {e.target} runs again: it is not nicplug's to start")
         name = vm_operation_name(e.name, e.vmi_uid, type_)
+        if type_ == "Stop" and e.number:
+            asked = await self._asked_already(kind, e)
+            if asked is not None:
+                return {"stopped": False, "reason": f"nicplug's Stop {asked} of this restart "
+                        "was asked already, of the VMI before: Deckhouse stops whichever VMI runs"}
         spec = {"type": type_, "virtualMachineName": e.name}
         annotations = {VMOP_VMI_UID_ANNOTATION: e.vmi_uid}
         if e.for_streams:
@@ -130,6 +135,30 @@ class Restarts:
             await self._joined(kind, found, e)
             return {"operation": name, "created": False}
         return {"operation": name, "created": True}
+
+    async def _asked_already(self, kind: Any, e: RestartVM) -> str | None:
+        """The name of nicplug's `Stop` of the VM for another VMI carrying this halt's
+        number or a later one, fresh from the server: the halt was decided from a world
+        that had not seen it (the VMI replaced, by a crash, between that `Stop`'s decision
+        and its creation). Deckhouse stops whatever VMI the VM runs, so that `Stop` is
+        this restart: it names these operations too (`_joined`), and none is asked again
+        (a second one would stop the VMI the user started since). A refused one stopped
+        nothing: the next world, which holds it, asks with the next number."""
+        for found in await self._calls.list_objects(kind, e.namespace):
+            metadata = found.get("metadata") or {}
+            annotations = metadata.get("annotations") or {}
+            spec = found.get("spec") or {}
+            if (metadata.get("labels") or {}).get(MANAGED_BY_LABEL) != "nicplug" \
+                    or spec.get("type") != "Stop" or spec.get("virtualMachineName") != e.name \
+                    or annotations.get(VMOP_VMI_UID_ANNOTATION) == e.vmi_uid:
+                continue
+            number = str(annotations.get(VMOP_RESTART_NUMBER_ANNOTATION) or "")
+            if not number.isdigit() or int(number) < e.number:
+                continue
+            if (found.get("status") or {}).get("phase") != "Failed":
+                await self._joined(kind, found, e)
+            return str(metadata.get("name"))
+        return None
 
     async def _joined(self, kind: Any, found: Mapping[str, Any], e: RestartVM) -> None:
         """A `Stop` of the VMI made for other operations stops the VM for these too
