@@ -18,6 +18,7 @@ never decides: it reports outcomes.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import random
 from collections.abc import Awaitable, Callable
@@ -135,7 +136,7 @@ class EffectRunner:
     async def _attempting(self, effect: PendingEffect) -> None:
         attempts = effect.attempts
         if effect.next_attempt_at is not None:
-            await self._clock.sleep_until(effect.next_attempt_at)
+            await self._sleep_until(effect.next_attempt_at)
         while True:
             if self._held(effect.key):
                 # held still is still: not one attempt from the last readable world
@@ -152,7 +153,26 @@ class EffectRunner:
             if retry_at is None:
                 return
             attempts += 1
-            await self._clock.sleep_until(retry_at)
+            await self._sleep_until(retry_at)
+
+    async def _sleep_until(self, retry_at: float) -> None:
+        """Wait for the next try: until `retry_at`, but never longer than the policy's
+        longest delay. Deadlines are wall time (`clock.py`): one set while the wall clock
+        ran ahead, and since set back, lies the clock's step further off, whether it was
+        journaled (the outbox row keeps it across terms) or is being slept towards when
+        the clock is stepped (an hour's step: an hour's wait). Meanwhile the effect is
+        held, and with it every decision asking the same effect, which is not enqueued
+        twice: the operation times out and is retried, again and again. So the deadline
+        is capped from now, and the sleep by the loop's own (monotonic) time."""
+        longest = self._longest_delay()
+        deadline = min(retry_at, self._clock.now() + longest)
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(longest):
+                await self._clock.sleep_until(deadline)
+
+    def _longest_delay(self) -> float:
+        """The longest wait the retry policy gives: its cap, jittered up."""
+        return self._retry.max_delay * (1.0 + self._retry.jitter)
 
     async def _attempt(self, effect: PendingEffect, attempt: int) -> float | None:
         """One try; the moment to try again, or None when the outcome is delivered."""
@@ -184,7 +204,8 @@ class EffectRunner:
             delay = error.delay if isinstance(error, TemporaryError) else None
             if delay is None:
                 delay = self._retry.delay(attempt, self._rng)
-            retry_at = self._clock.now() + delay
+            # a server's Retry-After too is waited at most the policy's longest delay
+            retry_at = self._clock.now() + min(delay, self._longest_delay())
             self._listener.on_effect(effect, "retrying", message)
             try:  # the attempt count is for humans: losing it loses no outcome
                 await self._journal.append(Commit(

@@ -2,7 +2,8 @@
 
 `candidates.py` says which changes need an operation; here each is opened (`Opened`,
 its stream numbered by attempt) unless one is live for the same network and direction,
-or the last one failed and its retry time (`Timeouts.backoff`) has not come, or its
+or the last one failed and its retry time (`Timeouts.backoff`) has not come (unless
+the failure is dated later than now: a wall clock set back since), or its
 migrations failed as often as nicplug allows, or it failed in a way no retry mends
 (`LinkStranded`, `GuestKeepsInterface`) — in each case unless the world already
 shows the goal, which an attempt then adopts. An invalid desired spec opens an `update`
@@ -31,12 +32,23 @@ def open_operation(
             latest.state == "Failed"
             and latest.retry_at is not None
             and now < latest.retry_at
+            and not _failed_later_than(latest, now)
             and not c.goal_shown
         ):
             return None
     return _append_opened(
         config, session, c.network, c.direction, c.if_name, c.target, latest, now
     )
+
+
+def _failed_later_than(latest: Operation, now: float) -> bool:
+    """The failure is dated after `now`: the wall clock ran ahead when it failed and has
+    been set back since. Its retry time lies as far off as the clock's step (an hour),
+    and its retry timer may have fired already, under the clock that ran ahead, while
+    nobody asked for the change: waiting for that time would leave the change the user
+    asks again without an attempt and without a timer. It is retried now, as its
+    backoff has passed as far as anyone can tell."""
+    return latest.entered_at > now
 
 
 def _gave_up(config: MachineConfig, session: Session, latest: Operation) -> bool:

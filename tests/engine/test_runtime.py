@@ -375,6 +375,40 @@ async def test_recovery_reissues_exactly_the_effects_without_outcome(tmp_path: P
         await runtime.stop()
 
 
+async def test_a_retry_timed_by_a_clock_that_ran_ahead_waits_at_most_the_longest_delay(
+    tmp_path: Path,
+) -> None:
+    """The wall clock ran an hour ahead when a write failed (Retry-After 3 s), then was
+    set right: the retry the journal keeps for 3603 s is tried within the policy's
+    longest delay (10 s), not an hour later (seeds 38207, 38356 of the simulation)."""
+    path = tmp_path / "journal.db"
+    retry = RetryPolicy(initial=1.0, factor=2.0, max_delay=10.0, jitter=0.0)
+    ahead = VirtualClock(3600.0)
+    async with opened(path) as journal:
+        failing = ScriptedExecutor(ahead, journal, script={1: [TemporaryError("500", delay=3.0)]})
+        runtime = Runtime(CounterMachine(), journal, failing, ahead, retry=retry)
+        await runtime.start()
+        await runtime.observe(A, 1, Cause("observation", "target@1"))
+        await runtime.drain()
+        (row,) = await journal.outbox()
+        assert (row.attempts, row.next_attempt_at) == (1, 3603.0)
+        await runtime.stop(drain=False)
+    clock = VirtualClock(0.0)  # set right
+    async with opened(path) as journal:
+        again = RecordingExecutor(clock)
+        runtime = Runtime(CounterMachine(), journal, again, clock, retry=retry)
+        await runtime.start()
+        await runtime.drain()
+        clock.advance(9.9)
+        await runtime.drain()
+        assert again.executed == []
+        clock.advance(0.1)
+        await runtime.drain()
+        assert [e.at for e in again.executed] == [10.0]
+        assert await types_of(journal, A) == ["Requested", "Bumped"]
+        await runtime.stop()
+
+
 async def test_recovery_rearms_timers(tmp_path: Path) -> None:
     path = tmp_path / "journal.db"
     clock = VirtualClock()
