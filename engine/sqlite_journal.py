@@ -142,8 +142,8 @@ class SQLiteJournal(GroupCommit):
         default the tables recovery reads whole; `check_file` checks the rest later.
         A writer shares the journal's writer lock with other writers; `exclusive`
         (offline work) refuses a journal any writer holds. `connect` stands for
-        `aiosqlite.connect` (a deterministic simulation and a replay run the connection
-        on the event loop's thread instead: `sqlite_inline.connect_inline`).
+        `aiosqlite.connect` (a deterministic simulation runs the connection on the
+        event loop's thread instead, as a replay does with `sqlite_inline`).
         """
         name = str(path)
         if read_only and name == MEMORY:
