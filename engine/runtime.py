@@ -23,8 +23,9 @@ With `rest`, a key whose inputs are decided and of which nothing is live (every
 stream ended or none began, no timer armed, no effect under way, nothing held) leaves
 memory, state and last world, as a forgotten key does, and the listeners are told
 (`on_rest`); its next input loads it from the journal again. Which keys have rows there
-is read once at start and kept current: a key without any (an idle VM that never had
-an operation) starts from its initial state with no read. At 10,000 VMs most VMs are
+is read once at start and kept current, with or without `rest`: a key without any (an
+idle VM that never had an operation, every VM of a replay's lists) starts from its
+initial state with no read. At 10,000 VMs most VMs are
 idle: their last worlds were most of the memory.
 
 Decisions, timers and backoff take time only from the injected clock (the performance
@@ -149,8 +150,9 @@ class Runtime(Generic[S, W]):
         self._slots: dict[Key, _Slot[S]] = {}
         self._gone: set[Key] = set()  # forgotten: evicted once nothing of them is live
         self._stored: set[Key] | None = None
-        """With `rest`: the keys that have rows in the journal (the others have nothing
-        to load); None: not known, every key not in memory is read."""
+        """The keys that have rows in the journal (the others have nothing to load),
+        read at start and kept current; None: not known, every key not in memory is
+        read."""
         self._worlds: dict[Key, W] = {}
         self._held: dict[Key, list[EffectOutcome]] = {}
         self._holding: set[Key] = set()
@@ -178,8 +180,9 @@ class Runtime(Generic[S, W]):
         if self._started:
             raise RuntimeError("the runtime is started already")
         self._started = True
-        if self._rest:
-            self._stored = {stored.view.key for stored in await self._journal.views()}
+        # which keys have rows: a key without any starts blank, unread (at 10,000 VMs
+        # most never had an operation; a replay starts on an empty journal)
+        self._stored = {stored.view.key for stored in await self._journal.views()}
         collecting = gc.isenabled()
         gc.disable()  # loading builds many long-lived objects: collections would only rescan them
         try:

@@ -143,7 +143,7 @@ class SQLiteJournal(GroupCommit):
         A writer shares the journal's writer lock with other writers; `exclusive`
         (offline work) refuses a journal any writer holds. `connect` stands for
         `aiosqlite.connect` (a deterministic simulation runs the connection on the
-        event loop's thread instead).
+        event loop's thread instead, as a replay does with `sqlite_inline`).
         """
         name = str(path)
         if read_only and name == MEMORY:

@@ -51,6 +51,7 @@ from nicplug.engine.journal import PendingEffect, StoredView
 from nicplug.engine.listening import RuntimeListener
 from nicplug.engine.model import Key
 from nicplug.engine.runtime import Runtime
+from nicplug.engine.sqlite_inline import connect_inline
 from nicplug.engine.sqlite_journal import SQLiteJournal
 from nicplug.engine.sqlite_opening import MEMORY
 from nicplug.machines.decider import HotplugDecider
@@ -201,7 +202,8 @@ class Replay:
             self._observing = Observing(self._dialect, flavour, scope=self.settings.scope())
         journal = await SQLiteJournal.open(
             str(self.journal_path) if self.journal_path else MEMORY, synchronous="NORMAL",
-            schemas=schemas(),
+            # one key decided at a time, each commit awaited: no hop to a thread and back
+            schemas=schemas(), connect=connect_inline,
         )
         executor = EffectLog(self.clock)
         errors = _Errors()

@@ -224,3 +224,27 @@ async def test_without_rest_an_idle_key_stays(journal: SQLiteJournal) -> None:
     await runtime.drain()
     assert runtime.state_of(B) is not None and rests.rested == []
     await runtime.stop()
+
+
+async def test_without_rest_too_only_a_key_with_rows_is_read(journal: SQLiteJournal) -> None:
+    """Which keys have rows is read at start with or without `rest`: a key new to the
+    journal starts blank, unread; one with rows (ended before a restart) is loaded."""
+    clock = VirtualClock()
+    first = Runtime(CounterMachine(), journal, Refusing(), clock,
+                    retry=RetryPolicy(initial=1.0, factor=2.0, jitter=0.0))
+    await first.start()
+    await first.observe(A, 3, Cause("observation", "target@1"))  # fails: terminal rows
+    await first.drain()
+    await first.stop()
+
+    counting = CountingJournal(journal)
+    again = Runtime(CounterMachine(), counting, RecordingExecutor(clock), clock,
+                    retry=RetryPolicy(initial=1.0, factor=2.0, jitter=0.0))
+    await again.start()
+    await again.observe(B, 1, Cause("observation", "target@2"))
+    await again.observe(A, 3, Cause("observation", "target@3"))
+    await again.drain()
+    assert counting.loads == [A]  # A has rows from before the restart; B none
+    state = again.state_of(B)
+    assert state is not None and state.count == 1
+    await again.stop()
