@@ -284,11 +284,16 @@ def named_for_another(c: Context) -> bool:
     only: its KVVM is written whole for the next boot. On a running one the MAC is
     handed on at once when the spec asks Main alone (`status.networks` emptied), and
     the interface is still the removed network's until its unplug, identified by the
-    KVVM's SDN requests (`targets._identify`), marks it absent and takes it out."""
+    KVVM's SDN requests (`targets._identify`), marks it absent and takes it out.
+    Not while the KVVM still carries the name for the unplugged network: until nicplug
+    writes it for the next boot, a start (the user's, while nicplug restarts the VM)
+    boots the removed network under that name."""
     comparison = c.facts.comparison
     return c.op.direction == "unplug" and not c.facts.live and comparison is not None and any(
         d.named_by_mac and d.if_name == c.op.if_name and d.identity != c.op.network
-        for d in comparison.desired)
+        for d in comparison.desired) and not any(
+        held.if_name == c.op.if_name and held.identity == c.op.network
+        for held in comparison.carried)
 
 
 def change_written(c: Context) -> bool:
