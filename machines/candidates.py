@@ -16,7 +16,7 @@ from nicplug.engine.records import quick_init
 from nicplug.machines.comparator import Comparison, Direction
 from nicplug.machines.facts import Facts
 from nicplug.machines.graph import GUEST_KEEPS, STRANDED
-from nicplug.machines.guards import OBSERVED_DONE, SWAP, goal_shown_for
+from nicplug.machines.guards import OBSERVED_DONE, OBSERVED_DONE_UPDATE, SWAP, goal_shown_for
 from nicplug.machines.observed_done import REASON, observed_done
 from nicplug.machines.operation import Operation, VMState
 from nicplug.machines.policy import MachineConfig
@@ -114,8 +114,10 @@ def changes_needing_operations(
             found[slot] = replace(found[slot], why="moved since", goal_shown=True)
     for network, direction, if_name in observed_done(state, facts, comparison, set(found)):
         # done by the platform before nicplug saw it in flight: recorded all the same
+        target = OBSERVED_DONE if direction != "update" else (
+            OBSERVED_DONE_UPDATE + comparison.signature(network))
         found[(network, direction)] = Candidate(
-            network, direction, if_name, OBSERVED_DONE, REASON, goal_shown=True)
+            network, direction, if_name, target, REASON, goal_shown=True)
     return [found[k] for k in sorted(found)]
 
 

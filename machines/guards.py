@@ -102,7 +102,7 @@ def change_reverted(c: Context) -> bool:
     if is_swap(c.op):  # the interface no longer asks for the new NAD
         wanted = comparison.desired_entry(c.op.network)
         return wanted is None or wanted.if_name != c.op.if_name
-    return comparison.signature(c.op.network) != c.op.target
+    return comparison.signature(c.op.network) != asked_signature(c.op)
 
 
 def spec_invalid(c: Context) -> bool:
@@ -321,7 +321,28 @@ def carried_for_another(network: str, if_name: str, facts: Facts) -> bool:
 
 OBSERVED_DONE = "observed-done"
 """The `target` of a plug or unplug opened for a change the platform had finished before
-nicplug saw it in flight (`observed_done.py`): it goes straight to its end."""
+nicplug saw it in flight (`observed_done.py`): it goes straight to its end. An `update`
+of that kind says what it asks for after it: `observed-done:id=7;pos=1`."""
+
+OBSERVED_DONE_UPDATE = OBSERVED_DONE + ":"
+
+
+def asked_signature(op: Operation) -> str:
+    """What an `update` asks for (`Comparison.signature`), observed done or not."""
+    return op.target.removeprefix(OBSERVED_DONE_UPDATE)
+
+
+def id_shown(network: str, facts: Facts) -> bool:
+    """The KVVM carries `network` under the id the desired list gives it, and nothing of
+    it differs: an `update` of its id is done."""
+    comparison = facts.comparison
+    if comparison is None or comparison.invalid is not None:
+        return False
+    wanted = comparison.desired_entry(network)
+    held = next((h for h in comparison.carried if h.identity == network), None)
+    return (wanted is not None and wanted.id is not None and held is not None
+            and held.id == wanted.id
+            and not any(ch.identity == network for ch in comparison.changes))
 
 
 def goal_shown_for(direction: str, network: str, if_name: str, facts: Facts) -> bool:
@@ -344,6 +365,8 @@ def observed_done(c: Context) -> bool:
     """An operation opened for a change the platform had finished unseen, and the world
     still shows it done."""
     op = c.op
+    if op.direction == "update":
+        return op.target.startswith(OBSERVED_DONE_UPDATE) and id_shown(op.network, c.facts)
     return op.target == OBSERVED_DONE and goal_shown_for(
         op.direction, op.network, op.if_name, c.facts)
 
