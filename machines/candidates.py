@@ -135,13 +135,21 @@ def _of_changes(comparison: Comparison) -> Mapping[tuple[str, Direction], Candid
                 c.identity,
                 c.direction,
                 c.if_name,
-                comparison.signature(c.identity) if c.direction == "update" else "",
+                comparison.signature(c.identity) if c.direction == "update" else (
+                    plug_target(c.id) if c.direction == "plug" else ""),
                 c.why,
             )
             for c in comparison.changes
         } if comparison.changes else _NONE
         object.__setattr__(comparison, "memo", made)
     return made
+
+
+def plug_target(id_: int | None) -> str:
+    """What a plug asks for: the id it plugs the network under (`id=2`; none: not
+    said), so that an id change the platform applies unseen later is told from it
+    (`observed_done.known_id`)."""
+    return "" if id_ is None else f"id={id_}"
 
 
 def stranding_ended(op: Operation, facts: Facts) -> bool:

@@ -113,23 +113,23 @@ def observed_done(
 def known_id(
     state: VMState, vm_uid: str, network: str, first_ids: Mapping[str, int | None]
 ) -> int | None:
-    """The id nicplug last knew `network` under: the one its newest `update` of this VM
-    was opened for, when it ended `Attached`, else the first sight's. None when not known:
-    an update live or ended otherwise (what it left is not told), or a plug or unplug of
-    the network since (a plug does not record the id it plugged under)."""
-    update = state.ops.get((network, "update"))
-    if update is not None and update.vm_uid != vm_uid:
-        update = None
-    since = [o for o in (state.ops.get((network, "plug")), state.ops.get((network, "unplug")))
-             if o is not None and o.vm_uid == vm_uid
-             and (update is None or o.opened_at >= update.opened_at)]
-    if since:
-        return None
-    if update is None:
+    """The id nicplug last knew `network` under: the one its newest operation of this VM
+    was opened for (a plug's or an update's `target`), when it ended `Attached`, else
+    the first sight's. None when not known: the newest is live, ended otherwise (what it
+    left is not told), an unplug, or a plug that did not say its id; or two opened at
+    once. Newest is by the time each opened (a plug and an update name nothing they
+    follow): a clock stepped back between them leaves it unknown or older, and an
+    older id tells at worst an `update` that is recorded once more."""
+    ops = [o for o in (state.ops.get((network, d)) for d in ("plug", "unplug", "update"))
+           if o is not None and o.vm_uid == vm_uid]
+    if not ops:
         return first_ids.get(network)
-    if update.state != "Attached":
+    newest = max(ops, key=lambda o: o.opened_at)
+    if any(o is not newest and o.opened_at == newest.opened_at for o in ops):
         return None
-    return _id_asked(asked_signature(update))
+    if newest.direction == "unplug" or newest.state != "Attached":
+        return None
+    return _id_asked(asked_signature(newest))
 
 
 def _id_asked(signature: str) -> int | None:

@@ -109,15 +109,22 @@ def template_id(cluster: SimulatedCluster) -> int | None:
     return None
 
 
+@pytest.mark.parametrize("since", ["first sight", "plugged"])
 async def test_an_id_change_deckhouse_applies_before_nicplug_looks_is_recorded(
-    start_cluster, start_controller, user_of, tmp_path
+    since, start_cluster, start_controller, user_of, tmp_path
 ):
-    # the VM runs with user-net (id 2) when nicplug first sees it
-    cluster = await start_cluster(WORLDS["deckhouse"], Fixtures(vms=1, vm_networks=(USER_NET,)))
+    # user-net (id 2) runs in the VM when nicplug first sees it, or nicplug plugs it
+    at_start = (USER_NET,) if since == "first sight" else ()
+    cluster = await start_cluster(WORLDS["deckhouse"], Fixtures(vms=1, vm_networks=at_start))
     config = cluster.write_kubeconfig(tmp_path / "nicplug.kubeconfig", user=NICPLUG)
     ctl = await start_controller(cluster, kubeconfig=config, mode="auto")
     user = user_of(cluster)
     await eventually(lambda: ctl.controller.mode is not None, what="nicplug's mode")
+    if since == "plugged":
+        await user.add_network(VM, *USER_NET)
+        plug = await ctl.journal.wait_for(VM, "Network/user-net", "plug",
+                                          {"Attached", "Failed"})
+        assert plug.state == "Attached"
     assert template_id(cluster) == 2
 
     cluster.faults.stall_watches()
@@ -130,5 +137,6 @@ async def test_an_id_change_deckhouse_applies_before_nicplug_looks_is_recorded(
                                     within=5.0)
     assert (op.state, op.reason, op.history) == ("Attached", None, ("Requested", "Attached"))
     assert op.message.startswith(f"{DONE} applied the new id of it")
-    assert [o.attempt for o in await ctl.journal.of(VM)] == [1]  # recorded once
+    assert [(o.direction, o.attempt) for o in await ctl.journal.of(VM)
+            if o.direction == "update"] == [("update", 1)]  # recorded once
     assert_healthy(cluster)

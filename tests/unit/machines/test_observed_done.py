@@ -243,3 +243,23 @@ def test_an_id_change_done_before_the_first_sight_is_not_guessed_at() -> None:
     d.sim.first_sight = None  # nicplug starts: the first world it assembles is this one
     d.observe()
     assert d.state.ops == {}
+
+
+def test_the_id_a_plug_was_opened_for_is_what_an_id_change_is_told_from() -> None:
+    d = deckhouse_vm(2)
+    plugged = d.sim
+    d.sim = Sim(networks=(MAIN,))  # first seen without X, then plugged in flight
+    d.observe()
+    d.sim.networks = (MAIN, net("x", 2))
+    d.observe()
+    assert d.op(X, "plug").state == "Requested"
+    d.sim, plugged.first_sight = plugged, d.sim.first_sight  # Deckhouse plugs it
+    for _ in range(4):
+        d.observe()
+    plug = d.op(X, "plug")
+    assert (plug.state, plug.target) == ("Attached", "id=2")
+    deckhouse_applies(d.sim, 7)  # done unseen
+    d.observe()
+    update = d.op(X, "update")
+    assert (update.state, update.target) == ("Attached", "observed-done:id=7;pos=1")
+    assert list(update.history) == ["Requested", "Attached"]
