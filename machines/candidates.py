@@ -16,7 +16,7 @@ from nicplug.engine.records import quick_init
 from nicplug.machines.comparator import Comparison, Direction
 from nicplug.machines.facts import Facts
 from nicplug.machines.graph import GUEST_KEEPS, STRANDED
-from nicplug.machines.guards import OBSERVED_DONE, OBSERVED_DONE_UPDATE, SWAP, goal_shown_for
+from nicplug.machines.guards import OBSERVED_DONE, OBSERVED_DONE_ASKING, SWAP, goal_shown_for
 from nicplug.machines.observed_done import REASON, observed_done
 from nicplug.machines.operation import Operation, VMState
 from nicplug.machines.policy import MachineConfig
@@ -114,10 +114,9 @@ def changes_needing_operations(
             found[slot] = replace(found[slot], why="moved since", goal_shown=True)
     for network, direction, if_name in observed_done(state, facts, comparison, set(found)):
         # done by the platform before nicplug saw it in flight: recorded all the same
-        target = OBSERVED_DONE if direction != "update" else (
-            OBSERVED_DONE_UPDATE + comparison.signature(network))
         found[(network, direction)] = Candidate(
-            network, direction, if_name, target, REASON, goal_shown=True)
+            network, direction, if_name, _observed_done_target(comparison, network, direction),
+            REASON, goal_shown=True)
     return [found[k] for k in sorted(found)]
 
 
@@ -143,6 +142,19 @@ def _of_changes(comparison: Comparison) -> Mapping[tuple[str, Direction], Candid
         } if comparison.changes else _NONE
         object.__setattr__(comparison, "memo", made)
     return made
+
+
+def _observed_done_target(comparison: Comparison, network: str, direction: Direction) -> str:
+    """`observed-done`, and what the change asks for where the network has an id (an
+    update's signature, a plug's id): what a later id change is told from."""
+    spec = comparison.desired_entry(network)
+    if direction == "update":
+        asks = comparison.signature(network)
+    elif direction == "plug" and spec is not None:
+        asks = plug_target(spec.id)
+    else:
+        asks = ""
+    return OBSERVED_DONE_ASKING + asks if asks else OBSERVED_DONE
 
 
 def plug_target(id_: int | None) -> str:

@@ -321,15 +321,16 @@ def carried_for_another(network: str, if_name: str, facts: Facts) -> bool:
 
 OBSERVED_DONE = "observed-done"
 """The `target` of a plug or unplug opened for a change the platform had finished before
-nicplug saw it in flight (`observed_done.py`): it goes straight to its end. An `update`
-of that kind says what it asks for after it: `observed-done:id=7;pos=1`."""
+nicplug saw it in flight (`observed_done.py`): it goes straight to its end. Where the
+network has an id, what it asks for follows: `observed-done:id=7;pos=1` (an `update`),
+`observed-done:id=2` (a plug)."""
 
-OBSERVED_DONE_UPDATE = OBSERVED_DONE + ":"
+OBSERVED_DONE_ASKING = OBSERVED_DONE + ":"
 
 
 def asked_signature(op: Operation) -> str:
     """What an `update` asks for (`Comparison.signature`), observed done or not."""
-    return op.target.removeprefix(OBSERVED_DONE_UPDATE)
+    return op.target.removeprefix(OBSERVED_DONE_ASKING)
 
 
 def id_shown(network: str, facts: Facts) -> bool:
@@ -366,8 +367,9 @@ def observed_done(c: Context) -> bool:
     still shows it done."""
     op = c.op
     if op.direction == "update":
-        return op.target.startswith(OBSERVED_DONE_UPDATE) and id_shown(op.network, c.facts)
-    return op.target == OBSERVED_DONE and goal_shown_for(
+        return op.target.startswith(OBSERVED_DONE_ASKING) and id_shown(op.network, c.facts)
+    said = op.target == OBSERVED_DONE or op.target.startswith(OBSERVED_DONE_ASKING)
+    return said and goal_shown_for(
         op.direction, op.network, op.if_name, c.facts)
 
 

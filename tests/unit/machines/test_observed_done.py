@@ -263,3 +263,18 @@ def test_the_id_a_plug_was_opened_for_is_what_an_id_change_is_told_from() -> Non
     update = d.op(X, "update")
     assert (update.state, update.target) == ("Attached", "observed-done:id=7;pos=1")
     assert list(update.history) == ["Requested", "Attached"]
+
+
+def test_the_id_a_plug_observed_done_says_is_what_an_id_change_is_told_from() -> None:
+    d = deckhouse_vm(2)
+    plugged = d.sim
+    d.sim = Sim(networks=(MAIN,))  # first seen without X
+    d.observe()
+    d.sim, plugged.first_sight = plugged, d.sim.first_sight  # plugged unseen
+    d.observe()
+    plug = d.op(X, "plug")
+    assert (plug.state, plug.target) == ("Attached", "observed-done:id=2")
+    deckhouse_applies(d.sim, 7)  # done unseen as well
+    d.observe()
+    update = d.op(X, "update")
+    assert (update.state, update.target) == ("Attached", "observed-done:id=7;pos=1")
