@@ -109,19 +109,25 @@ def template_id(cluster: SimulatedCluster) -> int | None:
     return None
 
 
-@pytest.mark.parametrize("since", ["first sight", "plugged"])
+@pytest.mark.parametrize("since", ["first sight", "plugged", "plugged unseen"])
 async def test_an_id_change_deckhouse_applies_before_nicplug_looks_is_recorded(
     since, start_cluster, start_controller, user_of, tmp_path
 ):
-    # user-net (id 2) runs in the VM when nicplug first sees it, or nicplug plugs it
+    # user-net (id 2) runs in the VM when nicplug first sees it, or nicplug sees it
+    # plugged in flight, or only once plugged
     at_start = (USER_NET,) if since == "first sight" else ()
     cluster = await start_cluster(WORLDS["deckhouse"], Fixtures(vms=1, vm_networks=at_start))
     config = cluster.write_kubeconfig(tmp_path / "nicplug.kubeconfig", user=NICPLUG)
     ctl = await start_controller(cluster, kubeconfig=config, mode="auto")
     user = user_of(cluster)
     await eventually(lambda: ctl.controller.mode is not None, what="nicplug's mode")
-    if since == "plugged":
+    if since != "first sight":
+        if since == "plugged unseen":
+            cluster.faults.stall_watches()
         await user.add_network(VM, *USER_NET)
+        if since == "plugged unseen":
+            await eventually(lambda: in_guest(cluster), what="the platform's hotplug")
+            cluster.faults.resume_watches()
         plug = await ctl.journal.wait_for(VM, "Network/user-net", "plug",
                                           {"Attached", "Failed"})
         assert plug.state == "Attached"
