@@ -53,7 +53,8 @@ def changes_needing_operations(
             continue
         if spec.if_name in facts.kvvm_present and spec.if_name not in facts.attached:
             # in the KVVM but not in the guest: a plug adopted half-way
-            found[slot] = Candidate(spec.identity, "plug", spec.if_name, "", "not attached")
+            found[slot] = Candidate(spec.identity, "plug", spec.if_name,
+                                    plug_target(spec.id), "not attached")
     kvvm = world.kvvm
     stopped_by_nicplug = kvvm is not None and (
         world.stopped_for_restart is not None if config.restarts == "operations"
@@ -71,7 +72,7 @@ def changes_needing_operations(
         adopt = next((w for w in written if w.type != "Main"), written[0] if written else None)
         if adopt is not None and (adopt.identity, "plug") not in found:
             found[(adopt.identity, "plug")] = Candidate(
-                adopt.identity, "plug", adopt.if_name, "", "restart adopted")
+                adopt.identity, "plug", adopt.if_name, plug_target(adopt.id), "restart adopted")
     swapped = nad_swaps(facts, config) if running and world.vm is not None and (
         world.vm.in_template) else {}
     for identity, (if_name, old) in swapped.items():

@@ -278,3 +278,21 @@ def test_the_id_a_plug_observed_done_says_is_what_an_id_change_is_told_from() ->
     d.observe()
     update = d.op(X, "update")
     assert (update.state, update.target) == ("Attached", "observed-done:id=7;pos=1")
+
+
+def test_a_plug_adopted_half_way_says_its_id_too() -> None:
+    d = deckhouse_vm(2)
+    plugged = d.sim
+    d.sim = Sim(networks=(MAIN,))  # first seen without X
+    d.observe()
+    plugged.first_sight = d.sim.first_sight
+    plugged.attached = {"default"}  # Deckhouse wrote the KVVM; the guest has yet to attach
+    d.sim = plugged
+    d.observe()
+    assert d.op(X, "plug").target == "id=2"
+    plugged.attached = {"default", net("x", 2).if_name}
+    d.observe()
+    assert d.op(X, "plug").state == "Attached"
+    deckhouse_applies(d.sim, 7)  # done unseen
+    d.observe()
+    assert d.op(X, "update").target == "observed-done:id=7;pos=1"
