@@ -16,7 +16,7 @@ from nicplug.engine.records import quick_init
 from nicplug.machines.comparator import Comparison, Direction
 from nicplug.machines.facts import Facts
 from nicplug.machines.graph import GUEST_KEEPS, STRANDED
-from nicplug.machines.guards import OBSERVED_DONE, SWAP, goal_shown_for
+from nicplug.machines.guards import OBSERVED_DONE, OBSERVED_DONE_ASKING, SWAP, goal_shown_for
 from nicplug.machines.observed_done import REASON, observed_done
 from nicplug.machines.operation import Operation, VMState
 from nicplug.machines.policy import MachineConfig
@@ -53,7 +53,8 @@ def changes_needing_operations(
             continue
         if spec.if_name in facts.kvvm_present and spec.if_name not in facts.attached:
             # in the KVVM but not in the guest: a plug adopted half-way
-            found[slot] = Candidate(spec.identity, "plug", spec.if_name, "", "not attached")
+            found[slot] = Candidate(spec.identity, "plug", spec.if_name,
+                                    plug_target(spec.id), "not attached")
     kvvm = world.kvvm
     stopped_by_nicplug = kvvm is not None and (
         world.stopped_for_restart is not None if config.restarts == "operations"
@@ -71,7 +72,7 @@ def changes_needing_operations(
         adopt = next((w for w in written if w.type != "Main"), written[0] if written else None)
         if adopt is not None and (adopt.identity, "plug") not in found:
             found[(adopt.identity, "plug")] = Candidate(
-                adopt.identity, "plug", adopt.if_name, "", "restart adopted")
+                adopt.identity, "plug", adopt.if_name, plug_target(adopt.id), "restart adopted")
     swapped = nad_swaps(facts, config) if running and world.vm is not None and (
         world.vm.in_template) else {}
     for identity, (if_name, old) in swapped.items():
@@ -115,7 +116,8 @@ def changes_needing_operations(
     for network, direction, if_name in observed_done(state, facts, comparison, set(found)):
         # done by the platform before nicplug saw it in flight: recorded all the same
         found[(network, direction)] = Candidate(
-            network, direction, if_name, OBSERVED_DONE, REASON, goal_shown=True)
+            network, direction, if_name, _observed_done_target(comparison, network, direction),
+            REASON, goal_shown=True)
     return [found[k] for k in sorted(found)]
 
 
@@ -133,13 +135,34 @@ def _of_changes(comparison: Comparison) -> Mapping[tuple[str, Direction], Candid
                 c.identity,
                 c.direction,
                 c.if_name,
-                comparison.signature(c.identity) if c.direction == "update" else "",
+                comparison.signature(c.identity) if c.direction == "update" else (
+                    plug_target(c.id) if c.direction == "plug" else ""),
                 c.why,
             )
             for c in comparison.changes
         } if comparison.changes else _NONE
         object.__setattr__(comparison, "memo", made)
     return made
+
+
+def _observed_done_target(comparison: Comparison, network: str, direction: Direction) -> str:
+    """`observed-done`, and what the change asks for where the network has an id (an
+    update's signature, a plug's id): what a later id change is told from."""
+    spec = comparison.desired_entry(network)
+    if direction == "update":
+        asks = comparison.signature(network)
+    elif direction == "plug" and spec is not None:
+        asks = plug_target(spec.id)
+    else:
+        asks = ""
+    return OBSERVED_DONE_ASKING + asks if asks else OBSERVED_DONE
+
+
+def plug_target(id_: int | None) -> str:
+    """What a plug asks for: the id it plugs the network under (`id=2`; none: not
+    said), so that an id change the platform applies unseen later is told from it
+    (`observed_done.known_id`)."""
+    return "" if id_ is None else f"id={id_}"
 
 
 def stranding_ended(op: Operation, facts: Facts) -> bool:

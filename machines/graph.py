@@ -231,6 +231,8 @@ UPDATE = MachineGraph(
         ("InvalidSpec", "Requested", "Failed", "spec_invalid"),
         ("VMDeleted", UPDATE_LIVE, "Cancelled", "vm_deleted"),
         ("Reverted", UPDATE_LIVE, "Cancelled", "change_reverted"),
+        # (the platform applied a new id before nicplug saw it in flight: recorded, done)
+        ("observed_done", "Requested", "Attached", "observed_done"),
         ("defer", "Requested", "RestartRequired", "restart_needed"),
         ("write_for_boot", ("Requested", "RestartRequired"), "VMIPatched", "change_written"),
         ("attach", "VMIPatched", "Attached", "guest_has_interface"),

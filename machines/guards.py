@@ -102,7 +102,7 @@ def change_reverted(c: Context) -> bool:
     if is_swap(c.op):  # the interface no longer asks for the new NAD
         wanted = comparison.desired_entry(c.op.network)
         return wanted is None or wanted.if_name != c.op.if_name
-    return comparison.signature(c.op.network) != c.op.target
+    return comparison.signature(c.op.network) != asked_signature(c.op)
 
 
 def spec_invalid(c: Context) -> bool:
@@ -326,7 +326,29 @@ def carried_for_another(network: str, if_name: str, facts: Facts) -> bool:
 
 OBSERVED_DONE = "observed-done"
 """The `target` of a plug or unplug opened for a change the platform had finished before
-nicplug saw it in flight (`observed_done.py`): it goes straight to its end."""
+nicplug saw it in flight (`observed_done.py`): it goes straight to its end. Where the
+network has an id, what it asks for follows: `observed-done:id=7;pos=1` (an `update`),
+`observed-done:id=2` (a plug)."""
+
+OBSERVED_DONE_ASKING = OBSERVED_DONE + ":"
+
+
+def asked_signature(op: Operation) -> str:
+    """What an `update` asks for (`Comparison.signature`), observed done or not."""
+    return op.target.removeprefix(OBSERVED_DONE_ASKING)
+
+
+def id_shown(network: str, facts: Facts) -> bool:
+    """The KVVM carries `network` under the id the desired list gives it, and nothing of
+    it differs: an `update` of its id is done."""
+    comparison = facts.comparison
+    if comparison is None or comparison.invalid is not None:
+        return False
+    wanted = comparison.desired_entry(network)
+    held = next((h for h in comparison.carried if h.identity == network), None)
+    return (wanted is not None and wanted.id is not None and held is not None
+            and held.id == wanted.id
+            and not any(ch.identity == network for ch in comparison.changes))
 
 
 def goal_shown_for(direction: str, network: str, if_name: str, facts: Facts) -> bool:
@@ -349,7 +371,10 @@ def observed_done(c: Context) -> bool:
     """An operation opened for a change the platform had finished unseen, and the world
     still shows it done."""
     op = c.op
-    return op.target == OBSERVED_DONE and goal_shown_for(
+    if op.direction == "update":
+        return op.target.startswith(OBSERVED_DONE_ASKING) and id_shown(op.network, c.facts)
+    said = op.target == OBSERVED_DONE or op.target.startswith(OBSERVED_DONE_ASKING)
+    return said and goal_shown_for(
         op.direction, op.network, op.if_name, c.facts)
 
 

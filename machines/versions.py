@@ -40,6 +40,11 @@ today. Versions so far:
   plug or unplug opened with `target: observed-done` (the field plugs and unplugs left
   empty) and its `Transitioned` `Requested → Attached` / `Detached` (`observed_done`);
   older journals read unchanged (docs/decisions/observed-done.md).
+* No version bump either for an id change finished unseen: an `update` opened with
+  `target: observed-done:id=7;pos=1` and its `Transitioned` `Requested → Attached`; a
+  plug's `target` says the id it plugs under (`id=2`, observed done
+  `observed-done:id=2`; `""` or `observed-done`, as older journals hold it: not said,
+  and nicplug then guesses no id change from it).
 """
 
 from __future__ import annotations

@@ -209,7 +209,8 @@ class Walker:
         if move.trigger == "Reverted":
             return "the desired networks no longer ask for it"
         if move.trigger == "observed_done":
-            done = "plugged" if op.direction == "plug" else "unplugged"
+            done = {"plug": "plugged", "unplug": "unplugged"}.get(
+                op.direction, "applied the new id of")
             return (f"observed done: the platform {done} it before nicplug saw it in "
                     f"flight; nicplug saw it completed")
         new_name = renamed_to(c)

@@ -402,8 +402,8 @@ class ClusterConfig:
     workload_update_methods: tuple[str, ...] = ()
 
 
-FirstSeen = tuple[tuple[str, str], ...]
-"""(network identity, interface name) pairs, sorted."""
+FirstSeen = tuple[tuple[str, str, int | None], ...]
+"""(network identity, interface name, id) triples, sorted."""
 
 
 @quick_init

@@ -97,3 +97,52 @@ async def test_a_hotplug_done_before_nicplug_looks_is_recorded(
     assert op.message.startswith(f"{DONE} unplugged it")
     assert [o.attempt for o in await ctl.journal.of(VM)] == [1, 1]  # each recorded once
     assert_healthy(cluster)
+
+
+def template_id(cluster: SimulatedCluster) -> int | None:
+    """The id the KVVM template's SDN request gives user-net (what Deckhouse applied)."""
+    kvvm = cluster.store.peek(KVVMS, *split(VM))
+    annotations = ob.dig(kvvm, "spec", "template", "metadata", "annotations") or {}
+    for entry in nw.parse_list(annotations.get(nw.DECKHOUSE_REQUEST)) or []:
+        if (entry.get("type"), entry.get("name")) == USER_NET:
+            return int(entry["id"]) if entry.get("id") is not None else None
+    return None
+
+
+@pytest.mark.parametrize("since", ["first sight", "plugged", "plugged unseen"])
+async def test_an_id_change_deckhouse_applies_before_nicplug_looks_is_recorded(
+    since, start_cluster, start_controller, user_of, tmp_path
+):
+    # user-net (id 2) runs in the VM when nicplug first sees it, or nicplug sees it
+    # plugged in flight, or only once plugged
+    at_start = (USER_NET,) if since == "first sight" else ()
+    cluster = await start_cluster(WORLDS["deckhouse"], Fixtures(vms=1, vm_networks=at_start))
+    config = cluster.write_kubeconfig(tmp_path / "nicplug.kubeconfig", user=NICPLUG)
+    ctl = await start_controller(cluster, kubeconfig=config, mode="auto")
+    user = user_of(cluster)
+    await eventually(lambda: ctl.controller.mode is not None, what="nicplug's mode")
+    if since != "first sight":
+        if since == "plugged unseen":
+            cluster.faults.stall_watches()
+        await user.add_network(VM, *USER_NET)
+        if since == "plugged unseen":
+            await eventually(lambda: in_guest(cluster), what="the platform's hotplug")
+            cluster.faults.resume_watches()
+        plug = await ctl.journal.wait_for(VM, "Network/user-net", "plug",
+                                          {"Attached", "Failed"})
+        assert plug.state == "Attached"
+    assert template_id(cluster) == 2
+
+    cluster.faults.stall_watches()
+    networks = await user.networks(VM)
+    await user.set_networks(VM, [{**n, "id": 7} if n.get("name") == USER_NET[1] else n
+                                 for n in networks])
+    await eventually(lambda: template_id(cluster) == 7, what="Deckhouse applying the id")
+    cluster.faults.resume_watches()
+    op = await ctl.journal.wait_for(VM, "Network/user-net", "update", {"Attached", "Failed"},
+                                    within=5.0)
+    assert (op.state, op.reason, op.history) == ("Attached", None, ("Requested", "Attached"))
+    assert op.message.startswith(f"{DONE} applied the new id of it")
+    assert [(o.direction, o.attempt) for o in await ctl.journal.of(VM)
+            if o.direction == "update"] == [("update", 1)]  # recorded once
+    assert_healthy(cluster)

@@ -426,8 +426,22 @@ def observed_done() -> Driver:
     return d
 
 
+def observed_id_change() -> Driver:
+    """Deckhouse applied X's new id before nicplug decided: the world nicplug sees jumps
+    from X under id 2, as it first saw it, to X under id 7 (another simulation's)."""
+    d = make(plugged().sim)  # a journal that never saw X plugged: its first sight has it
+    d.run(1)
+    changed = plugged(first_sight=d.sim.first_sight)
+    changed.sim.networks = (MAIN, net("x", 7))
+    changed.run(8)
+    d.sim = changed.sim
+    d.run(1)
+    return d
+
+
 SCENARIOS: dict[str, Callable[[], Driver]] = {
     "observed done": observed_done,
+    "observed done: an id": observed_id_change,
     "kubevirt: a NAD swap migrated": kubevirt_nad_swap,
     "kubevirt: a NAD swap's migration fails": lambda: kubevirt_nad_swap(migration_fails=True),
     "kubevirt: a NAD swap's migration hangs": lambda: kubevirt_nad_swap(migration_stuck=True),

@@ -13,7 +13,8 @@ from nicplug.engine.model import Cause, Observed
 from nicplug.machines.decider import HotplugDecider
 from nicplug.machines.operation import VMState
 from nicplug.machines.policy import MachineConfig
-from tests.unit.machines.sim import Driver, Sim
+from nicplug.machines.world import KVVMInterface, SDNRequest, SDNStatus
+from tests.unit.machines.sim import MAIN, Driver, Sim, net
 
 NET = ("Network/fancy-net", "plug")
 
@@ -174,3 +175,124 @@ def test_a_clock_that_went_back_opens_no_operation_after_operation() -> None:
     unplug = d.op("Network/fancy-net", "unplug")
     assert unplug.state == "Detached" and unplug.opened_at < d.op(*NET).opened_at
     assert unplug.attempt == 1 and unplug.after == d.op(*NET).stream
+
+
+# -- an id change Deckhouse applies to the running VM at once (observe mode) -------------
+
+X = "Network/x"
+
+
+def deckhouse_vm(id_: int) -> Driver:
+    """A Deckhouse VM observed with `Network/x` plugged under `id_` from the start."""
+    spec = net("x", id_)
+    sim = Sim(networks=(MAIN, spec))
+    deckhouse_applies(sim, id_)
+    sim.kvvm_ifaces = [KVVMInterface("default"), KVVMInterface(spec.if_name)]
+    sim.vmi_ifaces = list(sim.kvvm_ifaces)
+    sim.attached = {"default", spec.if_name}
+    sim.reported = [SDNStatus(X, spec.if_name, True)]
+    return Driver(HotplugDecider(MachineConfig(mode="observe")), sim)
+
+
+def deckhouse_applies(sim: Sim, id_: int) -> None:
+    """The user's new id, and Deckhouse's KVVM and networks-spec carrying it."""
+    spec = net("x", id_)
+    sim.networks = (MAIN, spec)
+    sim.template = [SDNRequest(X, spec.if_name, id_)]
+    sim.requested = [SDNRequest(X, spec.if_name, id_)]
+
+
+def test_an_id_change_seen_only_once_applied_is_recorded_as_observed_done() -> None:
+    d = deckhouse_vm(2)
+    d.observe()
+    assert d.state.ops == {}  # the first sight: nothing to do
+    deckhouse_applies(d.sim, 7)  # the edit and Deckhouse's KVVM in one world
+    d.observe()
+    update = d.op(X, "update")
+    assert (update.state, update.reason) == ("Attached", None)
+    assert list(update.history) == ["Requested", "Attached"]
+    assert update.target == "observed-done:id=7;pos=1"
+    assert update.message.startswith("observed done: the platform applied the new id of it")
+    assert {e.type for e in d.effects} <= {"EmitEvent"}
+    d.observe()
+    assert d.op(X, "update").attempt == 1  # once
+
+
+def test_the_id_an_update_recorded_is_what_the_next_change_is_told_from() -> None:
+    d = deckhouse_vm(2)
+    d.observe()
+    d.sim.networks = (MAIN, net("x", 7))  # seen in flight: an update of its own
+    d.observe()
+    assert d.op(X, "update").state == "Requested"
+    deckhouse_applies(d.sim, 7)
+    d.observe()
+    d.observe()
+    assert d.op(X, "update").state == "Attached"
+    assert "Attached" in d.op(X, "update").history
+    deckhouse_applies(d.sim, 9)  # then one done unseen
+    d.observe()
+    update = d.op(X, "update")
+    assert (update.attempt, update.target) == (2, "observed-done:id=9;pos=1")
+    assert list(update.history) == ["Requested", "Attached"]
+
+
+def test_an_id_change_done_before_the_first_sight_is_not_guessed_at() -> None:
+    d = deckhouse_vm(2)
+    d.observe()
+    deckhouse_applies(d.sim, 7)
+    d.sim.first_sight = None  # nicplug starts: the first world it assembles is this one
+    d.observe()
+    assert d.state.ops == {}
+
+
+def test_the_id_a_plug_was_opened_for_is_what_an_id_change_is_told_from() -> None:
+    d = deckhouse_vm(2)
+    plugged = d.sim
+    d.sim = Sim(networks=(MAIN,))  # first seen without X, then plugged in flight
+    d.observe()
+    d.sim.networks = (MAIN, net("x", 2))
+    d.observe()
+    assert d.op(X, "plug").state == "Requested"
+    d.sim, plugged.first_sight = plugged, d.sim.first_sight  # Deckhouse plugs it
+    for _ in range(4):
+        d.observe()
+    plug = d.op(X, "plug")
+    assert (plug.state, plug.target) == ("Attached", "id=2")
+    deckhouse_applies(d.sim, 7)  # done unseen
+    d.observe()
+    update = d.op(X, "update")
+    assert (update.state, update.target) == ("Attached", "observed-done:id=7;pos=1")
+    assert list(update.history) == ["Requested", "Attached"]
+
+
+def test_the_id_a_plug_observed_done_says_is_what_an_id_change_is_told_from() -> None:
+    d = deckhouse_vm(2)
+    plugged = d.sim
+    d.sim = Sim(networks=(MAIN,))  # first seen without X
+    d.observe()
+    d.sim, plugged.first_sight = plugged, d.sim.first_sight  # plugged unseen
+    d.observe()
+    plug = d.op(X, "plug")
+    assert (plug.state, plug.target) == ("Attached", "observed-done:id=2")
+    deckhouse_applies(d.sim, 7)  # done unseen as well
+    d.observe()
+    update = d.op(X, "update")
+    assert (update.state, update.target) == ("Attached", "observed-done:id=7;pos=1")
+
+
+def test_a_plug_adopted_half_way_says_its_id_too() -> None:
+    d = deckhouse_vm(2)
+    plugged = d.sim
+    d.sim = Sim(networks=(MAIN,))  # first seen without X
+    d.observe()
+    plugged.first_sight = d.sim.first_sight
+    plugged.attached = {"default"}  # Deckhouse wrote the KVVM; the guest has yet to attach
+    d.sim = plugged
+    d.observe()
+    assert d.op(X, "plug").target == "id=2"
+    plugged.attached = {"default", net("x", 2).if_name}
+    d.observe()
+    assert d.op(X, "plug").state == "Attached"
+    deckhouse_applies(d.sim, 7)  # done unseen
+    d.observe()
+    assert d.op(X, "update").target == "observed-done:id=7;pos=1"
