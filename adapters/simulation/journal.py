@@ -2,9 +2,9 @@
 
 `SQLiteJournal` hands every statement to aiosqlite's worker thread; the moment its answer
 arrives is the operating system's choice, which a deterministic simulation cannot
-allow. `InlineConnection` offers the two things the journal uses of an aiosqlite
-connection (`_execute(job)`, `_conn`), plus the rest of what it calls, and runs each
-job at once on the calling thread: the same SQL, the same file, the same transactions.
+allow. `FaultyConnection` is the replay's `engine.sqlite_inline.InlineConnection`
+(each job at once on the calling thread: the same SQL, the same file, the same
+transactions) with commits that fail on cue.
 `CommitFaults` makes the next N group commits fail with the `sqlite3.OperationalError`
 a full disk raises, which the journal translates as it would in production.
 `issued_effects` reads a replica's outbox from its file, beside the replica, for the
@@ -14,7 +14,7 @@ a full disk raises, which the journal translates as it would in production.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar, cast
@@ -23,6 +23,7 @@ from urllib.parse import quote
 import aiosqlite
 
 from nicplug.adapters.core.settings import Settings
+from nicplug.engine.sqlite_inline import InlineConnection
 from nicplug.engine.sqlite_journal import SQLiteJournal
 
 T = TypeVar("T")
@@ -42,32 +43,18 @@ class CommitFaults:
             raise sqlite3.OperationalError("database or disk is full")
 
 
-class InlineConnection:
-    """Stands for `aiosqlite.Connection`; every job runs at once on this thread."""
+class FaultyConnection(InlineConnection):
+    """An `InlineConnection` whose group commits fail on cue (`CommitFaults`)."""
 
     def __init__(self, conn: sqlite3.Connection, faults: CommitFaults) -> None:
-        self._connection: sqlite3.Connection | None = conn
+        super().__init__(conn)
         self._faults = faults
-
-    @property
-    def _conn(self) -> sqlite3.Connection:
-        if self._connection is None:
-            raise ValueError("no active connection")
-        return self._connection
 
     async def _execute(self, job: Callable[[], T]) -> T:
         name = getattr(getattr(job, "__code__", None), "co_name", "")
         if name == "<lambda>" and _is_group_commit(job):
             self._faults.check()
         return job()
-
-    async def execute_fetchall(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
-        return list(self._conn.execute(sql, params).fetchall())
-
-    async def close(self) -> None:
-        if self._connection is not None:
-            self._connection.close()
-            self._connection = None
 
 
 def _is_group_commit(job: Callable[[], object]) -> bool:
@@ -81,11 +68,11 @@ def _is_group_commit(job: Callable[[], object]) -> bool:
 
 
 def journal_opener(faults: CommitFaults) -> Callable[..., Any]:
-    """The controller's `open_journal`, over an `InlineConnection`."""
+    """The controller's `open_journal`, over a `FaultyConnection`."""
 
     async def connect(target: str, **kwargs: Any) -> aiosqlite.Connection:
         conn = sqlite3.connect(target, **kwargs)
-        return cast(aiosqlite.Connection, InlineConnection(conn, faults))
+        return cast(aiosqlite.Connection, FaultyConnection(conn, faults))
 
     async def open_journal(path: Path, settings: Settings, _metrics: object) -> SQLiteJournal:
         # NORMAL: a simulated crash kills tasks, not the machine; the file stays whole.

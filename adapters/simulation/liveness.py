@@ -47,7 +47,7 @@ from pathlib import Path
 from typing import Any
 
 from nicplug.adapters.simulation import bounds
-from nicplug.adapters.simulation.journal import CommitFaults, InlineConnection
+from nicplug.adapters.simulation.journal import CommitFaults, FaultyConnection
 from nicplug.engine.sqlite_journal import SQLiteJournal
 from nicplug.machines.graph import STRANDED_REASONS
 
@@ -58,7 +58,7 @@ async def _open(path: Path) -> SQLiteJournal:
     import sqlite3
 
     async def connect(target: str, **kwargs: Any) -> Any:
-        return InlineConnection(sqlite3.connect(target, **kwargs), CommitFaults())
+        return FaultyConnection(sqlite3.connect(target, **kwargs), CommitFaults())
 
     return await SQLiteJournal.open(path, read_only=True, integrity="none", connect=connect)
 
