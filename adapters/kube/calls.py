@@ -228,14 +228,20 @@ class KubeCalls:
         self._fenced()
         return await write(self._connection, "POST", path_of(kind, namespace), body)
 
-    async def list_objects(self, kind: KindRef, namespace: str | None) -> list[JsonObject]:
-        """Every object of a custom `kind`, in `namespace` or (None) cluster-wide."""
+    async def list_objects(
+        self, kind: KindRef, namespace: str | None, *, label_selector: str | None = None
+    ) -> list[JsonObject]:
+        """Every object of a custom `kind`, in `namespace` or (None) cluster-wide, only
+        those matching `label_selector` when one is given."""
+        options = self._options()
+        if label_selector is not None:
+            options["label_selector"] = label_selector
         if namespace is None:
             listed = await fetch_object(self._custom.list_cluster_custom_object(
-                kind.group, kind.version, kind.plural, **self._options()))
+                kind.group, kind.version, kind.plural, **options))
         else:
             listed = await fetch_object(self._custom.list_namespaced_custom_object(
-                kind.group, kind.version, namespace, kind.plural, **self._options()))
+                kind.group, kind.version, namespace, kind.plural, **options))
         items = listed.get("items")
         return [i for i in items if isinstance(i, dict)] if isinstance(items, list) else []
 

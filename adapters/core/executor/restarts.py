@@ -144,7 +144,8 @@ class Restarts:
         this restart: it names these operations too (`_joined`), and none is asked again
         (a second one would stop the VMI the user started since). A refused one stopped
         nothing: the next world, which holds it, asks with the next number."""
-        for found in await self._calls.list_objects(kind, e.namespace):
+        for found in await self._calls.list_objects(
+                kind, e.namespace, label_selector=f"{MANAGED_BY_LABEL}=nicplug"):
             metadata = found.get("metadata") or {}
             annotations = metadata.get("annotations") or {}
             spec = found.get("spec") or {}
