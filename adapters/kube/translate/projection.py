@@ -115,10 +115,20 @@ def compiled(shape: Shape) -> Callable[[Body], Body]:
         return name
 
     top = function_of(shape)
-    namespace: dict[str, Any] = {"_ABSENT": _ABSENT, "_MAPPING": _MAPPING}
-    exec(compile("\n".join(lines), f"<projection {top}>", "exec"), namespace)
-    transform: Callable[[Body], Body] = namespace[top]
+    source = "\n".join(lines)
+    transform = _COMPILED.get(source)
+    if transform is None:
+        namespace: dict[str, Any] = {"_ABSENT": _ABSENT, "_MAPPING": _MAPPING}
+        exec(compile(source, f"<projection {top}>", "exec"), namespace)
+        transform = _COMPILED[source] = namespace[top]
     return transform
+
+
+_COMPILED: dict[str, Callable[[Body], Body]] = {}
+"""Each shape's function, by its source: every informer of every controller in the
+process asks for the same few shapes, and compiling one costs ~1 ms, more than writing
+its source (a simulation starts controllers hundreds of times). The functions hold no
+state, so sharing one is safe."""
 
 
 def merged(a: Shape, b: Shape) -> Shape:
