@@ -7,7 +7,9 @@ still requests what the decision read, and only through the order book: after th
 VM's KVVM patches it must follow, and never releasing an entry the KubeVirt VM or its
 VMI still carries (`OrderBook.check_let_go`). The patch pins the pod's uid and the
 annotation it replaces (or the pod's resourceVersion when it had none), so a cache
-behind the server makes the server refuse it instead of writing over a newer list.
+behind the server makes the server refuse it instead of writing over a newer list. A
+404 on the patch of a pod the read has just found is retried with backoff, not decided
+again (`_send`).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from typing import Any
 
 from nicplug.adapters.core.executor.cluster import JSON_PATCH, Cluster, Result, annotation_ops
 from nicplug.adapters.core.executor.order_book import OrderBook, Write
+from nicplug.adapters.kube import errors as kube_errors
 from nicplug.adapters.kube.calls import pointer
 from nicplug.adapters.sdn import MalformedAnnotation
 from nicplug.engine.errors import RetryAfterObservation
@@ -73,5 +76,22 @@ class PodPatches:
         patch += ops
         if self._book.superseded(effect, e.target):
             return {"superseded": True}
-        await cluster.calls.patch_pod(e.namespace, e.pod, patch, content_type=JSON_PATCH)
+        await self._send(e, patch)
         return {"annotation": value}
+
+    async def _send(self, e: PatchPodNetworks, patch: list[dict[str, Any]]) -> None:
+        """The patch of a launcher pod the read has just found. Its 404 (the pod deleted
+        behind the informers, or the server answering amiss) is `Temporary`: the same
+        patch retried with the outbox's backoff. Decided again instead, the next world
+        still holds the pod and asks for the very same entries at once, again as often
+        as the VM's objects change (one request sent four times in 32 s, twice in the
+        same instant, while the server answered 404). Once the informers drop a deleted
+        pod, the retry's read does not find it (`NotFound`: decided again from that
+        world, which asks for the VM's new pod, if any)."""
+        try:
+            await self._cluster.calls.patch_pod(
+                e.namespace, e.pod, patch, content_type=JSON_PATCH)
+        except kube_errors.NotFound as exc:
+            raise kube_errors.Temporary(
+                f"{exc.message} (the pod was just read: its patch is retried)",
+                status=exc.status, reason=exc.reason) from exc
