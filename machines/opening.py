@@ -7,8 +7,9 @@ the failure is dated later than now: a wall clock set back since), or its
 migrations failed as often as nicplug allows, or it failed in a way no retry mends
 (`LinkStranded`, `GuestKeepsInterface`), or it timed out waiting for the SDN, which
 still says what it said then (`_sdn_says_the_same`) — in each case unless the world
-already shows the goal, which an attempt then adopts. An invalid desired spec opens an `update`
-operation that fails at once, so `explain` and the Events say why. Pure: no I/O.
+already shows the goal, which an attempt then adopts. An invalid desired spec opens an
+`update` operation that fails at once, so `explain` and the Events say why. Pure: no
+I/O.
 """
 
 from __future__ import annotations
@@ -31,7 +32,8 @@ def open_operation(
             return None
         if _gave_up(config, session, latest) and not c.goal_shown:
             return None
-        if _sdn_says_the_same(latest, facts) and not c.goal_shown:
+        if (_sdn_says_the_same(latest, facts) and not _changed_mind_since(session, latest)
+                and not c.goal_shown):
             return None
         if (
             latest.state == "Failed"
@@ -88,11 +90,17 @@ def _gave_up(config: MachineConfig, session: Session, latest: Operation) -> bool
     if (latest.migrations_failed < config.migration_attempts
             and latest.reason not in STRANDED_REASONS):
         return False
+    return not _changed_mind_since(session, latest)
+
+
+def _changed_mind_since(session: Session, latest: Operation) -> bool:
+    """The opposite operation (plug or unplug) of the same network opened after
+    `latest` failed: the user changed their mind since."""
     opposite = "unplug" if latest.direction == "plug" else "plug"
     other = session.state.ops.get((latest.network, opposite))
     if other is None or latest.after == other.stream:
-        return True
-    return other.opened_at <= latest.entered_at
+        return False
+    return other.opened_at > latest.entered_at
 
 
 def open_invalid(
