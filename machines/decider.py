@@ -154,7 +154,7 @@ class HotplugDecider:
                 )
                 asked = frozenset((c.network, c.direction) for c in candidates)
                 for c in candidates:
-                    opened = open_operation(self.config, session, c, now)
+                    opened = open_operation(self.config, session, c, facts, now)
                     if opened is not None:
                         self._walker.walk(session, opened, facts, now, trigger)
         note_held(session, trigger, now)

@@ -244,6 +244,11 @@ class Facts:
         return next((m for m in self.world.migrations if m.name == name), None)
 
 
+SDN_SAYS = "the SDN says: "
+"""What precedes the SDN's words (`sdn_messages`) in the message of a failure on a wait
+for the SDN: a later decision reads from it whether the SDN still says the same."""
+
+
 def sdn_messages(facts: Facts, identity: str) -> str:
     """What the SDN last said about `identity` on each active pod not ready with it
     (`pod: message`), for the operator; never a reason to fail."""

@@ -5,15 +5,18 @@ its stream numbered by attempt) unless one is live for the same network and dire
 or the last one failed and its retry time (`Timeouts.backoff`) has not come (unless
 the failure is dated later than now: a wall clock set back since), or its
 migrations failed as often as nicplug allows, or it failed in a way no retry mends
-(`LinkStranded`, `GuestKeepsInterface`) — in each case unless the world already
-shows the goal, which an attempt then adopts. An invalid desired spec opens an `update`
-operation that fails at once, so `explain` and the Events say why. Pure: no I/O.
+(`LinkStranded`, `GuestKeepsInterface`), or it timed out waiting for the SDN, which
+still says what it said then (`_sdn_says_the_same`) — in each case unless the world
+already shows the goal, which an attempt then adopts. An invalid desired spec opens an
+`update` operation that fails at once, so `explain` and the Events say why. Pure: no
+I/O.
 """
 
 from __future__ import annotations
 
 from nicplug.machines.candidates import Candidate
 from nicplug.machines.comparator import Comparison, Direction
+from nicplug.machines.facts import SDN_SAYS, Facts, sdn_messages
 from nicplug.machines.graph import STRANDED_REASONS
 from nicplug.machines.operation import OPENED, Operation, stream_of
 from nicplug.machines.policy import MachineConfig
@@ -21,12 +24,16 @@ from nicplug.machines.session import Session
 
 
 def open_operation(
-    config: MachineConfig, session: Session, c: Candidate, now: float) -> Operation | None:
+    config: MachineConfig, session: Session, c: Candidate, facts: Facts, now: float
+) -> Operation | None:
     latest = session.state.ops.get((c.network, c.direction))
     if latest is not None:
         if not latest.terminal:
             return None
         if _gave_up(config, session, latest) and not c.goal_shown:
+            return None
+        if (_sdn_says_the_same(latest, facts) and not _changed_mind_since(session, latest)
+                and not c.goal_shown):
             return None
         if (
             latest.state == "Failed"
@@ -39,6 +46,23 @@ def open_operation(
     return _append_opened(
         config, session, c.network, c.direction, c.if_name, c.target, latest, now
     )
+
+
+def _sdn_says_the_same(latest: Operation, facts: Facts) -> bool:
+    """The plug timed out waiting for the SDN, and the SDN still says of its network,
+    on the same pods, what it said then (a `ConfigurationError` it keeps reporting).
+    A new attempt writes nothing new (the pod asks for the entry already) and would
+    only wait for the same SDN again, for ever, each failure a Warning Event:
+    Deckhouse itself reads a condition other than True as "not yet" and waits
+    (extractNetworkStatusFromPods, pkg/controller/vm/internal/network.go). The failure
+    rests, with the SDN's words on the VM, until those words change (the error ends
+    or changes, another pod runs the VM) or the user changes their mind; then the
+    next attempt opens after its backoff, as any."""
+    if latest.state != "Failed" or latest.direction != "plug" or latest.reason not in (
+            "SDNTimeout", "AttachTimeout"):
+        return False
+    said = sdn_messages(facts, latest.network)
+    return bool(said) and latest.message.endswith(f"{SDN_SAYS}{said}")
 
 
 def _failed_later_than(latest: Operation, now: float) -> bool:
@@ -66,11 +90,17 @@ def _gave_up(config: MachineConfig, session: Session, latest: Operation) -> bool
     if (latest.migrations_failed < config.migration_attempts
             and latest.reason not in STRANDED_REASONS):
         return False
+    return not _changed_mind_since(session, latest)
+
+
+def _changed_mind_since(session: Session, latest: Operation) -> bool:
+    """The opposite operation (plug or unplug) of the same network opened after
+    `latest` failed: the user changed their mind since."""
     opposite = "unplug" if latest.direction == "plug" else "plug"
     other = session.state.ops.get((latest.network, opposite))
     if other is None or latest.after == other.stream:
-        return True
-    return other.opened_at <= latest.entered_at
+        return False
+    return other.opened_at > latest.entered_at
 
 
 def open_invalid(

@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from nicplug.engine.model import EffectOutcome, Trigger
-from nicplug.machines.facts import FINISHED_PHASES, Facts, sdn_messages
+from nicplug.machines.facts import FINISHED_PHASES, SDN_SAYS, Facts, sdn_messages
 from nicplug.machines.graph import GUEST_KEEPS, NOT_RETRIED, STRANDED, Move, moves_of
 from nicplug.machines.guards import (
     GUARDS,
@@ -191,7 +191,7 @@ class Walker:
                 reason += f"; {AWAITING_MAC}"
             # (an SDN error after the KVVM patch ends a plug's attach wait: say it too)
             said = sdn_messages(facts, op.network) if op.direction == "plug" else ""
-            return f"{reason}; the SDN says: {said}" if said else reason
+            return f"{reason}; {SDN_SAYS}{said}" if said else reason
         if move.trigger in ("PatchRejected", "MigrationFailed") and isinstance(
             c.trigger, EffectOutcome
         ) and not c.trigger.ok:

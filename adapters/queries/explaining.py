@@ -21,6 +21,7 @@ from nicplug.adapters.queries.records import (
     rfc3339,
 )
 from nicplug.engine.inspection import StreamRecord
+from nicplug.machines.facts import SDN_SAYS
 from nicplug.machines.graph import GUEST_KEEPS, STRANDED, moves_of
 from nicplug.machines.operation import AWAITING_MAC
 from nicplug.machines.targets import GRACE_WAIT, migration_slot_wait
@@ -187,6 +188,10 @@ def _summary(op: OperationSummary, waits: list[Move], pending: list[EffectEntry]
                 return f"{why}; no retry: a new attempt opens only once the spec changes"
             due = op.retry_at - now
             when = f"in {due:.0f}s" if due > 0 else "now"
+            if op.direction == "plug" and SDN_SAYS in op.message:
+                # (opening.py: not while the SDN says of it what this failure quotes)
+                return (f"{why}; a new attempt may open {when} if the change is still asked, "
+                        f"once the SDN says something else of it")
             return f"{why}; a new attempt may open {when} if the change is still asked"
         return f"done: {op.state} is terminal"
     said = f" ({op.message})" if op.message else ""

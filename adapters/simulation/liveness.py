@@ -28,7 +28,8 @@ file itself (opened on the loop's thread, as the controller opened it):
   waits: the wait ends in the timeout, whose message must hold the SDN's);
 * `not-converged` — a running VM whose guest interfaces differ from what the user asks,
   with no live operation on the difference (nor a failed one whose next attempt is
-  armed, nor one that gave up after `--migration-attempts` failed migrations);
+  armed, nor one that gave up after `--migration-attempts` failed migrations, nor a
+  plug that timed out on an SDN error the SDN still reports, quoted in its failure);
 * `effects-unbounded` — an operation issued more effects of a type than
   `bounds.EFFECTS_PER_OPERATION` allows (per object it writes for the types of
   `bounds.PER_OBJECT`: a pod patch per launcher pod; different requests for those of
@@ -248,6 +249,22 @@ def _gave_up(view: Any) -> bool:
             or (snap.get("reason") == "MigrationFailed" and bool(snap.get("migrations_failed"))))
 
 
+def _rests_on_sdn_error(view: Any, seen_vm: dict[str, Any] | None) -> bool:
+    """A plug that timed out waiting for the SDN, which still reports the error the
+    failure quotes, rests `Failed` by design (`machines/opening.py`): a new attempt
+    would wait for the same SDN again, and Deckhouse reads the error as "not yet" and
+    waits for ever (extractNetworkStatusFromPods, pkg/controller/vm/internal/
+    network.go). It said why, and is tried again once the SDN says something else."""
+    snap = view.snapshot
+    if (seen_vm is None or getattr(view, "state", "") != "Failed"
+            or snap.get("direction") != "plug"
+            or snap.get("reason") not in ("SDNTimeout", "AttachTimeout")):
+        return False
+    said = seen_vm["sdn_errors"].get(str(snap.get("if_name")))
+    message = str(snap.get("message") or "")
+    return bool(said) and all(m in message for m in said)
+
+
 def _converged(views: Any, world: dict[str, dict[str, Any]],
                armed: set[str]) -> list[Problem]:
     """A difference between the guest and the user's ask is worked on by a live
@@ -255,7 +272,7 @@ def _converged(views: Any, world: dict[str, dict[str, Any]],
     with its reason, is where it rests until then)."""
     problems: list[Problem] = []
     working = [v for v in views if not v.view.terminal or str(v.view.stream) in armed
-               or _gave_up(v.view)]
+               or _gave_up(v.view) or _rests_on_sdn_error(v.view, world.get(str(v.view.key)))]
     live = {(str(v.view.key), str(v.view.snapshot.get("network"))) for v in working}
     # an interface the guest keeps is no longer desired, so only its ifName names it
     live |= {(str(v.view.key), str(v.view.snapshot.get("if_name"))) for v in working}
