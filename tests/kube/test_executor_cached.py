@@ -281,6 +281,59 @@ async def test_a_404_on_the_patch_of_a_pod_just_read_is_retried_not_decided_agai
         await run.execute(pending(2, dataclasses.replace(decided, pod="virt-launcher-gone")))
 
 
+async def test_a_404_on_the_patch_of_a_kvvm_just_read_is_retried_not_decided_again(
+    api_server: ApiServer, connection: ApiConnection, ns1: None
+) -> None:
+    """The server answers the KVVM patch 404 while the cache holds the KVVM. Decided
+    again, the next world still holds it and asks for the same template at once, as
+    often as the VM's objects change (as seeds 21075 and 56874 showed for a condition
+    and a pod): the patch is retried with backoff instead, and lands once the server
+    answers. A KVVM the cache does not hold is still decided again."""
+    stored = api_server.store.create(
+        KVVMS, kvvm_for(Knobs(), "ns1", "vm", (("Network", "net-a"),)))
+    cache = Cache()
+    cache.take(UPSTREAM.kvvms, stored)
+    decided = plug_b(template_of(stored))
+    api_server.faults.fail_requests(404, verb="patch", times=1)
+    run = executor(connection, cache)
+
+    with pytest.raises(TemporaryError, match="404") as raised:
+        await run.execute(pending(1, decided))
+    assert not isinstance(raised.value, RetryAfterObservation)
+    assert interfaces_of(api_server.store) == ["default", NET_A]
+    await run.execute(pending(1, decided))
+    assert interfaces_of(api_server.store) == ["default", NET_A, NET_B]
+    with pytest.raises(RetryAfterObservation, match="not in the cache"):
+        await run.execute(pending(2, dataclasses.replace(decided, name="gone")))
+
+
+async def test_a_404_on_the_halt_of_a_kvvm_just_read_is_retried_not_decided_again(
+    api_server: ApiServer, connection: ApiConnection, ns1: None
+) -> None:
+    """The same for the run strategy's halt of a restart: its 404 while the cache holds
+    the KVVM and its VMI is retried with backoff, not decided again (the next world
+    would ask for the same halt at once); a KVVM the cache does not hold is decided
+    again."""
+    kvvm = api_server.store.create(KVVMS, kvvm_for(Knobs(), "ns1", "vm", ()))
+    vmi = api_server.store.create(VMIS, {"metadata": {"name": "vm", "namespace": "ns1"}})
+    cache = Cache()
+    cache.take(UPSTREAM.kvvms, kvvm)
+    cache.take(UPSTREAM.vmis, vmi)
+    halt = RestartVM("ns1", "vm", vmi["metadata"]["uid"], "halt", kvvm["spec"]["runStrategy"])
+    api_server.faults.fail_requests(404, verb="patch", times=1)
+    run = executor(connection, cache)
+
+    with pytest.raises(TemporaryError, match="404") as raised:
+        await run.execute(pending(1, halt))
+    assert not isinstance(raised.value, RetryAfterObservation)
+    assert api_server.store.get(KVVMS, "ns1", "vm")["spec"]["runStrategy"] == \
+        kvvm["spec"]["runStrategy"]
+    assert (await run.execute(pending(1, halt)))["halted"] is True
+    assert api_server.store.get(KVVMS, "ns1", "vm")["spec"]["runStrategy"] == "Halted"
+    with pytest.raises(RetryAfterObservation, match="not in the cache"):
+        await run.execute(pending(2, dataclasses.replace(halt, name="gone")))
+
+
 async def test_a_halt_from_a_stale_cache_is_refused_and_writes_nothing(
     api_server: ApiServer, connection: ApiConnection, ns1: None
 ) -> None:

@@ -22,7 +22,7 @@ from nicplug.adapters.kube.resources import (
 from nicplug.adapters.kube.translate import records
 from nicplug.adapters.kube.translate.objects import VMOPObject
 from nicplug.adapters.sdn import dialect_for
-from nicplug.engine.errors import PermanentError, RetryAfterObservation
+from nicplug.engine.errors import PermanentError, RetryAfterObservation, TemporaryError
 from nicplug.machines.effects import RestartVM
 from nicplug.simulator.fixtures import kvvm_for
 from nicplug.simulator.knobs import Knobs
@@ -208,3 +208,54 @@ async def test_a_halt_decided_before_its_restarts_stop_was_seen_asks_none_again(
     assert made["metadata"]["annotations"][VMOP_RESTART_FOR_ANNOTATION] == f"{storage},{user}"
     later = RestartVM("ns1", "vm", second, "halt", by="operation", for_streams=(user,), number=3)
     assert (await run.execute(pending(3, later)))["created"] is True
+
+
+async def test_a_404_on_naming_operations_on_a_stop_just_read_is_retried_not_decided_again(
+    deckhouse_server: ApiServer, deckhouse_connection: ApiConnection
+) -> None:
+    """The server answers 404 to the patch that names the joining operations on the `Stop`
+    it has just listed. Decided again, the next world still holds the `Stop` and asks for
+    the same halt at once, as often as the VM's objects change (as seeds 21075 and 56874
+    showed for a condition and a pod): the patch is retried with backoff instead (its
+    retry reads the `Stop` afresh), and lands once the server answers."""
+    store = deckhouse_server.store
+    uid = store.create(VMIS, {"metadata": {"name": "vm", "namespace": "ns1"}})["metadata"]["uid"]
+    storage, user = "vm-uid/ClusterNetwork/storage/plug/1", "vm-uid/Network/user-net/plug/1"
+    run = executor(deckhouse_connection)
+    halt = RestartVM("ns1", "vm", uid, "halt", by="operation", for_streams=(storage,), number=1)
+    assert (await run.execute(pending(1, halt)))["created"] is True
+    joining = RestartVM("ns1", "vm", uid, "halt", by="operation", for_streams=(user,), number=1)
+    deckhouse_server.faults.fail_requests(404, verb="patch", resource="virtualmachineoperations")
+
+    with pytest.raises(TemporaryError, match="404") as raised:
+        await run.execute(pending(2, joining))
+    assert not isinstance(raised.value, RetryAfterObservation)
+    name = vm_operation_name("vm", uid, "Stop")
+    assert store.get(VMOPS, "ns1", name)["metadata"]["annotations"][
+        VMOP_RESTART_FOR_ANNOTATION] == storage
+    assert (await run.execute(pending(2, joining)))["created"] is False
+    assert store.get(VMOPS, "ns1", name)["metadata"]["annotations"][
+        VMOP_RESTART_FOR_ANNOTATION] == f"{storage},{user}"
+
+
+async def test_a_404_on_reading_back_a_stop_that_exists_is_retried_not_decided_again(
+    deckhouse_server: ApiServer, deckhouse_connection: ApiConnection
+) -> None:
+    """The server refuses the `Stop`'s create as existing, then answers its read 404: the
+    operation was there a moment ago (deleted since, or the server answering amiss), so
+    the same effect is retried with backoff, not decided again from a world that still
+    holds it (which asks for the same halt at once). The retry creates it if it is gone."""
+    store = deckhouse_server.store
+    uid = store.create(VMIS, {"metadata": {"name": "vm", "namespace": "ns1"}})["metadata"]["uid"]
+    run = executor(deckhouse_connection)
+    assert (await run.execute(pending(1, stop(uid))))["created"] is True
+    deckhouse_server.faults.fail_requests(404, verb="get", resource="virtualmachineoperations")
+
+    with pytest.raises(TemporaryError, match="404") as raised:
+        await run.execute(pending(2, stop(uid)))
+    assert not isinstance(raised.value, RetryAfterObservation)
+    assert (await run.execute(pending(2, stop(uid))))["created"] is False
+    store.delete(VMOPS, "ns1", vm_operation_name("vm", uid, "Stop"))
+    assert (await run.execute(pending(3, stop(uid))))["created"] is True
+    assert operations(deckhouse_server) == [
+        (vm_operation_name("vm", uid, "Stop"), "Stop", "vm", uid)]

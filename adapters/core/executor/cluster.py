@@ -5,12 +5,14 @@ A handler reads the objects a write is built from as the informers hold them (`r
 no GET precedes a write; from the server only when no cache was given), builds one
 request that pins what its decision read, and sends it through `KubeCalls`. Nothing
 here retries (the outbox does), translates an HTTP failure (the executor does, once,
-for every handler) or decides anything.
+for every handler; but a 404 on an object just read is `Temporary`: `just_read`) or
+decides anything.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+import contextlib
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from typing import Any, Final
 
 from nicplug.adapters.kube import errors as kube_errors
@@ -63,6 +65,25 @@ class Cluster:
                 f"the {self.dialect.name} dialect's pods and KubeVirt VMs are KubeVirt's "
                 f"and the user's to write, never nicplug's")
         return self.writer
+
+
+@contextlib.contextmanager
+def just_read(what: str) -> Iterator[None]:
+    """A request to an object the handler has just found (read from the informers' cache
+    or the server, or told by the server that it exists): its 404 (the object deleted
+    since, or the server answering amiss) is `Temporary`, the same effect retried with
+    the outbox's backoff. Decided again instead, the next world still holds the object
+    and asks for the very same write at once, again as often as the VM's objects change
+    (seeds 21075 and 56874: one write 4 to 6 times in some 30 s while the server
+    answered 404).
+    Once the informers drop an object that is gone, the retry's read does not find it
+    (`NotFound`: decided again from that world). `what` names the object in the error."""
+    try:
+        yield
+    except kube_errors.NotFound as exc:
+        raise kube_errors.Temporary(
+            f"{exc.message} ({what} was just found: the effect is retried)",
+            status=exc.status, reason=exc.reason) from exc
 
 
 def annotation_ops(

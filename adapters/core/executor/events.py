@@ -36,6 +36,9 @@ class VMEvents:
             "metadata": {"namespace": e.namespace, "name": e.name,
                          **({"uid": uid} if uid else {})},
         }
+        # A 404 on the Event's create is decided again, not retried: the API server
+        # answers it when the namespace is gone, and the VM with it (the series patch of
+        # an Event that expired is a 404 the recorder answers with a new Event).
         return await self._events.record(
             EventNote(involved=involved, reason=e.reason, message=e.message, type=e.type)
         )

@@ -7,7 +7,9 @@ for a VM that is stopped, that no VMI ran. Each is checked against the objects a
 informers hold them (a template that moved, a VMI on other pods, a VM started since:
 decide again), and the patch goes through the order book: after the pod patches of
 its VM it must follow, and attaching nothing a launcher pod no longer requests
-(`OrderBook.check_requested`). The patch pins the KVVM's resourceVersion.
+(`OrderBook.check_requested`). The patch pins the KVVM's resourceVersion. A 404 on
+the patch of a KVVM the read has just found is retried with backoff, not decided again
+(`cluster.just_read`).
 """
 
 from __future__ import annotations
@@ -16,7 +18,13 @@ from collections.abc import Mapping
 from functools import partial
 from typing import Any
 
-from nicplug.adapters.core.executor.cluster import JSON_PATCH, Cluster, Result, annotation_ops
+from nicplug.adapters.core.executor.cluster import (
+    JSON_PATCH,
+    Cluster,
+    Result,
+    annotation_ops,
+    just_read,
+)
 from nicplug.adapters.core.executor.order_book import OrderBook, Write, attached
 from nicplug.adapters.kube import errors as kube_errors
 from nicplug.adapters.kube.translate import records
@@ -97,8 +105,9 @@ class KVVMPatches:
             template, "/spec/template/metadata", writer.request_annotation, annotation)
         if self._book.superseded(effect, e.target):
             return {"superseded": True}
-        await cluster.calls.patch(
-            cluster.kinds.kvvms, e.namespace, e.name, ops, content_type=JSON_PATCH)
+        with just_read("the KVVM"):  # its 404 is retried, not decided again (`just_read`)
+            await cluster.calls.patch(
+                cluster.kinds.kvvms, e.namespace, e.name, ops, content_type=JSON_PATCH)
         return {"interfaces": [i["name"] for i in interfaces]}
 
     async def _check_stopped(self, e: PatchVirtualMachine) -> None:

@@ -64,6 +64,11 @@ class Migrations:
                 return {"created": False, "held": True, "in_flight": len(running),
                         "cap": self._max_migrations}
             try:
+                # A 404 on the create is decided again, not retried: no object of this
+                # write was just read, and the API server answers it when the namespace
+                # is gone (KubeVirt's webhook refuses a missing VMI with 400, "does not
+                # exist"), so the VM and its objects leave the informers too: the world
+                # decided from then asks for no migration.
                 await self._calls.create_migration(
                     self._kinds.vmims, e.namespace, e.migration, e.vmi,
                     labels={MANAGED_BY_LABEL: "nicplug"},

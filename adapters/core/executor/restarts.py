@@ -6,7 +6,9 @@ run strategy, or `running`, noted in an annotation to put back), each a JSON pat
 testing what it changes; or, on Deckhouse, it creates the `VirtualMachineOperation`
 `d8 v stop` / `start` / `restart` would, named by the VM, the VMI and the step, so that
 a retry by any replica finds the one made before. A `Stop` is asked only of the VMI
-the decision saw, once, and once per restart (its number).
+the decision saw, once, and once per restart (its number). A 404 on a write to an
+object just read (the KVVM, nicplug's own operation) is retried with backoff, not
+decided again (`cluster.just_read`); on a create it is decided again (no namespace).
 """
 
 from __future__ import annotations
@@ -15,7 +17,13 @@ import zlib
 from collections.abc import Mapping
 from typing import Any
 
-from nicplug.adapters.core.executor.cluster import JSON_PATCH, Cluster, Result, annotation_ops
+from nicplug.adapters.core.executor.cluster import (
+    JSON_PATCH,
+    Cluster,
+    Result,
+    annotation_ops,
+    just_read,
+)
 from nicplug.adapters.kube import errors as kube_errors
 from nicplug.adapters.kube.resources import (
     MANAGED_BY_LABEL,
@@ -74,9 +82,10 @@ class Restarts:
         ]
         if spec.get(field) != running:
             raise RetryAfterObservation(f"KVVM {e.target}: {field} is not {running!r} any more")
-        await self._calls.patch(
-            self._kinds.kvvms, e.namespace, e.name, ops, content_type=JSON_PATCH
-        )
+        with just_read("the KVVM"):  # its 404 is retried, not decided again (`just_read`)
+            await self._calls.patch(
+                self._kinds.kvvms, e.namespace, e.name, ops, content_type=JSON_PATCH
+            )
         return {"halted" if e.step == "halt" else "started": True}
 
     async def _restart_by_operation(self, e: RestartVM) -> Result:
@@ -120,11 +129,18 @@ class Restarts:
         if e.after:
             annotations[VMOP_RESTART_AFTER_ANNOTATION] = ",".join(e.after)
         try:
+            # A 404 on the create is not retried: nothing was just read of the operation,
+            # and the API server answers it when the namespace is gone (a missing VM is
+            # Deckhouse's `Failed` operation, not a 404), so the VM and its objects leave
+            # the informers too: decided again from that world, nicplug asks for nothing.
             await self._calls.create_vm_operation(
                 kind, e.namespace, name, spec,
                 labels={MANAGED_BY_LABEL: "nicplug"}, annotations=annotations)
         except kube_errors.AlreadyExists:
-            found = await self._calls.get(kind, e.namespace, name)
+            # the server has just said it exists: a 404 (deleted since, or answered
+            # amiss) retries this effect, which creates it again if it is gone
+            with just_read(f"VirtualMachineOperation {e.namespace}/{name}"):
+                found = await self._calls.get(kind, e.namespace, name)
             annotations = (found.get("metadata") or {}).get("annotations") or {}
             found_spec = found.get("spec") or {}
             mine = all(found_spec.get(k) == v for k, v in spec.items())
@@ -177,8 +193,10 @@ class Restarts:
              "value": metadata.get("resourceVersion")},
             *annotation_ops(found, "/metadata", VMOP_RESTART_FOR_ANNOTATION, joined),
         ]
-        await self._calls.patch(kind, e.namespace, str(metadata.get("name")), ops,
-                                content_type=JSON_PATCH)
+        name = str(metadata.get("name"))
+        # read from the server just now: a 404 is retried, the retry reads it afresh
+        with just_read(f"VirtualMachineOperation {e.namespace}/{name}"):
+            await self._calls.patch(kind, e.namespace, name, ops, content_type=JSON_PATCH)
 
 
 def vm_operation_name(vm: str, vmi_uid: str, type_: str) -> str:
