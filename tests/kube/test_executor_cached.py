@@ -250,6 +250,30 @@ async def test_a_404_on_the_condition_write_of_a_vm_just_read_is_retried_not_dec
         await run.execute(pending(2, dataclasses.replace(failed, name="gone")))
 
 
+async def test_a_404_on_the_fresh_read_after_a_409_is_retried_not_decided_again(
+    api_server: ApiServer, connection: ApiConnection, ns1: None
+) -> None:
+    """The condition patch built from a stale cache is refused (409: the VM exists), and
+    the server answers the fresh read 404. Decided again, the next world still holds the
+    VM and asks for the same condition at once: the effect is retried with backoff
+    instead, and the retry writes the condition with every other condition kept."""
+    cache = _cached_running_vm(api_server)
+    newer = copy.deepcopy(api_server.store.get(VMS, "ns1", "vm"))
+    newer["status"]["conditions"].append({"type": "Migrating", "status": "True"})
+    api_server.store.update(VMS, newer, subresource="status")
+    failed = SetVMCondition("ns1", "vm", "NetworkHotplugFailed", "True", "SDNTimeout", "slow")
+    api_server.faults.fail_requests(404, verb="get", times=1)
+    run = executor(connection, cache)
+
+    with pytest.raises(TemporaryError, match="404") as raised:
+        await run.execute(pending(1, failed))
+    assert not isinstance(raised.value, RetryAfterObservation)
+    assert (api_server.count("get"), api_server.count("patch")) == (1, 1)
+    await run.execute(pending(1, failed))
+    assert [c["type"] for c in api_server.store.get(VMS, "ns1", "vm")["status"]["conditions"]] \
+        == ["Running", "Migrating", "NetworkHotplugFailed"]
+
+
 async def test_a_404_on_the_patch_of_a_pod_just_read_is_retried_not_decided_again(
     api_server: ApiServer, connection: ApiConnection, ns1: None
 ) -> None:

@@ -17,9 +17,14 @@ from __future__ import annotations
 from functools import partial
 from typing import Any
 
-from nicplug.adapters.core.executor.cluster import JSON_PATCH, Cluster, Result, annotation_ops
+from nicplug.adapters.core.executor.cluster import (
+    JSON_PATCH,
+    Cluster,
+    Result,
+    annotation_ops,
+    just_read,
+)
 from nicplug.adapters.core.executor.order_book import OrderBook, Write
-from nicplug.adapters.kube import errors as kube_errors
 from nicplug.adapters.kube.calls import pointer
 from nicplug.adapters.sdn import MalformedAnnotation
 from nicplug.engine.errors import RetryAfterObservation
@@ -80,18 +85,9 @@ class PodPatches:
         return {"annotation": value}
 
     async def _send(self, e: PatchPodNetworks, patch: list[dict[str, Any]]) -> None:
-        """The patch of a launcher pod the read has just found. Its 404 (the pod deleted
-        behind the informers, or the server answering amiss) is `Temporary`: the same
-        patch retried with the outbox's backoff. Decided again instead, the next world
-        still holds the pod and asks for the very same entries at once, again as often
-        as the VM's objects change (one request sent four times in 32 s, twice in the
-        same instant, while the server answered 404). Once the informers drop a deleted
-        pod, the retry's read does not find it (`NotFound`: decided again from that
-        world, which asks for the VM's new pod, if any)."""
-        try:
+        """The patch of a launcher pod the read has just found (`just_read`: one pod
+        request four times in 32 s, twice in the same instant, while the server answered
+        404, seed 56874)."""
+        with just_read("the pod"):
             await self._cluster.calls.patch_pod(
                 e.namespace, e.pod, patch, content_type=JSON_PATCH)
-        except kube_errors.NotFound as exc:
-            raise kube_errors.Temporary(
-                f"{exc.message} (the pod was just read: its patch is retried)",
-                status=exc.status, reason=exc.reason) from exc
