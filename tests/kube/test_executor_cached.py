@@ -29,6 +29,7 @@ from nicplug.adapters.sdn import dialect_for
 from nicplug.engine.errors import RetryAfterObservation, TemporaryError
 from nicplug.machines.effects import PatchPodNetworks, RestartVM, SetVMCondition
 from nicplug.machines.world import SDNRequest
+from nicplug.simulator import networking as nw
 from nicplug.simulator.fixtures import kvvm_for
 from nicplug.simulator.knobs import Knobs
 from nicplug.simulator.resources import KVVMS, NAMESPACES, PODS, VMIS, VMS, Resource
@@ -36,6 +37,7 @@ from tests.kube.conftest import ApiServer
 from tests.kube.test_executor_order import (
     NET_A,
     NET_B,
+    _vm_with_net_a_whose_pod_asks_for,
     hold_until,
     interfaces_of,
     pending,
@@ -380,7 +382,6 @@ async def test_a_halt_from_a_stale_cache_is_refused_and_writes_nothing(
 
 def _vm_whose_pod_asks_for_a_and_b(api_server: ApiServer, cache: Cache) -> dict[str, Any]:
     """KVVM `vm` with net-a, its launcher pod asking for net-a and net-b; both cached."""
-    from tests.kube.test_executor_order import _vm_with_net_a_whose_pod_asks_for
     pod = _vm_with_net_a_whose_pod_asks_for(api_server, A, B)
     cache.take(UPSTREAM.kvvms, api_server.store.get(KVVMS, "ns1", "vm"))
     cache.take(UPSTREAM.launcher_pods, pod)
@@ -573,3 +574,77 @@ async def test_an_attach_decided_before_the_informers_showed_a_landed_release_is
     cache.take(UPSTREAM.launcher_pods, api_server.store.get(PODS, "ns1", "virt-launcher-vm-x"))
     await attach_b(6)
     assert interfaces_of(api_server.store) == ["default", NET_A, NET_B]
+
+
+C = SDNRequest("Network/net-c", nw.if_name("Network", "net-c"), id=4)
+
+
+async def test_a_pod_patch_decided_while_one_of_the_same_pod_is_on_the_wire_waits_for_it(
+    api_server: ApiServer, connection: ApiConnection, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Two MAC addresses named a few milliseconds apart: the first decision's pod patch
+    (effect 3, adding net-b) is on the wire when the second decision, from a world that
+    does not show it, asks for net-b and net-c over the same annotation (effect 5). The
+    second waits for the first; that one landed over what the second was built on, and
+    the informers do not show it yet: the second is decided again, unsent, rather than
+    sent for the server to refuse. Decided again from the pod as it now is, it goes."""
+    cache = Cache()
+    pod = _vm_with_net_a_whose_pod_asks_for(api_server, A)
+    cache.take(UPSTREAM.launcher_pods, pod)
+    run = executor(connection, cache)
+    uid = pod["metadata"]["uid"]
+    on_the_wire = asyncio.Event()
+    hold_until(on_the_wire, monkeypatch, run._calls, "patch_pod")
+    add_b = asyncio.create_task(run.execute(pending(3, PatchPodNetworks(
+        "ns1", "virt-launcher-vm-x", uid, (A, B), observed=(A,)))))
+    for _ in range(20):
+        await asyncio.sleep(0)
+    add_b_and_c = asyncio.create_task(run.execute(pending(5, PatchPodNetworks(
+        "ns1", "virt-launcher-vm-x", uid, (A, B, C), observed=(A,)))))
+    for _ in range(20):
+        await asyncio.sleep(0)
+    assert not add_b_and_c.done()
+
+    on_the_wire.set()
+    await add_b
+    with pytest.raises(RetryAfterObservation, match=r"effect 3\) landed over"):
+        await add_b_and_c
+
+    def requested() -> Any:
+        return api_server.store.get(PODS, "ns1", "virt-launcher-vm-x")["metadata"][
+            "annotations"][DECKHOUSE.request_annotation]
+
+    assert requested() == DECKHOUSE.render_requests(requests=(A, B), namespace="ns1")
+    assert api_server.count("patch", "pods") == 1
+    cache.take(UPSTREAM.launcher_pods, api_server.store.get(PODS, "ns1", "virt-launcher-vm-x"))
+    await run.execute(pending(6, PatchPodNetworks(
+        "ns1", "virt-launcher-vm-x", uid, (A, B, C), observed=(A, B))))
+    assert requested() == DECKHOUSE.render_requests(requests=(A, B, C), namespace="ns1")
+    assert api_server.count("patch", "pods") == 2
+
+
+async def test_a_kvvm_patch_decided_while_one_of_the_same_kvvm_is_on_the_wire_waits_for_it(
+    api_server: ApiServer, connection: ApiConnection, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The same for the KVVM: a second patch built on the resourceVersion the first one
+    (still on the wire) replaces is decided again once the first landed, unsent."""
+    cache = Cache()
+    _vm_whose_pod_asks_for_a_and_b(api_server, cache)
+    run = executor(connection, cache)
+    stored = api_server.store.get(KVVMS, "ns1", "vm")
+    on_the_wire = asyncio.Event()
+    hold_until(on_the_wire, monkeypatch, run._calls, "patch")
+    first = asyncio.create_task(run.execute(pending(3, plug_b(template_of(stored)))))
+    for _ in range(20):
+        await asyncio.sleep(0)
+    second = asyncio.create_task(run.execute(pending(5, plug_b(template_of(stored)))))
+    for _ in range(20):
+        await asyncio.sleep(0)
+    assert not second.done()
+
+    on_the_wire.set()
+    await first
+    with pytest.raises(RetryAfterObservation, match=r"effect 3\) landed over"):
+        await second
+    assert interfaces_of(api_server.store) == ["default", NET_A, NET_B]
+    assert api_server.count("patch", "virtualmachines") == 1

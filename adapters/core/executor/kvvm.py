@@ -44,7 +44,8 @@ class KVVMPatches:
 
     async def __call__(self, e: PatchVirtualMachine, effect: PendingEffect) -> Result:
         return await self._book.ordered(
-            effect, attached(e), partial(self._patch_kvvm, e, effect), pod=False)
+            effect, attached(e), partial(self._patch_kvvm, e, effect), pod=False,
+            target=e.target)
 
     async def _patch_kvvm(self, e: PatchVirtualMachine, effect: PendingEffect,
                           mine: Write) -> Result:
@@ -52,6 +53,7 @@ class KVVMPatches:
         writer = cluster.writing()
         kvvm = await cluster.read(cluster.kinds.kvvms, e.namespace, e.name)
         mine.pin(cluster.kinds.kvvms, e.namespace, e.name, kvvm)
+        self._book.check_fresh(effect, mine)
         self._check_template(e, kvvm)
         if e.stopped:
             await self._check_stopped(e)

@@ -9,6 +9,8 @@ The rule, for the pod patches and the KVVM patches of one VM:
    it attaches no longer requested, an entry it releases attached) means decide again;
    so does any landed patch of the other kind decided after it.
 4. A landed patch stays in the book until the informers show it.
+5. A patch waits for an earlier patch of the same object on the wire; once that one
+   landed, a patch built on the object as it was before it is decided again, unsent.
 
 Why: a decision taken while the other write was in flight read the world as it was
 before that write lands. Once they have finished, an interface the KVVM patch would
@@ -24,13 +26,21 @@ other kind on the same VM is never sent (an older attach retried by the outbox a
 newer release gave up waiting for it): the newer one's decision took it as not landed,
 so it is decided again. Two checks against the informers' copies back rule 4 for a
 decision taken from a world read before they heard of a landed write (`check_let_go`,
-`check_requested`). The book only orders and refuses; what is written is the handlers'.
+`check_requested`). Rule 5 is the same for two writes of one object: a decision taken
+while nicplug's own patch of that pod or KVVM was on the wire (one network's MAC
+address named, the next one a few milliseconds later) built its patch on the object
+without that write, so its preconditions (the annotation or resourceVersion it pins)
+fail on the server: a request for a refusal. Waiting for the write on the wire and
+comparing what the two were built on (`check_fresh`) refuses it here instead, and the
+decision taken again from a world showing the landed write sends one patch that holds.
+The book only orders and refuses; what is written is the handlers'.
 """
 
 from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
@@ -54,9 +64,11 @@ class Write:
     (the KVVM's resourceVersion; the pod's request annotation, or its resourceVersion
     when it had none): an informer copy that no longer reads so shows the write."""
 
-    def __init__(self, *, pod: bool) -> None:
+    def __init__(self, *, pod: bool, target: str = "") -> None:
         self.pod = pod
+        self.target = target  # `namespace/name` of the pod or KVVM it patches
         self.done = asyncio.Event()
+        self.off_wire = asyncio.Event()  # its last sending ended (finished or to retry)
         self.landed: frozenset[str] | None = None
         self.built_on: tuple[KindRef, str, str, str, object] | None = None
         self.sending = False  # on the wire now (not waiting, nor waiting to be retried)
@@ -138,7 +150,8 @@ class OrderBook:
         return effect.id < self._newest.get((effect.type, target), 0)
 
     async def ordered(self, effect: PendingEffect, holds: frozenset[str],
-                       write: Callable[[Write], Awaitable[Result]], *, pod: bool) -> Result:
+                       write: Callable[[Write], Awaitable[Result]], *, pod: bool,
+                       target: str = "") -> Result:
         """Do `write` (a pod patch, `pod`, or a KVVM patch) once the unfinished writes of
         the other kind on the same VM, decided before it or on the wire, have finished
         (`_wait_for_others`); known as
@@ -148,11 +161,15 @@ class OrderBook:
         this one decided again, so no write waits for ever nor holds a request slot
         long. A write that landed stays known to the later ones until the informers show
         it (`Write.shown`): their decisions may not have seen it. `holds`: the ifNames it
-        leaves requested (pod) or attached (KVVM)."""
+        leaves requested (pod) or attached (KVVM). With `target` (the object's
+        `namespace/name`), it first waits for an earlier write of that object on the
+        wire (`_wait_for_same`), so that `check_fresh` can tell whether it landed."""
         self._forget_shown()
         writes = self._writes.setdefault(str(effect.key), {})
         try:
             await self._wait_for_others(effect, holds, writes, pod=pod)
+            if target:
+                await self._wait_for_same(effect, target, writes, pod=pod)
         except RetryAfterObservation:
             retried = writes.pop(effect.id, None)  # its last attempt failed for now
             if retried is not None:  # decided again: it never lands
@@ -160,7 +177,7 @@ class OrderBook:
             raise
         # afresh: the VM's entry goes when its last write ends, maybe while this one waited
         writes = self._writes.setdefault(str(effect.key), {})
-        mine: Write | None = writes.setdefault(effect.id, Write(pod=pod))
+        mine: Write | None = writes.setdefault(effect.id, Write(pod=pod, target=target))
         assert mine is not None
         landed: frozenset[str] | None = None
         written = False
@@ -175,11 +192,13 @@ class OrderBook:
             return result
         except kube_errors.Temporary:
             mine.sending = False
+            mine.off_wire.set()
             mine = None  # retried by the outbox: not finished
             raise
         finally:
             if mine is not None:
                 mine.sending = False
+                mine.off_wire.set()
                 mine.finish(landed)
                 if written and not mine.shown(self._cluster.cached):
                     # known to the later writes until the informers show it; the object
@@ -235,6 +254,35 @@ class OrderBook:
             raise RetryAfterObservation(
                 f"VM {effect.key}: a newer {'KVVM' if pod else 'pod'} patch (effect {newer}) "
                 f"landed since this one was decided")
+
+    async def _wait_for_same(self, effect: PendingEffect, target: str,
+                             writes: dict[int, Write], *, pod: bool) -> None:
+        """Wait until the VM's earlier writes of the same object that are on the wire
+        now are off it (landed, refused, or to be retried). At most `wait_for_earlier`
+        seconds: then this one goes, and the server's preconditions judge it, as they
+        would have without the wait. Only earlier writes on the wire are waited for,
+        never a newer one nor one waiting for its retry: two never wait for each other
+        (a write on the wire waits for nothing more)."""
+        for other_id, other in sorted(writes.items()):
+            if other_id >= effect.id or other.pod != pod or other.target != target \
+                    or not other.sending:
+                continue
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(other.off_wire.wait(), self._wait_for_earlier)
+
+    def check_fresh(self, effect: PendingEffect, mine: Write) -> None:
+        """Refuse `mine` (pinned on the object as read) when another patch of the same
+        object landed over that very state and the informers do not show it yet: built
+        on the object without that write, its preconditions would fail on the server.
+        Decided again, from a world that shows the landed write."""
+        for other_id, other in self._writes.get(str(effect.key), {}).items():
+            if (other_id != effect.id and other.pod == mine.pod and other.done.is_set()
+                    and other.landed is not None and other.built_on is not None
+                    and other.built_on == mine.built_on):
+                kind = "pod" if mine.pod else "KVVM"
+                raise RetryAfterObservation(
+                    f"VM {effect.key}: a {kind} patch of {mine.target or 'the same object'} "
+                    f"(effect {other_id}) landed over the state this one was built on")
 
     def check_requested(self, e: PatchVirtualMachine, vm: str) -> None:
         """A KVVM patch attaches nothing that a launcher pod the VMI runs in, as the

@@ -42,7 +42,7 @@ class PodPatches:
     async def __call__(self, e: PatchPodNetworks, effect: PendingEffect) -> Result:
         requested = frozenset(r.if_name for r in e.entries)
         result = await self._book.ordered(
-            effect, requested, partial(self._patch_pod, e, effect), pod=True)
+            effect, requested, partial(self._patch_pod, e, effect), pod=True, target=e.target)
         if not result.get("superseded"):
             self._book.pod_written(str(effect.key), e.pod_uid, e.pod)
         return result
@@ -57,6 +57,7 @@ class PodPatches:
         pod = await cluster.read(cluster.kinds.launcher_pods, e.namespace, e.pod)
         key = cluster.dialect.request_annotation
         mine.pin(cluster.kinds.launcher_pods, e.namespace, e.pod, pod, annotation=key)
+        self._book.check_fresh(effect, mine)
         current = ((pod.get("metadata") or {}).get("annotations") or {}).get(key)
         if e.observed is not None:
             try:

@@ -324,9 +324,11 @@ class VMOPObject(KubeObject):
 
 
 class VMMACStatus(Model):
+    """Only the address: the informers keep what the models read, and Deckhouse's
+    later writes of the `phase` (Bound, then Attached) would otherwise wake a
+    decision per VMMAC that reads nothing new."""
+
     address: str = ""
-    phase: str = ""
-    virtual_machine_name: str = ""
 
 
 class VMMACObject(KubeObject):

@@ -213,3 +213,32 @@ def test_a_new_resource_version_alone_touches_no_vm_but_says_it_moved() -> None:
                        network("user-net", "b", rv="3", ready="False")) \
         == {"b/same-name-elsewhere"}
     assert index.moved() == set()
+
+
+def test_a_mac_address_touches_its_vm_when_its_address_changes_not_its_phase() -> None:
+    """Deckhouse writes a VirtualMachineMACAddress's `status.phase` (Bound, then
+    Attached once the VM's status lists it) after its address: nothing a decision reads,
+    so the informers' copy leaves it out and the write wakes no decision."""
+    from nicplug.adapters.core.worldview import cache_projection
+    from nicplug.adapters.kube.resources import VM_UID_LABEL
+
+    index = WorldIndex(DECKHOUSE)
+    asking = vm("a", "asks", ("Network", "user-net"))
+    asking["metadata"]["uid"] = "vm-uid"
+    index.apply(kinds.VIRTUAL_MACHINES, "ADDED", asking)
+    projected = cache_projection(kinds.VM_MAC_ADDRESSES)
+    assert projected is not None
+
+    def vmmac(rv: str, status: dict[str, Any]) -> dict[str, Any]:
+        return projected({"metadata": {"namespace": "a", "name": "asks-mac1",
+                                       "resourceVersion": rv,
+                                       "labels": {VM_UID_LABEL: "vm-uid"}},
+                          "status": status})
+
+    assert index.apply(kinds.VM_MAC_ADDRESSES, "ADDED", vmmac("1", {})) == {"a/asks"}
+    allocated = {"address": "02:00:00:00:00:01", "phase": "Bound",
+                 "virtualMachineName": "asks"}
+    assert index.apply(kinds.VM_MAC_ADDRESSES, "MODIFIED", vmmac("2", allocated)) == {"a/asks"}
+    assert index.apply(kinds.VM_MAC_ADDRESSES, "MODIFIED",
+                       vmmac("3", {**allocated, "phase": "Attached"})) == set()
+    assert index.moved() == {"a/asks"}
