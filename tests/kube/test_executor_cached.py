@@ -333,6 +333,61 @@ async def test_a_404_on_the_patch_of_a_kvvm_just_read_is_retried_not_decided_aga
         await run.execute(pending(2, dataclasses.replace(decided, name="gone")))
 
 
+async def test_a_409_on_the_patch_of_a_kvvm_is_retried_not_decided_again(
+    api_server: ApiServer, connection: ApiConnection, ns1: None
+) -> None:
+    """The server answers the KVVM patch 409. The patch pins the KVVM by its own `test`
+    op, which the server answers 422 when it fails: a 409 is not the template having
+    moved. Decided again, the next world still reads as the decision did and asks for
+    the same template at once, as often as the VM's objects change (the simulation's
+    seed 703: one unplug's patch 4 times in 0.2 s): the patch is retried with backoff
+    instead, and lands once the server answers. A KVVM moved under the cache is still
+    decided again, by its `test`."""
+    stored = api_server.store.create(
+        KVVMS, kvvm_for(Knobs(), "ns1", "vm", (("Network", "net-a"),)))
+    cache = Cache()
+    cache.take(UPSTREAM.kvvms, stored)
+    decided = plug_b(template_of(stored))
+    api_server.faults.fail_requests(409, verb="patch", times=1)
+    run = executor(connection, cache)
+
+    with pytest.raises(TemporaryError, match="409") as raised:
+        await run.execute(pending(1, decided))
+    assert not isinstance(raised.value, RetryAfterObservation)
+    assert interfaces_of(api_server.store) == ["default", NET_A]
+    await run.execute(pending(1, decided))
+    assert interfaces_of(api_server.store) == ["default", NET_A, NET_B]
+
+    edit(api_server, KVVMS, "vm", lambda o: o["metadata"].setdefault("labels", {}).update(
+        {"moved": "yes"}))
+    with pytest.raises(RetryAfterObservation):
+        await run.execute(pending(2, decided))
+
+
+async def test_a_409_on_the_patch_of_a_pod_is_retried_not_decided_again(
+    api_server: ApiServer, connection: ApiConnection, ns1: None
+) -> None:
+    """The same for a launcher pod's request patch, pinned by its `test` ops too."""
+    a = SDNRequest("Network/net-a", NET_A, id=2)
+    key = DECKHOUSE.request_annotation
+    pod = launcher_pod(api_server, {key: "[]"})
+    cache = Cache()
+    cache.take(UPSTREAM.launcher_pods, pod)
+    decided = PatchPodNetworks("ns1", "virt-launcher-vm-x", pod["metadata"]["uid"], (a,),
+                               observed=())
+    api_server.faults.fail_requests(409, verb="patch", times=1)
+    run = executor(connection, cache)
+
+    with pytest.raises(TemporaryError, match="409") as raised:
+        await run.execute(pending(1, decided))
+    assert not isinstance(raised.value, RetryAfterObservation)
+    assert api_server.store.get(PODS, "ns1", "virt-launcher-vm-x")["metadata"][
+        "annotations"][key] == "[]"
+    await run.execute(pending(1, decided))
+    assert NET_A in api_server.store.get(PODS, "ns1", "virt-launcher-vm-x")["metadata"][
+        "annotations"][key]
+
+
 async def test_a_404_on_the_halt_of_a_kvvm_just_read_is_retried_not_decided_again(
     api_server: ApiServer, connection: ApiConnection, ns1: None
 ) -> None:

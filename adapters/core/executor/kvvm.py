@@ -9,7 +9,7 @@ decide again), and the patch goes through the order book: after the pod patches 
 its VM it must follow, and attaching nothing a launcher pod no longer requests
 (`OrderBook.check_requested`). The patch pins the KVVM's resourceVersion. A 404 on
 the patch of a KVVM the read has just found is retried with backoff, not decided again
-(`cluster.just_read`).
+(`cluster.just_read`), and so is a 409, which is not its `test` failing (`cluster.tested`).
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from nicplug.adapters.core.executor.cluster import (
     Result,
     annotation_ops,
     just_read,
+    tested,
 )
 from nicplug.adapters.core.executor.order_book import OrderBook, Write, attached
 from nicplug.adapters.kube import errors as kube_errors
@@ -107,7 +108,8 @@ class KVVMPatches:
             template, "/spec/template/metadata", writer.request_annotation, annotation)
         if self._book.superseded(effect, e.target):
             return {"superseded": True}
-        with just_read("the KVVM"):  # its 404 is retried, not decided again (`just_read`)
+        # its 404 and a 409 are retried, not decided again (`just_read`, `tested`)
+        with just_read("the KVVM"), tested("the KVVM"):
             await cluster.calls.patch(
                 cluster.kinds.kvvms, e.namespace, e.name, ops, content_type=JSON_PATCH)
         return {"interfaces": [i["name"] for i in interfaces]}

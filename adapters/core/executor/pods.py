@@ -9,7 +9,7 @@ VMI still carries (`OrderBook.check_let_go`). The patch pins the pod's uid and t
 annotation it replaces (or the pod's resourceVersion when it had none), so a cache
 behind the server makes the server refuse it instead of writing over a newer list. A
 404 on the patch of a pod the read has just found is retried with backoff, not decided
-again (`_send`).
+again (`_send`), and so is a 409, which is not its `test` failing (`cluster.tested`).
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from nicplug.adapters.core.executor.cluster import (
     Result,
     annotation_ops,
     just_read,
+    tested,
 )
 from nicplug.adapters.core.executor.order_book import OrderBook, Write
 from nicplug.adapters.kube.calls import pointer
@@ -88,7 +89,7 @@ class PodPatches:
     async def _send(self, e: PatchPodNetworks, patch: list[dict[str, Any]]) -> None:
         """The patch of a launcher pod the read has just found (`just_read`: one pod
         request four times in 32 s, twice in the same instant, while the server answered
-        404, seed 56874)."""
-        with just_read("the pod"):
+        404, seed 56874); a 409 too, which is not its `test` failing (`tested`)."""
+        with just_read("the pod"), tested("the pod"):
             await self._cluster.calls.patch_pod(
                 e.namespace, e.pod, patch, content_type=JSON_PATCH)
