@@ -317,8 +317,8 @@ async def test_errors_on_requests_are_retried_without_a_hot_loop(
     """409 on pod patches, 429 with Retry-After on KVVM patches, 500 on any patch,
     503 on reads: every change still completes exactly once, in few requests.
 
-    An injected 409 changes nothing, so no observation follows it: the machine's
-    re-issue timer (2 s here) is what sends the patch again."""
+    An injected 409 on a pod patch is not its `test` failing (that is a 422): the same
+    patch is retried with the outbox's backoff, not decided again."""
     cluster = quick
     faults = cluster.faults
     faults.fail_requests(409, times=2, verb="patch", resource="pods")
