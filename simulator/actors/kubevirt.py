@@ -309,9 +309,10 @@ class KubeVirt(Reactor):
         (`GenerateFromActivePod` under `controller.IsPodReady`, `sync`,
         pkg/virt-controller/watch/vmi/lifecycle.go), and the VM controller syncs the
         template's interfaces into a VMI that is not yet running (`Sync`,
-        pkg/network/controllers/vm.go; kubevirt/kubevirt d923fdb815). Left to the running VMI alone, a NIC changed
-        in the instant between the pod's creation and the boot kept the pod on the
-        old networks, and the VMI waited for their links in `Scheduled` for ever."""
+        pkg/network/controllers/vm.go; kubevirt/kubevirt d923fdb815). Left to the
+        running VMI alone, a NIC changed in the instant between the pod's creation
+        and the boot kept the pod on the old networks, and the VMI waited for their
+        links in `Scheduled` for ever."""
         if self.knobs.dialect != "multus" or ob.dig(vmi, "status", "phase") not in (
                 "Scheduled", "Running"):
             return
