@@ -6,9 +6,9 @@ What it imitates (and what a controller driving it must cope with):
   VMI and a virt-launcher pod built from the current template, after `delays.restart`.
   Deckhouse: the pod carries the template's SDN request annotation. Multus: the pod's
   networks annotation is virt-controller's, generated from the VMI spec
-  (`pod_networks.py`), and regenerated on the running pod whenever an interface is
-  plugged or unplugged (`""` once none is left); a migration target takes the ordinal
-  names of an ordinal source.
+  (`pod_networks.py`), and regenerated on the launcher pod (of a running VMI, or of
+  one still `Scheduled`) whenever an interface is plugged or unplugged (`""` once
+  none is left); a migration target takes the ordinal names of an ordinal source.
 * Multus: `LiveMigratable` as KubeVirt computes it from the network: False
   (`InterfaceNotLiveMigratable`) when the pod network's interface is a bridge without
   the allow annotation (`pod_networks.network_migratable`).
@@ -303,8 +303,18 @@ class KubeVirt(Reactor):
 
     def _annotate_pods(self, key: VMKey, vmi: Json) -> None:
         """Multus: virt-controller regenerates the running pods' networks annotation
-        from the VMI spec while an interface is being plugged or unplugged."""
-        if self.knobs.dialect != "multus" or ob.dig(vmi, "status", "phase") != "Running":
+        from the VMI spec while an interface is being plugged or unplugged. It does so
+        for the ready launcher pod of a VMI still `Scheduled` as well: the VMI
+        controller's sync patches any ready pod it finds, whatever the VMI's phase
+        (`GenerateFromActivePod` under `controller.IsPodReady`, `sync`,
+        pkg/virt-controller/watch/vmi/lifecycle.go), and the VM controller syncs the
+        template's interfaces into a VMI that is not yet running (`Sync`,
+        pkg/network/controllers/vm.go; kubevirt/kubevirt d923fdb815). Left to the
+        running VMI alone, a NIC changed in the instant between the pod's creation
+        and the boot kept the pod on the old networks, and the VMI waited for their
+        links in `Scheduled` for ever."""
+        if self.knobs.dialect != "multus" or ob.dig(vmi, "status", "phase") not in (
+                "Scheduled", "Running"):
             return
         spec, status = vmi.get("spec") or {}, vmi.get("status") or {}
         if not pod_networks.change_required(spec, status):

@@ -7,6 +7,7 @@ running actors against the order KubeVirt, multus and virt-handler act in.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 from typing import Any
@@ -170,3 +171,43 @@ async def test_live_migratable_follows_kubevirts_rule_for_the_pod_network() -> N
         await cluster.advance(2.0)
         assert d.condition(cluster.store, NS, VM, "LiveMigratable") == expected
         await cluster.stop()
+
+
+async def test_virt_controller_rewrites_the_pod_of_a_vmi_not_yet_booted() -> None:
+    """The VMI controller patches any ready launcher pod, whatever the VMI's phase
+    (pkg/virt-controller/watch/vmi/lifecycle.go), and the VM controller syncs the
+    template's NICs into a `Scheduled` VMI: a NIC swapped the instant the restarted VMI
+    is scheduled reaches its pod, and the VMI boots with it (it waited for ever)."""
+    knobs = Knobs(dialect="multus", dynamic_networks_controller=True, delays=DELAYS)
+    cluster = SimulatedCluster(knobs, clock=VirtualSimClock(), serve=False,
+                               fixtures=Fixtures(vms=1, networks=("user-net", "second-net")))
+    await cluster.start()
+    store = cluster.store
+    d.plug_kvvm(store, knobs, NS, VM, "Network", "second-net")
+    await cluster.advance(1.0)
+    assert d.attached(store, NS, VM, "Network", "second-net")
+    before = store.get(VMIS, NS, VM)["metadata"]["uid"]
+    swapped: list[str] = []
+
+    async def the_user_swaps_the_nic_once_the_new_vmi_is_scheduled() -> None:
+        async for event in store.subscribe(VMIS):
+            vmi = event.object
+            if vmi["metadata"]["uid"] != before and ob.dig(vmi, "status", "phase") == "Scheduled":
+                swapped.append(vmi["metadata"]["uid"])
+                d.mark_absent(store, NS, VM, "Network", "second-net")
+                d.plug_kvvm(store, knobs, NS, VM, "Network", "user-net")
+                return
+
+    user = asyncio.ensure_future(the_user_swaps_the_nic_once_the_new_vmi_is_scheduled())
+    d.restart(store, knobs, NS, VM)
+    await cluster.advance(DELAYS.restart + 2.0)
+    await user
+    vmi = store.get(VMIS, NS, VM)
+    assert swapped == [vmi["metadata"]["uid"]]
+    assert vmi["status"]["phase"] == "Running"
+    assert d.attached(store, NS, VM, "Network", "user-net")
+    assert d.vmi_interface(store, NS, VM, "Network", "second-net") is None
+    requested = nw.parse_list(nw.annotations_of(d.active_pod(store, NS, VM))[nw.MULTUS_REQUEST])
+    assert [e["name"] for e in requested or []] == ["user-net"]
+    assert cluster.actor_errors == []
+    await cluster.stop()
