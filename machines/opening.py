@@ -21,6 +21,7 @@ from nicplug.machines.graph import STRANDED_REASONS
 from nicplug.machines.operation import OPENED, Operation, stream_of
 from nicplug.machines.policy import MachineConfig
 from nicplug.machines.session import Session
+from nicplug.machines.targets import asked_as
 
 
 def open_operation(
@@ -32,7 +33,7 @@ def open_operation(
             return None
         if _gave_up(config, session, latest) and not c.goal_shown:
             return None
-        if (_sdn_says_the_same(latest, facts) and not _changed_mind_since(session, latest)
+        if (_sdn_says_the_same(latest, facts, c) and not _changed_mind_since(session, latest)
                 and not c.goal_shown):
             return None
         if (
@@ -48,21 +49,34 @@ def open_operation(
     )
 
 
-def _sdn_says_the_same(latest: Operation, facts: Facts) -> bool:
+def _sdn_says_the_same(latest: Operation, facts: Facts, c: Candidate) -> bool:
     """The plug timed out waiting for the SDN, and the SDN still says of its network,
-    on the same pods, what it said then (a `ConfigurationError` it keeps reporting).
-    A new attempt writes nothing new (the pod asks for the entry already) and would
-    only wait for the same SDN again, for ever, each failure a Warning Event:
-    Deckhouse itself reads a condition other than True as "not yet" and waits
-    (extractNetworkStatusFromPods, pkg/controller/vm/internal/network.go). The failure
-    rests, with the SDN's words on the VM, until those words change (the error ends
-    or changes, another pod runs the VM) or the user changes their mind; then the
-    next attempt opens after its backoff, as any."""
+    on the same pods, what it said then (a `ConfigurationError` it keeps reporting),
+    of the entry the next attempt would ask for. A new attempt writes nothing new (the
+    pod asks for the entry already) and would only wait for the same SDN again, for
+    ever, each failure a Warning Event: Deckhouse itself reads a condition other than
+    True as "not yet" and waits (extractNetworkStatusFromPods,
+    pkg/controller/vm/internal/network.go). The failure rests, with the SDN's words on
+    the VM, until those words change (the error ends or changes, another pod runs the
+    VM) or the user changes their mind; then the next attempt opens after its backoff,
+    as any. A network the MAC pool names anew since (Deckhouse: not yet in the VM's
+    `status.networks`) is asked for under another interface name: the attempt writes
+    the pod's entry anew, which the SDN has not answered yet."""
     if latest.state != "Failed" or latest.direction != "plug" or latest.reason not in (
             "SDNTimeout", "AttachTimeout"):
         return False
     said = sdn_messages(facts, latest.network)
-    return bool(said) and latest.message.endswith(f"{SDN_SAYS}{said}")
+    return (bool(said) and latest.message.endswith(f"{SDN_SAYS}{said}")
+            and _asked_as_now(facts, c))
+
+
+def _asked_as_now(facts: Facts, c: Candidate) -> bool:
+    """Every pod asks the SDN for the candidate's network under the interface name it
+    has now, when that name comes from its MAC (`targets.asked_as`)."""
+    spec = facts.comparison.desired_entry(c.network) if facts.comparison is not None else None
+    if spec is None or not spec.named_by_mac or not c.if_name:
+        return True
+    return asked_as(facts, c.network, c.if_name)
 
 
 def _failed_later_than(latest: Operation, now: float) -> bool:

@@ -7,9 +7,11 @@ same SDN: Deckhouse reads a condition other than True as "not yet" and waits).""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from nicplug.machines.decider import HotplugDecider
 from nicplug.machines.policy import MachineConfig, Timeouts
-from nicplug.machines.world import SDNStatus
+from nicplug.machines.world import NetworkSpec, SDNStatus
 from tests.unit.machines.sim import MAIN, Driver, Sim, net
 
 X = net("x", 2)
@@ -45,3 +47,25 @@ def test_the_next_attempt_opens_once_the_sdn_says_something_else() -> None:
     d.run(30)
     op = d.op(X.identity, "plug")
     assert (op.attempt, op.state) == (3, "Attached")
+
+
+def test_a_network_the_mac_pool_names_anew_is_tried_again_under_its_new_name() -> None:
+    """Seed 28975: the plug of a network not yet in the VM's `status.networks` timed out
+    on the SDN's error for its entry; the pool then handed the network another VMMAC
+    (Deckhouse's `mac_pool.go`). The SDN still says the same of the entry under the old
+    name, but a new attempt asks for the new one, which the SDN has not answered: it
+    opens after its backoff and rewrites the pod's entry (it rested Failed for ever)."""
+    first = NetworkSpec("ClusterNetwork", "storage", 2, mac="02:00:00:00:00:01",
+                        named_by_mac=True)
+    renamed = replace(first, mac="02:00:00:00:00:02")
+    d = Driver(HotplugDecider(MachineConfig(timeouts=FAST)), Sim(networks=(MAIN, first)))
+    d.sim.sdn_silent = frozenset({first.identity})
+    d.sim.reported = [SDNStatus(first.identity, first.if_name, False, message=ERROR)]
+    d.run(60)
+    assert d.op(first.identity, "plug").attempt == 1
+    d.sim.networks = (MAIN, renamed)
+    d.run(30)
+    op = d.op(first.identity, "plug")
+    assert (op.attempt, op.if_name) == (2, renamed.if_name)
+    assert [(r.identity, r.if_name) for r in d.sim.requested] == [
+        (first.identity, renamed.if_name)]
