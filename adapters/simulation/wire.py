@@ -65,10 +65,19 @@ class _MemoryTransport(asyncio.Transport):
 
     def _deliver(self) -> None:
         self._scheduled = False
+        delivered = False
         while self._inbox and not self._paused and not self._lost:
             self._protocol.data_received(self._inbox.popleft())
+            delivered = True
         if self._eof_pending and not self._inbox and not self._lost:
-            self._lose()
+            if delivered:
+                # the end of the stream is read on a later turn than the bytes before
+                # it, as asyncio's transports read it: what those bytes woke runs
+                # first (aiohttp's server forgets how to build a request once the
+                # connection is lost, and a request woken but not yet built then fails)
+                self._schedule()
+            else:
+                self._lose()
 
     def _lose(self) -> None:
         if self._lost:

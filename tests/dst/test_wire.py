@@ -1,0 +1,59 @@
+"""The simulation's in-memory socket keeps TCP's order: the end of a stream is seen on a
+later turn of the loop than the bytes before it, as asyncio's own transports see it
+(`adapters/simulation/wire.py`)."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+from typing import Any
+
+from aiohttp import web
+
+from nicplug.adapters.simulation.wire import InProcessServer, _MemoryTransport
+
+
+async def _turns(n: int) -> None:
+    for _ in range(n):
+        await asyncio.sleep(0)
+
+
+async def test_a_request_whose_client_closes_in_the_turn_it_sends_is_no_error_of_the_server(
+) -> None:
+    # aiohttp's server forgets its request factory when the connection is lost: had the
+    # request's bytes and the end of the stream come in one call, the handler's task
+    # woke to a request it could no longer build, and died of `'NoneType' object is
+    # not callable`, said only when the task was collected, at the simulation's teardown
+    served: list[str] = []
+
+    async def hello(request: web.Request) -> web.Response:
+        served.append(request.path)
+        return web.Response(text="hello")
+
+    app = web.Application()
+    app.router.add_get("/", hello)
+    server = InProcessServer(app)
+    await server.start()
+    loop = asyncio.get_running_loop()
+    said: list[dict[str, Any]] = []
+    loop.set_exception_handler(lambda _loop, context: said.append(context))
+    try:
+        client = asyncio.Protocol()
+        handler = server.protocol()
+        client_end = _MemoryTransport(loop, client)
+        server_end = _MemoryTransport(loop, handler)
+        client_end.peer, server_end.peer = server_end, client_end
+        handler.connection_made(server_end)
+        client.connection_made(client_end)
+        await _turns(3)  # the server waits for a request
+
+        client_end.write(b"GET / HTTP/1.1\r\nHost: sim.invalid\r\n\r\n")
+        client_end.close()
+        await _turns(10)
+        await server.stop()
+        gc.collect()
+    finally:
+        loop.set_exception_handler(None)
+    assert said == [], [context.get("message") for context in said]
+    assert server_end.is_closing()
+    assert served == ["/"]  # what arrived before the end is served, as over TCP
