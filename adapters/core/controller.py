@@ -65,7 +65,12 @@ from nicplug.adapters.heap import (
 from nicplug.adapters.kube.calls import KubeCalls
 from nicplug.adapters.kube.client import ApiConnection, ClientSettings, connect
 from nicplug.adapters.kube.errors import KubeError
-from nicplug.adapters.kube.informer import Informer, WatchProgress, WatchSettings
+from nicplug.adapters.kube.informer import (
+    Informer,
+    WatchProgress,
+    WatchSettings,
+    all_synced,
+)
 from nicplug.adapters.kube.lease import Leadership, Term
 from nicplug.adapters.kube.resources import KindRef, Scope
 from nicplug.adapters.kube.wire import JsonObject
@@ -651,9 +656,7 @@ class Controller:
     @staticmethod
     async def _synced(informers: Sequence[Informer], tasks: Sequence[asyncio.Task[None]]) -> None:
         """Return once every informer has listed; raise if one dies before that."""
-        synced: asyncio.Future[Any] = asyncio.ensure_future(
-            asyncio.gather(*(i.synced.wait() for i in informers))
-        )
+        synced: asyncio.Future[Any] = asyncio.ensure_future(all_synced(informers))
         watched: list[asyncio.Future[Any]] = [synced, *tasks]
         try:
             await asyncio.wait(watched, return_when=asyncio.FIRST_COMPLETED)

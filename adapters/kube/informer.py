@@ -37,7 +37,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -397,6 +397,15 @@ class Informer:
             self._on_change(self.kind, event_type, obj)
         except Exception:
             log.exception("%s: change handler failed on %s", self.kind.name, event_type)
+
+
+async def all_synced(informers: Sequence[Informer]) -> None:
+    """Return once every informer has listed. One coroutine awaits each in turn, not a
+    gather of one task per informer: cancelled, it ends cancelled, where a gather
+    cancelled ends with its children's `CancelledError` as an exception that nobody
+    reads once its waiter has gone, and asyncio says so at the teardown."""
+    for informer in informers:
+        await informer.synced.wait()
 
 
 def _held_version(obj: JsonObject) -> bytes:

@@ -116,7 +116,11 @@ class _MemoryTransport(asyncio.Transport):
     def resume_reading(self) -> None:
         self._paused = False
         if self._inbox or self._eof_pending:
-            self._schedule()
+            # asyncio reads a resumed socket at the loop's next poll, after every
+            # callback queued until then: aiohttp's server resumes reading while it
+            # parses a request's body, before it wakes the task that builds the
+            # request, and that task runs before the end of the stream is read
+            self._loop.call_soon(self._schedule)
 
     def is_reading(self) -> bool:
         return not self._paused

@@ -16,7 +16,7 @@ from typing import Any
 
 from nicplug.adapters.kube.client import ClientSettings, connect
 from nicplug.adapters.kube.flavour import Flavour
-from nicplug.adapters.kube.informer import Informer, WatchSettings
+from nicplug.adapters.kube.informer import Informer, WatchSettings, all_synced
 from nicplug.adapters.kube.resources import Scope
 from nicplug.adapters.tapes.writer import TapeWriter
 
@@ -49,8 +49,7 @@ async def record_cluster(
         tasks = [asyncio.create_task(i.run(), name=f"record {i.kind.name}") for i in informers]
         stopping = asyncio.create_task(stop.wait())
         try:
-            synced: asyncio.Future[Any] = asyncio.ensure_future(
-                asyncio.gather(*(i.synced.wait() for i in informers)))
+            synced: asyncio.Future[Any] = asyncio.ensure_future(all_synced(informers))
             await asyncio.wait([synced, stopping, *tasks], return_when=asyncio.FIRST_COMPLETED)
             _raise_failed(tasks)
             if synced.done():
