@@ -159,10 +159,28 @@ class Hands:
                 "running": vmi is not None and ob.dig(vmi, "status", "phase") == "Running",
                 "wants_running": _wants_running(kvvm, vmi),
                 "restart_left_to_user": _restart_left_to_user(self.store.peek(VMS, ns, name)),
+                "restart_waits_for_operation": self._restart_waits_for_operation(ns, name),
                 "attached": attached,
                 "malformed": (ns, name) in self.watchman.malformed,
             }
         return seen
+
+    def _restart_waits_for_operation(self, ns: str, name: str) -> str | None:
+        """The VirtualMachineOperation nicplug says on the VM its pending restart waits
+        for, when Deckhouse has indeed not finished it (None otherwise): Deckhouse runs a
+        VM's operations one at a time, and a `Start` is complete only once the VM runs
+        (`IsComplete`, pkg/controller/vmop/powerstate/internal/service/start.go), which
+        a VM whose SDN fails an interface never does."""
+        condition = ob.condition(self.store.peek(VMS, ns, name), "NetworkHotplugRestartRequired")
+        message = str((condition or {}).get("message", ""))
+        said = message.partition(RESTART_WAITS_FOR)[2].split(" ", 1)[0]
+        if not said:
+            return None
+        operation = self.store.peek(VMOPS, ns, said)
+        phase = ob.dig(operation, "status", "phase")
+        if operation is None or phase in ("Completed", "Failed", "Superseded"):
+            return None
+        return said
 
     def actor_errors(self) -> list[str]:
         return list(self.cluster.actor_errors)
@@ -486,6 +504,11 @@ def _wants_running(kvvm: Json, vmi: Json | None) -> bool:
     if requests and requests[-1].get("action") == "Start":
         return True
     return vmi is not None and ob.dig(vmi, "status", "phase") != "Succeeded"
+
+
+RESTART_WAITS_FOR = "nicplug waits for VirtualMachineOperation "
+"""How nicplug's `NetworkHotplugRestartRequired` names the unfinished operation its
+restart waits for (`machines.targets.why_not_restarted`)."""
 
 
 def _restart_left_to_user(vm: Json | None) -> bool:

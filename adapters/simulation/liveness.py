@@ -10,7 +10,8 @@ file itself (opened on the loop's thread, as the controller opened it):
 * `operation-stuck` — a live operation waits with no timer armed: nothing will ever
   move it unless the world happens to change (excepted: a `RestartRequired` that waits
   for a user's restart under `Manual` approval or where nicplug says on the VM that it
-  leaves the restart to the user, and a plug written for the next boot,
+  leaves the restart to the user or that it waits for a `VirtualMachineOperation`
+  Deckhouse has not finished, and a plug written for the next boot,
   `VMIPatched`, or waiting in `MigrationRequired`, of a VM the user stopped: its
   deadline is paused until the VM is live again) (the issue's liveness: terminal, or
   waiting in a state whose deadline is armed); judged on the journal of the replica
@@ -115,7 +116,15 @@ async def at_rest(path: Path, world: dict[str, dict[str, Any]], *,
                 latest[slot] = view
             its_vm = world.get(str(view.key))
             waits_for_user = (view.state == "RestartRequired" and (
-                manual_restarts or (its_vm is not None and its_vm["restart_left_to_user"]))) or (
+                manual_restarts or (its_vm is not None and (
+                    its_vm["restart_left_to_user"]
+                    # waits, as it says on the VM, for a VirtualMachineOperation
+                    # Deckhouse has not finished: Deckhouse runs one at a time, so a
+                    # Stop of nicplug's would fail until then, and nicplug restarts
+                    # only a running VM; the operation's end is a change of the world
+                    # (a `Start` ends once the VM runs, which one whose SDN fails an
+                    # interface at boot never does: start.go `IsComplete`)
+                    or its_vm["restart_waits_for_operation"] is not None)))) or (
                 # written for the next boot of a VM the user stopped (or waiting for a
                 # migration it can no longer have; the boot brings the new pod and the
                 # interface): waits for a start, its deadline paused while not live
