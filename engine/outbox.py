@@ -189,7 +189,8 @@ class EffectRunner:
             return None
         except RetryAfterObservation as error:
             self._listener.on_effect(effect, "superseded", str(error))
-            unseen = {"unseen": True} if isinstance(error, OwnWriteUnseen) else None
+            unseen: dict[str, object] | None = (
+                {"unseen": True} if isinstance(error, OwnWriteUnseen) else None)
             self._finish(effect, attempt, ok=False, permanent=False, error=str(error),
                          result=unseen, hold=True)
             return None
