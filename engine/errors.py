@@ -58,6 +58,14 @@ class RetryAfterObservation(TemporaryError):
     the key's next observed world, which carries the fresh state."""
 
 
+class OwnWriteUnseen(RetryAfterObservation):
+    """Refused as `RetryAfterObservation` because a write of this controller landed that
+    the observations do not show yet: a decision taken before they show it asks the same
+    request again, refused the same way. Its outcome says so (`result["unseen"]`), so
+    that the decider asks again at its blind re-issues' spacing, or at once for anything
+    a world showing the write needs instead."""
+
+
 class Deposed(Exception):
     """The term of leadership that decided an effect has ended: the effect must not be
     sent. Its outcome is not recorded; the outbox keeps it for the next leader, which

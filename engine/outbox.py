@@ -31,6 +31,7 @@ from nicplug.engine.effects import EffectExecutor, RetryPolicy
 from nicplug.engine.errors import (
     Deposed,
     JournalError,
+    OwnWriteUnseen,
     PermanentError,
     RetryAfterObservation,
     TemporaryError,
@@ -188,7 +189,10 @@ class EffectRunner:
             return None
         except RetryAfterObservation as error:
             self._listener.on_effect(effect, "superseded", str(error))
-            self._finish(effect, attempt, ok=False, permanent=False, error=str(error), hold=True)
+            unseen: dict[str, object] | None = (
+                {"unseen": True} if isinstance(error, OwnWriteUnseen) else None)
+            self._finish(effect, attempt, ok=False, permanent=False, error=str(error),
+                         result=unseen, hold=True)
             return None
         except PermanentError as error:
             self._listener.on_effect(effect, "failed", str(error))

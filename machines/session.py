@@ -119,8 +119,16 @@ def forget_refused(session: Session, trigger: Trigger) -> None:
 
     Every operation's memo, not only the refused effect's owner's: a later decision may
     have asked for the same write (same key) under another owner while the refused one
-    was still pending, and the outbox took that for the pending one."""
-    if not isinstance(trigger, EffectOutcome) or trigger.ok or trigger.permanent:
+    was still pending, and the outbox took that for the pending one.
+
+    Not one refused because nicplug's own write landed and the informers do not show it
+    yet (`unseen`): a decision from a world that does not show it asks the same request,
+    refused the same way, at every observation of the VM's other objects (seed 91529: one
+    pod patch 4 times in 5 s while the KVVM's watch re-listed). The same request waits
+    for the blind re-issues' spacing (`timers.reissue_after`); what a world showing the
+    write needs instead is another request, asked at once."""
+    if (not isinstance(trigger, EffectOutcome) or trigger.ok or trigger.permanent
+            or trigger.result.get("unseen")):
         return
     for op in list(session.state.ops.values()):
         if op.issued:

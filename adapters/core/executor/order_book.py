@@ -50,7 +50,7 @@ from nicplug.adapters.kube.resources import KindRef
 from nicplug.adapters.kube.translate import records
 from nicplug.adapters.kube.translate.objects import KVVMObject, MalformedObject, VMIObject, read
 from nicplug.adapters.sdn import MalformedAnnotation
-from nicplug.engine.errors import RetryAfterObservation
+from nicplug.engine.errors import OwnWriteUnseen, RetryAfterObservation
 from nicplug.engine.journal import PendingEffect
 from nicplug.machines.effects import PatchVirtualMachine
 from nicplug.machines.facts import FINISHED_PHASES
@@ -243,7 +243,9 @@ class OrderBook:
             moved = holds - other.landed if not pod else other.landed - holds
             if moved:
                 what = "released" if not pod else "attached"
-                raise RetryAfterObservation(
+                # the informers not showing it yet, a decision taken now asks the same
+                unseen = other.done.is_set() and not other.shown(self._cluster.cached)
+                raise (OwnWriteUnseen if unseen else RetryAfterObservation)(
                     f"VM {effect.key}: a {'pod' if not pod else 'KVVM'} patch {when} "
                     f"this one (effect {other_id}) {what} {sorted(moved)} meanwhile")
         # A newer write of the other kind landed while this one waited for its retry (and
@@ -280,7 +282,7 @@ class OrderBook:
                     and other.landed is not None and other.built_on is not None
                     and other.built_on == mine.built_on):
                 kind = "pod" if mine.pod else "KVVM"
-                raise RetryAfterObservation(
+                raise OwnWriteUnseen(
                     f"VM {effect.key}: a {kind} patch of {mine.target or 'the same object'} "
                     f"(effect {other_id}) landed over the state this one was built on")
 

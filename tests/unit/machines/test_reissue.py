@@ -6,7 +6,7 @@ times). A removal the informers show is still answered at once."""
 
 from __future__ import annotations
 
-from nicplug.engine.model import EffectOutcome, EffectRequest
+from nicplug.engine.model import Cause, EffectOutcome, EffectRequest, Observed, TimerFired, Trigger
 from nicplug.machines.decider import HotplugDecider
 from nicplug.machines.effects import CONDITION_RESTART
 from nicplug.machines.policy import MachineConfig, Timeouts
@@ -68,3 +68,38 @@ def test_a_clock_set_back_since_the_state_began_spaces_the_reissues_the_longest(
     assert reissue_after(op, config) == 30
     stepped = op._replace(issued_at=op.entered_at - 7200)
     assert reissue_after(stepped, config) == config.timeouts.backoff_max
+
+
+def test_a_write_refused_as_unseen_is_asked_again_at_the_spacing_not_per_observation() -> None:
+    """Seed 91529: a patch refused because nicplug's own write landed and the informers do
+    not show it yet (`OwnWriteUnseen`: the outcome's `unseen`) is decided again at the
+    VM's next observation, from a world that still does not show it. Forgetting it as
+    issued asked the same request at every observation (one pod patch 4 times in 5 s);
+    it waits for the blind re-issues' spacing instead."""
+    d, _ = _waiting_for_a_restart(blind=True)
+    d.run(1)
+    assert d.op(X.identity, "plug").state == "RestartRequired"
+    asked: list[float] = []
+    held: list[EffectOutcome] = []  # as the runtime holds them: until the next observation
+
+    def decide(trigger: Trigger) -> None:
+        for request in d.feed(trigger, execute=False).effects:
+            if request.type == "SetVMCondition" and request.payload["type"] == CONDITION_RESTART:
+                asked.append(d.now)
+                held.append(EffectOutcome(1, request.stream, request.type, False, False,
+                                          "a landed write unseen", {"unseen": True}))
+            else:
+                d.sim.execute(request)
+
+    start = d.now
+    for _ in range(60):  # observed every second, the condition's write never shown
+        decide(Observed(Cause("observation", f"sim@{d.now}")))
+        refusals, held[:] = held[:], []
+        for outcome in refusals:
+            decide(outcome)
+        d.now += 1
+        for (stream, name), deadline in sorted(d.timers.items(), key=lambda kv: kv[1]):
+            if deadline <= d.now:
+                del d.timers[(stream, name)]
+                decide(TimerFired(stream, name, deadline))
+    assert [t - start for t in asked] == [29, 59]
