@@ -152,13 +152,21 @@ class InProcessConnector(aiohttp.BaseConnector):
     ) -> ResponseHandler:
         loop = asyncio.get_running_loop()
         client = ResponseHandler(loop=loop)
-        server = self._server()
-        client_end = _MemoryTransport(loop, client)
-        server_end = _MemoryTransport(loop, server)
-        client_end.peer, server_end.peer = server_end, client_end
-        server.connection_made(server_end)
-        client.connection_made(client_end)
+        connect(loop, client, self._server())
         return client
+
+
+def connect(loop: asyncio.AbstractEventLoop, client: asyncio.Protocol,
+            server: asyncio.Protocol) -> tuple[_MemoryTransport, _MemoryTransport]:
+    """Join `client` and `server` by a pair of in-memory transports, the server made
+    connected first (as a listening socket accepts before the client's connect returns);
+    return the client's end and the server's."""
+    client_end = _MemoryTransport(loop, client)
+    server_end = _MemoryTransport(loop, server)
+    client_end.peer, server_end.peer = server_end, client_end
+    server.connection_made(server_end)
+    client.connection_made(client_end)
+    return client_end, server_end
 
 
 _TLS: list[ssl.SSLContext] = []

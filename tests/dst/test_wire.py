@@ -14,7 +14,7 @@ from aiohttp import web
 
 from nicplug.adapters.simulation.run import simulate
 from nicplug.adapters.simulation.schedule import draw
-from nicplug.adapters.simulation.wire import InProcessServer, _MemoryTransport
+from nicplug.adapters.simulation.wire import InProcessServer, connect
 
 
 async def _turns(n: int) -> None:
@@ -42,13 +42,7 @@ async def test_a_request_whose_client_closes_in_the_turn_it_sends_is_no_error_of
     said: list[dict[str, Any]] = []
     loop.set_exception_handler(lambda _loop, context: said.append(context))
     try:
-        client = asyncio.Protocol()
-        handler = server.protocol()
-        client_end = _MemoryTransport(loop, client)
-        server_end = _MemoryTransport(loop, handler)
-        client_end.peer, server_end.peer = server_end, client_end
-        handler.connection_made(server_end)
-        client.connection_made(client_end)
+        client_end, server_end = connect(loop, asyncio.Protocol(), server.protocol())
         await _turns(3)  # the server waits for a request
 
         client_end.write(b"GET / HTTP/1.1\r\nHost: sim.invalid\r\n\r\n")
