@@ -503,6 +503,11 @@ def restartable(facts: Facts, vm: DesiredVM, config: MachineConfig) -> bool:
     return kvvm is not None and kvvm.run_strategy in RESTARTABLE
 
 
+WAITS_FOR_OPERATION = "nicplug waits for VirtualMachineOperation "
+"""How `why_not_restarted` names the unfinished operation a restart waits for (the
+simulation's liveness check reads the name back from the VM's condition)."""
+
+
 def why_not_restarted(
     facts: Facts, vm: DesiredVM, config: MachineConfig, streams: tuple[str, ...] = ()
 ) -> str:
@@ -523,7 +528,7 @@ def why_not_restarted(
         stop = world.vm_operation(type_, world.vmi.uid) if world.vmi is not None else None
         unfinished = world.operation_unfinished
         if stop is None and unfinished is not None:
-            return (f"; nicplug waits for VirtualMachineOperation {unfinished.name}"
+            return (f"; {WAITS_FOR_OPERATION}{unfinished.name}"
                     f" ({unfinished.type}) to finish: Deckhouse runs a VM's operations"
                     " one at a time")
         if stop is not None and stop.phase in ("Failed", "Superseded"):

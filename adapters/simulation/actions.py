@@ -23,7 +23,8 @@ from nicplug.adapters.simulation.invariants import (
 )
 from nicplug.adapters.simulation.replicas import Replica
 from nicplug.adapters.simulation.schedule import NETWORKS, Setup, Step
-from nicplug.machines.world import if_name_of
+from nicplug.machines.targets import WAITS_FOR_OPERATION
+from nicplug.machines.world import VMOP_FINISHED, if_name_of
 from nicplug.simulator import networking as nw
 from nicplug.simulator import objects as ob
 from nicplug.simulator.actors.deckhouse_macs import mac_pool
@@ -173,12 +174,12 @@ class Hands:
         a VM whose SDN fails an interface never does."""
         condition = ob.condition(self.store.peek(VMS, ns, name), "NetworkHotplugRestartRequired")
         message = str((condition or {}).get("message", ""))
-        said = message.partition(RESTART_WAITS_FOR)[2].split(" ", 1)[0]
+        said = message.partition(WAITS_FOR_OPERATION)[2].split(" ", 1)[0]
         if not said:
             return None
         operation = self.store.peek(VMOPS, ns, said)
         phase = ob.dig(operation, "status", "phase")
-        if operation is None or phase in ("Completed", "Failed", "Superseded"):
+        if operation is None or phase in VMOP_FINISHED:
             return None
         return said
 
@@ -504,11 +505,6 @@ def _wants_running(kvvm: Json, vmi: Json | None) -> bool:
     if requests and requests[-1].get("action") == "Start":
         return True
     return vmi is not None and ob.dig(vmi, "status", "phase") != "Succeeded"
-
-
-RESTART_WAITS_FOR = "nicplug waits for VirtualMachineOperation "
-"""How nicplug's `NetworkHotplugRestartRequired` names the unfinished operation its
-restart waits for (`machines.targets.why_not_restarted`)."""
 
 
 def _restart_left_to_user(vm: Json | None) -> bool:
