@@ -61,7 +61,14 @@ from nicplug.machines.session import (
     read_by_decision,
     resume,
 )
-from nicplug.machines.timers import DEADLINE, GRACE, REISSUE, RETRY, reissue_after, timers_of
+from nicplug.machines.timers import (
+    DEADLINE,
+    GRACE,
+    REISSUE,
+    RETRY,
+    issued_recently,
+    timers_of,
+)
 from nicplug.machines.walking import Walker
 from nicplug.machines.world import World
 
@@ -181,8 +188,7 @@ class HotplugDecider:
             else:
                 limit = budget_when(op, live, self.config)
                 timing.append(limit is not None and now >= op.deadline_base + limit)
-            timing.append(
-                bool(op.issued) and op.issued_at > now - reissue_after(op, self.config))
+            timing.append(issued_recently(op, self.config, now))
         return tuple(timing)
 
 

@@ -44,7 +44,7 @@ from nicplug.machines.targets import (
     pod_patches,
     restarts_and_migrations,
 )
-from nicplug.machines.timers import reissue_after
+from nicplug.machines.timers import issued_recently
 from nicplug.machines.walking import NOT_HOT_PLUGGED
 
 KEEP_ISSUED = 6
@@ -157,8 +157,7 @@ def _issued(
     # the operation waits); then it is asked for again if the world still needs it (the
     # `reissue` timer makes sure someone looks)
     ops = session.state.ops
-    recent = {op.stream for op in ops.values()
-              if op.issued and op.issued_at > now - reissue_after(op, config)}
+    recent = {op.stream for op in ops.values() if issued_recently(op, config, now)}
     issued = {d for op in ops.values() if op.stream in recent for d in op.issued}
     requests: list[EffectRequest] = []
     fresh: dict[StreamId, list[int]] = {}

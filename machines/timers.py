@@ -44,6 +44,18 @@ def reissue_after(op: Operation, config: MachineConfig) -> float:
     return min(max(t.effect_reissue_after, waited), max(t.effect_reissue_after, t.backoff_max))
 
 
+def issued_recently(op: Operation, config: MachineConfig, now: float) -> bool:
+    """Whether the effects `op` issued still count as issued at `now`: for
+    `reissue_after`, and only if they were issued at or before `now` by the clock. Issued
+    later than `now`, the clock has been set back since: how long ago is unknown, and
+    counting from that time would hold a request back as long as the clock ran ahead
+    (seed 51803: a pod patch refused while the informers did not show nicplug's own
+    write, issued while the clock ran an hour ahead, was not asked again for that hour
+    once the clock was set right; an unplug waiting on it failed 20 times). Asked again
+    at once, it counts from the clock as it reads now."""
+    return bool(op.issued) and now - reissue_after(op, config) < op.issued_at <= now
+
+
 def timers_of(
     config: MachineConfig, session: Session, facts: Facts, now: float, effects: list[EffectRequest]
 ) -> tuple[tuple[TimerRequest, ...], tuple[TimerCancel, ...]]:

@@ -103,3 +103,18 @@ def test_a_write_refused_as_unseen_is_asked_again_at_the_spacing_not_per_observa
                 del d.timers[(stream, name)]
                 decide(TimerFired(stream, name, deadline))
     assert [t - start for t in asked] == [29, 59]
+
+
+def test_a_write_issued_by_a_clock_since_set_back_is_asked_again_at_once() -> None:
+    """Seed 51803: a pod patch was issued while the leader's clock ran an hour ahead; the
+    clock was set right and, counted from that time, the patch stayed issued for the
+    hour: nothing asked it again, and an unplug waiting on it failed 20 times. Issued
+    later than now by the clock, it is asked again at once, then spaced as before."""
+    d, written = _waiting_for_a_restart(blind=True)
+    d.run(1)
+    assert len(written) == 1
+    d.now -= 3600  # the clock set right, after running an hour ahead
+    d.run(1)
+    assert len(written) == 2
+    d.run(25)  # spaced from the clock as it reads now: the next one 30 s on
+    assert len(written) == 2
