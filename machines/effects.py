@@ -265,16 +265,32 @@ class RemoveVMCondition(Effect):
     its `AwaitingRestartToApplyConfiguration` once the change is applied (its only
     reasons are `ChangesPendingRestart`, `NoRestartRequired`, `UnexpectedState`:
     `api/core/v1alpha2/vmcondition/condition.go`), rather than leave it `False`:
-    nicplug's `NetworkHotplugRestartRequired` goes the same way."""
+    nicplug's `NetworkHotplugRestartRequired` goes the same way.
+
+    `message` is the condition's message as the decision saw it ("": any): removed only
+    while it still says that, so a removal decided before the condition was set anew
+    for a later change does not take the new one away; and two removals, each of the
+    condition set anew, are two requests (under one key, the second was held back as
+    issued already, and the VM said "restart" after its restart: seed 25834)."""
 
     TYPE: ClassVar[str] = "RemoveVMCondition"
     namespace: str
     name: str
     type: str
+    message: str = ""
 
     @property
     def target(self) -> str:
         return f"{self.namespace}/{self.name}"
+
+    def to_payload(self) -> dict[str, Any]:
+        payload = {"namespace": self.namespace, "name": self.name, "type": self.type}
+        return payload | ({"message": self.message} if self.message else {})
+
+    @classmethod
+    def from_payload(cls, p: Mapping[str, Any]) -> RemoveVMCondition:
+        # (absent in the payloads written before it was said: any message)
+        return cls(p["namespace"], p["name"], p["type"], str(p.get("message") or ""))
 
 
 @quick_init

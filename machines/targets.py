@@ -322,7 +322,8 @@ def _condition(
     if type_ == CONDITION_RESTART:
         if not current.message.startswith(RESTART_PREFIX):
             return None  # someone else's pending restart: not nicplug's to clear
-        return RemoveVMCondition(vm.namespace, vm.name, type_)  # as the platform clears it
+        # as the platform clears it; only the condition as it was seen
+        return RemoveVMCondition(vm.namespace, vm.name, type_, current.message)
     return SetVMCondition(vm.namespace, vm.name, type_, "False", clear_reason, "")
 
 
@@ -409,8 +410,30 @@ def conditions(
     ):
         effect = _condition(vm, type_, wanted, clear)
         if effect is not None:
-            out.append(((owners or ordered)[0], effect))
+            restarted = _restarted_for(facts) if type_ == CONDITION_RESTART else ()
+            out.append((owners[0] if owners else _keeper(ordered, restarted), effect))
     return out
+
+
+def _restarted_for(facts: Facts) -> tuple[str, ...]:
+    """The operations nicplug's latest restart of the VM was for (its `Stop` says them;
+    () when it does not: a restart through the KVVM's run strategy)."""
+    stop = facts.world.latest_stop
+    return stop.for_streams if stop is not None else ()
+
+
+def _keeper(ordered: list[Operation], named: tuple[str, ...] = (),
+            unfinished_first: bool = False) -> Operation:
+    """Whose a VM-wide effect is that no waiting operation asks for (a restart's start,
+    a condition cleared once nothing waits): the operations `named`, else (with
+    `unfinished_first`) one not finished, else the newest. Never simply the oldest: an
+    operation finished long ago was then journaled as starting and clearing after every
+    later change's restart, its history telling of restarts it never asked for and its
+    effects growing with each change (seed 25834)."""
+    among = ([o for o in ordered if str(o.stream) in named]
+             or (unfinished_first and [o for o in ordered if not o.terminal])
+             or ordered)
+    return max(among, key=lambda o: (o.opened_at, str(o.stream)))
 
 
 ROLLOUT_ADVICE = "restart the VM to bring it in line with its rollout strategy"
@@ -610,8 +633,7 @@ def restarts_and_migrations(facts: Facts, ops: Ops, vm: DesiredVM, config: Machi
         comparison = facts.comparison
         start = _start_again(facts, vm, config)
         if start is not None and ordered and comparison is not None and not comparison.changes:
-            owner = next((o for o in ordered if not o.terminal), ordered[0])
-            out.append((owner, start))
+            out.append((_keeper(ordered, _restarted_for(facts), unfinished_first=True), start))
     if not any(o.state in waits for o in ops.values()):
         return out
     vmi = facts.world.vmi

@@ -493,7 +493,9 @@ class World:
         """The number nicplug's next `Stop` of the VM carries (`VMOperation.number`)."""
         return 1 + max((o.number for o in self.vm_operations if o.type == "Stop"), default=0)
 
-    def _last_stop(self) -> VMOperation | None:
+    @property
+    def latest_stop(self) -> VMOperation | None:
+        """nicplug's latest `Stop` Deckhouse did not refuse, whatever followed it."""
         # one Deckhouse refused stopped nothing: asked from a world that had not caught
         # up with nicplug's own Stop yet, it ties with that one on number and second
         stops = [o for o in self.vm_operations if o.type == "Stop" and o.phase != "Failed"]
@@ -501,7 +503,12 @@ class World:
             return None
         # two Stops in one second (a Start completes at once, the next change comes in
         # the same second) tie on `created`: their names are digests, their order none
-        latest = max(stops, key=lambda o: (o.number, o.created, o.name))
+        return max(stops, key=lambda o: (o.number, o.created, o.name))
+
+    def _last_stop(self) -> VMOperation | None:
+        latest = self.latest_stop
+        if latest is None:
+            return None
         if latest.phase != "Completed" or self.vm_operation("Start", latest.vmi_uid):
             return None
         return latest

@@ -27,7 +27,12 @@ from nicplug.adapters.kube.flavour import UPSTREAM
 from nicplug.adapters.kube.resources import KindRef
 from nicplug.adapters.sdn import dialect_for
 from nicplug.engine.errors import RetryAfterObservation, TemporaryError
-from nicplug.machines.effects import PatchPodNetworks, RestartVM, SetVMCondition
+from nicplug.machines.effects import (
+    PatchPodNetworks,
+    RemoveVMCondition,
+    RestartVM,
+    SetVMCondition,
+)
 from nicplug.machines.world import SDNRequest
 from nicplug.simulator import networking as nw
 from nicplug.simulator.fixtures import kvvm_for
@@ -658,3 +663,30 @@ async def test_a_kvvm_patch_decided_while_one_of_the_same_kvvm_is_on_the_wire_wa
         await second
     assert interfaces_of(api_server.store) == ["default", NET_A, NET_B]
     assert api_server.count("patch", "virtualmachines") == 1
+
+
+async def test_a_restart_condition_set_anew_since_the_removal_was_decided_is_kept(
+    api_server: ApiServer, connection: ApiConnection, ns1: None
+) -> None:
+    """The removal of `NetworkHotplugRestartRequired` was decided once a restart applied
+    one change; before it ran, the condition was set anew for a later change: the
+    removal names the message it saw and leaves the new one. Once it says that message,
+    the condition goes."""
+    cache = _cached_running_vm(api_server)
+    restart = "NetworkHotplugRestartRequired"
+    run = executor(connection, cache)
+    for message in ("Restart the VM: Network/y (added)", "Restart the VM: Network/y (removed)"):
+        await run.execute(pending(1, SetVMCondition(
+            "ns1", "vm", restart, "True", "ChangesPendingRestart", message)))
+    seen = RemoveVMCondition("ns1", "vm", restart, "Restart the VM: Network/y (added)")
+    cache.take(kube_kinds.VIRTUAL_MACHINES, api_server.store.get(VMS, "ns1", "vm"))
+
+    result = await run.execute(pending(2, seen))
+    conditions = api_server.store.get(VMS, "ns1", "vm")["status"]["conditions"]
+    assert [(c["type"], c["message"]) for c in conditions if c["type"] == restart] == [
+        (restart, "Restart the VM: Network/y (removed)")]
+    assert result == {"unchanged": True, "set_anew": True}
+    await run.execute(pending(3, RemoveVMCondition(
+        "ns1", "vm", restart, "Restart the VM: Network/y (removed)")))
+    conditions = api_server.store.get(VMS, "ns1", "vm")["status"]["conditions"]
+    assert [c["type"] for c in conditions] == ["Running"]

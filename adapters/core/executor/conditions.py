@@ -110,6 +110,9 @@ class Conditions:
         kept = [c for c in conditions if c.get("type") != e.type]
         if len(kept) == len(conditions):
             return {"unchanged": True}
+        if e.message and any(c.get("message") != e.message
+                             for c in conditions if c.get("type") == e.type):
+            return {"unchanged": True, "set_anew": True}  # for a later change: kept
         version = (vm.get("metadata") or {}).get("resourceVersion")
         patch = {"metadata": {"resourceVersion": version}, "status": {"conditions": kept}}
         await self._patch_status(e.namespace, e.name, patch)

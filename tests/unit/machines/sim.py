@@ -289,7 +289,9 @@ class Sim:
                 effect.type, effect.status, effect.reason, effect.message
             )
         elif isinstance(effect, RemoveVMCondition):
-            self.vm_conditions.pop(effect.type, None)
+            current = self.vm_conditions.get(effect.type)
+            if current is not None and effect.message in ("", current.message):
+                self.vm_conditions.pop(effect.type)
         elif isinstance(effect, CreateMigration):
             if all(m.name != effect.migration for m in self.migrations):
                 self.migrations.append(Migration(effect.migration, effect.migration, "Pending"))

@@ -329,3 +329,31 @@ def test_a_stop_deckhouse_refused_is_not_the_latest() -> None:
     fresh = driver(sim)
     fresh.run(12)
     assert [s for s in steps(fresh) if s[0] == "RestartVM"] == [("RestartVM", "start", "vmi-1")]
+
+
+def test_a_later_changes_restart_is_not_journaled_under_an_operation_finished_before_it() -> None:
+    """x is plugged with a restart and attached; then y is plugged, removed and plugged
+    again, each with a restart of its own. The start and the cleared condition of each
+    later restart belong to the change it was for: journaled under x's finished plug
+    (the oldest operation), they made x's history tell of restarts it never asked for,
+    and its effects grow with every later change (seed 25834: 5 `RemoveVMCondition`
+    under a plug attached minutes before, `effects-unbounded`). And each restart's
+    condition goes once it is applied: one removal of the condition looked like the
+    last, issued already, and the VM said "restart" after its restart."""
+    y = net("y", 3)
+    sim = deckhouse_vm()
+    d = driver(sim)
+    d.run(12)
+    assert d.op(*PLUG).state == "Attached"
+    x_stream = d.op(*PLUG).stream
+    done = len(d.effects)
+    for networks in ((MAIN, X, y), (MAIN, X), (MAIN, X, y), (MAIN, X)):
+        sim.networks = networks
+        d.run(12)
+        assert all(op.state in ("Attached", "Detached") for op in d.state.ops.values())
+        assert CONDITION_RESTART not in sim.vm_conditions
+    later = [(e.type, e.payload.get("step")) for e in d.effects[done:] if e.stream == x_stream]
+    assert later == []
+    cleared = [e.stream for e in d.effects if e.type == "RemoveVMCondition"]
+    halted = [e.stream for e in d.effects if e.type == "RestartVM" and e.payload["step"] == "halt"]
+    assert cleared == halted and len(halted) == 5  # each restart's, under its own change
